@@ -1,0 +1,44 @@
+# One-command set-up: `make book` or `make test` creates .venv with the pinned
+# dependencies (requirements.txt) and installs kvmath into it.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: venv test unit nbval book browser bench refresh-notebooks clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+# Every test: unit and property tests, strict nbval over the chapter notebooks,
+# then the book build and the headless-browser check of every page.
+test: venv
+	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --nbval book -p no:cacheprovider
+	$(MAKE) book
+	$(PY) -m pytest -q tests/browser
+
+unit: venv
+	$(PY) -m pytest -q tests
+
+book: venv
+	$(VENV)/bin/jupyter-book build . --all -W -n --keep-going
+	@echo "Book built: open $(CURDIR)/_build/html/index.html"
+
+bench: venv
+	$(PY) benchmarks/evaluate_grid.py
+
+# Re-run the chapter notebooks in place so their stored outputs match the
+# library; review `git diff book/` before committing.
+refresh-notebooks: venv
+	$(PY) scripts/refresh_notebooks.py
+
+clean:
+	rm -rf _build $(VENV)

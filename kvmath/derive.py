@@ -1,0 +1,153 @@
+"""The derivations: each quantity written once, as a SymPy expression.
+
+Conventions (all stated in the book's arithmetic chapter):
+
+* A FLOP is one multiply or one add, so a multiply-accumulate is 2 FLOP.
+* Prefill of a T-token prefix recomputes the KV of every layer; it needs no
+  logits, so the embedding lookup and LM head cost nothing here.
+* Causal attention: query i attends to min(i, window) keys. Each query-key
+  pair costs 2*d_qk FLOP for the score and 2*d_v FLOP for the weighted value,
+  per query head. Softmax and norms are ignored (O(T*d) and O(T^2) with tiny
+  constants).
+* Tensor parallelism over K GPUs splits FLOPs and weights K ways. KV is split
+  by KV head; when K exceeds the KV heads each head is replicated, and MLA's
+  latent is replicated on every rank (rho counts the copies).
+"""
+import sympy as sp
+
+from .symbols import (
+    B, B_gpu, B_hbm, B_node, E, E_sh, I_exp, I_ffn, K, L_dense, L_full, L_moe,
+    L_win, N_lin, N_tot, P, T, V, W, b_kv, b_w, d, d_h, d_nope, d_qk, d_rope,
+    d_v, e_kv, eta, k_top, n_kv, n_q, r_kv, r_q, rho, t_0, tied,
+)
+
+# ---------------------------------------------------------------- KV size
+#: KV elements per token per layer, GQA/MHA/MQA: one key and one value per KV head
+e_kv_gqa = 2 * n_kv * d_h
+#: KV elements per token per layer, MLA: the compressed latent plus the RoPE key
+e_kv_mla = r_kv + d_rope
+#: copies of the KV across K tensor-parallel GPUs, GQA: heads replicate once K > n_kv
+rho_gqa = sp.Max(1, K / n_kv)
+#: copies, MLA: every rank holds the whole latent
+rho_mla = K
+
+#: token-layers held for a T-token prefix: sliding-window layers keep at most W tokens
+held_token_layers = L_full * T + L_win * sp.Min(T, W)
+#: bytes per token of KV when every layer holds the token (T <= W), one copy
+kv_bytes_per_token = e_kv * b_kv * (L_full + L_win)
+#: bytes of KV of a T-token prefix, all copies on all GPUs (what a reload moves)
+kv_bytes_total = e_kv * b_kv * rho * held_token_layers
+#: bytes of KV each GPU must receive
+kv_bytes_per_gpu = kv_bytes_total / K
+
+# ---------------------------------------------------------------- parameters
+#: attention weights per layer, GQA: q and o are d x n_q*d_h, k and v d x n_kv*d_h
+attn_params_gqa = 2 * d * n_q * d_h + 2 * d * n_kv * d_h
+#: attention weights per layer, MLA (DeepSeek-V2/V3): low-rank q (if r_q > 0), joint KV latent
+attn_params_mla = (
+    sp.Piecewise(
+        (d * r_q + r_q * n_q * (d_nope + d_rope), r_q > 0),
+        (d * n_q * (d_nope + d_rope), True),
+    )
+    + d * (r_kv + d_rope)
+    + r_kv * n_q * (d_nope + d_v)
+    + n_q * d_v * d
+)
+#: gated (SwiGLU) MLP weights: gate, up and down
+mlp_params_dense = 3 * d * I_ffn
+#: MoE MLP weights touched per token: k_top routed + shared experts + router
+mlp_params_moe_active = 3 * d * I_exp * (k_top + E_sh) + d * E
+#: MoE MLP weights stored
+mlp_params_moe_total = 3 * d * I_exp * (E + E_sh) + d * E
+
+
+def params_active_matmul(attn_params):
+    """N_lin: active matmul parameters of the blocks (no embedding, no LM head)."""
+    return ((L_full + L_win) * attn_params + L_dense * mlp_params_dense
+            + L_moe * mlp_params_moe_active)
+
+
+def params_total(attn_params):
+    """N_tot: every parameter, embedding and (untied) LM head included; norms ignored."""
+    return ((L_full + L_win) * attn_params + L_dense * mlp_params_dense
+            + L_moe * mlp_params_moe_total + V * d * (2 - tied))
+
+
+# ---------------------------------------------------------------- FLOPs
+#: causal query-key pairs of one full-attention layer
+pairs_full = T * (T + 1) / 2
+#: causal query-key pairs of one sliding-window layer (query i sees min(i, W) keys)
+pairs_window = sp.Min(T, W) * (sp.Min(T, W) + 1) / 2 + (T - sp.Min(T, W)) * W
+#: matmul FLOPs of the T-token prefill
+flops_linear = 2 * N_lin * T
+#: attention FLOPs (scores and weighted values) of the T-token prefill
+flops_attention = 2 * n_q * (d_qk + d_v) * (L_full * pairs_full + L_win * pairs_window)
+#: all prefill FLOPs of the T-token prefix, whole model
+flops_prefill = flops_linear + flops_attention
+
+# ---------------------------------------------------------------- times
+#: time to compute the prefill on K GPUs at fraction eta of peak, s
+t_compute = flops_prefill / (K * eta * P)
+#: time to read every weight once from HBM, s: no prefill can beat it
+t_weights = N_tot * b_w / (K * B_hbm)
+#: recompute time, the roofline maximum of the two, s
+t_recompute = sp.Max(t_compute, t_weights)
+#: effective per-GPU bandwidth of a path: its narrowest hop; node-shared hops split K ways
+B_path = sp.Min(B_gpu, B_node / K)
+#: reload time: a fixed latency plus each GPU's bytes over its path, s
+t_reload = t_0 + kv_bytes_per_gpu / B
+#: reload minus recompute: negative where reload wins, s
+t_advantage = t_reload - t_recompute
+
+# ---------------------------------------------------------------- the one division
+#: the model's prefill FLOPs per byte of KV moved (linear term only), FLOP/B
+model_flops_per_kv_byte = sp.simplify(
+    (flops_linear / kv_bytes_total).subs(L_win, 0))
+#: the same at prefix length T, attention and windows included, FLOP/B
+model_flops_per_kv_byte_at_T = flops_prefill / kv_bytes_total
+#: the GPU's achieved FLOP/s per byte/s of the reload path (K GPUs, K links), FLOP/B
+gpu_flops_per_link_byte = eta * P / B
+#: minimum reload bandwidth per GPU for reload to win at T (while t_recompute > t_0), B/s
+breakeven_bandwidth = kv_bytes_per_gpu / (t_recompute - t_0)
+
+
+# ---------------------------------------------------------------- crossings
+def regimes():
+    """The smooth pieces of t_advantage, as (name, expression, conditions).
+
+    On each piece Min and Max are resolved, so t_advantage is a polynomial of
+    degree <= 2 in T and its roots are closed-form. A root is a crossing if it
+    satisfies the piece's conditions (each a SymPy relational in T).
+    """
+    pieces = []
+    for window_name, min_tw, cond_w in (("T<=W", T, T <= W), ("T>W", W, T > W)):
+        for roof_name, rec, cond_r in (
+            ("compute", t_compute, t_compute >= t_weights),
+            ("weights", t_weights, t_weights > t_compute),
+        ):
+            expr = (t_reload - rec).subs(sp.Min(T, W), min_tw)
+            cond = cond_r.subs(sp.Min(T, W), min_tw)
+            pieces.append((f"{roof_name},{window_name}", sp.expand(expr), (cond_w, cond)))
+    return pieces
+
+
+def quadratic_coefficients(expr):
+    """(a2, a1, a0) of expr = a2*T**2 + a1*T + a0; raises if expr is not polynomial of degree <= 2."""
+    poly = sp.Poly(expr, T)
+    if poly.degree() > 2:
+        raise ValueError(f"expected degree <= 2 in T, got {poly.degree()}")
+    coeffs = poly.all_coeffs()
+    coeffs = [sp.Integer(0)] * (3 - len(coeffs)) + coeffs
+    return tuple(sp.simplify(c) for c in coeffs)
+
+
+#: the core regime (every layer full attention, compute-bound): reload - recompute = 0
+core_advantage = sp.expand((t_reload - t_compute).subs(L_win, 0))
+#: its two closed-form roots in T (one is negative when t_0 > 0)
+core_crossings = sp.solve(sp.Eq(core_advantage, 0), T)
+
+#: Mooncake (FAST'25) Eq. 2 in its own symbols: reuse pays when B/G exceeds this.
+#: l layers cancel; n prefix length, d hidden size, g GQA group size, s bytes per
+#: element, a and b the constants of their Eq. 1 flops = l*(a*n^2*d + b*n*d^2).
+mc_n, mc_d, mc_g, mc_s, mc_a, mc_b = sp.symbols("n d g s a b", positive=True)
+mooncake_eq2_B_over_G = 2 * mc_d * mc_s / (mc_g * (mc_a * mc_n * mc_d + mc_b * mc_d ** 2))

@@ -1,0 +1,94 @@
+"""Every symbol of kvmath, declared once with its assumptions and unit.
+
+Units: bytes (B), seconds (s), FLOP, bytes per second (B/s, SI), FLOP per second.
+"""
+import sympy as sp
+
+_pos_int = dict(positive=True, integer=True)
+_nonneg_int = dict(nonnegative=True, integer=True)
+
+# --- prompt ---------------------------------------------------------------
+T = sp.Symbol("T", positive=True)  #: tokens in the cached prefix (real, so crossings are continuous)
+
+# --- architecture (from config.json) --------------------------------------
+d = sp.Symbol("d", **_pos_int)  #: hidden size
+L_full = sp.Symbol("L_full", **_nonneg_int)  #: layers with full (global) attention
+L_win = sp.Symbol("L_win", **_nonneg_int)  #: layers with a sliding window
+W = sp.Symbol("W", **_pos_int)  #: sliding window, tokens
+n_q = sp.Symbol("n_q", **_pos_int)  #: query heads
+d_qk = sp.Symbol("d_qk", **_pos_int)  #: query/key width per head (MLA: nope + rope)
+d_v = sp.Symbol("d_v", **_pos_int)  #: value width per head
+e_kv = sp.Symbol("e_kv", **_pos_int)  #: KV elements stored per token per layer, whole model
+b_kv = sp.Symbol("b_kv", positive=True)  #: bytes per KV element (bf16 2, fp8 1)
+rho = sp.Symbol("rho", positive=True)  #: copies of the KV held across the TP group
+N_lin = sp.Symbol("N_lin", positive=True)  #: active matmul parameters in the blocks
+N_tot = sp.Symbol("N_tot", positive=True)  #: all parameters (weights read once per prefill)
+b_w = sp.Symbol("b_w", positive=True)  #: bytes per weight
+
+# GQA/MHA/MQA and MLA quantities that feed e_kv, rho and the parameter count
+n_kv = sp.Symbol("n_kv", **_pos_int)  #: KV heads
+d_h = sp.Symbol("d_h", **_pos_int)  #: head dim
+r_kv = sp.Symbol("r_kv", **_pos_int)  #: MLA kv_lora_rank
+d_rope = sp.Symbol("d_rope", **_pos_int)  #: MLA qk_rope_head_dim
+d_nope = sp.Symbol("d_nope", **_pos_int)  #: MLA qk_nope_head_dim
+r_q = sp.Symbol("r_q", **_nonneg_int)  #: MLA q_lora_rank (0: no low-rank query)
+I_ffn = sp.Symbol("I_ffn", **_nonneg_int)  #: dense MLP intermediate size
+I_exp = sp.Symbol("I_exp", **_nonneg_int)  #: per-expert intermediate size
+E = sp.Symbol("E", **_nonneg_int)  #: routed experts
+k_top = sp.Symbol("k_top", **_nonneg_int)  #: routed experts active per token
+E_sh = sp.Symbol("E_sh", **_nonneg_int)  #: shared experts
+L_dense = sp.Symbol("L_dense", **_nonneg_int)  #: layers with a dense MLP
+L_moe = sp.Symbol("L_moe", **_nonneg_int)  #: layers with an MoE MLP
+V = sp.Symbol("V", **_pos_int)  #: vocabulary size
+tied = sp.Symbol("tied", **_nonneg_int)  #: 1 if the LM head shares the embedding
+
+# --- hardware -------------------------------------------------------------
+K = sp.Symbol("K", **_pos_int)  #: tensor-parallel GPUs
+P = sp.Symbol("P", positive=True)  #: dense peak FLOP/s per GPU in the compute dtype
+eta = sp.Symbol("eta", positive=True)  #: achieved fraction of P during prefill
+B_hbm = sp.Symbol("B_hbm", positive=True)  #: HBM bandwidth per GPU, B/s (effective)
+B = sp.Symbol("B", positive=True)  #: effective reload bandwidth per GPU, B/s
+t_0 = sp.Symbol("t_0", nonnegative=True)  #: fixed latency of one reload, s
+B_gpu = sp.Symbol("B_gpu", positive=True)  #: narrowest per-GPU hop of a path, B/s
+B_node = sp.Symbol("B_node", positive=True)  #: narrowest node-shared hop of a path, B/s
+
+#: human-readable meaning and unit of each symbol, for the book's reference chapter
+MEANING = {
+    T: ("tokens in the cached prefix", "tokens"),
+    d: ("hidden size", "elements"),
+    L_full: ("layers with full attention", "layers"),
+    L_win: ("layers with a sliding window", "layers"),
+    W: ("sliding-window length", "tokens"),
+    n_q: ("query heads", "heads"),
+    d_qk: ("query/key width per head", "elements"),
+    d_v: ("value width per head", "elements"),
+    e_kv: ("KV elements stored per token per layer (whole model)", "elements"),
+    b_kv: ("bytes per KV element", "B"),
+    rho: ("copies of the KV across the tensor-parallel group", "1"),
+    N_lin: ("active matmul parameters in the transformer blocks", "parameters"),
+    N_tot: ("all parameters", "parameters"),
+    b_w: ("bytes per weight", "B"),
+    n_kv: ("KV heads", "heads"),
+    d_h: ("head dimension", "elements"),
+    r_kv: ("MLA latent rank (kv_lora_rank)", "elements"),
+    d_rope: ("MLA decoupled RoPE key width", "elements"),
+    d_nope: ("MLA non-RoPE query/key width", "elements"),
+    r_q: ("MLA query rank (q_lora_rank)", "elements"),
+    I_ffn: ("dense MLP intermediate size", "elements"),
+    I_exp: ("expert MLP intermediate size", "elements"),
+    E: ("routed experts", "experts"),
+    k_top: ("routed experts per token", "experts"),
+    E_sh: ("shared experts", "experts"),
+    L_dense: ("layers with a dense MLP", "layers"),
+    L_moe: ("layers with an MoE MLP", "layers"),
+    V: ("vocabulary size", "tokens"),
+    tied: ("1 if embedding and LM head are tied", "1"),
+    K: ("tensor-parallel GPUs", "GPUs"),
+    P: ("dense peak FLOP/s per GPU", "FLOP/s"),
+    eta: ("achieved fraction of peak during prefill", "1"),
+    B_hbm: ("effective HBM bandwidth per GPU", "B/s"),
+    B: ("effective reload bandwidth per GPU", "B/s"),
+    t_0: ("fixed latency of one reload", "s"),
+    B_gpu: ("narrowest per-GPU hop of the reload path", "B/s"),
+    B_node: ("narrowest node-shared hop of the reload path", "B/s"),
+}
