@@ -100,9 +100,9 @@ t_reload = t_0 + kv_bytes_per_gpu / B
 t_advantage = t_reload - t_recompute
 
 # ---------------------------------------------------------------- the one division
-#: the model's prefill FLOPs per byte of KV moved (linear term only), FLOP/B
-model_flops_per_kv_byte = sp.simplify(
-    (flops_linear / kv_bytes_total).subs(L_win, 0))
+#: the model's prefill FLOPs per byte of KV moved, linear term only, for a token every
+#: layer holds (T <= W), FLOP/B
+model_flops_per_kv_byte = sp.simplify(flops_linear / (T * kv_bytes_per_token * rho))
 #: the same at prefix length T, attention and windows included, FLOP/B
 model_flops_per_kv_byte_at_T = flops_prefill / kv_bytes_total
 #: the GPU's achieved FLOP/s per byte/s of the reload path (K GPUs, K links), FLOP/B

@@ -1,0 +1,138 @@
+"""The command line: happy paths, and one clear line with exit status 2 for each mistake."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kvmath.cli import main
+
+JSON_KEYS = {"tokens", "tp", "kv_bytes_per_token", "kv_bytes", "recompute_s", "reload_s",
+             "winner", "breakeven_tokens"}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_issue_example_json(capsys):
+    code, out, err = run(capsys, "compare", "--model", "llama-3.1-70b", "--gpu", "h100-sxm",
+                         "--tier", "host-dram", "--tokens", "32768", "--json")
+    assert code == 0 and err == ""
+    r = json.loads(out)
+    assert JSON_KEYS <= set(r)
+    assert r["kv_bytes_per_token"] == 327_680
+    assert r["kv_bytes"] == 327_680 * 32_768
+    assert r["tokens"] == 32_768 and r["tp"] == 1
+    assert r["winner"] in ("reload", "recompute")
+    assert isinstance(r["breakeven_tokens"], list)
+    assert r["winner"] == ("reload" if r["reload_s"] < r["recompute_s"] else "recompute")
+
+
+def test_human_output(capsys):
+    code, out, _ = run(capsys, "compare", "--model", "llama-2-7b", "--gpu", "h100-sxm",
+                       "--tier", "nvme-1drive", "--tokens", "4096")
+    assert code == 0
+    lines = out.strip().splitlines()
+    assert lines[-1].startswith("verdict: recompute wins")
+    assert any(line.startswith("KV per token") and "524,288 B" in line for line in lines)
+
+
+def test_overrides_change_the_answer(capsys):
+    base = ["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "nvme-1drive",
+            "--tokens", "8192", "--json"]
+    slow = json.loads(run(capsys, *base)[1])
+    fast = json.loads(run(capsys, *base, "--bandwidth", "1000")[1])
+    assert fast["reload_s"] < slow["reload_s"]
+    assert fast["reload_bandwidth_Bps"] == 1000e9
+    eff = json.loads(run(capsys, *base, "--efficiency", "0.4")[1])
+    assert eff["recompute_s"] == pytest.approx(slow["compute_s"] * slow["prefill_efficiency"] / 0.4)
+
+
+def test_tp_and_kv_dtype(capsys):
+    r = json.loads(run(capsys, "compare", "--model", "llama-3.1-70b", "--gpu", "h100-sxm",
+                       "--tier", "host-dram", "--tokens", "1000", "--tp", "8", "--kv-dtype",
+                       "fp8", "--json")[1])
+    assert r["tp"] == 8 and r["kv_bytes"] == 163_840 * 1000
+
+
+def test_list(capsys):
+    code, out, _ = run(capsys, "list")
+    assert code == 0
+    for name in ("llama-3.1-70b", "h100-sxm", "host-dram", "nvme", "rdma"):
+        assert name in out
+
+
+def test_user_files(capsys, model_file, gpu_file):
+    m = model_file(name="mine")
+    g = gpu_file(name="my-gpu", extra=dict(prefill_efficiency=0.5, hbm_efficiency=0.9))
+    code, out, _ = run(capsys, "compare", "--model", str(m), "--gpu", str(g), "--tier",
+                       "host-dram", "--tokens", "100", "--json")
+    assert code == 0 and json.loads(out)["model"] == "mine"
+
+
+BAD = [
+    (["compare", "--model", "nope", "--gpu", "h100-sxm", "--tier", "host-dram", "--tokens", "1"],
+     "unknown model"),
+    (["compare", "--model", "llama-3.1-8b", "--gpu", "h999", "--tier", "host-dram",
+      "--tokens", "1"], "unknown GPU"),
+    (["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "tape",
+      "--tokens", "1"], "unknown tier"),
+    (["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+      "--tokens", "0"], "--tokens"),
+    (["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+      "--tokens", "-5"], "--tokens"),
+    (["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+      "--tokens", "ten"], "--tokens"),
+    (["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+      "--tokens", "10", "--tp", "0"], "--tp"),
+    (["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+      "--tokens", "10", "--tp", "3"], "does not fit"),
+    (["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+      "--tokens", "10", "--bandwidth", "0"], "--bandwidth"),
+    (["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+      "--tokens", "10", "--bandwidth", "nan"], "--bandwidth"),
+    (["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+      "--tokens", "10", "--efficiency", "1.5"], "--efficiency"),
+    (["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+      "--tokens", "10", "--efficiency", "0"], "--efficiency"),
+    (["compare", "--model", "/no/such/model.csv", "--gpu", "h100-sxm", "--tier", "host-dram",
+      "--tokens", "10"], "cannot read"),
+    (["compare", "--gpu", "h100-sxm"], "required"),
+    (["frobnicate"], "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD)
+def test_bad_input_one_line_exit_2(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_malformed_user_file(capsys, model_file):
+    path = model_file(layers="-1")
+    code, _, err = run(capsys, "compare", "--model", str(path), "--gpu", "h100-sxm", "--tier",
+                       "host-dram", "--tokens", "10")
+    assert code == 2 and f"{path}, row 1, field 'layers'" in err
+
+
+def test_fp8_compute_on_gpu_without_fp8_is_an_error(capsys):
+    from kvmath import compare, resolve_gpu, resolve_model, resolve_tier
+    from kvmath.evaluate import ScenarioError
+    with pytest.raises(ScenarioError, match="fp8"):
+        compare(resolve_model("llama-3.1-8b"), resolve_gpu("a100-sxm"),
+                resolve_tier("host-dram"), 10, compute_dtype="fp8")
+
+
+def test_module_entry_point():
+    ok = subprocess.run([sys.executable, "-m", "kvmath", "compare", "--model", "llama-3.1-70b",
+                         "--gpu", "h100-sxm", "--tier", "host-dram", "--tokens", "32768",
+                         "--json"], capture_output=True, text=True)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["kv_bytes_per_token"] == 327_680
+    bad = subprocess.run([sys.executable, "-m", "kvmath", "compare", "--model", "x", "--gpu",
+                          "h100-sxm", "--tier", "host-dram", "--tokens", "1"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

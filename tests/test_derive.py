@@ -1,0 +1,116 @@
+"""Symbolic identities: the closed forms agree with the expressions they came from."""
+import math
+import random
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from kvmath import derive as D
+from kvmath import symbols as S
+from kvmath import bundled, compare
+from kvmath.evaluate import Numeric, crossings, fn, scenario_values
+
+
+def exact_subs(expr, values):
+    """expr with every free symbol replaced by an exact rational of its value."""
+    return expr.subs({s: sp.nsimplify(values[s.name], rational=True) for s in expr.free_symbols})
+
+
+def random_scenarios(n, seed=0):
+    """Scenario values from the bundled tables with random length, bandwidth, latency and TP."""
+    rng = random.Random(seed)
+    cat = bundled()
+    out = []
+    while len(out) < n:
+        model = rng.choice(list(cat.models.values()))
+        gpu = rng.choice(list(cat.gpus.values()))
+        tier = rng.choice(list(cat.tiers.values()))
+        tp = rng.choice([1, 2, 4, 8])
+        v, _ = scenario_values(model, gpu, tier, tp=tp,
+                               bandwidth_Bps=10 ** rng.uniform(8.5, 11.5))
+        v["t_0"] = 10 ** rng.uniform(-7, -2)
+        out.append(v)
+    return out
+
+
+def test_core_crossing_is_a_root():
+    """Each closed-form root of the core regime makes reload equal compute time."""
+    for root in D.core_crossings:
+        assert sp.simplify(D.core_advantage.subs(S.T, root)) == 0
+
+
+def test_one_positive_core_crossing_when_latency_positive():
+    """Product of the core quadratic's roots is -t_0/alpha < 0: exactly one positive root."""
+    a2, a1, a0 = D.quadratic_coefficients(D.core_advantage)
+    assert sp.simplify(a0 - S.t_0) == 0
+    assert sp.simplify(a2 + S.n_q * (S.d_qk + S.d_v) * S.L_full / (S.K * S.eta * S.P)) == 0
+
+
+@pytest.mark.parametrize("v", random_scenarios(40, seed=1))
+def test_reported_crossings_equalise_times(v):
+    reload, recompute = fn("t_reload"), fn("t_recompute")
+    for t in crossings(v):
+        at = {**v, "T": t}
+        a, b = reload.take(at), recompute.take(at)
+        assert a == pytest.approx(b, rel=1e-6)
+
+
+@pytest.mark.parametrize("v", random_scenarios(40, seed=2))
+def test_winner_changes_exactly_at_crossings(v):
+    """Between consecutive crossings (and beyond them) the sign of the advantage is constant
+    and flips across each crossing: the crossing list misses none."""
+    adv = fn("t_advantage")
+    grid = np.geomspace(1, 2e6, 20000)
+    signs = np.sign(adv.take({**v, "T": grid}))
+    flips = grid[1:][signs[1:] * signs[:-1] < 0]
+    cs = [c for c in crossings(v) if 1 <= c <= 2e6]
+    assert len(flips) == len(cs)
+    for f, c in zip(flips, cs):  # each flip lies within one grid step after its crossing
+        assert c <= f <= c * 1.001
+
+
+NAMES = ["kv_bytes_total", "flops_prefill", "t_compute", "t_weights", "t_recompute",
+         "t_reload", "t_advantage", "breakeven_bandwidth", "model_flops_per_kv_byte_at_T"]
+
+
+@pytest.mark.parametrize("v", random_scenarios(12, seed=3))
+def test_lambdified_equals_subs_evalf(v):
+    at = {**v, "T": random.Random(str(v)).uniform(1, 2e5)}
+    for name in NAMES:
+        expr = getattr(D, name)
+        expected = float(exact_subs(expr, at).evalf(30))
+        assert float(fn(name).take(at)) == pytest.approx(expected, rel=1e-12), name
+
+
+def test_numeric_is_vectorised_and_keyword_checked():
+    f = Numeric(D.t_reload)
+    out = f(t_0=1e-6, B=1e9, K=1, e_kv=2048, b_kv=2, rho=1, L_full=32, L_win=0, W=1,
+            T=np.array([1.0, 10.0]))
+    assert out.shape == (2,) and out[1] > out[0]
+    with pytest.raises(TypeError, match="missing values"):
+        f(B=1e9)
+
+
+def test_one_division_is_the_linear_ratio():
+    """model_flops_per_kv_byte = 2 N_lin / (KV bytes per token x copies)."""
+    assert sp.simplify(D.model_flops_per_kv_byte
+                       - 2 * S.N_lin / ((S.L_full + S.L_win) * S.e_kv * S.b_kv * S.rho)) == 0
+
+
+def test_attention_convention_two_flops_per_mac_causal():
+    """A 1-layer, 1-head model with d_qk = d_v = 1 at T = 3: 6 causal pairs x 4 FLOP."""
+    expr = D.flops_attention.subs({S.n_q: 1, S.d_qk: 1, S.d_v: 1, S.L_full: 1, S.L_win: 0})
+    assert expr.subs(S.T, 3) == 24
+
+
+def test_window_pairs_piecewise():
+    """Query i sees min(i, W) keys: W = 2, T = 4 gives 1 + 2 + 2 + 2 = 7 pairs."""
+    assert D.pairs_window.subs({S.T: 4, S.W: 2}) == 7
+    assert D.pairs_window.subs({S.T: 2, S.W: 4}) == 3
+
+
+def test_recompute_never_beats_weight_read():
+    cat = bundled()
+    r = compare(cat.models["llama-3.1-70b"], cat.gpus["h100-sxm"], cat.tiers["host-dram"], 1)
+    assert r["recompute_s"] == r["weights_read_s"] > r["compute_s"]

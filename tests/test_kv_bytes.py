@@ -1,0 +1,76 @@
+"""KV bytes per token are exact integers: checked symbolically and through lambdify."""
+import pytest
+import sympy as sp
+
+from kvmath import derive as D
+from kvmath import symbols as S
+from kvmath import resolve_gpu, resolve_model, resolve_tier, compare
+from kvmath.evaluate import architecture_values, fn
+
+# Worked by hand from each config.json: 2 (K and V) x layers x KV heads x head_dim x 2 B,
+# or for MLA (kv_lora_rank + qk_rope_head_dim) x layers x 2 B.
+EXACT_BF16 = {
+    "llama-2-7b": 2 * 32 * 32 * 128 * 2,  # 524,288 (MHA)
+    "llama-3.1-8b": 2 * 32 * 8 * 128 * 2,  # 131,072
+    "llama-3.1-70b": 2 * 80 * 8 * 128 * 2,  # 327,680
+    "llama-3.1-405b": 2 * 126 * 8 * 128 * 2,  # 516,096
+    "qwen2.5-7b": 2 * 28 * 4 * 128 * 2,  # 57,344
+    "qwen3-8b": 2 * 36 * 8 * 128 * 2,  # 147,456
+    "qwen3-30b-a3b": 2 * 48 * 4 * 128 * 2,  # 98,304
+    "qwen3-235b-a22b": 2 * 94 * 4 * 128 * 2,  # 192,512
+    "deepseek-v3": (512 + 64) * 61 * 2,  # 70,272 (MLA)
+    "gpt-oss-120b": 2 * 36 * 8 * 64 * 2,  # 73,728 while T <= 128
+}
+
+
+def test_issue_values():
+    assert EXACT_BF16["llama-3.1-70b"] == 327_680
+    assert EXACT_BF16["deepseek-v3"] == 70_272
+    assert EXACT_BF16["llama-2-7b"] == 524_288
+
+
+@pytest.mark.parametrize("name,expected", sorted(EXACT_BF16.items()))
+def test_kv_bytes_per_token_exact(name, expected):
+    model = resolve_model(name)
+    v = architecture_values(model)
+    e_kv = D.e_kv_mla if model.attention == "mla" else D.e_kv_gqa
+    expr = D.kv_bytes_per_token.subs(S.e_kv, e_kv)
+    exact = expr.subs({s: sp.nsimplify(v[s.name]) for s in expr.free_symbols})
+    assert exact == sp.Integer(expected)
+    numeric = fn("kv_bytes_per_token").take(v)
+    assert numeric == expected and float(numeric).is_integer()
+
+
+def test_fp8_kv_halves_bytes():
+    m = resolve_model("llama-3.1-70b")
+    assert fn("kv_bytes_per_token").take(architecture_values(m, "fp8")) == 327_680 / 2
+
+
+def test_sliding_window_caps_bytes():
+    """gpt-oss-120b: 18 full layers hold every token, 18 sliding layers at most 128."""
+    m, g, t = resolve_model("gpt-oss-120b"), resolve_gpu("h100-sxm"), resolve_tier("host-dram")
+    per_layer = 2 * 8 * 64 * 2
+    for tokens in (100, 128, 32_768):
+        r = compare(m, g, t, tokens)
+        assert r["kv_bytes"] == per_layer * (18 * tokens + 18 * min(tokens, 128))
+
+
+def test_mistral_window_applies_to_every_layer():
+    m, g, t = resolve_model("mistral-7b"), resolve_gpu("h100-sxm"), resolve_tier("host-dram")
+    assert compare(m, g, t, 10_000)["kv_bytes"] == 131_072 * 4096
+
+
+@pytest.mark.parametrize("tp,copies", [(1, 1), (2, 1), (8, 1), (16, 2)])
+def test_tp_replicates_gqa_heads_beyond_kv_heads(tp, copies):
+    m, g, t = resolve_model("llama-3.1-70b"), resolve_gpu("h100-sxm"), resolve_tier("host-dram")
+    r = compare(m, g, t, 1000, tp=tp)
+    assert r["kv_replication"] == copies
+    assert r["kv_bytes"] == 327_680 * 1000 * copies
+    assert r["kv_bytes_per_gpu"] == 327_680 * 1000 * copies / tp
+
+
+def test_mla_latent_replicated_on_every_rank():
+    m, g, t = resolve_model("deepseek-v3"), resolve_gpu("h200"), resolve_tier("host-dram")
+    r = compare(m, g, t, 1000, tp=8)
+    assert r["kv_bytes_per_gpu"] == 70_272 * 1000
+    assert r["kv_bytes"] == 8 * 70_272 * 1000

@@ -1,0 +1,202 @@
+"""Every data-validation error names the file, the row and the field."""
+import pytest
+
+from kvmath import DataError, bundled, resolve_gpu, resolve_model
+from kvmath.tables import (DTYPE_BYTES, KINDS, data_path, load_efficiencies, load_links,
+                           load_tiers)
+
+from conftest import bundled_rows, write_csv
+
+
+def test_bundled_catalogue_complete():
+    cat = bundled()
+    assert set(cat.gpus) >= {"a100-sxm", "h100-sxm", "h100-pcie", "h200", "b200", "gb200",
+                             "l40s", "mi300x"}
+    assert set(cat.tiers) >= {"host-dram", "nvme", "rdma"}
+    assert set(cat.models) >= {"llama-2-7b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
+                               "mistral-7b", "mixtral-8x7b", "qwen2.5-7b", "qwen2.5-72b",
+                               "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+                               "deepseek-v3", "gpt-oss-120b"}
+    links = {"pcie-gen4-x16", "pcie-gen5-x16", "pcie-gen6-x16", "nvlink-c2c-gh200",
+             "host-dram-ddr5-4800-2s", "nvme-gen4-x4-drive", "nvme-gen5-x4-drive", "nic-400g"}
+    assert set(cat.links) >= links
+
+
+@pytest.mark.parametrize("name", ["gpus.csv", "links.csv", "models.csv"])
+def test_every_row_has_a_source(name):
+    header, rows = bundled_rows(name)
+    for row in rows:
+        assert row["source"].strip() and row["source_location"].strip(), row["name"]
+        assert row["kind"] in KINDS
+        assert row["retrieved"].strip()
+
+
+def test_efficiencies_are_fractions_with_provenance():
+    for (item, quantity), e in bundled().efficiencies.items():
+        assert 0 < e.value <= 1, item
+        if e.kind == "measurement":
+            assert e.source and e.source_location and e.conditions
+        else:
+            assert e.conditions, f"assumption for {item} {quantity} must say why"
+
+
+def test_gpu_peaks_are_dense():
+    """Dense BF16 equals half the vendor's with-sparsity headline for NVIDIA parts."""
+    g = bundled().gpus
+    assert g["h100-sxm"].bf16_dense_flops == 989.4e12
+    assert g["a100-sxm"].fp8_dense_flops is None
+
+
+# ---------------------------------------------------------------- model rows
+@pytest.mark.parametrize("overrides,field,message", [
+    (dict(layers=""), "layers", "missing value"),
+    (dict(layers="-4"), "layers", "positive number"),
+    (dict(layers="0"), "layers", "positive number"),
+    (dict(hidden_size="4096.5"), "hidden_size", "integer"),
+    (dict(hidden_size="big"), "hidden_size", "expected a number"),
+    (dict(kv_dtype="int3"), "kv_dtype", "expected one of"),
+    (dict(weight_dtype="bf17"), "weight_dtype", "expected one of"),
+    (dict(attention="linear"), "attention", "expected one of"),
+    (dict(num_key_value_heads="5"), "num_key_value_heads", "divisible"),
+    (dict(window_layers="4"), "window", "required when window_layers"),
+    (dict(window_layers="40", window="128"), "window_layers", "at most layers"),
+    (dict(retrieved="yesterday"), "retrieved", "YYYY-MM-DD"),
+    (dict(source=""), "source", "missing value"),
+    (dict(tie_word_embeddings="maybe"), "tie_word_embeddings", "expected one of"),
+    (dict(dense_layers="0"), "moe_intermediate_size", "MoE layers"),
+])
+def test_model_row_errors(model_file, overrides, field, message):
+    path = model_file(**overrides)
+    with pytest.raises(DataError, match=message) as info:
+        resolve_model(str(path))
+    err = info.value
+    assert err.path == str(path) and err.row == 1 and err.field == field
+    assert str(path) in str(err) and "row 1" in str(err) and field in str(err)
+
+
+def test_mla_row_needs_latent_fields(model_file):
+    with pytest.raises(DataError) as info:
+        resolve_model(str(model_file(base="deepseek-v3", kv_lora_rank="")))
+    assert info.value.field == "kv_lora_rank"
+
+
+def test_moe_experts_per_token_bounded(model_file):
+    with pytest.raises(DataError) as info:
+        resolve_model(str(model_file(base="mixtral-8x7b", experts_per_token="9")))
+    assert info.value.field == "experts_per_token"
+
+
+def test_unknown_unit_in_field_name(model_file, gpu_file):
+    with pytest.raises(DataError, match="unknown field") as info:
+        resolve_gpu(str(gpu_file(header_rename=("hbm_bandwidth_Bps", "hbm_bandwidth_GBps"))))
+    assert info.value.field == "hbm_bandwidth_GBps"
+
+
+def test_user_model_file_works(model_file):
+    m = resolve_model(str(model_file(name="my-8b", layers="16", dense_layers="16")))
+    assert m.name == "my-8b" and m.layers == 16
+
+
+def test_user_gpu_file_needs_efficiency(gpu_file):
+    path = gpu_file(name="my-gpu")
+    with pytest.raises(DataError, match="prefill efficiency") as info:
+        resolve_gpu(str(path))
+    assert info.value.field == "prefill_efficiency"
+    g = resolve_gpu(str(gpu_file(name="my-gpu", extra=dict(prefill_efficiency=0.5,
+                                                            hbm_efficiency=0.9))))
+    assert g.prefill_efficiency == 0.5
+
+
+def test_user_gpu_unknown_host_link(gpu_file):
+    with pytest.raises(DataError, match="unknown link") as info:
+        resolve_gpu(str(gpu_file(host_link="pcie-gen9-x16")))
+    assert info.value.field == "host_link" and info.value.row == 1
+
+
+def test_user_gpu_efficiency_above_one(gpu_file):
+    with pytest.raises(DataError, match=r"\(0, 1\]") as info:
+        resolve_gpu(str(gpu_file(extra=dict(prefill_efficiency=1.5))))
+    assert info.value.field == "prefill_efficiency"
+
+
+def test_file_with_two_rows(tmp_path):
+    header, rows = bundled_rows("models.csv")
+    path = write_csv(tmp_path / "two.csv", header, rows[:2])
+    with pytest.raises(DataError, match="exactly one row"):
+        resolve_model(str(path))
+
+
+def test_duplicate_names(tmp_path):
+    from kvmath.tables import load_models
+    header, rows = bundled_rows("models.csv")
+    path = write_csv(tmp_path / "dup.csv", header, [rows[0], rows[0]])
+    with pytest.raises(DataError, match="duplicate") as info:
+        load_models(path)
+    assert info.value.row == 2
+
+
+def test_missing_column_and_unreadable_and_empty(tmp_path):
+    header, rows = bundled_rows("models.csv")
+    path = write_csv(tmp_path / "m.csv", [h for h in header if h != "vocab_size"],
+                     [{k: v for k, v in rows[0].items() if k != "vocab_size"}])
+    with pytest.raises(DataError, match="missing column") as info:
+        resolve_model(str(path))
+    assert info.value.field == "vocab_size"
+    with pytest.raises(DataError, match="cannot read"):
+        resolve_model(str(tmp_path / "absent.csv"))
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(DataError, match="empty file"):
+        resolve_model(str(tmp_path / "empty.csv"))
+    (tmp_path / "binary.csv").write_bytes(b"\xff\xfe\x00\x81")
+    with pytest.raises(DataError):
+        resolve_model(str(tmp_path / "binary.csv"))
+
+
+def test_extra_values_in_row(tmp_path):
+    header, rows = bundled_rows("models.csv")
+    text = ",".join(header) + "\n" + ",".join(rows[0][h] for h in header).replace("\n", " ")
+    (tmp_path / "x.csv").write_text(text.split("\n")[0] + "\n" + "a," * (len(header) + 2) + "\n")
+    with pytest.raises(DataError, match="more values") as info:
+        resolve_model(str(tmp_path / "x.csv"))
+    assert info.value.row == 1
+
+
+def test_link_errors(tmp_path):
+    header, rows = bundled_rows("links.csv")
+    bad = dict(rows[0], scope="per-rack")
+    with pytest.raises(DataError, match="expected one of") as info:
+        load_links(write_csv(tmp_path / "l.csv", header, [bad]))
+    assert info.value.field == "scope"
+    bad = dict(rows[0], latency_s="-1")
+    with pytest.raises(DataError, match="non-negative") as info:
+        load_links(write_csv(tmp_path / "l.csv", header, [bad]))
+    assert info.value.field == "latency_s"
+
+
+def test_tier_unknown_hop(tmp_path):
+    header, rows = bundled_rows("tiers.csv")
+    bad = dict(rows[0], hop="tape-drive")
+    with pytest.raises(DataError, match="unknown link") as info:
+        load_tiers(write_csv(tmp_path / "t.csv", header, [bad]), {"pcie-gen5-x16"})
+    assert info.value.field == "hop" and info.value.row == 1
+
+
+def test_efficiency_errors(tmp_path):
+    header, rows = bundled_rows("efficiencies.csv")
+    assumption = next(r for r in rows if r["same_as"])
+    bad = dict(assumption, same_as="no-such-gpu")
+    with pytest.raises(DataError, match="no measured") as info:
+        load_efficiencies(write_csv(tmp_path / "e.csv", header, [bad]))
+    assert info.value.field == "same_as"
+    measured = next(r for r in rows if r["kind"] == "measurement")
+    with pytest.raises(DataError) as info:
+        load_efficiencies(write_csv(tmp_path / "e.csv", header, [dict(measured, source="")]))
+    assert info.value.field == "source"
+
+
+def test_dtypes_known():
+    assert DTYPE_BYTES["bf16"] == 2 and DTYPE_BYTES["fp8"] == 1
+
+
+def test_data_ships_inside_package():
+    assert data_path("models.csv").is_file()
