@@ -1,0 +1,103 @@
+"""Benchmark: the reload-minus-recompute advantage over a grid of >= 1,000,000 points.
+
+Three ways in one run, on the same inputs:
+  1. the lambdified SymPy expression (what kvmath uses),
+  2. a hand-written numpy copy of the same formula (exists only here, as the yardstick),
+  3. ``subs().evalf()`` on a sample (the slow path lambdify replaces).
+The three must agree; the last line printed is one JSON object with the timings
+and the ratio lambdified / hand-written (target: within 2x).
+
+Run: ``make bench`` or ``python benchmarks/evaluate_grid.py [--lengths N]``.
+"""
+import argparse
+import json
+import time
+
+import numpy as np
+import sympy as sp
+
+from kvmath import bundled
+from kvmath import derive as D
+from kvmath.evaluate import fn, scenario_values
+
+
+def grid(n_lengths):
+    """Per-scenario parameter columns (shape (S, 1)) and lengths (shape (1, N))."""
+    cat = bundled()
+    rows = []
+    for model in cat.models.values():
+        for gpu in cat.gpus.values():
+            for tier in cat.tiers.values():
+                rows.append(scenario_values(model, gpu, tier)[0])
+    names = sorted({k for r in rows for k in r})
+    cols = {k: np.array([float(r[k]) for r in rows])[:, None] for k in names}
+    lengths = np.geomspace(1, 1e6, n_lengths)[None, :]
+    return cols, lengths, rows
+
+
+def handwritten(c, T):
+    """t_reload - t_recompute, written out by hand in numpy."""
+    held = c["L_full"] * T + c["L_win"] * np.minimum(T, c["W"])
+    reload = c["t_0"] + c["e_kv"] * c["b_kv"] * c["rho"] * held / c["K"] / c["B"]
+    mw = np.minimum(T, c["W"])
+    pairs = c["L_full"] * T * (T + 1) / 2 + c["L_win"] * (mw * (mw + 1) / 2 + (T - mw) * c["W"])
+    flops = 2 * c["N_lin"] * T + 2 * c["n_q"] * (c["d_qk"] + c["d_v"]) * pairs
+    compute = flops / (c["K"] * c["eta"] * c["P"])
+    weights = c["N_tot"] * c["b_w"] / (c["K"] * c["B_hbm"])
+    return reload - np.maximum(compute, weights)
+
+
+def best_of(f, repeats):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = f()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lengths", type=int, default=1800, help="prefix lengths per scenario")
+    ap.add_argument("--sample", type=int, default=50, help="points for subs().evalf()")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+
+    cols, T, rows = grid(args.lengths)
+    points = cols["K"].shape[0] * T.shape[1]
+    lam = fn("t_advantage")
+    at = {**cols, "T": T}
+    lam_s, lam_out = best_of(lambda: lam.take(at), args.repeats)
+    hand_s, hand_out = best_of(lambda: handwritten(cols, T), args.repeats)
+    assert lam_out.shape == hand_out.shape == (len(rows), T.shape[1])
+    max_rel = float(np.max(np.abs(lam_out - hand_out) / np.abs(hand_out)))
+    assert max_rel < 1e-12, max_rel
+
+    rng = np.random.default_rng(0)
+    picks = [(int(rng.integers(len(rows))), int(rng.integers(T.shape[1])))
+             for _ in range(args.sample)]
+    expr = D.t_advantage
+    t0 = time.perf_counter()
+    sub_vals = []
+    for i, j in picks:
+        values = {**rows[i], "T": float(T[0, j])}
+        sub_vals.append(float(expr.subs({s: values[s.name] for s in expr.free_symbols}).evalf()))
+    sub_s = (time.perf_counter() - t0) / len(picks)
+    sub_rel = max(abs(v - lam_out[i, j]) / abs(lam_out[i, j]) for v, (i, j) in zip(sub_vals, picks))
+    assert sub_rel < 1e-9, sub_rel
+
+    print(f"{points:,} points ({len(rows)} model x GPU x tier scenarios x {T.shape[1]} lengths)")
+    print(f"lambdified      {lam_s * 1e3:9.1f} ms  ({lam_s / points * 1e9:.1f} ns/point)")
+    print(f"hand numpy      {hand_s * 1e3:9.1f} ms  ({hand_s / points * 1e9:.1f} ns/point)")
+    print(f"subs().evalf()  {sub_s * 1e3:9.2f} ms/point on {len(picks)} sampled points")
+    print(f"lambdified / hand-written = {lam_s / hand_s:.2f} (target <= 2); "
+          f"subs / lambdified per point = {sub_s / (lam_s / points):.3g}")
+    print(json.dumps({"points": points, "lambdified_s": lam_s, "handwritten_numpy_s": hand_s,
+                      "sympy_subs_s_per_point": sub_s,
+                      "lambdified_over_handwritten": lam_s / hand_s,
+                      "max_rel_diff_lambdified_vs_handwritten": max_rel,
+                      "max_rel_diff_subs_vs_lambdified": sub_rel}))
+
+
+if __name__ == "__main__":
+    main()
