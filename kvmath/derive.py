@@ -18,7 +18,7 @@ import sympy as sp
 from .symbols import (
     B, B_gpu, B_hbm, B_node, E, E_sh, I_exp, I_ffn, K, L_dense, L_full, L_moe,
     L_win, N_lin, N_tot, P, T, V, W, b_kv, b_w, d, d_h, d_nope, d_qk, d_rope,
-    d_v, e_kv, eta, k_top, n_kv, n_q, r_kv, r_q, rho, t_0, tied,
+    d_v, e_kv, eta, k_top, n_kv, n_q, r_kv, r_q, rho, s_xfer, t_0, tied,
 )
 
 # ---------------------------------------------------------------- KV size
@@ -96,6 +96,12 @@ t_recompute = sp.Max(t_compute, t_weights)
 B_path = sp.Min(B_gpu, B_node / K)
 #: reload time: a fixed latency plus each GPU's bytes over its path, s
 t_reload = t_0 + kv_bytes_per_gpu / B
+#: time of one transfer of s bytes over a link with fixed cost t_0 and asymptotic bandwidth B, s
+t_transfer = t_0 + s_xfer / B
+#: its effective bandwidth: small transfers are latency-bound, B/s
+bandwidth_at_size = s_xfer / t_transfer
+#: transfer size at which a link reaches half its asymptotic bandwidth, B
+half_bandwidth_size = sp.solve(sp.Eq(bandwidth_at_size, B / 2), s_xfer)[0]
 #: reload minus recompute: negative where reload wins, s
 t_advantage = t_reload - t_recompute
 

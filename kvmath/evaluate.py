@@ -34,7 +34,9 @@ class Numeric:
         missing = [n for n in self.arg_names if n not in values]
         if missing:
             raise TypeError(f"{self.name or self.expr}: missing values for {', '.join(missing)}")
-        return self._f(*(values[n] for n in self.arg_names))
+        out = self._f(*(values[n] for n in self.arg_names))
+        # scalars come back as plain Python numbers (numpy scalars print as np.float64(...))
+        return out.item() if isinstance(out, np.generic) else out
 
     def take(self, values):
         """Call with the subset of a larger dict that this expression needs."""
@@ -236,3 +238,29 @@ def sweep(model, gpu, tier, tokens, **kw):
     v, _ = scenario_values(model, gpu, tier, **kw)
     at = {**v, "T": np.asarray(tokens, dtype=float)}
     return fn("t_reload").take(at), fn("t_recompute").take(at)
+
+
+def fit_transfer_curve(points):
+    """Least-squares fit of t = t_0 + s/B to measured (size, bandwidth) points; (t_0 s, B B/s).
+
+    Each point's time is s / measured bandwidth; the fit is linear in (t_0, 1/B).
+    """
+    s = np.array([p.transfer_bytes for p in points])
+    t = s / np.array([p.bandwidth_Bps for p in points])
+    A = np.vstack([np.ones_like(s), s]).T
+    (t0, inv_b), *_ = np.linalg.lstsq(A, t, rcond=None)
+    return float(t0), float(1 / inv_b)
+
+
+def min_tp(model, gpu, headroom=0.9, max_tp=8):
+    """Smallest power-of-two TP whose HBM holds the weights within headroom; None above max_tp."""
+    weights = architecture_values(model)
+    need = weights["N_tot"] * weights["b_w"]
+    tp = 1
+    while tp <= max_tp:
+        fits_heads = model.attention == "mla" or not (model.num_key_value_heads % tp
+                                                       and tp % model.num_key_value_heads)
+        if fits_heads and need <= headroom * gpu.hbm_capacity_bytes * tp:
+            return tp
+        tp *= 2
+    return None

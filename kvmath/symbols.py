@@ -51,6 +51,7 @@ B = sp.Symbol("B", positive=True)  #: effective reload bandwidth per GPU, B/s
 t_0 = sp.Symbol("t_0", nonnegative=True)  #: fixed latency of one reload, s
 B_gpu = sp.Symbol("B_gpu", positive=True)  #: narrowest per-GPU hop of a path, B/s
 B_node = sp.Symbol("B_node", positive=True)  #: narrowest node-shared hop of a path, B/s
+s_xfer = sp.Symbol("s", positive=True)  #: bytes of one transfer
 
 #: human-readable meaning and unit of each symbol, for the book's reference chapter
 MEANING = {
@@ -91,4 +92,5 @@ MEANING = {
     t_0: ("fixed latency of one reload", "s"),
     B_gpu: ("narrowest per-GPU hop of the reload path", "B/s"),
     B_node: ("narrowest node-shared hop of the reload path", "B/s"),
+    s_xfer: ("bytes of one transfer", "B"),
 }

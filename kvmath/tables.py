@@ -489,3 +489,76 @@ def resolve_tier(name):
     if name in cat.tiers:
         return cat.tiers[name]
     raise KeyError(f"unknown tier {name!r}; bundled: {', '.join(sorted(cat.tiers))}")
+
+
+# ------------------------------------------------------------------ nodes and transfer curves
+@dataclass(frozen=True)
+class Node:
+    name: str
+    description: str
+    gpu: str
+    gpus: int
+    host_dram_bytes: float
+    nvme_drives: int
+    nvme_drive_bytes: float
+    nvme_drive_link: str
+    nics: int
+    source: Source
+
+
+NODE_FIELDS = ("name", "description", "gpu", "gpus", "host_dram_bytes", "nvme_drives",
+               "nvme_drive_bytes", "nvme_drive_link", "nics", *_SOURCE_FIELDS, "verified_via",
+               "notes")
+CURVE_FIELDS = ("curve", "transfer_bytes", "bandwidth_Bps", "kind", "source", "source_location",
+                "retrieved", "conditions")
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    curve: str
+    transfer_bytes: float
+    bandwidth_Bps: float
+    source: str
+    source_location: str
+    conditions: str
+
+
+def load_nodes(path, gpu_names, link_names):
+    rows = _read(path, NODE_FIELDS)
+    nodes = []
+    for r in rows:
+        gpu = r.text("gpu")
+        if gpu not in gpu_names:
+            raise r.err("gpu", f"unknown GPU {gpu!r}")
+        link = r.text("nvme_drive_link")
+        if link not in link_names:
+            raise r.err("nvme_drive_link", f"unknown link {link!r}")
+        nodes.append(Node(name=r.text("name"), description=r.text("description"), gpu=gpu,
+                          gpus=r.integer("gpus"), host_dram_bytes=r.number("host_dram_bytes"),
+                          nvme_drives=r.integer("nvme_drives", allow_zero=True),
+                          nvme_drive_bytes=r.number("nvme_drive_bytes"), nvme_drive_link=link,
+                          nics=r.integer("nics", allow_zero=True), source=_source(r)))
+    return _unique(rows, nodes)
+
+
+def load_transfer_curves(path):
+    """Measured bandwidth against transfer size, grouped by curve name."""
+    curves = {}
+    for r in _read(path, CURVE_FIELDS):
+        r.choice("kind", {"measurement"})
+        r.date("retrieved")
+        point = CurvePoint(r.text("curve"), r.number("transfer_bytes"), r.number("bandwidth_Bps"),
+                           r.text("source"), r.text("source_location"), r.text("conditions"))
+        curves.setdefault(point.curve, []).append(point)
+    return curves
+
+
+@lru_cache(maxsize=None)
+def nodes():
+    cat = bundled()
+    return load_nodes(data_path("nodes.csv"), set(cat.gpus), set(cat.links))
+
+
+@lru_cache(maxsize=None)
+def transfer_curves():
+    return load_transfer_curves(data_path("transfer_curves.csv"))

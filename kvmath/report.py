@@ -1,0 +1,95 @@
+"""Presentation helpers for the book: markdown tables, formatted cells, LaTeX.
+
+Nothing here computes a new quantity; it arranges what :mod:`kvmath.evaluate`
+returns. Table text is deterministic so nbval can compare stored outputs.
+"""
+from __future__ import annotations
+
+import math
+
+import sympy as sp
+
+from .evaluate import compare, min_tp
+from .tables import bundled
+
+
+def md_table(header, rows):
+    """A GitHub-style markdown table as an IPython Markdown object."""
+    from IPython.display import Markdown
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return Markdown("\n".join(lines))
+
+
+def fmt_bytes(n):
+    """SI bytes: 1 GB = 1e9 B."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_time(seconds):
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} µs"
+
+
+def fmt_bw(bps):
+    """SI bandwidth: 1 GB/s = 1e9 B/s."""
+    if bps >= 1e12:
+        return f"{bps / 1e12:.3g} TB/s"
+    return f"{bps / 1e9:.3g} GB/s"
+
+
+def fmt_flops(f):
+    return f"{f / 1e12:,.1f} TFLOP/s"
+
+
+def fmt_tokens(ts):
+    return ", ".join(f"{t:,.0f}" for t in ts) if ts else "none"
+
+
+def latex(expr):
+    """LaTeX of an expression, with subscripts for names like L_full."""
+    return sp.latex(expr, mul_symbol="dot")
+
+
+def decision(model_name, gpu_name, tier_name, tokens, tp=None):
+    """compare() at the smallest TP that holds the weights (or 8, flagged), with that TP."""
+    cat = bundled()
+    model, gpu = cat.models[model_name], cat.gpus[gpu_name]
+    fits = True
+    if tp is None:
+        tp = min_tp(model, gpu)
+        if tp is None:
+            tp, fits = 8, False
+    r = compare(model, gpu, cat.tiers[tier_name], tokens, tp=tp)
+    r["fits"] = fits
+    return r
+
+
+def verdict_cell(r):
+    """'reload 38x' or 'recompute 4.2x': the winner and how much faster it is."""
+    return f"{r['winner']} {r['speedup']:.3g}×"
+
+
+def decision_table(gpu_name, tokens, tier_names, model_names=None):
+    """Rows: model, TP, KV per token, then one verdict per tier."""
+    cat = bundled()
+    names = model_names or list(cat.models)
+    rows = []
+    for name in names:
+        results = [decision(name, gpu_name, t, tokens) for t in tier_names]
+        tp = results[0]["tp"]
+        tp_cell = f"{tp}" if results[0]["fits"] else f"{tp} (weights exceed one node)"
+        rows.append([name, tp_cell, f"{results[0]['kv_bytes_per_token']:,.0f}"]
+                    + [verdict_cell(r) for r in results])
+    return md_table(["model", "TP", "KV B/token"] + [f"{t}" for t in tier_names], rows)
+
+
+def finite(x):
+    return x if math.isfinite(x) else float("nan")

@@ -1,0 +1,121 @@
+"""The book's own rules: sources and notebooks in sync, stored outputs, no hand-typed numbers."""
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from refresh_notebooks import notebook_from_source  # noqa: E402
+
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
+CHAPTERS = [Path(TOC["root"]).name] + [Path(c["file"]).name for c in TOC["chapters"]]
+
+# Numbers that are names or definitions, not results: "Eq. 2" of a paper, the SI definition.
+ALLOWED = ["Eq. 1", "Eq. 2", "1 GB = 10⁹", "1 GB/s = 10⁹", "2:4 structured"]
+
+
+def source(name):
+    return ROOT / "chapters" / f"{name}.md"
+
+
+def stored(name):
+    return nbformat.read(ROOT / "book" / f"{name}.ipynb", as_version=4)
+
+
+def test_every_chapter_has_source_and_notebook():
+    for name in CHAPTERS:
+        assert source(name).is_file(), name
+        assert (ROOT / "book" / f"{name}.ipynb").is_file(), name
+    assert not list((ROOT / "book").glob("*.md")), "a .md beside an .ipynb breaks the build"
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_notebook_matches_its_source(name):
+    """A notebook edited by hand, or a source changed without `make refresh-notebooks`, fails."""
+    want = notebook_from_source(source(name))
+    have = stored(name)
+    assert [(c.cell_type, c.source) for c in want.cells] == \
+           [(c.cell_type, c.source) for c in have.cells]
+    assert [c.metadata.get("tags", []) for c in want.cells] == \
+           [c.metadata.get("tags", []) for c in have.cells]
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_notebook_carries_outputs(name):
+    """Strict nbval compares only stored outputs: a cleared notebook would pass silently."""
+    code = [c for c in stored(name).cells if c.cell_type == "code"]
+    assert code and all(c.execution_count is not None for c in code), "not executed"
+    with_outputs = [c for c in code if c.outputs]
+    assert len(with_outputs) >= len(code) // 2, "most code cells have no stored output"
+    for c in code:
+        for out in c.outputs:
+            assert out.output_type != "error", f"stored error in {name}"
+            assert out.output_type != "stream" or out.name != "stderr", f"stderr in {name}"
+
+
+def test_figure_cells_skip_output_comparison():
+    """Glued figures embed PNG bytes that vary with the matplotlib version."""
+    for name in CHAPTERS:
+        for c in stored(name).cells:
+            if c.cell_type == "code" and "plt.subplots" in c.source:
+                assert "nbval-ignore-output" in c.metadata.get("tags", []), name
+
+
+def prose(text):
+    """The markdown a reader sees as prose: no code cells, math, roles, literals or options."""
+    text = re.sub(r"^---\n.*?\n---\n", "", text, flags=re.S)
+    text = re.sub(r"```\{code-cell\}.*?```", "", text, flags=re.S)
+    text = re.sub(r"^:[a-z-]+:.*$", "", text, flags=re.M)  # directive options
+    text = re.sub(r"\$\$.*?\$\$", "", text, flags=re.S)
+    text = re.sub(r"\$[^$\n]+\$", "", text)
+    text = re.sub(r"\{[a-z:]+\}`[^`]*`", "", text)  # roles: glue, ref, numref
+    text = re.sub(r"`[^`]*`", "", text)
+    text = re.sub(r"^\([^)]*\)=$", "", text, flags=re.M)  # targets
+    text = re.sub(r"\]\([^)]*\)", "]", text)  # link targets
+    text = re.sub(r"^\s*\d+\.\s", "", text, flags=re.M)  # ordered-list markers
+    for phrase in ALLOWED:
+        text = text.replace(phrase, "")
+    return text
+
+
+NUMBER = re.compile(r"(?<![\w.\-/'’])\d+(?:[.,]\d+)*(?![\w\-])")
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_no_hand_typed_number_in_prose(name):
+    found = NUMBER.findall(prose(source(name).read_text()))
+    assert found == [], f"{name}: numbers in prose must be glued: {found}"
+
+
+def test_prose_checker_can_fail():
+    assert NUMBER.findall(prose("reload takes 196 ms, {glue:text}`x:.3g` else")) == ["196"]
+    assert NUMBER.findall(prose("Llama-3.1-70B on PCIe Gen5 x16, Eq. 2")) == []
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_glue_roles_are_well_formed(name):
+    for role in re.findall(r"\{glue:[a-z]*\}`([^`]*)`", source(name).read_text()):
+        assert "}" not in role and "{" not in role, f"{name}: malformed glue role {role!r}"
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_chapter_shape(name):
+    text = source(name).read_text()
+    assert re.search(r"^\(chap-[a-z-]+\)=\n# ", text, flags=re.M), "chapter needs a stable label"
+    assert ":class: tip" in text.split("\n## ")[0], "chapter must open with its takeaway"
+    assert "## Exercises" in text and ":class: dropdown" in text.split("## Exercises")[1]
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_figures_captioned_named_and_referenced(name):
+    text = source(name).read_text()
+    for key, body in re.findall(r"```\{glue:figure\} (\S+)\n(.*?)```", text, flags=re.S):
+        label = re.search(r":name: (\S+)", body)
+        assert label, f"{name}: figure {key} has no :name:"
+        caption = body.split(label.group(0))[1].strip()
+        assert caption, f"{name}: figure {key} has no caption"
+        assert f"{{numref}}`{label.group(1)}`" in text, f"{name}: figure {key} never referenced"
