@@ -20,13 +20,13 @@ $(STAMP): requirements.txt pyproject.toml
 # Every test: unit and property tests, strict nbval over the chapter notebooks,
 # then the book build and the headless-browser check of every page.
 test: venv
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests --ignore=tests/browser
 	$(PY) -m pytest -q --nbval book -p no:cacheprovider
 	$(MAKE) book
 	$(PY) -m pytest -q tests/browser
 
 unit: venv
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests --ignore=tests/browser
 
 book: venv
 	$(VENV)/bin/jupyter-book build . --all -W -n --keep-going
