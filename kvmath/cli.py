@@ -69,7 +69,28 @@ def build_parser():
                    help="prefill efficiency, achieved fraction of dense peak (0 < F <= 1)")
     c.add_argument("--kv-dtype", choices=sorted(DTYPE_BYTES), help="KV element type (default: model's)")
     c.add_argument("--json", action="store_true", help="print one JSON object")
-    sub.add_parser("list", help="bundled models, GPUs and tiers")
+    sub.add_parser("list", help="bundled models, GPUs, tiers, nodes and pause distributions")
+
+    r = sub.add_parser("reuse", help="break-even return probability and best TTL for offloading")
+    r.add_argument("--model", required=True, help="bundled model name or path to a models CSV row")
+    r.add_argument("--gpu", required=True, help="bundled GPU name or path to a gpus CSV row")
+    r.add_argument("--tier", required=True, help="tier the cache is offloaded to")
+    r.add_argument("--tokens", required=True, type=_positive_int, help="tokens in the cached prefix")
+    r.add_argument("--tp", type=_positive_int, help="tensor-parallel GPUs (default: smallest that fits)")
+    r.add_argument("--pause", default="chat-lognormal",
+                   help="pause distribution: bundled name or path to a pauses CSV row")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+
+    t = sub.add_parser("tiers", help="capacity and bandwidth plan of a node's tiers for a load")
+    t.add_argument("--node", default="dgx-h100", help="bundled node name")
+    t.add_argument("--model", required=True, help="bundled model name or path to a models CSV row")
+    t.add_argument("--tokens", required=True, type=_positive_int, help="tokens per paused conversation")
+    t.add_argument("--resume-rate", required=True, type=_positive_float, metavar="PER_S",
+                   help="conversations resuming per second on the node")
+    t.add_argument("--tp", type=_positive_int, help="tensor-parallel GPUs (default: all of the node)")
+    t.add_argument("--pause", default="chat-lognormal",
+                   help="pause distribution: bundled name or path to a pauses CSV row")
+    t.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
 
@@ -82,7 +103,7 @@ def _fmt_s(seconds):
 
 
 def _fmt_bytes(n):
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= scale:
             return f"{n / scale:.4g} {unit}"
     return f"{n:.0f} B"
@@ -123,7 +144,56 @@ def _list():
     out.append("tiers:")
     for t in cat.tiers.values():
         out.append(f"  {t.name:<16} {' -> '.join(h.link for h in t.hops)}")
+    from .tables import nodes, pauses
+    out.append("nodes:")
+    for n in nodes().values():
+        out.append(f"  {n.name:<16} {n.description}")
+    out.append("pauses:")
+    for pz in pauses().values():
+        out.append(f"  {pz.name:<16} {pz.distribution}, median {pz.median_s:g} s, "
+                   f"returns with p = {pz.return_probability:g}")
     return "\n".join(out)
+
+
+def _dump(result):
+    def clean(x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [clean(v) for v in x]
+        return x
+    return json.dumps(clean(result))
+
+
+def _reuse_human(r):
+    rows = [("scenario", f"{r['model']} on {r['tp']}x {r['gpu']}, tier {r['tier']}, "
+                         f"{r['tokens']:,} tokens, pause {r['pause']}"),
+            ("saving per reuse", f"{r['saving_gpu_s']:.3g} GPU-s (${r['saving_usd']:.3g})"),
+            ("best TTL", _fmt_s(r["ttl_s"]) if math.isfinite(r["ttl_s"]) else "keep until return"),
+            ("hit probability", f"{r['hit_probability']:.3f} of returning conversations"),
+            ("break-even p", "n/a" if r["p_breakeven"] is None else f"{r['p_breakeven']:.3g}"),
+            ("value per offload", f"${r['value_usd']:.3g}")]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join([f"{k:<{width}}  {v}" for k, v in rows] + [f"verdict: {r['verdict']}"])
+
+
+def _tiers_human(plan):
+    lines = [f"{plan['model']} on {plan['node']} (TP {plan['tp']}), {plan['tokens']:,} tokens "
+             f"({_fmt_bytes(plan['kv_bytes'])} each), {plan['resume_rate_per_s']:g} resumes/s, "
+             f"pause {plan['pause']}",
+             f"{'tier':<10} {'capacity':>10} {'caches':>8} {'ages held':>18} {'resumes':>8} "
+             f"{'read+write':>12} {'headroom':>9}"]
+    for t in plan["tiers"]:
+        to = _fmt_s(t["ttl_to_s"]) if math.isfinite(t["ttl_to_s"]) else "inf"
+        ages = f"{_fmt_s(t['ttl_from_s'])}-{to}" if t["ttl_from_s"] else f"0-{to}"
+        head = "inf" if not math.isfinite(t["headroom"]) else f"{t['headroom']:.3g}x"
+        lines.append(f"{t['tier']:<10} {_fmt_bytes(t['capacity_bytes']):>10} "
+                     f"{t['caches_held']:>8,.0f} {ages:>18} {t['resume_fraction']:>8.1%} "
+                     f"{_fmt_bytes(t['read_Bps'] + t['write_Bps']) + '/s':>12} {head:>9}")
+    lines.append(f"recomputed: {plan['recomputed_fraction']:.1%} of resumes")
+    return "\n".join(lines)
 
 
 def run(argv=None):
@@ -132,13 +202,34 @@ def run(argv=None):
     if args.command == "list":
         print(_list())
         return 0
+    if args.command == "reuse":
+        from .reuse import reuse
+        from .tables import resolve_pause
+        model, gpu = resolve_model(args.model), resolve_gpu(args.gpu)
+        result = reuse(model, gpu, resolve_tier(args.tier), args.tokens,
+                       resolve_pause(args.pause), tp=args.tp)
+        print(_dump(result) if args.json else _reuse_human(result))
+        return 0
+    if args.command == "tiers":
+        from .reuse import tier_plan
+        from .tables import nodes, resolve_pause
+        if args.node not in nodes():
+            raise KeyError(f"unknown node {args.node!r}; bundled: {', '.join(sorted(nodes()))}")
+        node = nodes()[args.node]
+        model = resolve_model(args.model)
+        tp = args.tp or node.gpus
+        if tp > node.gpus:
+            raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+        plan = tier_plan(node, model, args.tokens, args.resume_rate, resolve_pause(args.pause),
+                         tp=tp)
+        print(_dump(plan) if args.json else _tiers_human(plan))
+        return 0
     result = compare(resolve_model(args.model), resolve_gpu(args.gpu), resolve_tier(args.tier),
                      args.tokens, tp=args.tp,
                      bandwidth_Bps=args.bandwidth * 1e9 if args.bandwidth else None,
                      efficiency=args.efficiency, kv_dtype=args.kv_dtype)
     if args.json:
-        print(json.dumps({k: (None if isinstance(v, float) and math.isinf(v) else v)
-                          for k, v in result.items()}))
+        print(_dump(result))
     else:
         print(_human(result))
     return 0

@@ -17,6 +17,14 @@ from . import symbols as S
 from .tables import DTYPE_BYTES, GPU_HOST_LINK, Gpu, Model, Tier, bundled
 
 
+_erf_vec = np.vectorize(math.erf, otypes=[float])
+
+
+def _erf(x):
+    """Error function for scalars and arrays (numpy has none; scipy is not a dependency)."""
+    return math.erf(x) if np.ndim(x) == 0 else _erf_vec(x)
+
+
 class Numeric:
     """A lambdified expression, called by keyword with one value or numpy array per symbol.
 
@@ -28,7 +36,7 @@ class Numeric:
         self.name = name
         self.symbols = tuple(sorted(expr.free_symbols, key=lambda s: s.name))
         self.arg_names = tuple(s.name for s in self.symbols)
-        self._f = sp.lambdify(self.symbols, expr, modules="numpy")
+        self._f = sp.lambdify(self.symbols, expr, modules=[{"erf": _erf}, "numpy"])
 
     def __call__(self, **values):
         missing = [n for n in self.arg_names if n not in values]

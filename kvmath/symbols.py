@@ -53,6 +53,25 @@ B_gpu = sp.Symbol("B_gpu", positive=True)  #: narrowest per-GPU hop of a path, B
 B_node = sp.Symbol("B_node", positive=True)  #: narrowest node-shared hop of a path, B/s
 s_xfer = sp.Symbol("s", positive=True)  #: bytes of one transfer
 
+# --- serving: overlap, split, busy server ----------------------------------
+n_new = sp.Symbol("n", positive=True)  #: new tokens of the next turn
+x_split = sp.Symbol("x", nonnegative=True)  #: prefix tokens recomputed while the rest loads
+b_dec = sp.Symbol("b_dec", nonnegative=True)  #: sequences in the running decode batch
+t_req = sp.Symbol("t_req", nonnegative=True)  #: fixed software overhead of one reload request, s
+
+# --- reuse and tiers ---------------------------------------------------------
+p_ret = sp.Symbol("p", positive=True)  #: probability the conversation returns at all
+tau = sp.Symbol("tau", positive=True)  #: time-to-live of an offloaded cache, s
+lam = sp.Symbol("lambda", positive=True)  #: rate of the pause distribution (exponential), 1/s
+mu = sp.Symbol("mu", real=True)  #: log-median of a lognormal pause, ln(s)
+sigma = sp.Symbol("sigma", positive=True)  #: log-standard deviation of a lognormal pause
+c_gpu = sp.Symbol("c_gpu", positive=True)  #: price of a GPU-second, $
+c_cap = sp.Symbol("c_cap", nonnegative=True)  #: price of holding one byte for one second in a tier, $
+c_wear = sp.Symbol("c_wear", nonnegative=True)  #: price of writing one byte (SSD endurance), $
+S_gpu = sp.Symbol("S_gpu", positive=True)  #: GPU-seconds one reuse saves
+Bytes = sp.Symbol("Q", positive=True)  #: bytes of one offloaded cache
+r_res = sp.Symbol("r", positive=True)  #: resumes per second arriving at a node
+
 #: human-readable meaning and unit of each symbol, for the book's reference chapter
 MEANING = {
     T: ("tokens in the cached prefix", "tokens"),
@@ -93,4 +112,19 @@ MEANING = {
     B_gpu: ("narrowest per-GPU hop of the reload path", "B/s"),
     B_node: ("narrowest node-shared hop of the reload path", "B/s"),
     s_xfer: ("bytes of one transfer", "B"),
+    n_new: ("new tokens of the next turn", "tokens"),
+    x_split: ("prefix tokens recomputed while the rest loads", "tokens"),
+    b_dec: ("sequences in the running decode batch", "sequences"),
+    t_req: ("fixed software overhead of one reload request", "s"),
+    p_ret: ("probability the conversation returns", "1"),
+    tau: ("time-to-live of an offloaded cache", "s"),
+    lam: ("rate of an exponential pause", "1/s"),
+    mu: ("log-median of a lognormal pause", "ln s"),
+    sigma: ("log-standard deviation of a lognormal pause", "1"),
+    c_gpu: ("price of one GPU-second", "$"),
+    c_cap: ("price of holding one byte for one second", "$/(B s)"),
+    c_wear: ("price of writing one byte to a drive", "$/B"),
+    S_gpu: ("GPU-seconds one reuse saves", "GPU s"),
+    Bytes: ("bytes of one offloaded cache", "B"),
+    r_res: ("resumes per second arriving at a node", "1/s"),
 }

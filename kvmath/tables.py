@@ -562,3 +562,68 @@ def nodes():
 @lru_cache(maxsize=None)
 def transfer_curves():
     return load_transfer_curves(data_path("transfer_curves.csv"))
+
+
+# ------------------------------------------------------------------ prices and pause distributions
+@dataclass(frozen=True)
+class Price:
+    name: str
+    value: float
+    source: Source
+
+
+@dataclass(frozen=True)
+class Pause:
+    name: str
+    distribution: str  #: lognormal or exponential
+    median_s: float
+    sigma: float | None
+    return_probability: float
+    source: Source
+
+
+PRICE_FIELDS = ("name", "value", *_SOURCE_FIELDS, "notes")
+PAUSE_FIELDS = ("name", "distribution", "median_s", "sigma", "return_probability",
+                *_SOURCE_FIELDS, "notes")
+
+
+def load_prices(path):
+    rows = _read(path, PRICE_FIELDS)
+    return _unique(rows, [Price(r.text("name"), r.number("value"), _source(r)) for r in rows])
+
+
+def load_pauses(path):
+    rows = _read(path, PAUSE_FIELDS)
+    out = []
+    for r in rows:
+        dist = r.choice("distribution", {"lognormal", "exponential"})
+        sigma = r.number("sigma", required=dist == "lognormal")
+        p = r.number("return_probability")
+        if p > 1:
+            raise r.err("return_probability", f"expected a probability in (0, 1], got {p}")
+        out.append(Pause(r.text("name"), dist, r.number("median_s"), sigma, p, _source(r)))
+    return _unique(rows, out)
+
+
+def resolve_pause(name_or_path):
+    """A bundled pause distribution by name, or the single row of a CSV file in that format."""
+    bundled_pauses = pauses()
+    if name_or_path in bundled_pauses:
+        return bundled_pauses[name_or_path]
+    if Path(name_or_path).suffix == ".csv" or Path(name_or_path).exists():
+        items = load_pauses(name_or_path)
+        if len(items) != 1:
+            raise DataError(name_or_path, None, None, f"expected exactly one row, found {len(items)}")
+        return next(iter(items.values()))
+    raise KeyError(f"unknown pause distribution {name_or_path!r}; bundled: "
+                   f"{', '.join(sorted(bundled_pauses))}")
+
+
+@lru_cache(maxsize=None)
+def prices():
+    return load_prices(data_path("prices.csv"))
+
+
+@lru_cache(maxsize=None)
+def pauses():
+    return load_pauses(data_path("pauses.csv"))

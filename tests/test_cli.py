@@ -136,3 +136,62 @@ def test_module_entry_point():
                           "h100-sxm", "--tier", "host-dram", "--tokens", "1"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_reuse_json(capsys):
+    code, out, err = run(capsys, "reuse", "--model", "llama-3.1-70b", "--gpu", "h100-sxm",
+                         "--tier", "nvme", "--tokens", "32768", "--json")
+    assert code == 0 and err == ""
+    r = json.loads(out)
+    for key in ("ttl_s", "p_breakeven", "saving_gpu_s", "value_usd", "verdict", "tp"):
+        assert key in r
+    assert 0 < r["p_breakeven"] < 1
+
+
+def test_reuse_human_and_exponential(capsys):
+    code, out, _ = run(capsys, "reuse", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier",
+                       "host-dram", "--tokens", "8192", "--pause", "chat-exponential")
+    assert code == 0 and out.strip().splitlines()[-1].startswith("verdict:")
+
+
+def test_tiers_json(capsys):
+    code, out, _ = run(capsys, "tiers", "--model", "llama-3.1-70b", "--tokens", "32768",
+                       "--resume-rate", "2", "--json")
+    plan = json.loads(out)
+    assert code == 0 and [t["tier"] for t in plan["tiers"]] == ["hbm", "host-dram", "nvme"]
+    assert plan["tp"] == 8
+
+
+def test_tiers_human(capsys):
+    code, out, _ = run(capsys, "tiers", "--model", "llama-3.1-8b", "--tokens", "8192",
+                       "--resume-rate", "5", "--tp", "1")
+    assert code == 0 and "recomputed:" in out
+
+
+TIER_BAD = [
+    (["reuse", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tier", "nvme", "--tokens",
+      "100", "--pause", "never"], "unknown pause"),
+    (["reuse", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tier", "nvme", "--tokens",
+      "-1"], "--tokens"),
+    (["tiers", "--model", "llama-3.1-70b", "--tokens", "100", "--resume-rate", "-2"],
+     "--resume-rate"),
+    (["tiers", "--node", "dgx-z", "--model", "llama-3.1-70b", "--tokens", "100",
+      "--resume-rate", "1"], "unknown node"),
+    (["tiers", "--model", "llama-3.1-70b", "--tokens", "100", "--resume-rate", "1", "--tp", "16"],
+     "exceeds"),
+]
+
+
+@pytest.mark.parametrize("argv,message", TIER_BAD)
+def test_reuse_tiers_bad_input(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and message in err and err.count("\n") == 1
+
+
+def test_malformed_pause_file(capsys, tmp_path):
+    from conftest import bundled_rows, write_csv
+    header, rows = bundled_rows("pauses.csv")
+    path = write_csv(tmp_path / "p.csv", header, [dict(rows[0], return_probability="1.5")])
+    code, _, err = run(capsys, "reuse", "--model", "llama-3.1-70b", "--gpu", "h100-sxm",
+                       "--tier", "nvme", "--tokens", "100", "--pause", str(path))
+    assert code == 2 and "field 'return_probability'" in err

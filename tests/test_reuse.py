@@ -1,0 +1,116 @@
+"""The reuse condition and the tier plan: closed forms against numerics, limits, properties."""
+import math
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvmath import bundled
+from kvmath import derive_reuse as DR
+from kvmath import symbols as S
+from kvmath.reuse import best_ttl, reuse, rfn, tier_plan, ttl_filling, held_caches
+from kvmath.tables import Pause, Source, nodes, pauses
+
+CAT = bundled()
+H100 = CAT.gpus["h100-sxm"]
+SRC = Source("assumption", "test", "test", "2026-11-30")
+
+
+def test_lognormal_holding_time_matches_numeric_integral():
+    mu, sig, tau = math.log(30), 1.0, 45.0
+    t = np.linspace(0, tau, 200001)[1:]
+    surv = 1 - rfn("F_logn")(mu=mu, sigma=sig, tau=t)
+    numeric = np.trapezoid(surv, t) + (t[0] * 1.0)  # survival is 1 on (0, t[0])
+    closed = rfn("hold_return_logn")(mu=mu, sigma=sig, tau=tau)
+    assert closed == pytest.approx(numeric, rel=1e-5)
+
+
+def test_exponential_holding_time():
+    assert sp.simplify(DR.hold_return_exp - (1 - sp.exp(-S.lam * S.tau)) / S.lam) == 0
+
+
+def test_exponential_ttl_is_stationary_point():
+    v = dict(p=0.7, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-15, c_wear=0.0, Q=1e10, **{"lambda": 0.02})
+    tau = best_ttl(rfn("value_exp"), v, "exp")
+    assert tau > 0
+    assert rfn("dvalue_exp").take({**v, "tau": tau}) == pytest.approx(0, abs=1e-12)
+    grid = np.geomspace(1, 1e5, 2000)
+    assert rfn("value_exp").take({**v, "tau": tau}) >= rfn("value_exp").take({**v, "tau": grid}).max() - 1e-12
+
+
+def test_lognormal_ttl_maximises_value():
+    v = dict(p=0.7, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-13, c_wear=0.0, Q=1e10, mu=math.log(30),
+             sigma=1.0)
+    tau = best_ttl(rfn("value_logn"), v, "logn")
+    best = rfn("value_logn").take({**v, "tau": tau})
+    grid = np.geomspace(1e-1, 1e7, 5000)
+    assert best >= rfn("value_logn").take({**v, "tau": grid}).max() - 1e-12
+
+
+def test_breakeven_probability_zeroes_the_value():
+    v = dict(S_gpu=5.0, c_gpu=1e-3, c_cap=1e-15, c_wear=1e-13, Q=1e10, mu=math.log(30),
+             sigma=1.0, tau=300.0)
+    p = rfn("p_breakeven_logn").take(v)
+    assert 0 < p < 1
+    assert rfn("value_logn").take({**v, "p": p}) == pytest.approx(0, abs=1e-12)
+
+
+@pytest.mark.parametrize("tier", ["host-dram", "nvme"])
+def test_reuse_on_bundled_data(tier):
+    r = reuse(CAT.models["llama-3.1-70b"], H100, CAT.tiers[tier], 32768, pauses()["chat-lognormal"])
+    assert r["saving_gpu_s"] > 0 and r["ttl_s"] > 0 and 0 < r["p_breakeven"] < 1
+    assert r["verdict"] == ("offload" if r["value_usd"] > 0 else "do not offload")
+
+
+def test_no_offload_when_reload_is_slower():
+    r = reuse(CAT.models["llama-2-7b"], H100, CAT.tiers["nvme-1drive"], 32768,
+              pauses()["chat-lognormal"], tp=1)
+    assert r["saving_gpu_s"] < 0 and r["verdict"].startswith("do not offload")
+
+
+@given(st.floats(0.1, 100), st.floats(1.01, 10))
+@settings(max_examples=40)
+def test_more_saving_means_longer_ttl_and_lower_breakeven(saving, k):
+    base = dict(p=0.7, c_gpu=1e-3, c_cap=1e-13, c_wear=1e-13, Q=1e10, mu=math.log(30), sigma=1.0)
+    t1 = best_ttl(rfn("value_logn"), {**base, "S_gpu": saving}, "logn")
+    t2 = best_ttl(rfn("value_logn"), {**base, "S_gpu": saving * k}, "logn")
+    assert t2 >= t1 * (1 - 1e-6)
+    p1 = rfn("p_breakeven_logn").take({**base, "S_gpu": saving, "tau": 100.0})
+    p2 = rfn("p_breakeven_logn").take({**base, "S_gpu": saving * k, "tau": 100.0})
+    assert p2 < p1
+
+
+def test_littles_law_in_the_limit():
+    """Keeping every cache until it returns (p = 1, tau large): held = rate x mean pause."""
+    pz = Pause("x", "exponential", 30.0, None, 1.0, SRC)
+    held = held_caches(pz, 1e9, 2.0)
+    assert held == pytest.approx(2.0 * 30.0 / math.log(2), rel=1e-9)
+
+
+@given(st.floats(0.05, 20))
+@settings(max_examples=25, deadline=None)
+def test_tier_plan_respects_capacity(rate):
+    node = nodes()["dgx-h100"]
+    plan = tier_plan(node, CAT.models["llama-3.1-70b"], 32768, rate, pauses()["chat-lognormal"])
+    total = 0.0
+    for t in plan["tiers"]:
+        if math.isfinite(t["ttl_to_s"]):
+            held = (held_caches(pauses()["chat-lognormal"], t["ttl_to_s"], rate)
+                    - (held_caches(pauses()["chat-lognormal"], t["ttl_from_s"], rate)
+                       if t["ttl_from_s"] else 0.0)) * plan["kv_bytes"]
+            assert held <= t["capacity_bytes"] * (1 + 1e-6)
+        total += t["resume_fraction"]
+    assert total + plan["recomputed_fraction"] == pytest.approx(1.0)
+
+
+def test_higher_rate_shortens_ttls():
+    node = nodes()["dgx-h100"]
+    lo = tier_plan(node, CAT.models["llama-3.1-70b"], 32768, 0.5, pauses()["chat-lognormal"])
+    hi = tier_plan(node, CAT.models["llama-3.1-70b"], 32768, 5.0, pauses()["chat-lognormal"])
+    assert hi["tiers"][1]["ttl_to_s"] < lo["tiers"][1]["ttl_to_s"]
+
+
+def test_ttl_filling_zero_capacity():
+    assert ttl_filling(pauses()["chat-lognormal"], 1.0, 1e10, 0.0) == 0.0

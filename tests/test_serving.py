@@ -1,0 +1,103 @@
+"""Overlap (CachedAttention), split (Cake) and the busy server: identities, limits, properties."""
+import math
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvmath import bundled
+from kvmath import derive_serving as DS
+from kvmath import symbols as S
+from kvmath.evaluate import scenario_values
+from kvmath.serving import busy, overlap, sfn, short_crossing, split
+
+CAT = bundled()
+FULL = sorted(n for n, m in CAT.models.items() if m.window_layers == 0)
+H100 = CAT.gpus["h100-sxm"]
+
+
+def test_extend_flops_is_difference_of_prefills():
+    """F(T + n) - F(T) for n = 1 on a 1-layer, 1-head toy: the new query sees T + 1 keys."""
+    toy = {S.N_lin: 0, S.n_q: 1, S.d_qk: 1, S.d_v: 1, S.L_full: 1, S.L_win: 0}
+    assert sp.simplify(DS.flops_extend.subs(toy).subs(S.n_new, 1) - 4 * (S.T + 1)) == 0
+
+
+@given(st.floats(1e-6, 10), st.floats(1e-6, 10))
+def test_pipeline_formula_limits(load, new):
+    """One layer: no overlap (serial). Many layers: the slower stage alone."""
+    a, b = sp.symbols("a b", positive=True)
+    expr = DS.ttft_overlap.subs({DS.t_load: a, DS.t_new: b}).subs(S.L_win, 0)
+    assert expr.free_symbols == {S.t_0, a, b, S.L_full}
+    f = sp.lambdify([S.t_0, a, b, S.L_full], expr)
+    assert f(0.0, load, new, 1) == pytest.approx(load + new, rel=1e-12)
+    assert f(0.0, load, new, 10**9) == pytest.approx(max(load, new), rel=1e-6)
+
+
+@given(st.sampled_from(FULL), st.sampled_from(sorted(CAT.tiers)), st.floats(100, 1e5),
+       st.floats(1, 1e4))
+@settings(max_examples=60)
+def test_overlap_never_slower_than_serial(model, tier, t, n):
+    r = overlap(CAT.models[model], H100, CAT.tiers[tier], t, n, tp=1)
+    assert r["ttft_overlap"] <= r["ttft_serial"] * (1 + 1e-12)
+    assert r["ttft_overlap"] >= max(r["t_load"], r["t_new"])
+    assert r["hides"] == (r["t_load"] <= r["t_new"])
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b", "deepseek-v3"])
+def test_hiding_threshold_equalises_load_and_compute(model):
+    m = CAT.models[model]
+    r = overlap(m, H100, CAT.tiers["nvme"], 32768, 1, tp=1)
+    n = r["n_hide_tokens"]
+    at = overlap(m, H100, CAT.tiers["nvme"], 32768, n, tp=1)
+    assert at["t_load"] == pytest.approx(at["t_new"], rel=1e-9)
+    assert overlap(m, H100, CAT.tiers["nvme"], 32768, n * 1.01, tp=1)["hides"]
+    assert not overlap(m, H100, CAT.tiers["nvme"], 32768, n * 0.99, tp=1)["hides"]
+
+
+@given(st.sampled_from(FULL), st.sampled_from(sorted(CAT.tiers)), st.floats(10, 2e5))
+@settings(max_examples=60)
+def test_split_beats_both_pure_strategies(model, tier, t):
+    r = split(CAT.models[model], H100, CAT.tiers[tier], t, tp=1)
+    assert 0 <= r["x_tokens"] <= t
+    assert r["t_split_s"] <= min(r["t_reload_s"], r["t_recompute_s"]) * (1 + 1e-9)
+
+
+def test_split_parts_balance():
+    m = CAT.models["llama-3.1-70b"]
+    v, _ = scenario_values(m, H100, CAT.tiers["nvme-1drive"], tp=8)
+    r = split(m, H100, CAT.tiers["nvme-1drive"], 32768, tp=8)
+    at = {**v, "T": 32768.0, "x": r["x_tokens"]}
+    assert sfn("t_split_compute").take(at) == pytest.approx(sfn("t_split_load").take(at), rel=1e-9)
+
+
+def test_free_tokens_are_the_ridge_point_for_dense_models():
+    """With N_tot = N_lin, p_free = eta P b_w / (2 B_hbm) - b_dec: the roofline ridge in tokens."""
+    expr = DS.p_free.subs(S.N_tot, S.N_lin)
+    assert sp.simplify(expr - (S.eta * S.P * S.b_w / (2 * S.B_hbm) - S.b_dec)) == 0
+
+
+def test_busy_server_marginal_cost_zero_below_free_tokens():
+    m = CAT.models["llama-3.1-8b"]
+    r = busy(m, H100, CAT.tiers["host-dram"], 100, decode_batch=16)
+    assert r["free_tokens"] > 100 and r["recompute_marginal_s"] == 0
+    assert r["winner"] == "recompute"
+
+
+@given(st.floats(0, 1e-2), st.floats(0, 1e-2))
+@settings(max_examples=40)
+def test_short_crossing_grows_with_request_overhead(a, b):
+    lo, hi = sorted((a, b))
+    m = CAT.models["llama-3.1-8b"]
+    c_lo = busy(m, H100, CAT.tiers["host-dram"], 1000, decode_batch=32, request_overhead_s=lo)
+    c_hi = busy(m, H100, CAT.tiers["host-dram"], 1000, decode_batch=32, request_overhead_s=hi)
+    assert c_hi["short_prompt_crossing_tokens"] >= c_lo["short_prompt_crossing_tokens"] * (1 - 1e-12)
+
+
+def test_short_crossing_equalises_costs():
+    m = CAT.models["llama-3.1-8b"]
+    r = busy(m, H100, CAT.tiers["host-dram"], 1000, decode_batch=32, request_overhead_s=1e-3)
+    t = r["short_prompt_crossing_tokens"]
+    at = busy(m, H100, CAT.tiers["host-dram"], t, decode_batch=32, request_overhead_s=1e-3)
+    assert at["reload_s"] == pytest.approx(at["recompute_marginal_s"], rel=1e-9)
