@@ -175,11 +175,16 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None):
         writes = 0.0 if name == "hbm" else offload_rate * q * (1 - pause.return_probability * f_prev)
         tier_name = "host-dram" if name == "hbm" else name
         r = compare(model, gpu, cat.tiers[tier_name], tokens, tp=tp)
+        headroom = bandwidths[name] / (reads + writes) if reads + writes > 0 else math.inf
+        # a tier without the bandwidth for its traffic serves only that share of its hits;
+        # the rest are recomputed
+        served = (f_now - f_prev) * min(1.0, headroom)
         rows.append({"tier": name, "capacity_bytes": cap, "caches_held": cap / q,
-                     "ttl_from_s": tau_prev, "ttl_to_s": tau, "resume_fraction": f_now - f_prev,
+                     "ttl_from_s": tau_prev, "ttl_to_s": tau, "resume_fraction": served,
+                     "resume_fraction_by_capacity": f_now - f_prev,
+                     "bandwidth_limited": headroom < 1,
                      "read_Bps": reads, "write_Bps": writes, "bandwidth_Bps": bandwidths[name],
-                     "headroom": (bandwidths[name] / (reads + writes)
-                                  if reads + writes > 0 else math.inf),
+                     "headroom": headroom,
                      "reload_s": 0.0 if name == "hbm" else r["reload_s"]})
         tau_prev = tau
         if not math.isfinite(tau):

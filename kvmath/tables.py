@@ -627,3 +627,23 @@ def prices():
 @lru_cache(maxsize=None)
 def pauses():
     return load_pauses(data_path("pauses.csv"))
+
+
+@dataclass(frozen=True)
+class Threshold:
+    name: str
+    system: str
+    parameter: str
+    value_tokens: float
+    source: Source
+
+
+THRESHOLD_FIELDS = ("name", "system", "parameter", "value_tokens", *_SOURCE_FIELDS, "notes")
+
+
+@lru_cache(maxsize=None)
+def thresholds():
+    """Short-prompt thresholds real systems chose, with their sources."""
+    rows = _read(data_path("thresholds.csv"), THRESHOLD_FIELDS)
+    return _unique(rows, [Threshold(r.text("name"), r.text("system"), r.text("parameter"),
+                                    r.number("value_tokens"), _source(r)) for r in rows])

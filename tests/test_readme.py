@@ -8,12 +8,12 @@ import pytest
 from kvmath.cli import main
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-EXAMPLES = re.findall(r"```sh\n\.venv/bin/python -m kvmath (compare [^\n]+)\n```\n\n```text\n(.*?)```",
+EXAMPLES = re.findall(r"```sh\n\.venv/bin/python -m kvmath ((?:compare|reuse|tiers) [^\n]+)\n```\n\n```text\n(.*?)```",
                       README, flags=re.S)
 
 
 def test_readme_has_examples():
-    assert len(EXAMPLES) >= 2
+    assert len(EXAMPLES) >= 4
 
 
 @pytest.mark.parametrize("argv,expected", EXAMPLES)
