@@ -197,7 +197,18 @@ def scenario_values(model, gpu, tier, tp=1, bandwidth_Bps=None, efficiency=None,
         v["P"] = gpu.dense_flops(compute_dtype)
     except ValueError as exc:
         raise ScenarioError(str(exc)) from None
-    v["eta"] = efficiency if efficiency is not None else gpu.prefill_efficiency
+    if compute_dtype == "fp8":
+        v["b_w"] = DTYPE_BYTES["fp8"]  # fp8 compute reads fp8 weights
+    if efficiency is not None:
+        v["eta"] = efficiency
+    elif compute_dtype == "bf16":
+        v["eta"] = gpu.prefill_efficiency
+    else:
+        eff = bundled().efficiencies.get((gpu.name, f"prefill-{compute_dtype}"))
+        if eff is None:
+            raise ScenarioError(f"no {compute_dtype} prefill efficiency for GPU {gpu.name}; "
+                                "pass --efficiency")
+        v["eta"] = eff.value
     v["B_hbm"] = gpu.hbm_bandwidth_Bps * gpu.hbm_efficiency
     v["B"], v["t_0"], hops = path_values(tier, gpu, tp)
     if bandwidth_Bps is not None:

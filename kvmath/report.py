@@ -72,13 +72,16 @@ def decision(model_name, gpu_name, tier_name, tokens, tp=None):
     return r
 
 
-def verdict_cell(r):
-    """'reload 38x' or 'recompute 4.2x': the winner and how much faster it is."""
-    return f"{r['winner']} {r['speedup']:.3g}×"
+def verdict_cell(r, flips=False):
+    """'reload 38x' or 'recompute 4.2x': the winner and how much faster it is; a dagger marks a
+    verdict that flips inside the measured uncertainty band."""
+    return f"{r['winner']} {r['speedup']:.3g}×" + (" †" if flips else "")
 
 
 def decision_table(gpu_name, tokens, tier_names, model_names=None):
-    """Rows: model, TP, KV per token, then one verdict per tier."""
+    """Rows: model, TP, KV per token, then one verdict per tier (dagger: flips inside the band)."""
+    from .uncertainty import band
+
     cat = bundled()
     names = model_names or list(cat.models)
     rows = []
@@ -86,8 +89,10 @@ def decision_table(gpu_name, tokens, tier_names, model_names=None):
         results = [decision(name, gpu_name, t, tokens) for t in tier_names]
         tp = results[0]["tp"]
         tp_cell = f"{tp}" if results[0]["fits"] else f"{tp} (weights exceed one node)"
+        flips = [band(cat.models[name], cat.gpus[gpu_name], cat.tiers[t], tokens, tp=tp)["flips"]
+                 for t in tier_names]
         rows.append([name, tp_cell, f"{results[0]['kv_bytes_per_token']:,.0f}"]
-                    + [verdict_cell(r) for r in results])
+                    + [verdict_cell(r, f) for r, f in zip(results, flips)])
     return md_table(["model", "TP", "KV B/token"] + [f"{t}" for t in tier_names], rows)
 
 

@@ -320,7 +320,7 @@ def load_efficiencies(path):
     rows = _read(path, EFFICIENCY_FIELDS)
     parsed, by_key = [], {}
     for r in rows:
-        quantity = r.choice("quantity", {"prefill", "hbm", "link"})
+        quantity = r.choice("quantity", {"prefill", "prefill-fp8", "hbm", "link"})
         kind = r.choice("kind", {"measurement", "assumption"})
         same_as = r.text("same_as", required=False)
         measured = r.number("measured_value", required=not same_as)
