@@ -12,6 +12,7 @@ import sys
 
 from .evaluate import ScenarioError, compare
 from .tables import DTYPE_BYTES, DataError, bundled, resolve_gpu, resolve_model, resolve_tier
+from .units import fmt_bytes, fmt_time
 
 USAGE_ERROR = 2
 
@@ -94,31 +95,16 @@ def build_parser():
     return p
 
 
-def _fmt_s(seconds):
-    if seconds >= 1:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} us"
-
-
-def _fmt_bytes(n):
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.4g} {unit}"
-    return f"{n:.0f} B"
-
-
 def _human(r):
     rows = [
         ("scenario", f"{r['model']} on {r['tp']}x {r['gpu']}, tier {r['tier']}, "
                      f"{r['tokens']:,} tokens, KV {r['kv_dtype']}"),
         ("KV per token", f"{r['kv_bytes_per_token']:,.0f} B"),
-        ("KV moved", f"{_fmt_bytes(r['kv_bytes'])} ({_fmt_bytes(r['kv_bytes_per_gpu'])} per GPU)"),
-        ("recompute", f"{_fmt_s(r['recompute_s'])}  ({r['prefill_flops']:.3g} FLOP at "
+        ("KV moved", f"{fmt_bytes(r['kv_bytes'], 4)} ({fmt_bytes(r['kv_bytes_per_gpu'], 4)} per GPU)"),
+        ("recompute", f"{fmt_time(r['recompute_s'])}  ({r['prefill_flops']:.3g} FLOP at "
                       f"{r['prefill_efficiency']:.0%} of peak)"),
-        ("reload", f"{_fmt_s(r['reload_s'])}  ({r['reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU, "
-                   f"{_fmt_s(r['reload_latency_s'])} latency)"),
+        ("reload", f"{fmt_time(r['reload_s'])}  ({r['reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU, "
+                   f"{fmt_time(r['reload_latency_s'])} latency)"),
         ("one division", f"model {r['model_flops_per_kv_byte']:,.0f} FLOP/B vs GPU "
                          f"{r['gpu_flops_per_link_byte']:,.0f} FLOP/B"),
         ("break-even at", ", ".join(f"{t:,.0f}" for t in r["breakeven_tokens"]) + " tokens"
@@ -171,7 +157,7 @@ def _reuse_human(r):
     rows = [("scenario", f"{r['model']} on {r['tp']}x {r['gpu']}, tier {r['tier']}, "
                          f"{r['tokens']:,} tokens, pause {r['pause']}"),
             ("saving per reuse", f"{r['saving_gpu_s']:.3g} GPU-s (${r['saving_usd']:.3g})"),
-            ("best TTL", _fmt_s(r["ttl_s"]) if math.isfinite(r["ttl_s"]) else "keep until return"),
+            ("best TTL", fmt_time(r["ttl_s"]) if math.isfinite(r["ttl_s"]) else "keep until return"),
             ("hit probability", f"{r['hit_probability']:.3f} of returning conversations"),
             ("break-even p", "n/a" if r["p_breakeven"] is None else f"{r['p_breakeven']:.3g}"),
             ("value per offload", f"${r['value_usd']:.3g}")]
@@ -181,17 +167,17 @@ def _reuse_human(r):
 
 def _tiers_human(plan):
     lines = [f"{plan['model']} on {plan['node']} (TP {plan['tp']}), {plan['tokens']:,} tokens "
-             f"({_fmt_bytes(plan['kv_bytes'])} each), {plan['resume_rate_per_s']:g} resumes/s, "
+             f"({fmt_bytes(plan['kv_bytes'], 4)} each), {plan['resume_rate_per_s']:g} resumes/s, "
              f"pause {plan['pause']}",
              f"{'tier':<10} {'capacity':>10} {'caches':>8} {'ages held':>18} {'resumes':>8} "
              f"{'read+write':>12} {'headroom':>9}"]
     for t in plan["tiers"]:
-        to = _fmt_s(t["ttl_to_s"]) if math.isfinite(t["ttl_to_s"]) else "inf"
-        ages = f"{_fmt_s(t['ttl_from_s'])}-{to}" if t["ttl_from_s"] else f"0-{to}"
+        to = fmt_time(t["ttl_to_s"]) if math.isfinite(t["ttl_to_s"]) else "inf"
+        ages = f"{fmt_time(t['ttl_from_s'])}-{to}" if t["ttl_from_s"] else f"0-{to}"
         head = "inf" if not math.isfinite(t["headroom"]) else f"{t['headroom']:.3g}x"
-        lines.append(f"{t['tier']:<10} {_fmt_bytes(t['capacity_bytes']):>10} "
+        lines.append(f"{t['tier']:<10} {fmt_bytes(t['capacity_bytes'], 4):>10} "
                      f"{t['caches_held']:>8,.0f} {ages:>18} {t['resume_fraction']:>8.1%} "
-                     f"{_fmt_bytes(t['read_Bps'] + t['write_Bps']) + '/s':>12} {head:>9}")
+                     f"{fmt_bytes(t['read_Bps'] + t['write_Bps'], 4) + '/s':>12} {head:>9}")
     lines.append(f"recomputed: {plan['recomputed_fraction']:.1%} of resumes")
     return "\n".join(lines)
 

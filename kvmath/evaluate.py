@@ -52,9 +52,17 @@ class Numeric:
 
 
 @lru_cache(maxsize=None)
+def numeric_of(module, name):
+    """The lambdified version of ``<module>.<name>`` (a list of them for a list of roots)."""
+    expr = getattr(module, name)
+    if isinstance(expr, list):
+        return [Numeric(e, f"{name}[{i}]") for i, e in enumerate(expr)]
+    return Numeric(expr, name)
+
+
 def fn(name):
     """The lambdified version of ``kvmath.derive.<name>``."""
-    return Numeric(getattr(D, name), name)
+    return numeric_of(D, name)
 
 
 @lru_cache(maxsize=None)

@@ -11,6 +11,7 @@ import sympy as sp
 
 from .evaluate import compare, min_tp
 from .tables import bundled
+from .units import fmt_bw, fmt_bytes, fmt_time  # noqa: F401  (re-exported for chapters)
 
 
 def md_table(header, rows):
@@ -20,29 +21,6 @@ def md_table(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return Markdown("\n".join(lines))
-
-
-def fmt_bytes(n):
-    """SI bytes: 1 GB = 1e9 B."""
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
-
-
-def fmt_time(seconds):
-    if seconds >= 1:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} µs"
-
-
-def fmt_bw(bps):
-    """SI bandwidth: 1 GB/s = 1e9 B/s."""
-    if bps >= 1e12:
-        return f"{bps / 1e12:.3g} TB/s"
-    return f"{bps / 1e9:.3g} GB/s"
 
 
 def fmt_flops(f):

@@ -7,12 +7,10 @@ amortised over the months in that table. Pause distributions come from
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-
 import numpy as np
 
 from . import derive_reuse as DR
-from .evaluate import Numeric, compare, min_tp, path_values
+from .evaluate import compare, min_tp, numeric_of, path_values
 from .tables import bundled, prices
 
 SECONDS_PER_MONTH = 365.25 * 86400 / 12
@@ -20,13 +18,9 @@ SECONDS_PER_MONTH = 365.25 * 86400 / 12
 TIER_MEDIUM = {"host-dram": "ddr5", "rdma": "ddr5"}  # other tiers' names start with nvme
 
 
-@lru_cache(maxsize=None)
 def rfn(name):
     """The lambdified version of ``kvmath.derive_reuse.<name>``."""
-    expr = getattr(DR, name)
-    if isinstance(expr, list):
-        return [Numeric(e, f"{name}[{i}]") for i, e in enumerate(expr)]
-    return Numeric(expr, name)
+    return numeric_of(DR, name)
 
 
 def pause_values(pause):

@@ -5,16 +5,12 @@ import math
 from functools import lru_cache
 
 from . import derive_serving as DS
-from .evaluate import Numeric, scenario_values
+from .evaluate import Numeric, numeric_of, scenario_values
 
 
-@lru_cache(maxsize=None)
 def sfn(name):
     """The lambdified version of ``kvmath.derive_serving.<name>``."""
-    expr = getattr(DS, name)
-    if isinstance(expr, list):
-        return [Numeric(e, f"{name}[{i}]") for i, e in enumerate(expr)]
-    return Numeric(expr, name)
+    return numeric_of(DS, name)
 
 
 def _first_positive(fns, values):

@@ -460,28 +460,31 @@ def _single(path, loader):
     return rows[0], next(iter(items.values()))
 
 
+def _resolve(name_or_path, items, loader, what):
+    """A bundled item by name, or the single row of a CSV file in the bundled format:
+    (row or None, item)."""
+    if name_or_path in items:
+        return None, items[name_or_path]
+    if Path(name_or_path).suffix == ".csv" or Path(name_or_path).exists():
+        return _single(name_or_path, loader)
+    raise KeyError(f"unknown {what} {name_or_path!r}; bundled: {', '.join(sorted(items))}")
+
+
 def resolve_model(name_or_path):
     """A bundled model by name, or the single model in a CSV file in the bundled format."""
-    cat = bundled()
-    if name_or_path in cat.models:
-        return cat.models[name_or_path]
-    if Path(name_or_path).suffix == ".csv" or Path(name_or_path).exists():
-        return _single(name_or_path, load_models)[1]
-    raise KeyError(f"unknown model {name_or_path!r}; bundled: {', '.join(sorted(cat.models))}")
+    return _resolve(name_or_path, bundled().models, load_models, "model")[1]
 
 
 def resolve_gpu(name_or_path):
     """A bundled GPU by name, or the single GPU in a CSV file in the bundled format."""
     cat = bundled()
-    if name_or_path in cat.gpus:
-        return cat.gpus[name_or_path]
-    if Path(name_or_path).suffix == ".csv" or Path(name_or_path).exists():
-        row, gpu = _single(name_or_path, load_gpus)
-        if gpu.host_link not in cat.links:
-            raise row.err("host_link", f"unknown link {gpu.host_link!r}; bundled links: "
-                          f"{', '.join(sorted(cat.links))}")
-        return _attach_gpu_efficiency(gpu, cat.efficiencies, name_or_path, row.index)
-    raise KeyError(f"unknown GPU {name_or_path!r}; bundled: {', '.join(sorted(cat.gpus))}")
+    row, gpu = _resolve(name_or_path, cat.gpus, load_gpus, "GPU")
+    if row is None:
+        return gpu
+    if gpu.host_link not in cat.links:
+        raise row.err("host_link", f"unknown link {gpu.host_link!r}; bundled links: "
+                      f"{', '.join(sorted(cat.links))}")
+    return _attach_gpu_efficiency(gpu, cat.efficiencies, name_or_path, row.index)
 
 
 def resolve_tier(name):
@@ -607,16 +610,10 @@ def load_pauses(path):
 
 def resolve_pause(name_or_path):
     """A bundled pause distribution by name, or the single row of a CSV file in that format."""
-    bundled_pauses = pauses()
-    if name_or_path in bundled_pauses:
-        return bundled_pauses[name_or_path]
-    if Path(name_or_path).suffix == ".csv" or Path(name_or_path).exists():
-        items = load_pauses(name_or_path)
-        if len(items) != 1:
-            raise DataError(name_or_path, None, None, f"expected exactly one row, found {len(items)}")
-        return next(iter(items.values()))
-    raise KeyError(f"unknown pause distribution {name_or_path!r}; bundled: "
-                   f"{', '.join(sorted(bundled_pauses))}")
+    def loader(path):
+        items = load_pauses(path)
+        return [None] * len(items), items
+    return _resolve(name_or_path, pauses(), loader, "pause distribution")[1]
 
 
 @lru_cache(maxsize=None)
