@@ -215,9 +215,11 @@ def analyse_transfer(points, link_peak_Bps=None):
 
 def analyse_prefill(rows, peak_flops):
     """Implied prefill efficiency (achieved FLOP/s over dense peak) per measured length."""
+    from .validation import model_of
+
     out = []
     for r in rows:
-        m = resolve_model(r["model"])
+        m = model_of(r["model"])
         v = architecture_values(m)
         flops = float(fn("flops_prefill").take({**v, "T": float(r["tokens"])}))
         tp = int(r.get("tp") or 1)

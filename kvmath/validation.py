@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from .derive import bandwidth_at_size
 from .evaluate import Numeric, compare
-from .tables import DataError, _read, bundled, data_path
+from .tables import DataError, _read, bundled, data_path, resolve_model
 
 VALIDATION_FIELDS = ("id", "source_key", "quantity", "measured_value", "model", "gpu", "tp",
                      "tokens", "compute_dtype", "link", "count", "transfer_bytes",
@@ -67,8 +67,9 @@ def load_validation(path=None):
             retrieved=r.date("retrieved"))
         if m.tolerance_factor < 1:
             raise r.err("tolerance_factor", "expected a factor >= 1")
-        if m.model and m.model not in cat.models:
-            raise r.err("model", f"unknown model {m.model!r}")
+        if m.model and m.model not in cat.models and not validation_model_path(m.model).exists():
+            raise r.err("model", f"unknown model {m.model!r} (neither bundled nor in "
+                        "kvmath/data/validation_models/)")
         if m.gpu and m.gpu not in cat.gpus:
             raise r.err("gpu", f"unknown GPU {m.gpu!r}")
         if m.link and m.link not in cat.links:
@@ -83,6 +84,16 @@ def load_validation(path=None):
     if len(set(ids)) != len(ids):
         raise DataError(path, None, "id", "duplicate ids")
     return out
+
+
+def validation_model_path(name):
+    """Models measured in published work but not bundled live in data/validation_models/."""
+    return data_path("validation_models") / f"{name}.csv"
+
+
+def model_of(name):
+    cat = bundled()
+    return cat.models[name] if name in cat.models else resolve_model(str(validation_model_path(name)))
 
 
 @lru_cache(maxsize=None)
@@ -103,11 +114,11 @@ def predict(m: Measurement, overrides=None):
     overrides = overrides or {}
     cat = bundled()
     if m.quantity == "ttft_s":
-        r = compare(cat.models[m.model], cat.gpus[m.gpu], cat.tiers["host-dram"], m.tokens,
+        r = compare(model_of(m.model), cat.gpus[m.gpu], cat.tiers["host-dram"], m.tokens,
                     tp=m.tp, compute_dtype=m.compute_dtype, efficiency=overrides.get("eta"))
         return r["recompute_s"]
     if m.quantity == "kv_bytes":
-        r = compare(cat.models[m.model], cat.gpus["h100-sxm"], cat.tiers["host-dram"], m.tokens)
+        r = compare(model_of(m.model), cat.gpus["h100-sxm"], cat.tiers["host-dram"], m.tokens)
         return r["kv_bytes"]
     link = cat.links[m.link]
     eff = overrides.get("link_efficiency", link.efficiency)
