@@ -41,9 +41,10 @@ def test_exponential_ttl_is_stationary_point():
 
 
 def test_lognormal_ttl_maximises_value():
-    v = dict(p=0.7, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-13, c_wear=0.0, Q=1e10, mu=math.log(30),
+    v = dict(p=0.7, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-15, c_wear=0.0, Q=1e10, mu=math.log(30),
              sigma=1.0)
     tau = best_ttl(rfn("value_logn"), v, "logn")
+    assert tau > 0  # an interior optimum: holding is cheap against the saving
     best = rfn("value_logn").take({**v, "tau": tau})
     grid = np.geomspace(1e-1, 1e7, 5000)
     assert best >= rfn("value_logn").take({**v, "tau": grid}).max() - 1e-12
@@ -110,6 +111,12 @@ def test_higher_rate_shortens_ttls():
     lo = tier_plan(node, CAT.models["llama-3.1-70b"], 32768, 0.5, pauses()["chat-lognormal"])
     hi = tier_plan(node, CAT.models["llama-3.1-70b"], 32768, 5.0, pauses()["chat-lognormal"])
     assert hi["tiers"][1]["ttl_to_s"] < lo["tiers"][1]["ttl_to_s"]
+
+
+def test_no_ttl_when_holding_costs_more_than_saving():
+    v = dict(p=0.7, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-13, c_wear=0.0, Q=1e10, mu=math.log(30),
+             sigma=1.0)
+    assert best_ttl(rfn("value_logn"), v, "logn") == 0.0
 
 
 def test_ttl_filling_zero_capacity():
