@@ -68,3 +68,22 @@ held_logn = offload_rate * holding_time(F_logn, hold_return_logn)
 read_traffic_exp = r_res * F_exp * Bytes
 read_traffic_logn = r_res * F_logn * Bytes
 write_traffic = offload_rate * Bytes
+
+# ------------------------------------------------------------------ a cascade of tiers
+#: CDF of the pause at the youngest and oldest age a tier holds (caches age from tier to tier)
+F_lo, F_hi = sp.symbols("F_lo F_hi", nonnegative=True)
+#: capacity (B) and bandwidth (B/s) of one tier
+C_tier, B_tier = sp.symbols("C_tier B_tier", positive=True)
+#: resumes per second served from a tier holding ages [tau_lo, tau_hi)
+tier_hits = r_res * (F_hi - F_lo)
+#: bytes per second read back from the tier
+tier_reads = tier_hits * Bytes
+#: bytes per second written into the tier: caches that reached its youngest age unreturned
+tier_writes = offload_rate * Bytes * (1 - p_ret * F_lo)
+#: how many times over the tier's bandwidth covers its traffic
+tier_headroom = B_tier / (tier_reads + tier_writes)
+#: share of all resumes the tier serves: a tier short of bandwidth serves only that share
+tier_served = (F_hi - F_lo) * sp.Min(1, tier_headroom)
+#: net value of the tier per second, $/s: GPU time its hits save, less capacity and wear
+tier_value_rate = (r_res * tier_served * S_gpu * c_gpu - c_cap * C_tier
+                   - c_wear * tier_writes)

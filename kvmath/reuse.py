@@ -158,21 +158,23 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None):
     bandwidths = {"hbm": math.inf,
                   "host-dram": path_values(cat.tiers["host-dram"], gpu, tp)[0] * tp,
                   "nvme": path_values(cat.tiers["nvme"], gpu, tp)[0] * tp}
-    offload_rate = resume_rate / pause.return_probability
     rows, tau_prev = [], 0.0
     for name, cap in capacities.items():
         tau = ttl_filling(pause, resume_rate, q, cap, tau_prev)
         f_prev = cdf(pause, tau_prev) if tau_prev > 0 else 0.0
         f_now = cdf(pause, tau) if math.isfinite(tau) else 1.0
-        hits = resume_rate * (f_now - f_prev)
-        reads = 0.0 if name == "hbm" else hits * q  # a hit in HBM moves nothing
-        writes = 0.0 if name == "hbm" else offload_rate * q * (1 - pause.return_probability * f_prev)
         tier_name = "host-dram" if name == "hbm" else name
         r = compare(model, gpu, cat.tiers[tier_name], tokens, tp=tp)
-        headroom = bandwidths[name] / (reads + writes) if reads + writes > 0 else math.inf
-        # a tier without the bandwidth for its traffic serves only that share of its hits;
-        # the rest are recomputed
-        served = (f_now - f_prev) * min(1.0, headroom)
+        at = {"r": resume_rate, "p": pause.return_probability, "Q": q, "F_lo": f_prev,
+              "F_hi": f_now, "B_tier": bandwidths[name] if name != "hbm" else 1.0}
+        if name == "hbm":  # a hit in HBM moves nothing and nothing is written to it
+            reads = writes = 0.0
+            headroom, served = math.inf, f_now - f_prev
+        else:
+            reads = float(rfn("tier_reads").take(at))
+            writes = float(rfn("tier_writes").take(at))
+            headroom = float(rfn("tier_headroom").take(at))
+            served = float(rfn("tier_served").take(at))
         rows.append({"tier": name, "capacity_bytes": cap, "caches_held": cap / q,
                      "ttl_from_s": tau_prev, "ttl_to_s": tau, "resume_fraction": served,
                      "resume_fraction_by_capacity": f_now - f_prev,
@@ -202,8 +204,12 @@ def nvme_value(node, model, tokens, resume_rate, pause, tp=None):
     if nv is None:
         return 0.0, plan
     tp = plan["tp"]
-    saving_gpu_s = tp * (plan["recompute_s"] - nv["reload_s"])
-    gain = resume_rate * nv["resume_fraction"] * saving_gpu_s * gpu_second_price()
     c_cap, c_wear = tier_prices("nvme")
-    cost = c_cap * nv["capacity_bytes"] + c_wear * nv["write_Bps"]
-    return (gain - cost) * 3600, plan
+    value = rfn("tier_value_rate").take({
+        "r": resume_rate, "p": pause.return_probability, "Q": plan["kv_bytes"],
+        "F_lo": cdf(pause, nv["ttl_from_s"]) if nv["ttl_from_s"] > 0 else 0.0, "F_hi": (cdf(pause, nv["ttl_to_s"])
+                                                     if math.isfinite(nv["ttl_to_s"]) else 1.0),
+        "B_tier": nv["bandwidth_Bps"], "S_gpu": tp * (plan["recompute_s"] - nv["reload_s"]),
+        "c_gpu": gpu_second_price(), "c_cap": c_cap, "c_wear": c_wear,
+        "C_tier": nv["capacity_bytes"]})
+    return float(value) * 3600, plan

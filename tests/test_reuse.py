@@ -121,3 +121,19 @@ def test_no_ttl_when_holding_costs_more_than_saving():
 
 def test_ttl_filling_zero_capacity():
     assert ttl_filling(pauses()["chat-lognormal"], 1.0, 1e10, 0.0) == 0.0
+
+
+def test_tier_served_capped_by_bandwidth():
+    """A tier with half the bandwidth its traffic needs serves half its hits."""
+    at = dict(r=1.0, p=1.0, Q=1e9, F_lo=0.0, F_hi=0.5)
+    need = rfn("tier_reads").take(at) + rfn("tier_writes").take(at)
+    assert rfn("tier_served").take({**at, "B_tier": need / 2}) == pytest.approx(0.25)
+    assert rfn("tier_served").take({**at, "B_tier": need * 10}) == pytest.approx(0.5)
+
+
+def test_nvme_value_grows_then_is_capped():
+    from kvmath.reuse import nvme_value
+    node = nodes()["dgx-h100"]
+    vals = [nvme_value(node, CAT.models["llama-3.1-70b"], 32768, r, pauses()["chat-lognormal"])[0]
+            for r in (0.2, 4.0)]
+    assert vals[0] < 0 < vals[1]  # idle drives cost money; busy ones pay
