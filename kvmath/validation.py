@@ -15,10 +15,10 @@ from .evaluate import Numeric, compare
 from .tables import DataError, _read, bundled, data_path, resolve_model
 
 VALIDATION_FIELDS = ("id", "source_key", "quantity", "measured_value", "model", "gpu", "tp",
-                     "tokens", "compute_dtype", "link", "count", "transfer_bytes",
+                     "tokens", "batch", "compute_dtype", "link", "count", "transfer_bytes",
                      "tolerance_factor", "expect", "tolerance_reason", "in_sample",
                      "read_from_plot", "conditions", "source", "source_location", "retrieved")
-QUANTITIES = {"ttft_s", "bandwidth_Bps", "kv_bytes"}
+QUANTITIES = {"ttft_s", "prefill_s", "bandwidth_Bps", "kv_bytes"}
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class Measurement:
     gpu: str
     tp: int | None
     tokens: int | None
+    batch: int
     compute_dtype: str
     link: str
     count: int | None
@@ -57,6 +58,7 @@ def load_validation(path=None):
             measured_value=r.number("measured_value"), model=r.text("model", required=False),
             gpu=r.text("gpu", required=False), tp=r.integer("tp", required=False),
             tokens=r.integer("tokens", required=False),
+            batch=r.integer("batch", required=False) or 1,
             compute_dtype=r.text("compute_dtype", required=False) or "bf16",
             link=r.text("link", required=False), count=r.integer("count", required=False),
             transfer_bytes=r.number("transfer_bytes", required=False),
@@ -74,7 +76,8 @@ def load_validation(path=None):
             raise r.err("gpu", f"unknown GPU {m.gpu!r}")
         if m.link and m.link not in cat.links:
             raise r.err("link", f"unknown link {m.link!r}")
-        needs = {"ttft_s": ("model", "gpu", "tp", "tokens"), "kv_bytes": ("model", "tokens"),
+        needs = {"ttft_s": ("model", "gpu", "tp", "tokens"),
+                 "prefill_s": ("model", "gpu", "tp", "tokens"), "kv_bytes": ("model", "tokens"),
                  "bandwidth_Bps": ("link", "count")}[q]
         for name in needs:
             if getattr(m, name) in (None, ""):
@@ -113,10 +116,11 @@ def predict(m: Measurement, overrides=None):
     """
     overrides = overrides or {}
     cat = bundled()
-    if m.quantity == "ttft_s":
+    if m.quantity in ("ttft_s", "prefill_s"):
         r = compare(model_of(m.model), cat.gpus[m.gpu], cat.tiers["host-dram"], m.tokens,
                     tp=m.tp, compute_dtype=m.compute_dtype, efficiency=overrides.get("eta"))
-        return r["recompute_s"]
+        # a batch of equal prompts: the compute adds up, the weights are read once
+        return max(m.batch * r["compute_s"], r["weights_read_s"])
     if m.quantity == "kv_bytes":
         r = compare(model_of(m.model), cat.gpus["h100-sxm"], cat.tiers["host-dram"], m.tokens)
         return r["kv_bytes"]
