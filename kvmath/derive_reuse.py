@@ -27,10 +27,13 @@ def mean_min(F):
 
 #: expected time a returning conversation's cache is held, exponential pause, s
 hold_return_exp = mean_min(F_exp)
-#: the same for a lognormal pause (closed form via the partial expectation), s
-_Phi = lambda z: (1 + sp.erf(z / sp.sqrt(2))) / 2  # noqa: E731
-hold_return_logn = (sp.exp(mu + sigma ** 2 / 2) * _Phi((sp.log(tau) - mu - sigma ** 2) / sigma)
-                    + tau * (1 - _Phi((sp.log(tau) - mu) / sigma)))
+#: the standard normal CDF, kept as a named function for display
+Phi = sp.Function("Phi")
+#: the same for a lognormal pause, via the partial expectation (display form, with Phi), s
+hold_return_logn_display = (sp.exp(mu + sigma ** 2 / 2) * Phi((sp.log(tau) - mu - sigma ** 2) / sigma)
+                            + tau * (1 - Phi((sp.log(tau) - mu) / sigma)))
+#: ... and with Phi written out through erf, for evaluation
+hold_return_logn = hold_return_logn_display.replace(Phi, lambda z: (1 + sp.erf(z / sp.sqrt(2))) / 2)
 
 
 def holding_time(F, hold_return):
