@@ -123,7 +123,7 @@ def _list():
     cat = bundled()
     out = ["models:"]
     for m in cat.models.values():
-        out.append(f"  {m.name:<16} {m.attention.upper()}, {m.layers} layers, {m.hf_repo}")
+        out.append(f"  {m.name:<16} {m.attention_kind}, {m.layers} layers, {m.hf_repo}")
     out.append("gpus:")
     for g in cat.gpus.values():
         out.append(f"  {g.name:<16} {g.description}")

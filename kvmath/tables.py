@@ -248,6 +248,15 @@ class Model:
     def is_moe(self):
         return bool(self.num_experts)
 
+    @property
+    def attention_kind(self):
+        """MHA, GQA, MQA (by KV heads against query heads) or MLA."""
+        if self.attention == "mla":
+            return "MLA"
+        if self.num_key_value_heads == self.num_attention_heads:
+            return "MHA"
+        return "MQA" if self.num_key_value_heads == 1 else "GQA"
+
 
 # ------------------------------------------------------------------ loaders
 GPU_FIELDS = ("name", "description", "bf16_dense_flops", "fp8_dense_flops", "hbm_capacity_bytes",

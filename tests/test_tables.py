@@ -200,3 +200,10 @@ def test_dtypes_known():
 
 def test_data_ships_inside_package():
     assert data_path("models.csv").is_file()
+
+
+def test_attention_kind_labels():
+    m = bundled().models
+    assert m["llama-2-7b"].attention_kind == "MHA"
+    assert m["llama-3.1-8b"].attention_kind == "GQA"
+    assert m["deepseek-v3"].attention_kind == "MLA"
