@@ -14,7 +14,6 @@ import json
 import time
 
 import numpy as np
-import sympy as sp
 
 from kvmath import bundled
 from kvmath import derive as D

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .evaluate import architecture_values, fit_transfer_curve, fn
-from .tables import CURVE_FIELDS, CurvePoint, DataError, load_transfer_curves, resolve_model
+from .tables import CURVE_FIELDS, DataError, load_transfer_curves, resolve_model
 
 PREFILL_FIELDS = ("model", "gpu", "tp", "tokens", "prefill_s", "kind", "source",
                   "source_location", "retrieved", "conditions")

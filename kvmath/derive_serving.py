@@ -18,7 +18,7 @@ import sympy as sp
 
 from . import derive as D
 from .symbols import (B, B_hbm, K, L_full, L_win, N_lin, N_tot, P, T, b_dec, b_w, eta, n_new,
-                      s_xfer, t_0, t_req, x_split)
+                      t_0, t_req, x_split)
 
 # ------------------------------------------------------------------ overlap (CachedAttention)
 #: FLOPs of the next turn's n tokens on top of a T-token history: F(T + n) - F(T)

@@ -13,7 +13,6 @@ import numpy as np
 import sympy as sp
 
 from . import derive as D
-from . import symbols as S
 from .tables import DTYPE_BYTES, GPU_HOST_LINK, Gpu, Model, Tier, bundled
 
 

@@ -1,5 +1,4 @@
 """Symbolic identities: the closed forms agree with the expressions they came from."""
-import math
 import random
 
 import numpy as np

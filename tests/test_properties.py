@@ -43,7 +43,6 @@ def test_recompute_grows_faster_than_reload(model, gpu, tier, t, k):
 
 @given(models, st.sampled_from([1, 2, 4, 8, 16, 32, 64]))
 def test_tp_changes_ratio_only_through_replication(model, tp):
-    m = CAT.models[model]
     v1 = values(model, "h100-sxm", "host-dram")
     vk = values(model, "h100-sxm", "host-dram", tp=tp)
     r1 = fn("model_flops_per_kv_byte").take(v1)

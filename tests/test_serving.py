@@ -1,7 +1,5 @@
 """Overlap (CachedAttention), split (Cake) and the busy server: identities, limits, properties."""
-import math
 
-import numpy as np
 import pytest
 import sympy as sp
 from hypothesis import given, settings
@@ -11,7 +9,7 @@ from kvmath import bundled
 from kvmath import derive_serving as DS
 from kvmath import symbols as S
 from kvmath.evaluate import scenario_values
-from kvmath.serving import busy, overlap, sfn, short_crossing, split
+from kvmath.serving import busy, overlap, sfn, split
 
 CAT = bundled()
 FULL = sorted(n for n, m in CAT.models.items() if m.window_layers == 0)

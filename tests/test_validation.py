@@ -1,6 +1,4 @@
 """Predictions against published measurements, uncertainty bands, and the calibration path."""
-import csv
-import math
 
 import pytest
 
