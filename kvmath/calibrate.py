@@ -219,12 +219,12 @@ def analyse_prefill(rows, peak_flops):
 
     out = []
     for r in rows:
-        m = model_of(r["model"])
-        v = architecture_values(m)
-        flops = float(fn("flops_prefill").take({**v, "T": float(r["tokens"])}))
-        tp = int(r.get("tp") or 1)
+        v = architecture_values(model_of(r["model"]))
+        at = {**v, "T": float(r["tokens"]), "K": int(r.get("tp") or 1), "P": peak_flops,
+              "t_meas": float(r["prefill_s"])}
         out.append({"tokens": int(r["tokens"]), "prefill_s": float(r["prefill_s"]),
-                    "flops": flops, "efficiency": flops / (float(r["prefill_s"]) * tp * peak_flops)})
+                    "flops": float(fn("flops_prefill").take(at)),
+                    "efficiency": float(fn("eta_implied").take(at))})
     return out
 
 

@@ -18,7 +18,7 @@ import sympy as sp
 from .symbols import (
     B, B_gpu, B_hbm, B_node, E, E_sh, I_exp, I_ffn, K, L_dense, L_full, L_moe,
     L_win, N_lin, N_tot, P, T, V, W, b_kv, b_w, d, d_h, d_nope, d_qk, d_rope,
-    d_v, e_kv, eta, k_top, n_kv, n_q, r_kv, r_q, rho, s_xfer, t_0, tied,
+    d_v, e_kv, eta, k_top, n_kv, n_q, n_seq, r_kv, r_q, rho, s_xfer, t_0, t_meas, tied,
 )
 
 # ---------------------------------------------------------------- KV size
@@ -92,6 +92,10 @@ t_compute = flops_prefill / (K * eta * P)
 t_weights = N_tot * b_w / (K * B_hbm)
 #: recompute time, the roofline maximum of the two, s
 t_recompute = sp.Max(t_compute, t_weights)
+#: recompute of n_seq equal prompts in one batch: the compute adds up, the weights are read once, s
+t_recompute_batch = sp.Max(n_seq * t_compute, t_weights)
+#: the prefill efficiency a measured compute-bound prefill time implies
+eta_implied = sp.solve(sp.Eq(t_compute, t_meas), eta)[0]
 #: effective per-GPU bandwidth of a path: its narrowest hop; node-shared hops split K ways
 B_path = sp.Min(B_gpu, B_node / K)
 #: reload time: a fixed latency plus each GPU's bytes over its path, s

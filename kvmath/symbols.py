@@ -52,6 +52,8 @@ t_0 = sp.Symbol("t_0", nonnegative=True)  #: fixed latency of one reload, s
 B_gpu = sp.Symbol("B_gpu", positive=True)  #: narrowest per-GPU hop of a path, B/s
 B_node = sp.Symbol("B_node", positive=True)  #: narrowest node-shared hop of a path, B/s
 s_xfer = sp.Symbol("s", positive=True)  #: bytes of one transfer
+n_seq = sp.Symbol("n_seq", positive=True, integer=True)  #: equal prompts prefilled together
+t_meas = sp.Symbol("t_meas", positive=True)  #: a measured prefill time, s
 
 # --- serving: overlap, split, busy server ----------------------------------
 n_new = sp.Symbol("n", positive=True)  #: new tokens of the next turn
@@ -112,6 +114,8 @@ MEANING = {
     B_gpu: ("narrowest per-GPU hop of the reload path", "B/s"),
     B_node: ("narrowest node-shared hop of the reload path", "B/s"),
     s_xfer: ("bytes of one transfer", "B"),
+    n_seq: ("equal prompts prefilled together", "prompts"),
+    t_meas: ("a measured prefill time", "s"),
     n_new: ("new tokens of the next turn", "tokens"),
     x_split: ("prefix tokens recomputed while the rest loads", "tokens"),
     b_dec: ("sequences in the running decode batch", "sequences"),

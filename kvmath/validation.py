@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .derive import bandwidth_at_size
-from .evaluate import Numeric, compare
+from .evaluate import Numeric, compare, fn, scenario_values
 from .tables import DataError, _read, bundled, data_path, resolve_model
 
 VALIDATION_FIELDS = ("id", "source_key", "quantity", "measured_value", "model", "gpu", "tp",
@@ -117,10 +117,10 @@ def predict(m: Measurement, overrides=None):
     overrides = overrides or {}
     cat = bundled()
     if m.quantity in ("ttft_s", "prefill_s"):
-        r = compare(model_of(m.model), cat.gpus[m.gpu], cat.tiers["host-dram"], m.tokens,
-                    tp=m.tp, compute_dtype=m.compute_dtype, efficiency=overrides.get("eta"))
-        # a batch of equal prompts: the compute adds up, the weights are read once
-        return max(m.batch * r["compute_s"], r["weights_read_s"])
+        v, _ = scenario_values(model_of(m.model), cat.gpus[m.gpu], cat.tiers["host-dram"],
+                               tp=m.tp, compute_dtype=m.compute_dtype,
+                               efficiency=overrides.get("eta"))
+        return float(fn("t_recompute_batch").take({**v, "T": float(m.tokens), "n_seq": m.batch}))
     if m.quantity == "kv_bytes":
         r = compare(model_of(m.model), cat.gpus["h100-sxm"], cat.tiers["host-dram"], m.tokens)
         return r["kv_bytes"]

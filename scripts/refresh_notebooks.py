@@ -36,6 +36,8 @@ def refresh(path):
     nb = notebook_from_source(path)
     NotebookClient(nb, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(BOOK)}}).execute()
+    for cell in nb.cells:  # timings would churn every diff; the outputs are what is reviewed
+        cell.metadata.pop("execution", None)
     out = BOOK / f"{path.stem}.ipynb"
     nbformat.write(nb, out)
     print(f"wrote {out.relative_to(ROOT)}")

@@ -113,3 +113,11 @@ def test_recompute_never_beats_weight_read():
     cat = bundled()
     r = compare(cat.models["llama-3.1-70b"], cat.gpus["h100-sxm"], cat.tiers["host-dram"], 1)
     assert r["recompute_s"] == r["weights_read_s"] > r["compute_s"]
+
+
+def test_batch_recompute_reduces_to_single_prompt():
+    assert D.t_recompute_batch.subs(S.n_seq, 1) == D.t_recompute
+
+
+def test_implied_efficiency_inverts_compute_time():
+    assert sp.simplify(D.t_compute.subs(S.eta, D.eta_implied) - S.t_meas) == 0
