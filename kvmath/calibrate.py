@@ -220,7 +220,8 @@ def analyse_prefill(rows, peak_flops):
     out = []
     for r in rows:
         v = architecture_values(model_of(r["model"]))
-        at = {**v, "T": float(r["tokens"]), "K": int(r.get("tp") or 1), "P": peak_flops,
+        at = {**v, "T": float(r["tokens"]), "K": int(r.get("tp") or 1),
+              "K_e": int(r.get("tp") or 1), "P": peak_flops,
               "t_meas": float(r["prefill_s"])}
         out.append({"tokens": int(r["tokens"]), "prefill_s": float(r["prefill_s"]),
                     "flops": float(fn("flops_prefill").take(at)),

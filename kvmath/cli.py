@@ -26,13 +26,18 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+#: the largest integer any option accepts: beyond it no deployment exists and floats lose digits
+MAX_INT = 10 ** 9
+
+
 def _positive_int(text):
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value <= 0 or value > MAX_INT:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer of at most {MAX_INT:,}, got {text!r}")
     return value
 
 
@@ -41,8 +46,8 @@ def _positive_float(text):
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    if not (math.isfinite(value) and 0 < value <= 1e15):
+        raise argparse.ArgumentTypeError(f"expected a positive number of at most 1e15, got {text!r}")
     return value
 
 
@@ -62,13 +67,28 @@ def build_parser():
     c.add_argument("--gpu", required=True, help="bundled GPU name or path to a gpus CSV row")
     c.add_argument("--tier", required=True, help="tier: host-dram, nvme, rdma, ...")
     c.add_argument("--tokens", required=True, type=_positive_int, help="tokens in the cached prefix")
-    c.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel GPUs (default 1)")
+    c.add_argument("--tp", type=_positive_int,
+                   help="tensor-parallel GPUs of attention (default: the sourced deployment, "
+                   "else the smallest that holds the weights and the batch's KV)")
+    c.add_argument("--ep", type=_positive_int,
+                   help="GPUs the routed experts are spread over (default: the deployment's, else --tp)")
+    c.add_argument("--batch", type=_positive_int, default=1,
+                   help="sequences of --tokens tokens whose KV must fit beside the weights (default 1)")
+    c.add_argument("--engine", default=None, metavar="NAME",
+                   help="engine profile: bundled name (kvmath list) or path to an engines CSV row")
+    c.add_argument("--concurrent-reloads", type=_positive_float, metavar="N",
+                   help="replicas reloading at once through the node's shared hops "
+                   "(default: the node's GPUs / TP, every replica busy)")
+    c.add_argument("--compute-dtype", choices=["bf16", "fp8"],
+                   help="prefill compute dtype (default: the deployment's; fp8 reads fp8 weights)")
     c.add_argument("--bandwidth", type=_positive_float, metavar="GBPS",
                    help="effective reload bandwidth per GPU in GB/s, after all efficiency factors "
-                   "(overrides the tier's path)")
+                   "(overrides the tier's path and the engine)")
     c.add_argument("--efficiency", type=_fraction, metavar="F",
                    help="prefill efficiency, achieved fraction of dense peak (0 < F <= 1)")
     c.add_argument("--kv-dtype", choices=sorted(DTYPE_BYTES), help="KV element type (default: model's)")
+    c.add_argument("--allow-beyond-context", action="store_true",
+                   help="evaluate prompts longer than the model's context window")
     c.add_argument("--json", action="store_true", help="print one JSON object")
     sub.add_parser("list", help="bundled models, GPUs, tiers, nodes and pause distributions")
 
@@ -213,7 +233,10 @@ def run(argv=None):
     result = compare(resolve_model(args.model), resolve_gpu(args.gpu), resolve_tier(args.tier),
                      args.tokens, tp=args.tp,
                      bandwidth_Bps=args.bandwidth * 1e9 if args.bandwidth else None,
-                     efficiency=args.efficiency, kv_dtype=args.kv_dtype)
+                     efficiency=args.efficiency, kv_dtype=args.kv_dtype,
+                     compute_dtype=args.compute_dtype, engine=args.engine,
+                     concurrent_reloads=args.concurrent_reloads, ep=args.ep, batch=args.batch,
+                     allow_beyond_context=args.allow_beyond_context)
     if args.json:
         print(_dump(result))
     else:
@@ -224,6 +247,9 @@ def run(argv=None):
 def main(argv=None):
     try:
         return run(argv)
+    except BrokenPipeError:  # the reader went away (| head): nothing left to say
+        sys.stderr.close()
+        return 0
     except (UsageError, DataError, ScenarioError) as exc:
         print(f"kvmath: error: {exc}", file=sys.stderr)
     except KeyError as exc:

@@ -11,14 +11,20 @@ Conventions (all stated in the book's arithmetic chapter):
   constants).
 * Tensor parallelism over K GPUs splits FLOPs and weights K ways. KV is split
   by KV head; when K exceeds the KV heads each head is replicated, and MLA's
-  latent is replicated on every rank (rho counts the copies).
+  latent is replicated on every rank (rho counts the copies). Routed experts
+  may be spread over K_e GPUs instead (expert parallelism); K_e = K is plain TP.
+* Bytes are counted per hop. A per-GPU hop (the GPU's host link) carries that
+  GPU's bytes. A node-shared hop (drives, host DRAM) carries each replica's
+  unique bytes rho_n times (1: a replicated head or MLA latent is read once and
+  fanned out), for each of the n_c replicas reloading at once.
 """
 import sympy as sp
 
 from .symbols import (
-    B, B_gpu, B_hbm, B_node, E, E_sh, I_exp, I_ffn, K, L_dense, L_full, L_moe,
-    L_win, N_lin, N_tot, P, T, V, W, b_kv, b_w, d, d_h, d_nope, d_qk, d_rope,
-    d_v, e_kv, eta, k_top, n_kv, n_q, n_seq, r_kv, r_q, rho, s_xfer, t_0, t_meas, tied,
+    B, B_gpu, B_hbm, B_node, C_hbm, E, E_sh, I_exp, I_ffn, K, K_e, L_dense, L_full, L_moe,
+    L_win, N_lin, N_node, N_tot, N_xa, N_xs, P, T, V, W, b_kv, b_w, c_lay, c_split, c_tok, d,
+    d_h, d_nope, d_qk, d_rope, d_v, e_kv, eta, k_top, n_conc, n_kv, n_q, n_seq, n_step, q_io, r_kv, r_q,
+    rho, rho_n, s_xfer, t_0, t_lat, t_meas, t_req, tied, u_hbm,
 )
 
 # ---------------------------------------------------------------- KV size
@@ -35,8 +41,10 @@ rho_mla = K
 held_token_layers = L_full * T + L_win * sp.Min(T, W)
 #: bytes per token of KV when every layer holds the token (T <= W), one copy
 kv_bytes_per_token = e_kv * b_kv * (L_full + L_win)
-#: bytes of KV of a T-token prefix, all copies on all GPUs (what a reload moves)
-kv_bytes_total = e_kv * b_kv * rho * held_token_layers
+#: bytes of one copy of the KV of a T-token prefix (what a replica must read at least once)
+kv_bytes_unique = e_kv * b_kv * held_token_layers
+#: bytes of KV of a T-token prefix, all copies on all GPUs (what the GPUs must receive)
+kv_bytes_total = rho * kv_bytes_unique
 #: bytes of KV each GPU must receive
 kv_bytes_per_gpu = kv_bytes_total / K
 
@@ -59,6 +67,10 @@ mlp_params_dense = 3 * d * I_ffn
 mlp_params_moe_active = 3 * d * I_exp * (k_top + E_sh) + d * E
 #: MoE MLP weights stored
 mlp_params_moe_total = 3 * d * I_exp * (E + E_sh) + d * E
+#: routed-expert matmul parameters active per token (spread over K_e GPUs under EP)
+params_routed_active = L_moe * 3 * d * I_exp * k_top
+#: routed-expert parameters stored
+params_routed_stored = L_moe * 3 * d * I_exp * E
 
 
 def params_active_matmul(attn_params):
@@ -86,28 +98,55 @@ flops_attention = 2 * n_q * (d_qk + d_v) * (L_full * pairs_full + L_win * pairs_
 flops_prefill = flops_linear + flops_attention
 
 # ---------------------------------------------------------------- times
-#: time to compute the prefill on K GPUs at fraction eta of peak, s
-t_compute = flops_prefill / (K * eta * P)
+#: routed-expert FLOPs of the T-token prefill
+flops_routed = 2 * N_xa * T
+#: time to compute the prefill at fraction eta of peak, s: the routed experts on K_e GPUs,
+#: everything else on the K attention GPUs (K_e = K: all FLOPs over K GPUs)
+t_compute = ((flops_prefill - flops_routed) / K + flops_routed / K_e) / (eta * P)
+#: weight bytes each GPU holds: routed experts split K_e ways, the rest K ways
+weights_per_gpu = (N_tot - N_xs) * b_w / K + N_xs * b_w / K_e
 #: time to read every weight once from HBM, s: no prefill can beat it
-t_weights = N_tot * b_w / (K * B_hbm)
+t_weights = weights_per_gpu / B_hbm
 #: recompute time, the roofline maximum of the two, s
 t_recompute = sp.Max(t_compute, t_weights)
 #: recompute of n_seq equal prompts in one batch: the compute adds up, the weights are read once, s
 t_recompute_batch = sp.Max(n_seq * t_compute, t_weights)
 #: the prefill efficiency a measured compute-bound prefill time implies
 eta_implied = sp.solve(sp.Eq(t_compute, t_meas), eta)[0]
-#: effective per-GPU bandwidth of a path: its narrowest hop; node-shared hops split K ways
-B_path = sp.Min(B_gpu, B_node / K)
-#: reload time: a fixed latency plus each GPU's bytes over its path, s
+#: KV copies one replica's reload carries through a node-shared hop: rho_n (1 when read once
+#: and fanned out), but never more than the copies its GPUs on this node hold
+node_copies = sp.Min(rho_n, rho * sp.Min(K, N_node) / K)
+#: time of the node-shared hops: n_c replicas each move their copies of the KV, s
+t_node_hop = n_conc * node_copies * kv_bytes_unique / B_node
+#: time of the per-GPU hops: each GPU moves its own bytes, s
+t_gpu_hop = kv_bytes_per_gpu / B_gpu
+#: the fixed cost of one reload: the hops' first-byte latency, the engine's request cost and
+#: n_step engine steps of waiting, each at least one weight read (a decode step's floor), s
+fixed_cost = t_lat + t_req + n_step * t_weights
+#: reload time, hop by hop: the fixed cost plus the slowest hop, s
+t_reload_hops = t_0 + sp.Max(t_node_hop, t_gpu_hop)
+#: effective per-GPU bandwidth of a path: the one B with t_reload_hops = t_0 + KV per GPU / B
+B_path = sp.Min(B_gpu, B_node * rho / (K * n_conc * node_copies))
+#: reload time: the fixed cost plus each GPU's bytes at the path's effective bandwidth, s
 t_reload = t_0 + kv_bytes_per_gpu / B
+#: bytes one host-link copy moves, from the engine's KV layout: c_tok tokens of c_lay layers of
+#: this GPU's share, keys and values together (c_split = 1) or apart (c_split = 2), B
+copy_bytes = e_kv * b_kv * rho / K * c_tok * c_lay / c_split
 #: time of one transfer of s bytes over a link with fixed cost t_0 and asymptotic bandwidth B, s
 t_transfer = t_0 + s_xfer / B
 #: its effective bandwidth: small transfers are latency-bound, B/s
 bandwidth_at_size = s_xfer / t_transfer
+#: the same with q_io transfers in flight (a drive's queue), never above the link, B/s
+bandwidth_at_size_qd = sp.Min(B, q_io * s_xfer / t_transfer)
 #: transfer size at which a link reaches half its asymptotic bandwidth, B
 half_bandwidth_size = sp.solve(sp.Eq(bandwidth_at_size, B / 2), s_xfer)[0]
 #: reload minus recompute: negative where reload wins, s
 t_advantage = t_reload - t_recompute
+
+# ---------------------------------------------------------------- deployments that fit
+#: HBM left on each GPU after the weights and n_seq sequences of T tokens, of the usable
+#: fraction u_hbm of its capacity, B (negative: the deployment does not fit)
+hbm_slack = u_hbm * C_hbm - weights_per_gpu - n_seq * kv_bytes_per_gpu
 
 # ---------------------------------------------------------------- the one division
 #: the model's prefill FLOPs per byte of KV moved, linear term only, for a token every

@@ -75,7 +75,13 @@ class ScenarioError(ValueError):
     """A scenario that cannot be evaluated (e.g. TP degree that does not fit the KV heads)."""
 
 
-def architecture_values(model: Model, kv_dtype: str | None = None):
+#: the engine profile a comparison uses unless told otherwise (kvmath/data/engines.csv)
+DEFAULT_ENGINE = "vllm-cross-layer"
+#: tensor-parallel degrees tried when none is given (powers of two, up to eight 8-GPU nodes)
+TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def architecture_values(model: Model, kv_dtype: str | None = None, weight_dtype: str | None = None):
     """Substitution values (by symbol name) for everything a model fixes."""
     mla = model.attention == "mla"
     v = dict(
@@ -90,7 +96,8 @@ def architecture_values(model: Model, kv_dtype: str | None = None):
         E_sh=model.shared_experts or 0, L_dense=model.dense_layers,
         L_moe=model.layers - model.dense_layers, V=model.vocab_size,
         tied=int(model.tie_word_embeddings),
-        b_kv=DTYPE_BYTES[kv_dtype or model.kv_dtype], b_w=DTYPE_BYTES[model.weight_dtype],
+        b_kv=DTYPE_BYTES[kv_dtype or model.kv_dtype],
+        b_w=DTYPE_BYTES[weight_dtype or model.weight_dtype],
     )
     if mla:
         v["d_qk"] = model.qk_nope_head_dim + model.qk_rope_head_dim
@@ -102,6 +109,8 @@ def architecture_values(model: Model, kv_dtype: str | None = None):
     n_lin, n_tot, _ = _param_fns(model.attention)
     v["N_lin"] = float(n_lin.take(v))
     v["N_tot"] = float(n_tot.take(v))
+    v["N_xa"] = float(fn("params_routed_active").take(v))
+    v["N_xs"] = float(fn("params_routed_stored").take(v))
     return v
 
 
@@ -111,15 +120,39 @@ def parameter_counts(model: Model):
     return v["N_lin"], v["N_tot"], float(_param_fns(model.attention)[2].take(v))
 
 
+def heads_fit(model: Model, tp: int):
+    """Whether tp GPUs can split the model's KV heads (one divides the other; MLA always)."""
+    if model.attention == "mla":
+        return True
+    n_kv = model.num_key_value_heads
+    return not (n_kv % tp and tp % n_kv)
+
+
 def replication(model: Model, tp: int):
     """rho, the copies of the KV across tp GPUs; ScenarioError if tp does not fit the KV heads."""
     if model.attention == "mla":
         return float(fn("rho_mla")(K=tp))
-    n_kv = model.num_key_value_heads
-    if n_kv % tp and tp % n_kv:
-        raise ScenarioError(f"--tp {tp} does not fit {model.name}'s {n_kv} KV heads: "
-                            "one must divide the other")
-    return float(fn("rho_gqa")(K=tp, n_kv=n_kv))
+    if not heads_fit(model, tp):
+        raise ScenarioError(f"--tp {tp} does not fit {model.name}'s "
+                            f"{model.num_key_value_heads} KV heads: one must divide the other")
+    return float(fn("rho_gqa")(K=tp, n_kv=model.num_key_value_heads))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a model is laid out on GPUs: attention TP, expert spread, dtypes, and why."""
+    tp: int  #: GPUs that split one request's attention and KV (K)
+    ep: int  #: GPUs the routed experts are spread over (K_e)
+    dp_attention: bool
+    weight_dtype: str
+    compute_dtype: str
+    kv_dtype: str
+    reason: str  #: where the layout comes from (a sourced deployment, the user, the smallest fit)
+
+    @property
+    def gpus(self):
+        """GPUs one replica occupies."""
+        return max(self.tp, self.ep)
 
 
 @dataclass(frozen=True)
@@ -127,28 +160,68 @@ class PathHop:
     link: str
     count: int
     scope: str
-    effective_Bps: float  #: bandwidth x efficiency x count
+    effective_Bps: float  #: bandwidth x efficiency x count, after the engine's copy and I/O sizes
     latency_s: float
 
 
-def tier_path(tier: Tier, gpu: Gpu):
-    """The hops of a tier for a GPU, with their effective bandwidths."""
+def _engine(engine):
+    from .tables_serving import engines
+    if engine is None:
+        return engines()[DEFAULT_ENGINE]
+    if isinstance(engine, str):
+        from .tables_serving import resolve_engine
+        return resolve_engine(engine)
+    return engine
+
+
+def tier_path(tier: Tier, gpu: Gpu, engine=None, copy_bytes=None):
+    """The hops of a tier for a GPU, with their effective bandwidths under an engine profile.
+
+    The GPU's host link runs at the bandwidth of copies of ``copy_bytes`` (the engine's
+    layout) and keeps the link's measured duplex fraction while offload writes overlap; node-shared
+    hops with a first-byte latency (drives) run at the bandwidth of the engine's storage
+    reads with its queue depth, per drive. The ideal profile changes nothing.
+    """
+    eng = _engine(engine)
     links = bundled().links
     hops = []
     for hop in tier.hops:
-        link = links[gpu.host_link if hop.link == GPU_HOST_LINK else hop.link]
-        hops.append(PathHop(link.name, hop.count, link.scope,
-                            link.bandwidth_Bps * link.efficiency * hop.count, link.latency_s))
+        host = hop.link == GPU_HOST_LINK
+        link = links[gpu.host_link if host else hop.link]
+        one = link.bandwidth_Bps * link.efficiency
+        if host and eng.copy_tokens is not None and copy_bytes is not None:
+            one = float(fn("bandwidth_at_size")(s=copy_bytes, B=one, t_0=link.latency_s))
+        if host and eng.writes_overlap:
+            one *= link.duplex_retained
+        if (link.scope == "per-node" and eng.storage_io_bytes is not None
+                and link.latency_s > 0):
+            one = float(fn("bandwidth_at_size_qd")(s=eng.storage_io_bytes, q_io=eng.queue_depth,
+                                                   B=one, t_0=link.latency_s))
+        hops.append(PathHop(link.name, hop.count, link.scope, one * hop.count, link.latency_s))
     return hops
 
 
-def path_values(tier: Tier, gpu: Gpu, tp: int):
-    """(B per GPU in B/s, t_0 in s, hops): the narrowest hop, node-shared hops split tp ways."""
-    hops = tier_path(tier, gpu)
+def path_values(tier: Tier, gpu: Gpu, tp: int, rho=1.0, concurrent=None, engine=None,
+                copy_bytes=None):
+    """(B per GPU in B/s, first-byte latency in s, hops) of a tier's path.
+
+    Node-shared hops carry each replica's unique bytes (``rho_n`` copies) for the
+    ``concurrent`` replicas reloading at once (default: the node's GPUs / tp).
+    """
+    eng = _engine(engine)
+    hops = tier_path(tier, gpu, eng, copy_bytes)
     b_gpu = min((h.effective_Bps for h in hops if h.scope == "per-gpu"), default=math.inf)
     b_node = min((h.effective_Bps for h in hops if h.scope == "per-node"), default=math.inf)
-    bandwidth = float(fn("B_path")(B_gpu=b_gpu, B_node=b_node, K=tp))
+    conc = concurrent if concurrent is not None else default_concurrency(gpu, tp)
+    rho_n = 1.0 if eng.replicated_read_once else rho
+    bandwidth = float(fn("B_path")(B_gpu=b_gpu, B_node=b_node, K=tp, n_c=conc, rho=rho,
+                                   rho_n=rho_n, N_node=gpu.gpus_per_node))
     return bandwidth, sum(h.latency_s for h in hops), hops
+
+
+def default_concurrency(gpu: Gpu, tp: int):
+    """Replicas reloading at once through one node's shared hops: every replica busy."""
+    return max(1.0, gpu.gpus_per_node / tp)
 
 
 def crossings(values):
@@ -182,6 +255,26 @@ def crossings(values):
     return unique
 
 
+def numeric_crossings(advantage, t_max, t_min=1.0, points=2048, iterations=80):
+    """Roots of a smooth advantage(T) (vectorised, s) in [t_min, t_max], by sign changes on a
+    log grid refined by bisection; for advantages that are not piecewise quadratics."""
+    grid = np.geomspace(t_min, t_max, points)
+    vals = np.asarray(advantage(grid), dtype=float)
+    idx = np.nonzero(np.sign(vals[1:]) * np.sign(vals[:-1]) < 0)[0]
+    if len(idx) == 0:
+        return []
+    lo, hi = grid[idx].copy(), grid[idx + 1].copy()
+    f_lo = vals[idx].copy()
+    for _ in range(iterations):
+        mid = np.sqrt(lo * hi)
+        f_mid = np.asarray(advantage(mid), dtype=float)
+        left = np.sign(f_mid) == np.sign(f_lo)
+        lo = np.where(left, mid, lo)
+        f_lo = np.where(left, f_mid, f_lo)
+        hi = np.where(left, hi, mid)
+    return [float(x) for x in np.sqrt(lo * hi)]
+
+
 @lru_cache(maxsize=None)
 def _regime_fns():
     out = []
@@ -192,63 +285,181 @@ def _regime_fns():
     return out
 
 
-def scenario_values(model, gpu, tier, tp=1, bandwidth_Bps=None, efficiency=None,
-                    kv_dtype=None, compute_dtype="bf16"):
-    """Every substitution value except T, plus the path's hops."""
-    if tp < 1:
+def _efficiency(gpu, compute_dtype, efficiency):
+    if efficiency is not None:
+        return efficiency
+    if compute_dtype == "bf16":
+        return gpu.prefill_efficiency
+    eff = bundled().efficiencies.get((gpu.name, f"prefill-{compute_dtype}"))
+    if eff is None:
+        raise ScenarioError(f"no {compute_dtype} prefill efficiency for GPU {gpu.name}; "
+                            "pass --efficiency")
+    return eff.value
+
+
+def _hbm_slack(model, gpu, layout, tokens, batch, usable):
+    v = architecture_values(model, layout.kv_dtype, layout.weight_dtype)
+    v.update(K=layout.tp, K_e=layout.ep, rho=replication(model, layout.tp), n_seq=batch,
+             u_hbm=usable, C_hbm=gpu.hbm_capacity_bytes, T=float(tokens))
+    weights = float(fn("weights_per_gpu").take(v))
+    kv = batch * float(fn("kv_bytes_per_gpu").take(v))
+    return float(fn("hbm_slack").take(v)), weights, kv
+
+
+def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype=None,
+                  kv_dtype=None, usable=0.9, check_fit=True):
+    """How the model is served: a sourced deployment for (model, gpu) when no TP is given,
+    else the given TP, else the smallest TP whose HBM holds the weights plus the KV of
+    ``batch`` sequences of ``tokens`` tokens within the usable fraction. ScenarioError when
+    the given TP cannot hold them (naming a TP that would)."""
+    from .tables_serving import deployments
+    dep = deployments().get((model.name, gpu.name)) if tp is None else None
+    weight_dtype = model.weight_dtype
+    if dep is not None:
+        layout = Layout(dep.tp, ep or dep.ep, dep.dp_attention, dep.weight_dtype,
+                        compute_dtype or dep.compute_dtype, kv_dtype or dep.kv_dtype,
+                        f"deployment: {dep.source.source}")
+    else:
+        if compute_dtype is None:  # fp8 weights compute in fp8 where the GPU has fp8 tensor cores
+            compute_dtype = ("fp8" if weight_dtype == "fp8" and gpu.fp8_dense_flops is not None
+                             else "bf16")
+        if compute_dtype == "fp8" and DTYPE_BYTES[weight_dtype] > 1:
+            weight_dtype = "fp8"  # fp8 compute reads fp8 weights
+        make = lambda k, why: Layout(k, ep or k, False, weight_dtype, compute_dtype,  # noqa: E731
+                                     kv_dtype or model.kv_dtype, why)
+        if tp is not None:
+            replication(model, tp)  # raises if tp does not fit the heads
+            layout = make(tp, "given")
+        else:
+            layout = None
+            for k in TP_CANDIDATES:
+                if heads_fit(model, k) and _hbm_slack(model, gpu, make(k, ""), tokens, batch,
+                                                      usable)[0] >= 0:
+                    layout = make(k, "smallest TP that holds the weights and the batch's KV")
+                    break
+            if layout is None:
+                raise ScenarioError(f"{model.name} does not fit {TP_CANDIDATES[-1]} {gpu.name} "
+                                    f"GPUs with {batch} x {tokens:,} tokens of KV")
+    if check_fit:
+        slack, weights, kv = _hbm_slack(model, gpu, layout, tokens, batch, usable)
+        if slack < 0:
+            fits = [k for k in TP_CANDIDATES if heads_fit(model, k) and _hbm_slack(
+                model, gpu, Layout(k, max(k, layout.ep if ep else k), layout.dp_attention,
+                                   layout.weight_dtype, layout.compute_dtype, layout.kv_dtype,
+                                   ""), tokens, batch, usable)[0] >= 0]
+            hint = f"; --tp {fits[0]} fits" if fits else ""
+            raise ScenarioError(
+                f"--tp {layout.tp} cannot hold {model.name} on {gpu.name}: "
+                f"{layout.weight_dtype} weights {weights / 1e9:.3g} GB + KV {kv / 1e9:.3g} GB "
+                f"({batch} x {tokens:,} tokens) per GPU exceed {usable:.0%} of "
+                f"{gpu.hbm_capacity_bytes / 1e9:.3g} GB{hint}")
+    return layout
+
+
+def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=None,
+                    kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None,
+                    ep=None, batch=1, tokens=1, check_fit=False, layout=None):
+    """Every substitution value except T, plus the path's hops (and the layout under "layout").
+
+    tp None: the sourced deployment or the smallest TP that fits ``tokens``.
+    """
+    if tp is not None and tp < 1:
         raise ScenarioError(f"--tp must be a positive integer, got {tp}")
-    v = architecture_values(model, kv_dtype)
-    v["K"] = tp
-    v["rho"] = replication(model, tp)
+    eng = _engine(engine)
+    if layout is None:
+        layout = choose_layout(model, gpu, tokens, tp, ep, batch, compute_dtype, kv_dtype,
+                               eng.hbm_usable_fraction, check_fit)
+    v = architecture_values(model, layout.kv_dtype, layout.weight_dtype)
+    v["K"], v["K_e"] = layout.tp, layout.ep
+    v["rho"] = replication(model, layout.tp)
     try:
-        v["P"] = gpu.dense_flops(compute_dtype)
+        v["P"] = gpu.dense_flops(layout.compute_dtype)
     except ValueError as exc:
         raise ScenarioError(str(exc)) from None
-    if compute_dtype == "fp8":
-        v["b_w"] = DTYPE_BYTES["fp8"]  # fp8 compute reads fp8 weights
-    if efficiency is not None:
-        v["eta"] = efficiency
-    elif compute_dtype == "bf16":
-        v["eta"] = gpu.prefill_efficiency
-    else:
-        eff = bundled().efficiencies.get((gpu.name, f"prefill-{compute_dtype}"))
-        if eff is None:
-            raise ScenarioError(f"no {compute_dtype} prefill efficiency for GPU {gpu.name}; "
-                                "pass --efficiency")
-        v["eta"] = eff.value
+    v["eta"] = _efficiency(gpu, layout.compute_dtype, efficiency)
     v["B_hbm"] = gpu.hbm_bandwidth_Bps * gpu.hbm_efficiency
-    v["B"], v["t_0"], hops = path_values(tier, gpu, tp)
+    v["N_node"] = gpu.gpus_per_node
+    v["n_c"] = (float(concurrent_reloads) if concurrent_reloads is not None
+                else default_concurrency(gpu, layout.tp))
+    v["rho_n"] = 1.0 if eng.replicated_read_once else v["rho"]
+    copy = None
+    if eng.copy_tokens is not None:
+        v.update(c_tok=eng.copy_tokens, c_split=2.0 if eng.kv_split else 1.0,
+                 c_lay=float(v["L_full"] + v["L_win"]) if eng.copy_spans_layers else 1.0)
+        copy = float(fn("copy_bytes").take(v))
+    v["B"], v["t_lat"], hops = path_values(tier, gpu, layout.tp, v["rho"], v["n_c"], eng, copy)
+    v["t_req"] = eng.request_fixed_s
+    v["n_step"] = eng.request_steps
+    v["t_0"] = float(fn("fixed_cost").take(v))
     if bandwidth_Bps is not None:
         v["B"] = bandwidth_Bps
+    v["copy_bytes"] = copy
+    v["layout"], v["engine"] = layout, eng
     return v, hops
 
 
-def compare(model, gpu, tier, tokens, tp=1, bandwidth_Bps=None, efficiency=None,
-            kv_dtype=None, compute_dtype="bf16"):
+def _finite(result, what):
+    for key, value in result.items():
+        if isinstance(value, float) and not math.isfinite(value) and key not in _MAY_BE_INF:
+            raise ScenarioError(f"{what}: {key} is not a finite number; an input is out of "
+                                "range (check the magnitudes in the model and GPU rows)")
+    return result
+
+
+_MAY_BE_INF = {"min_reload_bandwidth_Bps"}
+
+
+def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
+            kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None, ep=None,
+            batch=1, allow_beyond_context=False):
     """Reload against recompute for one scenario; a dict of plain numbers (units in keys)."""
     if not tokens > 0:
         raise ScenarioError(f"--tokens must be positive, got {tokens}")
+    if tokens > model.max_context_tokens and not allow_beyond_context:
+        raise ScenarioError(f"--tokens {tokens:,} exceeds {model.name}'s context window of "
+                            f"{model.max_context_tokens:,} tokens (pass --allow-beyond-context "
+                            "to evaluate it anyway)")
     v, hops = scenario_values(model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype,
-                              compute_dtype)
+                              compute_dtype, engine, concurrent_reloads, ep, batch, tokens,
+                              check_fit=True)
+    layout, eng = v.pop("layout"), v.pop("engine")
+    copy = v.pop("copy_bytes")
     at = {**v, "T": tokens}
     recompute = float(fn("t_recompute").take(at))
     reload = float(fn("t_reload").take(at))
     compute = float(fn("t_compute").take(at))
     weights = float(fn("t_weights").take(at))
     min_bw = (float(fn("breakeven_bandwidth").take(at)) if recompute > v["t_0"] else math.inf)
-    return {
-        "model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "tp": tp,
-        "kv_dtype": kv_dtype or model.kv_dtype,
+    slack, w_gpu, kv_gpu = _hbm_slack(model, gpu, layout, tokens, batch, eng.hbm_usable_fraction)
+    unique = float(fn("kv_bytes_unique").take(at))
+    node_copies = float(fn("node_copies").take(at))
+    path = []
+    for h in hops:
+        carried = (v["n_c"] * node_copies * unique if h.scope == "per-node"
+                   else float(fn("kv_bytes_per_gpu").take(at)))
+        path.append({**h.__dict__, "bytes": carried, "time_s": carried / h.effective_Bps})
+    result = {
+        "model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens,
+        "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention,
+        "gpus": layout.gpus, "layout_from": layout.reason,
+        "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype,
+        "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": "ideal",
+        "batch": batch, "concurrent_reloads": v["n_c"], "gpus_per_node": v["N_node"],
         "kv_bytes_per_token": float(fn("kv_bytes_per_token").take(v)),
         "kv_bytes": float(fn("kv_bytes_total").take(at)),
+        "kv_bytes_unique": unique,
         "kv_bytes_per_gpu": float(fn("kv_bytes_per_gpu").take(at)),
-        "kv_replication": v["rho"],
+        "kv_replication": v["rho"], "node_hop_copies": node_copies,
+        "weights_bytes_per_gpu": w_gpu, "hbm_usable_bytes_per_gpu":
+            eng.hbm_usable_fraction * gpu.hbm_capacity_bytes, "hbm_free_bytes_per_gpu": slack,
         "prefill_flops": float(fn("flops_prefill").take(at)),
         "prefill_efficiency": v["eta"],
         "compute_s": compute, "weights_read_s": weights,
         "recompute_s": recompute, "reload_s": reload,
-        "reload_bandwidth_Bps": v["B"], "reload_latency_s": v["t_0"],
-        "path": [h.__dict__ for h in hops],
+        "reload_bandwidth_Bps": v["B"], "reload_latency_s": v["t_lat"],
+        "request_fixed_s": v["t_req"], "reload_fixed_s": v["t_0"],
+        "copy_bytes": copy,
+        "path": path,
         "winner": "reload" if reload < recompute else "recompute",
         "speedup": max(reload, recompute) / min(reload, recompute),
         "breakeven_tokens": crossings(v),
@@ -257,11 +468,14 @@ def compare(model, gpu, tier, tokens, tp=1, bandwidth_Bps=None, efficiency=None,
         "model_flops_per_kv_byte_at_tokens": float(fn("model_flops_per_kv_byte_at_T").take(at)),
         "gpu_flops_per_link_byte": float(fn("gpu_flops_per_link_byte").take(v)),
     }
+    return _finite(result, f"{model.name} on {gpu.name}")
 
 
 def sweep(model, gpu, tier, tokens, **kw):
     """Reload and recompute times (s) over an array of prefix lengths."""
     v, _ = scenario_values(model, gpu, tier, **kw)
+    for key in ("layout", "engine", "copy_bytes"):
+        v.pop(key)
     at = {**v, "T": np.asarray(tokens, dtype=float)}
     return fn("t_reload").take(at), fn("t_recompute").take(at)
 
@@ -278,15 +492,10 @@ def fit_transfer_curve(points):
     return float(t0), float(1 / inv_b)
 
 
-def min_tp(model, gpu, headroom=0.9, max_tp=8):
-    """Smallest power-of-two TP whose HBM holds the weights within headroom; None above max_tp."""
-    weights = architecture_values(model)
-    need = weights["N_tot"] * weights["b_w"]
-    tp = 1
-    while tp <= max_tp:
-        fits_heads = model.attention == "mla" or not (model.num_key_value_heads % tp
-                                                       and tp % model.num_key_value_heads)
-        if fits_heads and need <= headroom * gpu.hbm_capacity_bytes * tp:
-            return tp
-        tp *= 2
-    return None
+def min_tp(model, gpu, tokens=1, batch=1):
+    """Smallest TP whose HBM holds the weights and the KV of ``batch`` x ``tokens`` (or the
+    sourced deployment's attention TP); None when nothing fits."""
+    try:
+        return choose_layout(model, gpu, tokens, batch=batch).tp
+    except ScenarioError:
+        return None

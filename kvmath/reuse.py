@@ -59,7 +59,7 @@ def held_caches(pause, tau, resume_rate):
 
 def reuse(model, gpu, tier, tokens, pause, tp=None):
     """Break-even return probability and the best TTL for offloading one conversation."""
-    tp = tp or min_tp(model, gpu) or 8
+    tp = tp or min_tp(model, gpu, tokens) or 8
     r = compare(model, gpu, tier, tokens, tp=tp)
     saving = tp * (r["recompute_s"] - r["reload_s"])  # GPU-seconds one reuse saves
     c_cap, c_wear = tier_prices(tier.name)

@@ -42,10 +42,13 @@ def split(model, gpu, tier, tokens, tp=1, **kw):
     at = {**v, "T": float(tokens)}
     x = _first_positive(sfn("x_balance"), at) if model.window_layers == 0 else None
     x = min(max(x or 0.0, 0.0), float(tokens))
-    t_split = float(sfn("t_split").take({**at, "x": x}))
     reload = float(sfn("t_split").take({**at, "x": 0.0}))
     from .evaluate import fn
     recompute = float(fn("t_compute").take(at))
+    # x = T loads nothing and pays no reload fixed cost: pure recompute
+    t_split = recompute if x >= tokens else float(sfn("t_split").take({**at, "x": x}))
+    if recompute < t_split:  # a fixed cost larger than the whole recompute: split never pays
+        x, t_split = float(tokens), recompute
     return {"x_tokens": x, "t_split_s": t_split, "t_reload_s": reload, "t_recompute_s": recompute,
             "split_fraction": x / tokens}
 

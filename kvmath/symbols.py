@@ -24,6 +24,8 @@ rho = sp.Symbol("rho", positive=True)  #: copies of the KV held across the TP gr
 N_lin = sp.Symbol("N_lin", positive=True)  #: active matmul parameters in the blocks
 N_tot = sp.Symbol("N_tot", positive=True)  #: all parameters (weights read once per prefill)
 b_w = sp.Symbol("b_w", positive=True)  #: bytes per weight
+N_xa = sp.Symbol("N_xa", nonnegative=True)  #: routed-expert matmul parameters active per token
+N_xs = sp.Symbol("N_xs", nonnegative=True)  #: routed-expert parameters stored
 
 # GQA/MHA/MQA and MLA quantities that feed e_kv, rho and the parameter count
 n_kv = sp.Symbol("n_kv", **_pos_int)  #: KV heads
@@ -43,12 +45,24 @@ V = sp.Symbol("V", **_pos_int)  #: vocabulary size
 tied = sp.Symbol("tied", **_nonneg_int)  #: 1 if the LM head shares the embedding
 
 # --- hardware -------------------------------------------------------------
-K = sp.Symbol("K", **_pos_int)  #: tensor-parallel GPUs
+K = sp.Symbol("K", **_pos_int)  #: tensor-parallel GPUs of attention (they split the KV)
+K_e = sp.Symbol("K_e", **_pos_int)  #: GPUs the routed experts are spread over (EP; K under plain TP)
+N_node = sp.Symbol("N_node", **_pos_int)  #: GPUs per node (they share the node's hops)
+n_conc = sp.Symbol("n_c", positive=True)  #: replicas reloading at once through one node's shared hops
+rho_n = sp.Symbol("rho_n", positive=True)  #: KV copies a replica reads through node hops (1: read once)
+t_lat = sp.Symbol("t_lat", nonnegative=True)  #: first-byte latency of the path's hops, s
+c_tok = sp.Symbol("c_tok", positive=True)  #: tokens one host-link copy moves (engine layout)
+c_lay = sp.Symbol("c_lay", positive=True)  #: layers one host-link copy spans (1 or all)
+c_split = sp.Symbol("c_split", positive=True)  #: 2 if keys and values are copied separately, else 1
+q_io = sp.Symbol("q_io", positive=True)  #: I/Os in flight (queue depth)
+n_step = sp.Symbol("n_step", nonnegative=True)  #: engine steps a finished reload waits
+u_hbm = sp.Symbol("u_hbm", positive=True)  #: usable fraction of HBM (weights, KV, batch)
+C_hbm = sp.Symbol("C_hbm", positive=True)  #: HBM capacity per GPU, B
 P = sp.Symbol("P", positive=True)  #: dense peak FLOP/s per GPU in the compute dtype
 eta = sp.Symbol("eta", positive=True)  #: achieved fraction of P during prefill
 B_hbm = sp.Symbol("B_hbm", positive=True)  #: HBM bandwidth per GPU, B/s (effective)
 B = sp.Symbol("B", positive=True)  #: effective reload bandwidth per GPU, B/s
-t_0 = sp.Symbol("t_0", nonnegative=True)  #: fixed latency of one reload, s
+t_0 = sp.Symbol("t_0", nonnegative=True)  #: fixed cost of one reload (latency and request), s
 B_gpu = sp.Symbol("B_gpu", positive=True)  #: narrowest per-GPU hop of a path, B/s
 B_node = sp.Symbol("B_node", positive=True)  #: narrowest node-shared hop of a path, B/s
 s_xfer = sp.Symbol("s", positive=True)  #: bytes of one transfer
@@ -90,6 +104,8 @@ MEANING = {
     N_lin: ("active matmul parameters in the transformer blocks", "parameters"),
     N_tot: ("all parameters", "parameters"),
     b_w: ("bytes per weight", "B"),
+    N_xa: ("routed-expert matmul parameters active per token", "parameters"),
+    N_xs: ("routed-expert parameters stored", "parameters"),
     n_kv: ("KV heads", "heads"),
     d_h: ("head dimension", "elements"),
     r_kv: ("MLA latent rank (kv_lora_rank)", "elements"),
@@ -105,12 +121,24 @@ MEANING = {
     L_moe: ("layers with an MoE MLP", "layers"),
     V: ("vocabulary size", "tokens"),
     tied: ("1 if embedding and LM head are tied", "1"),
-    K: ("tensor-parallel GPUs", "GPUs"),
+    K: ("tensor-parallel GPUs of attention (they split the KV)", "GPUs"),
+    K_e: ("GPUs the routed experts are spread over", "GPUs"),
+    N_node: ("GPUs per node", "GPUs"),
+    n_conc: ("replicas reloading at once through one node's shared hops", "replicas"),
+    rho_n: ("KV copies a replica reads through node-shared hops", "1"),
+    t_lat: ("first-byte latency of the path's hops", "s"),
+    c_tok: ("tokens one host-link copy moves", "tokens"),
+    c_lay: ("layers one host-link copy spans", "layers"),
+    c_split: ("2 if keys and values are copied separately, else 1", "1"),
+    q_io: ("I/Os in flight", "1"),
+    n_step: ("engine steps a finished reload waits before its request runs", "steps"),
+    u_hbm: ("usable fraction of HBM", "1"),
+    C_hbm: ("HBM capacity per GPU", "B"),
     P: ("dense peak FLOP/s per GPU", "FLOP/s"),
     eta: ("achieved fraction of peak during prefill", "1"),
     B_hbm: ("effective HBM bandwidth per GPU", "B/s"),
     B: ("effective reload bandwidth per GPU", "B/s"),
-    t_0: ("fixed latency of one reload", "s"),
+    t_0: ("fixed cost of one reload: hop latency plus the engine's per-request cost", "s"),
     B_gpu: ("narrowest per-GPU hop of the reload path", "B/s"),
     B_node: ("narrowest node-shared hop of the reload path", "B/s"),
     s_xfer: ("bytes of one transfer", "B"),

@@ -164,6 +164,7 @@ class Gpu:
     hbm_capacity_bytes: float
     hbm_bandwidth_Bps: float
     host_link: str
+    gpus_per_node: int  #: GPUs of one node (baseboard), which share its DRAM, drives and NICs
     source: Source
     prefill_efficiency: float | None = None  #: achieved fraction of dense peak in prefill
     hbm_efficiency: float | None = None  #: achieved fraction of HBM bandwidth
@@ -185,6 +186,7 @@ class Link:
     scope: str  #: per-gpu: each GPU has its own; per-node: shared by the node's GPUs
     source: Source
     efficiency: float | None = None  #: achieved fraction of bandwidth_Bps
+    duplex_retained: float = 1.0  #: fraction of that left while the reverse direction is busy
 
 
 @dataclass(frozen=True)
@@ -242,6 +244,7 @@ class Model:
     tie_word_embeddings: bool
     weight_dtype: str
     kv_dtype: str
+    max_context_tokens: int  #: the context window (max_position_embeddings)
     source: Source
 
     @property
@@ -260,7 +263,7 @@ class Model:
 
 # ------------------------------------------------------------------ loaders
 GPU_FIELDS = ("name", "description", "bf16_dense_flops", "fp8_dense_flops", "hbm_capacity_bytes",
-              "hbm_bandwidth_Bps", "host_link", *_SOURCE_FIELDS, "verified_via", "notes")
+              "hbm_bandwidth_Bps", "host_link", "gpus_per_node", *_SOURCE_FIELDS, "verified_via", "notes")
 GPU_OPTIONAL = ("prefill_efficiency", "hbm_efficiency")
 LINK_FIELDS = ("name", "description", "bandwidth_Bps", "latency_s", "scope", *_SOURCE_FIELDS,
                "verified_via", "notes")
@@ -272,7 +275,8 @@ MODEL_FIELDS = ("name", "hf_repo", "attention", "layers", "window_layers", "wind
                 "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "q_lora_rank",
                 "intermediate_size", "moe_intermediate_size", "num_experts", "experts_per_token",
                 "shared_experts", "dense_layers", "vocab_size", "tie_word_embeddings",
-                "weight_dtype", "kv_dtype", *_SOURCE_FIELDS, "verified_via", "notes")
+                "weight_dtype", "kv_dtype", "max_context_tokens", *_SOURCE_FIELDS, "verified_via",
+                "notes")
 
 
 def _efficiency_column(row, name):
@@ -289,7 +293,8 @@ def load_gpus(path):
                 fp8_dense_flops=r.number("fp8_dense_flops", required=False),
                 hbm_capacity_bytes=r.number("hbm_capacity_bytes"),
                 hbm_bandwidth_Bps=r.number("hbm_bandwidth_Bps"),
-                host_link=r.text("host_link"), source=_source(r),
+                host_link=r.text("host_link"), gpus_per_node=r.integer("gpus_per_node"),
+                source=_source(r),
                 prefill_efficiency=_efficiency_column(r, "prefill_efficiency"),
                 hbm_efficiency=_efficiency_column(r, "hbm_efficiency"))
             for r in rows]
@@ -329,7 +334,7 @@ def load_efficiencies(path):
     rows = _read(path, EFFICIENCY_FIELDS)
     parsed, by_key = [], {}
     for r in rows:
-        quantity = r.choice("quantity", {"prefill", "prefill-fp8", "hbm", "link"})
+        quantity = r.choice("quantity", {"prefill", "prefill-fp8", "hbm", "link", "duplex"})
         kind = r.choice("kind", {"measurement", "assumption"})
         same_as = r.text("same_as", required=False)
         measured = r.number("measured_value", required=not same_as)
@@ -382,7 +387,8 @@ def _model_row(r):
              vocab_size=r.integer("vocab_size"),
              tie_word_embeddings=r.boolean("tie_word_embeddings"),
              weight_dtype=r.choice("weight_dtype", set(DTYPE_BYTES)),
-             kv_dtype=r.choice("kv_dtype", set(DTYPE_BYTES)), source=_source(r))
+             kv_dtype=r.choice("kv_dtype", set(DTYPE_BYTES)),
+             max_context_tokens=r.integer("max_context_tokens"), source=_source(r))
     needs = {"gqa": ("num_key_value_heads", "head_dim"),
              "mla": ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")}
     for name in needs[attention]:
@@ -451,7 +457,9 @@ def bundled():
         if e is None:
             raise DataError(data_path("efficiencies.csv"), None, "item",
                             f"no link efficiency row for link {link.name!r}")
-        links[link.name] = Link(**{**link.__dict__, "efficiency": e.value})
+        duplex = eff.get((link.name, "duplex"))
+        links[link.name] = Link(**{**link.__dict__, "efficiency": e.value,
+                                   "duplex_retained": duplex.value if duplex else 1.0})
     gpu_rows, gpus = load_gpus(data_path("gpus.csv"))
     for row, gpu in zip(gpu_rows, list(gpus.values())):
         if gpu.host_link not in links:

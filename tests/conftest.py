@@ -54,3 +54,10 @@ def gpu_file(tmp_path):
             row[new] = row.pop(old)
         return write_csv(tmp_path / "gpu.csv", header, [row])
     return make
+
+
+# Speed is measured in benchmarks/, not here: no per-example deadline (CI machines vary in load).
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("kvmath", deadline=None)
+settings.load_profile("kvmath")

@@ -25,7 +25,7 @@ def test_issue_example_json(capsys):
     assert JSON_KEYS <= set(r)
     assert r["kv_bytes_per_token"] == 327_680
     assert r["kv_bytes"] == 327_680 * 32_768
-    assert r["tokens"] == 32_768 and r["tp"] == 1
+    assert r["tokens"] == 32_768 and r["tp"] == 4  # the smallest TP that holds bf16 weights + KV
     assert r["winner"] in ("reload", "recompute")
     assert isinstance(r["breakeven_tokens"], list)
     assert r["winner"] == ("reload" if r["reload_s"] < r["recompute_s"] else "recompute")

@@ -66,7 +66,7 @@ def test_reuse_on_bundled_data(tier):
 
 
 def test_no_offload_when_reload_is_slower():
-    r = reuse(CAT.models["llama-2-7b"], H100, CAT.tiers["nvme-1drive"], 32768,
+    r = reuse(CAT.models["llama-2-7b"], H100, CAT.tiers["nvme-1drive"], 4096,
               pauses()["chat-lognormal"], tp=1)
     assert r["saving_gpu_s"] < 0 and r["verdict"].startswith("do not offload")
 
