@@ -139,7 +139,6 @@ def _fits():
 
 
 def test_fit_reproducible_from_bundled_data():
-    mod = _fit_module()
     fits = _fits()
     bundled_fit = fitted_parameters()
     for gpu, params in fits.items():
