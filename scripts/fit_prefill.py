@@ -1,0 +1,319 @@
+"""Fit the calibrated prefill model (kvmath/derive_prefill.py) to measured operator times.
+
+Usage: PYTHONPATH=. python scripts/fit_prefill.py  (writes kvmath/data/prefill_fit.csv and
+kvmath/data/prefill_heldout.csv; --check compares with the bundled files instead of writing).
+
+Calibration rows (per GPU, H100 and A100): the Vidur profiles of Llama-2-7b, Llama-2-70b and
+Qwen-72B, all token counts and TP degrees. They span the hidden sizes 4096 to 8192 and MHA and
+GQA. Held out: CodeLlama-34b and internlm-20b (shapes between the calibration ones: interpolation),
+phi-2 (hidden 2560, a non-gated GELU MLP and a 3-input add: extrapolation to a smaller shape) and,
+on A100, Meta-Llama-3-8B and -70B (profiled to 32k tokens where the calibration files stop at 4k:
+extrapolation in tokens). Errors are reported only on held-out files.
+
+Method: scipy least_squares on log(predicted/measured), one fit for the GEMMs (eta_g, m_half, t_kern,
+eta_g bounded by the GPU's measured matmul ceiling, MAMF) and one for the memory-bound ops (one
+fraction of datasheet HBM bandwidth per op class, bounded by 1, and a shared fixed kernel cost).
+Attention: eta_a T/(T + T_a) fitted to the rows of kvmath/data/attention_kernels.csv.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from kvmath import derive_prefill as DP
+from kvmath.evaluate import numeric_of
+from kvmath.tables import DataError, _read, bundled, data_path
+
+FIT_DATE = "2026-11-30"
+CALIBRATION = ("Llama-2-7b-hf", "Llama-2-70b-hf", "Qwen-72B")
+HELD_OUT = ("CodeLlama-34b-Instruct-hf", "internlm-20b", "phi-2", "Meta-Llama-3-8B",
+            "Meta-Llama-3-70B")
+PROFILED = {"h100-sxm": "h100", "a100-sxm": "a100"}
+ATTENTION_KERNEL = {"h100-sxm": "flashattention-3", "a100-sxm": "flashattention-2"}
+#: GPUs without profiles take h100-sxm's shape curve, their efficiencies scaled by MAMF
+DERIVED = ("h200", "h100-pcie", "b200", "gb200", "l40s", "mi300x")
+GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
+MEM_OPS = {"input_layernorm": "eta_norm", "post_attention_layernorm": "eta_norm",
+           "attn_rope": "eta_rope", "mlp_act": "eta_act", "add": "eta_add"}
+MEM_CLASSES = ("eta_norm", "eta_rope", "eta_act", "eta_add")
+#: phi-2 (parallel attention and MLP) has no post-attention norm
+OPTIONAL_OPS = ("post_attention_layernorm",)
+VIDUR_FIELDS = tuple(f"{op}_ms_median" for op in ("emb", *MEM_OPS, *GEMM_OPS)
+                     if op not in OPTIONAL_OPS) + (
+    "n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size", "use_gated_mlp",
+    "num_tokens", "num_tensor_parallel_workers")
+B_ACT = 2.0  # fp16 activations in the profiles
+
+
+def vidur_path(gpu, model):
+    return data_path("vidur") / f"{PROFILED[gpu]}--{model}--mlp.csv"
+
+
+def load_profile(gpu, model):
+    """Per-row arrays of one Vidur file: shapes per TP rank and times in seconds."""
+    path = vidur_path(gpu, model)
+    rows = _read(path, VIDUR_FIELDS, tuple(f"{op}_ms_median" for op in OPTIONAL_OPS))
+    out = {k: [] for k in ("m", "tp", "d", "nq", "nkv", "dh", "I", "gated", *GEMM_OPS, *MEM_OPS)}
+    for r in rows:
+        d, nq = r.integer("n_embd"), r.integer("n_head")
+        out["m"].append(r.integer("num_tokens"))
+        out["tp"].append(r.integer("num_tensor_parallel_workers"))
+        out["d"].append(d)
+        out["nq"].append(nq)
+        out["nkv"].append(r.integer("n_kv_head"))
+        out["dh"].append(d // nq)
+        out["I"].append(r.integer("n_expanded_embd"))
+        out["gated"].append(r.choice("use_gated_mlp", {"True", "False"}) == "True")
+        for op in (*GEMM_OPS, *MEM_OPS):
+            absent = op in OPTIONAL_OPS and f"{op}_ms_median" not in r.data
+            out[op].append(np.nan if absent else r.number(f"{op}_ms_median") * 1e-3)
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def gemm_shapes(p):
+    """(k, n) per GEMM op of each row, on one TP rank (the harness's shapes)."""
+    tp, d, I = p["tp"], p["d"], p["I"]
+    qkv = (p["nq"] + 2 * p["nkv"]) * p["dh"] / tp
+    up = np.where(p["gated"], 2 * I, I) / tp
+    return {"attn_pre_proj": (d, qkv), "attn_post_proj": (p["nq"] * p["dh"] / tp, d),
+            "mlp_up_proj": (d, up), "mlp_down_proj": (I / tp, d)}
+
+
+def mem_elements(p):
+    """Elements per token each memory-bound op moves (read + write), one TP rank."""
+    tp, d = p["tp"], p["d"]
+    return {"input_layernorm": 2 * d, "post_attention_layernorm": 2 * d,
+            "attn_rope": 2 * (p["nq"] + p["nkv"]) * p["dh"] / tp,
+            "mlp_act": np.where(p["gated"], 3, 2) * p["I"] / tp,
+            "add": np.where(p["gated"], 3, 4) * d}  # phi-2 adds three tensors
+
+
+def gpu_constants(gpu):
+    g = bundled().gpus[gpu]
+    return dict(P=g.bf16_dense_flops, B_hbm=g.hbm_bandwidth_Bps * g.hbm_efficiency,
+                B_peak=g.hbm_bandwidth_Bps, mamf=g.prefill_efficiency)
+
+
+def predict_gemm(params, const, m, k, n):
+    f = numeric_of(DP, "t_gemm")
+    return f(m=m, k_in=k, n_out=n, eta_g=params["eta_g"], m_half=params["m_half"],
+             t_kern=params["t_kern"], r_dt=1.0, P=const["P"], b_w=B_ACT, B_hbm=const["B_hbm"])
+
+
+def predict_mem(params, const, m, elements, eta):
+    f = numeric_of(DP, "t_membound")
+    return f(m=m, e_tok=elements, eta_mem=eta, t_kng=params["t_kng"], b_act=B_ACT,
+             B_peak=const["B_peak"])
+
+
+def _stack(gpu, models):
+    return [load_profile(gpu, m) for m in models]
+
+
+def fit_gemm(gpu, profiles):
+    const = gpu_constants(gpu)
+    m = np.concatenate([p["m"] for p in profiles for _ in GEMM_OPS])
+    k = np.concatenate([gemm_shapes(p)[op][0] * np.ones(len(p["m"])) for p in profiles
+                        for op in GEMM_OPS])
+    n = np.concatenate([gemm_shapes(p)[op][1] * np.ones(len(p["m"])) for p in profiles
+                        for op in GEMM_OPS])
+    t = np.concatenate([p[op] for p in profiles for op in GEMM_OPS])
+
+    def resid(x):
+        params = dict(eta_g=x[0], m_half=x[1], t_kern=x[2])
+        return np.log(predict_gemm(params, const, m, k, n) / t)
+
+    res = least_squares(resid, x0=[0.7, 100.0, 5e-6],
+                        bounds=([0.05, 0.0, 0.0], [const["mamf"], 1e5, 1e-3]))
+    return dict(eta_g=res.x[0], m_half=res.x[1], t_kern=res.x[2]), len(t)
+
+
+def fit_mem(gpu, profiles):
+    const = gpu_constants(gpu)
+    cls, m, e, t = [], [], [], []
+    for p in profiles:
+        elems = mem_elements(p)
+        for op, c in MEM_OPS.items():
+            if np.isnan(p[op]).all():
+                continue
+            cls.append(np.full(len(p["m"]), MEM_CLASSES.index(c)))
+            m.append(p["m"])
+            e.append(elems[op] * np.ones(len(p["m"])))
+            t.append(p[op])
+    cls, m, e, t = map(np.concatenate, (cls, m, e, t))
+
+    def resid(x):
+        eta = np.asarray(x[:4])[cls]
+        return np.log(predict_mem(dict(t_kng=x[4]), const, m, e, eta) / t)
+
+    res = least_squares(resid, x0=[0.5, 0.5, 0.5, 0.5, 5e-6],
+                        bounds=([0.01] * 4 + [0.0], [1.0] * 4 + [1e-3]))
+    out = dict(zip(MEM_CLASSES, res.x[:4]))
+    out["t_kng"] = res.x[4]
+    return out, len(t)
+
+
+ATTN_FIELDS = ("gpu", "kernel", "seqlen_tokens", "flops_per_s", "head_dim", "kind",
+               "read_from_plot", "source", "source_location", "retrieved", "notes")
+
+
+def attention_rows():
+    rows = []
+    for r in _read(data_path("attention_kernels.csv"), ATTN_FIELDS):
+        r.choice("kind", {"measurement", "assumption"})
+        r.date("retrieved")
+        rows.append(dict(gpu=r.text("gpu"), kernel=r.text("kernel"),
+                         T=r.number("seqlen_tokens"), flops=r.number("flops_per_s")))
+    return rows
+
+
+def fit_attention(gpu):
+    const = gpu_constants(gpu)
+    pts = [r for r in attention_rows() if r["gpu"] == gpu and r["kernel"] == ATTENTION_KERNEL[gpu]]
+    T = np.array([r["T"] for r in pts])
+    eta = np.array([r["flops"] for r in pts]) / const["P"]
+    f = numeric_of(DP, "eta_attention")
+    res = least_squares(lambda x: np.log(f(eta_a=x[0], T_a=x[1], T=T) / eta), x0=[0.6, 100.0],
+                        bounds=([0.01, 0.0], [const["mamf"], 1e5]))
+    return dict(eta_a=res.x[0], T_a=res.x[1]), len(T)
+
+
+def fit_gpu(gpu):
+    profiles = _stack(gpu, CALIBRATION)
+    gemm, n_gemm = fit_gemm(gpu, profiles)
+    mem, n_mem = fit_mem(gpu, profiles)
+    attn, n_attn = fit_attention(gpu)
+    return {**gemm, **mem, **attn}, (n_gemm, n_mem, n_attn)
+
+
+def layer_prediction(gpu, params, p):
+    """Predicted and measured per-layer times (GEMMs + memory-bound ops) of each profile row."""
+    const = gpu_constants(gpu)
+    pred = np.zeros(len(p["m"]))
+    meas = np.zeros(len(p["m"]))
+    for op, (k, n) in gemm_shapes(p).items():
+        pred += predict_gemm(params, const, p["m"], k, n)
+        meas += p[op]
+    for op, elems in mem_elements(p).items():
+        if np.isnan(p[op]).all():
+            continue
+        pred += predict_mem(params, const, p["m"], elems, params[MEM_OPS[op]])
+        meas += p[op]
+    return pred, meas
+
+
+def held_out_errors(fits):
+    """Rows of (gpu, model, set, rows, median and p90 |error| all tokens and >= 512 tokens)."""
+    out = []
+    for gpu in PROFILED:
+        for model in (*CALIBRATION, *HELD_OUT):
+            if not vidur_path(gpu, model).exists():
+                continue
+            p = load_profile(gpu, model)
+            pred, meas = layer_prediction(gpu, fits[gpu], p)
+            err = np.abs(pred / meas - 1)
+            big = p["m"] >= 512
+            out.append(dict(gpu=gpu, profile=model,
+                            set="calibration" if model in CALIBRATION else "held-out",
+                            rows=len(err), median_abs_error=float(np.median(err)),
+                            p90_abs_error=float(np.quantile(err, 0.9)),
+                            median_abs_error_ge512=float(np.median(err[big])),
+                            p90_abs_error_ge512=float(np.quantile(err[big], 0.9)),
+                            mean_signed_error_ge512=float(np.mean(pred[big] / meas[big] - 1))))
+    return out
+
+
+UNITS = dict(eta_g="1", m_half="tokens", t_kern="s", eta_norm="1", eta_rope="1", eta_act="1",
+             eta_add="1", t_kng="s", eta_a="1", T_a="tokens")
+SCALED = ("eta_g", "eta_a")  # scaled by the MAMF ratio for GPUs without profiles
+
+
+def fit_rows(fits, counts):
+    rows = []
+    cal = "; ".join(f"vidur/{{gpu}}--{m}--mlp.csv" for m in CALIBRATION)
+    for gpu, params in fits.items():
+        n_gemm, n_mem, n_attn = counts[gpu]
+        for name, value in params.items():
+            if name in ("eta_a", "T_a"):
+                src = (f"attention_kernels.csv rows gpu={gpu} kernel={ATTENTION_KERNEL[gpu]} "
+                       f"({n_attn} rows)")
+                method = "least_squares on log(eta_attention/measured), eta_a <= MAMF fraction"
+            elif name in ("eta_g", "m_half", "t_kern"):
+                src = cal.format(gpu=PROFILED[gpu]) + f" (4 GEMMs x rows = {n_gemm} points)"
+                method = ("least_squares on log(t_gemm/measured), eta_g <= MAMF fraction "
+                          "(efficiencies.csv prefill)")
+            else:
+                src = cal.format(gpu=PROFILED[gpu]) + f" (5 ops x rows = {n_mem} points)"
+                method = "least_squares on log(t_membound/measured), fractions <= 1"
+            rows.append(dict(gpu=gpu, parameter=name, value=f"{value:.6g}", unit=UNITS[name],
+                             kind="measurement", method=method, calibration_rows=src,
+                             fitted=FIT_DATE, notes="fitted"))
+    base = fits["h100-sxm"]
+    cat = bundled()
+    ref = cat.gpus["h100-sxm"].prefill_efficiency
+    for gpu in DERIVED:
+        own = cat.gpus[gpu].prefill_efficiency
+        for name, value in base.items():
+            v = min(value * own / ref, own) if name in SCALED else value
+            rule = (f"h100-sxm's {name} x (MAMF fraction {own:.4g} / h100-sxm's {ref:.4g})"
+                    if name in SCALED else f"h100-sxm's {name} (same shape curve)")
+            rows.append(dict(gpu=gpu, parameter=name, value=f"{v:.6g}", unit=UNITS[name],
+                             kind="assumption", method="rule: no operator profile for this GPU",
+                             calibration_rows="none", fitted=FIT_DATE, notes=rule))
+    return rows
+
+
+FIT_FIELDS = ("gpu", "parameter", "value", "unit", "kind", "method", "calibration_rows",
+              "fitted", "notes")
+ERR_FIELDS = ("gpu", "profile", "set", "rows", "median_abs_error", "p90_abs_error",
+              "median_abs_error_ge512", "p90_abs_error_ge512", "mean_signed_error_ge512")
+
+
+def _csv(rows, fields):
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+    return buf.getvalue()
+
+
+def run():
+    fits, counts = {}, {}
+    for gpu in PROFILED:
+        fits[gpu], counts[gpu] = fit_gpu(gpu)
+    return _csv(fit_rows(fits, counts), FIT_FIELDS), _csv(held_out_errors(fits), ERR_FIELDS)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="compare with the bundled files")
+    args = ap.parse_args(argv)
+    try:
+        fit_csv, err_csv = run()
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    targets = {Path(data_path("prefill_fit.csv")): fit_csv,
+               Path(data_path("prefill_heldout.csv")): err_csv}
+    if args.check:
+        stale = [str(p) for p, text in targets.items()
+                 if not p.exists() or p.read_text() != text]
+        if stale:
+            print("stale: " + ", ".join(stale), file=sys.stderr)
+            return 1
+        return 0
+    for p, text in targets.items():
+        p.write_text(text)
+    print(err_csv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
