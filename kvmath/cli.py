@@ -87,6 +87,9 @@ def build_parser():
     c.add_argument("--efficiency", type=_fraction, metavar="F",
                    help="prefill efficiency, achieved fraction of dense peak (0 < F <= 1)")
     c.add_argument("--kv-dtype", choices=sorted(DTYPE_BYTES), help="KV element type (default: model's)")
+    c.add_argument("--prefill", choices=["calibrated", "ideal"], default="calibrated",
+                   help="prefill model: calibrated on measured operator times (default), or the "
+                   "ideal flat roofline upper bound")
     c.add_argument("--allow-beyond-context", action="store_true",
                    help="evaluate prompts longer than the model's context window")
     c.add_argument("--json", action="store_true", help="print one JSON object")
@@ -236,7 +239,7 @@ def run(argv=None):
                      efficiency=args.efficiency, kv_dtype=args.kv_dtype,
                      compute_dtype=args.compute_dtype, engine=args.engine,
                      concurrent_reloads=args.concurrent_reloads, ep=args.ep, batch=args.batch,
-                     allow_beyond_context=args.allow_beyond_context)
+                     allow_beyond_context=args.allow_beyond_context, prefill=args.prefill)
     if args.json:
         print(_dump(result))
     else:

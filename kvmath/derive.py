@@ -24,7 +24,7 @@ from .symbols import (
     B, B_gpu, B_hbm, B_node, C_hbm, E, E_sh, I_exp, I_ffn, K, K_e, L_dense, L_full, L_moe,
     L_win, N_lin, N_node, N_tot, N_xa, N_xs, P, T, V, W, b_kv, b_w, c_lay, c_split, c_tok, d,
     d_h, d_nope, d_qk, d_rope, d_v, e_kv, eta, k_top, n_conc, n_kv, n_q, n_seq, n_step, q_io, r_kv, r_q,
-    rho, rho_n, s_xfer, t_0, t_lat, t_meas, t_req, tied, u_hbm,
+    rho, rho_n, s_xfer, t_0, t_lat, t_meas, t_rec, t_req, tied, u_hbm,
 )
 
 # ---------------------------------------------------------------- KV size
@@ -156,8 +156,11 @@ model_flops_per_kv_byte = sp.simplify(flops_linear / (T * kv_bytes_per_token * r
 model_flops_per_kv_byte_at_T = flops_prefill / kv_bytes_total
 #: the GPU's achieved FLOP/s per byte/s of the reload path (K GPUs, K links), FLOP/B
 gpu_flops_per_link_byte = eta * P / B
-#: minimum reload bandwidth per GPU for reload to win at T (while t_recompute > t_0), B/s
-breakeven_bandwidth = kv_bytes_per_gpu / (t_recompute - t_0)
+#: minimum reload bandwidth per GPU for reload to beat a recompute of t_rec seconds at T
+#: (while t_rec > t_0), B/s
+breakeven_bandwidth_at = kv_bytes_per_gpu / (t_rec - t_0)
+#: the same against the flat roofline recompute, B/s
+breakeven_bandwidth = breakeven_bandwidth_at.subs(t_rec, t_recompute)
 
 
 # ---------------------------------------------------------------- crossings

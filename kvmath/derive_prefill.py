@@ -56,9 +56,9 @@ eta_a = sp.Symbol("eta_a", **_pos)  #: asymptotic attention-kernel efficiency, f
 T_a = sp.Symbol("T_a", **_nonneg)  #: sequence length at which attention reaches half of eta_a
 P_a = sp.Symbol("P_a", **_pos)  #: peak FLOP/s the attention kernel runs on (BF16 dense)
 busbw = sp.Symbol("busbw", **_pos)  #: all-reduce bus bandwidth (nccl-tests definition), B/s
-t_lat = sp.Symbol("t_lat", **_nonneg)  #: fixed latency of one all-reduce, s
+t_lat = sp.Symbol("t_ar", **_nonneg)  #: fixed latency of one all-reduce, s
 K_d = sp.Symbol("K_d", positive=True, integer=True)  #: GPUs the attention and dense parts run on
-K_e = sp.Symbol("K_e", positive=True, integer=True)  #: ways each expert is split (expert TP)
+K_e = sp.Symbol("K_x", positive=True, integer=True)  #: ways each expert is split (expert TP)
 ep = sp.Symbol("ep", positive=True, integer=True)  #: expert-parallel ranks
 f_imb = sp.Symbol("f_imb", **_pos)  #: load imbalance: busiest EP rank's tokens over the mean
 

@@ -409,9 +409,37 @@ def _finite(result, what):
 _MAY_BE_INF = {"min_reload_bandwidth_Bps"}
 
 
+PREFILL_MODELS = ("calibrated", "ideal")
+
+
+def recompute_fn(model, gpu, layout, values, prefill="calibrated"):
+    """(name of the prefill model used, f(T) -> recompute seconds, vectorised).
+
+    ``ideal``: the flat roofline of :mod:`kvmath.derive`; ``calibrated``: the operator model
+    of :mod:`kvmath.prefill`, fitted to measured operator times. A GPU with no calibration
+    falls back to ideal, and the name says so. An explicit ``--efficiency`` is a flat model.
+    """
+    if prefill not in PREFILL_MODELS:
+        raise ScenarioError(f"--prefill must be one of {', '.join(PREFILL_MODELS)}, got {prefill!r}")
+    ideal = fn("t_recompute")
+    if prefill == "ideal":
+        return "ideal", lambda t: ideal.take({**values, "T": t})
+    from .prefill import allreduce_figures, fitted_parameters, prefill_time
+    if gpu.name not in fitted_parameters() or gpu.name not in allreduce_figures():
+        return "ideal (no calibration for this GPU)", lambda t: ideal.take({**values, "T": t})
+    if layout.dp_attention:
+        kw = dict(tp=layout.gpus, ep=layout.gpus, dp_attention=True, tp_attn=layout.tp)
+    else:
+        kw = dict(tp=layout.gpus, ep=None, dp_attention=False)
+
+    def f(t):
+        return prefill_time(model, gpu, t, compute_dtype=layout.compute_dtype, **kw)["total_s"]
+    return "calibrated", f
+
+
 def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
             kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None, ep=None,
-            batch=1, allow_beyond_context=False):
+            batch=1, allow_beyond_context=False, prefill="calibrated"):
     """Reload against recompute for one scenario; a dict of plain numbers (units in keys)."""
     if not tokens > 0:
         raise ScenarioError(f"--tokens must be positive, got {tokens}")
@@ -425,11 +453,21 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
     layout, eng = v.pop("layout"), v.pop("engine")
     copy = v.pop("copy_bytes")
     at = {**v, "T": tokens}
-    recompute = float(fn("t_recompute").take(at))
+    if efficiency is not None:
+        prefill = "ideal"  # a flat efficiency is the flat model
+    prefill_name, rec = recompute_fn(model, gpu, layout, v, prefill)
+    recompute = float(rec(float(tokens)))
     reload = float(fn("t_reload").take(at))
     compute = float(fn("t_compute").take(at))
     weights = float(fn("t_weights").take(at))
-    min_bw = (float(fn("breakeven_bandwidth").take(at)) if recompute > v["t_0"] else math.inf)
+    min_bw = (float(fn("breakeven_bandwidth_at").take({**at, "t_rec": recompute}))
+              if recompute > v["t_0"] else math.inf)
+    if prefill_name == "calibrated":
+        t_reload = fn("t_reload")
+        cross = numeric_crossings(lambda t: t_reload.take({**v, "T": t}) - rec(t),
+                                  max(float(model.max_context_tokens), float(tokens)))
+    else:
+        cross = crossings(v)
     slack, w_gpu, kv_gpu = _hbm_slack(model, gpu, layout, tokens, batch, eng.hbm_usable_fraction)
     unique = float(fn("kv_bytes_unique").take(at))
     node_copies = float(fn("node_copies").take(at))
@@ -443,7 +481,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention,
         "gpus": layout.gpus, "layout_from": layout.reason,
         "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype,
-        "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": "ideal",
+        "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": prefill_name,
         "batch": batch, "concurrent_reloads": v["n_c"], "gpus_per_node": v["N_node"],
         "kv_bytes_per_token": float(fn("kv_bytes_per_token").take(v)),
         "kv_bytes": float(fn("kv_bytes_total").take(at)),
@@ -462,7 +500,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         "path": path,
         "winner": "reload" if reload < recompute else "recompute",
         "speedup": max(reload, recompute) / min(reload, recompute),
-        "breakeven_tokens": crossings(v),
+        "breakeven_tokens": cross,
         "min_reload_bandwidth_Bps": min_bw,
         "model_flops_per_kv_byte": float(fn("model_flops_per_kv_byte").take(v)),
         "model_flops_per_kv_byte_at_tokens": float(fn("model_flops_per_kv_byte_at_T").take(at)),
@@ -473,11 +511,16 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
 
 def sweep(model, gpu, tier, tokens, **kw):
     """Reload and recompute times (s) over an array of prefix lengths."""
+    prefill = kw.pop("prefill", "calibrated")
+    if kw.get("efficiency") is not None:
+        prefill = "ideal"
     v, _ = scenario_values(model, gpu, tier, **kw)
-    for key in ("layout", "engine", "copy_bytes"):
+    layout = v.pop("layout")
+    for key in ("engine", "copy_bytes"):
         v.pop(key)
-    at = {**v, "T": np.asarray(tokens, dtype=float)}
-    return fn("t_reload").take(at), fn("t_recompute").take(at)
+    t = np.asarray(tokens, dtype=float)
+    _, rec = recompute_fn(model, gpu, layout, v, prefill)
+    return fn("t_reload").take({**v, "T": t}), rec(t)
 
 
 def fit_transfer_curve(points):

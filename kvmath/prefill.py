@@ -107,7 +107,7 @@ def calibrated_values(model, gpu, tp=1, ep=None, dp_attention=False, compute_dty
     if gpu.name not in allreduce_figures():
         raise ScenarioError(f"no all-reduce figures for GPU {gpu.name!r} in allreduce.csv")
     v.update(fits[gpu.name])
-    v["busbw"], v["t_lat"] = allreduce_figures()[gpu.name]
+    v["busbw"], v["t_ar"] = allreduce_figures()[gpu.name]
     # FP8: the fitted BF16 curve scaled by the measured FP8/BF16 matmul-ceiling ratio
     v["r_dt"] = v["eta"] / gpu.prefill_efficiency
     v["P_a"] = gpu.bf16_dense_flops  # attention kernels run on BF16 tensor cores (assumption)
@@ -125,7 +125,7 @@ def calibrated_values(model, gpu, tp=1, ep=None, dp_attention=False, compute_dty
         v["K_d"] = tp
         ep = 1 if ep is None else ep
     v["ep"] = ep
-    v["K_e"] = tp // ep if ep > 1 else tp
+    v["K_x"] = tp // ep if ep > 1 else tp
     if not model.is_moe:
         v.update(E=1, k_top=1)  # MoE terms vanish with L_moe = 0; avoid 0/0
     if imbalance < 1:

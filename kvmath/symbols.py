@@ -68,6 +68,7 @@ B_node = sp.Symbol("B_node", positive=True)  #: narrowest node-shared hop of a p
 s_xfer = sp.Symbol("s", positive=True)  #: bytes of one transfer
 n_seq = sp.Symbol("n_seq", positive=True, integer=True)  #: equal prompts prefilled together
 t_meas = sp.Symbol("t_meas", positive=True)  #: a measured prefill time, s
+t_rec = sp.Symbol("t_rec", positive=True)  #: a recompute time from any prefill model, s
 
 # --- serving: overlap, split, busy server ----------------------------------
 n_new = sp.Symbol("n", positive=True)  #: new tokens of the next turn
@@ -144,6 +145,7 @@ MEANING = {
     s_xfer: ("bytes of one transfer", "B"),
     n_seq: ("equal prompts prefilled together", "prompts"),
     t_meas: ("a measured prefill time", "s"),
+    t_rec: ("a recompute time from any prefill model", "s"),
     n_new: ("new tokens of the next turn", "tokens"),
     x_split: ("prefix tokens recomputed while the rest loads", "tokens"),
     b_dec: ("sequences in the running decode batch", "sequences"),

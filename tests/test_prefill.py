@@ -31,7 +31,8 @@ def test_ideal_is_exactly_t_recompute(model, gpu):
     m, g = CAT.models[model], CAT.gpus[gpu]
     v, _ = scenario_values(m, g, CAT.tiers["host-dram"], tp=8)
     expected = fn("t_recompute").take({**v, "T": TOKENS})
-    got = prefill_time(model, gpu, TOKENS, tp=8, kind="ideal")["total_s"]
+    got = prefill_time(model, gpu, TOKENS, tp=8, kind="ideal",
+                       compute_dtype=v["layout"].compute_dtype)["total_s"]
     assert np.array_equal(got, expected)
 
 
