@@ -1,29 +1,41 @@
-"""Uncertainty: efficiency and bandwidth ranges from the spread of the measurements,
-carried to bands on times, verdicts and crossing lengths.
+"""Uncertainty: bands on recompute and reload times, kept inside physical limits.
 
-Ranges are factors on the bundled defaults, read off the validation rows that are
-expected to hold (``expect=pass``):
-
-* prefill efficiency: the defaults are matmul upper bounds (MAMF), so the range runs from
-  the lowest measured/predicted speed of the prefill rows up to the default;
-* link bandwidth: from the lowest to the highest measured/predicted ratio of the rows on
-  that link (the default itself included). A link without rows has no band.
+* Recompute, calibrated model: the held-out error of the operator fit (90th percentile of
+  |error| on profiles the fit never saw, ``kvmath/data/prefill_heldout.csv``) either way,
+  but never faster than the ideal roofline, which no prefill beats.
+* Recompute, ideal model: from the lowest measured/predicted speed of the prefill rows of
+  ``validation.csv`` up to the default efficiency (an upper bound).
+* Reload: the binding hop's efficiency moves over the spread of the measured/predicted
+  ratios of the validation rows on that link, clamped to efficiency 1: a link never runs
+  above its datasheet or spec rate. A link without rows has no band.
 """
 from __future__ import annotations
 
+import csv
 import math
 from functools import lru_cache
 
-from .evaluate import compare, crossings, scenario_values
-from .validation import predict, measurements
+from .evaluate import compare, crossings, fn, scenario_values
+from .tables import bundled, data_path
+from .validation import measurements, predict
 
 
 @lru_cache(maxsize=None)
 def efficiency_range():
-    """(low, high) factor on the prefill efficiency, from the TTFT rows."""
-    ratios = [predict(m) / m.measured_value for m in measurements()
+    """(low, high) factor on the flat prefill efficiency, from the TTFT rows."""
+    ratios = [predict(m, {"prefill": "ideal"}) / m.measured_value for m in measurements()
               if m.quantity in ("ttft_s", "prefill_s") and m.expect == "pass"]
     return (min(ratios + [1.0]), 1.0)
+
+
+@lru_cache(maxsize=None)
+def calibrated_error(gpu_name):
+    """90th-percentile |error| of the calibrated operator model on held-out profiles (the
+    largest over the GPU's held-out profiles; H100's for GPUs without profiles)."""
+    with open(data_path("prefill_heldout.csv"), newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["set"] == "held-out"]
+    own = [float(r["p90_abs_error"]) for r in rows if r["gpu"] == gpu_name]
+    return max(own or [float(r["p90_abs_error"]) for r in rows if r["gpu"] == "h100-sxm"])
 
 
 @lru_cache(maxsize=None)
@@ -34,57 +46,79 @@ def bandwidth_range(link):
     return (min(ratios + [1.0]), max(ratios + [1.0]))
 
 
-def path_range(hops):
-    """(low, high) factor on a path's bandwidth: the range of its narrowest hop."""
-    narrowest = min(hops, key=lambda h: h.effective_Bps)
-    return bandwidth_range(narrowest.link)
+def binding_hop(v, hops):
+    """The hop that sets the path's bandwidth: the narrowest per-GPU hop when it binds, else
+    the narrowest node-shared hop."""
+    gpu_hops = [h for h in hops if h.scope == "per-gpu"]
+    node_hops = [h for h in hops if h.scope == "per-node"]
+    narrow_gpu = min(gpu_hops, key=lambda h: h.effective_Bps, default=None)
+    if narrow_gpu is not None and math.isclose(v["B"], narrow_gpu.effective_Bps, rel_tol=1e-12):
+        return narrow_gpu
+    return min(node_hops or gpu_hops, key=lambda h: h.effective_Bps)
 
 
-def band(model, gpu, tier, tokens, tp=1, **kw):
-    """Nominal comparison plus its range: recompute and reload times at the ends of the
-    efficiency and bandwidth ranges, whether the verdict flips, and the crossing range."""
+def reload_bandwidth_range(v, hops):
+    """(low, high) effective per-GPU reload bandwidth, B/s: the binding hop's measured spread,
+    the high end clamped so that the hop's efficiency never exceeds 1."""
+    hop = binding_hop(v, hops)
+    link = bundled().links[hop.link]
+    lo, hi = bandwidth_range(link.name)
+    hi = min(hi, 1.0 / link.efficiency)  # efficiency x factor <= 1: at most the spec rate
+    return v["B"] * lo, v["B"] * hi
+
+
+def band(model, gpu, tier, tokens, tp=None, **kw):
+    """Nominal comparison plus its range: recompute and reload times at the ends of their
+    bands, whether the verdict flips inside them, and the crossing range."""
     nominal = compare(model, gpu, tier, tokens, tp=tp, **kw)
-    eta_lo, eta_hi = efficiency_range()
-    v, hops = scenario_values(model, gpu, tier, tp=tp, **kw)
-    b_lo, b_hi = path_range(hops)
-    corners = {}
-    for e_name, e in (("eta_low", eta_lo), ("eta_high", eta_hi)):
-        for b_name, b in (("bw_low", b_lo), ("bw_high", b_hi)):
-            r = compare(model, gpu, tier, tokens, tp=tp, efficiency=v["eta"] * e,
-                        bandwidth_Bps=v["B"] * b, **kw)
-            corners[(e_name, b_name)] = r
-    recompute = [r["recompute_s"] for r in corners.values()]
-    reload = [r["reload_s"] for r in corners.values()]
-    winners = {r["winner"] for r in corners.values()} | {nominal["winner"]}
-    cross = [c for r in corners.values() for c in r["breakeven_tokens"]]
-    return {"nominal": nominal, "recompute_s": (min(recompute), max(recompute)),
-            "reload_s": (min(reload), max(reload)), "flips": len(winners) > 1,
-            "breakeven_tokens": (min(cross), max(cross)) if cross else None,
-            "eta_factor": (eta_lo, eta_hi), "bandwidth_factor": (b_lo, b_hi)}
+    kw = {k: x for k, x in kw.items() if k not in ("allow_beyond_context",)}
+    v, hops = scenario_values(model, gpu, tier, tp=nominal["tp"], ep=nominal["ep"],
+                              **{k: x for k, x in kw.items() if k not in ("prefill",
+                                                                         "efficiency", "batch")})
+    b_lo, b_hi = reload_bandwidth_range(v, hops)
+    at = {k: x for k, x in v.items() if k not in ("layout", "engine", "copy_bytes")}
+    at["T"] = float(tokens)
+    reload = (float(fn("t_reload").take({**at, "B": b_hi})),
+              float(fn("t_reload").take({**at, "B": b_lo})))
+    if nominal["prefill_model"] == "calibrated":
+        e = calibrated_error(gpu.name)
+        ideal = float(fn("t_recompute").take(at))
+        recompute = (max(nominal["recompute_s"] * (1 - e), ideal), nominal["recompute_s"] * (1 + e))
+    else:
+        e_lo, _ = efficiency_range()
+        recompute = (nominal["recompute_s"], nominal["recompute_s"] / e_lo)
+    winners = {nominal["winner"]}
+    for rc in recompute:
+        for rl in reload:
+            winners.add("reload" if rl < rc else "recompute")
+    return {"nominal": nominal, "recompute_s": recompute, "reload_s": reload,
+            "reload_bandwidth_Bps": (b_lo, b_hi), "flips": len(winners) > 1,
+            "binding_hop": binding_hop(v, hops).link}
 
 
-def tornado(model, gpu, tier, tokens, tp=1, output="speedup", **kw):
+def tornado(model, gpu, tier, tokens, tp=None, output="speedup", **kw):
     """Swing of one output (``speedup`` of reload over recompute, or ``crossing``: the largest
-    crossing length) as each input moves across its range, others at nominal.
+    crossing length) of the flat model as each input moves across its range, others at nominal.
 
-    Inputs: prefill efficiency and path bandwidth (measured ranges), fixed latency and HBM
+    Inputs: prefill efficiency and path bandwidth (measured ranges), fixed cost and HBM
     bandwidth (halved and doubled: no measured spread is bundled for them).
     """
     v, hops = scenario_values(model, gpu, tier, tp=tp, **kw)
+    for key in ("layout", "engine", "copy_bytes"):
+        v.pop(key)
 
     def out(values):
         if output == "crossing":
             cs = crossings(values)
             return max(cs) if cs else math.nan
-        from .evaluate import fn
         at = {**values, "T": float(tokens)}
         return float(fn("t_recompute").take(at)) / float(fn("t_reload").take(at))
 
     base = out(v)
     e_lo, e_hi = efficiency_range()
-    b_lo, b_hi = path_range(hops)
+    b_lo, b_hi = (x / v["B"] for x in reload_bandwidth_range(v, hops))
     swings = {"prefill efficiency": ("eta", e_lo, e_hi), "reload bandwidth": ("B", b_lo, b_hi),
-              "fixed latency": ("t_0", 0.5, 2.0), "HBM bandwidth": ("B_hbm", 0.5, 2.0)}
+              "fixed cost": ("t_0", 0.5, 2.0), "HBM bandwidth": ("B_hbm", 0.5, 2.0)}
     rows = []
     for label, (sym, lo, hi) in swings.items():
         a = out({**v, sym: v[sym] * lo})

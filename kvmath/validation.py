@@ -15,7 +15,7 @@ from .evaluate import Numeric, compare, fn, scenario_values
 from .tables import DataError, _read, bundled, data_path, resolve_model
 
 VALIDATION_FIELDS = ("id", "source_key", "quantity", "measured_value", "model", "gpu", "tp",
-                     "tokens", "batch", "compute_dtype", "link", "count", "transfer_bytes",
+                     "ep", "dp_attention", "tokens", "batch", "compute_dtype", "link", "count", "transfer_bytes",
                      "tolerance_factor", "expect", "tolerance_reason", "in_sample",
                      "read_from_plot", "conditions", "source", "source_location", "retrieved")
 QUANTITIES = {"ttft_s", "prefill_s", "bandwidth_Bps", "kv_bytes"}
@@ -29,7 +29,9 @@ class Measurement:
     measured_value: float
     model: str
     gpu: str
-    tp: int | None
+    tp: int | None  #: GPUs of one replica (all of them under data-parallel attention)
+    ep: int | None  #: expert-parallel ranks (None: experts tensor-parallel over tp)
+    dp_attention: bool
     tokens: int | None
     batch: int
     compute_dtype: str
@@ -57,6 +59,8 @@ def load_validation(path=None):
             id=r.text("id"), source_key=r.text("source_key"), quantity=q,
             measured_value=r.number("measured_value"), model=r.text("model", required=False),
             gpu=r.text("gpu", required=False), tp=r.integer("tp", required=False),
+            ep=r.integer("ep", required=False),
+            dp_attention=(r.choice("dp_attention", {"true", "false"}, required=False) == "true"),
             tokens=r.integer("tokens", required=False),
             batch=r.integer("batch", required=False) or 1,
             compute_dtype=r.text("compute_dtype", required=False) or "bf16",
@@ -112,11 +116,21 @@ def _bw_at_size():
 def predict(m: Measurement, overrides=None):
     """The model's prediction for a measurement row, in the row's unit.
 
-    overrides: optional dict of {'eta': ..., 'link_efficiency': ...} for uncertainty bands.
+    overrides: optional dict of {'prefill': 'ideal' | 'calibrated', 'eta': ...,
+    'link_efficiency': ...} for uncertainty bands. Prefill rows use the calibrated model
+    unless told otherwise (an explicit eta is the flat model).
     """
     overrides = overrides or {}
     cat = bundled()
     if m.quantity in ("ttft_s", "prefill_s"):
+        kind = "ideal" if "eta" in overrides else overrides.get("prefill", "calibrated")
+        if kind == "calibrated":
+            from .prefill import prefill_time
+            layout = (dict(ep=m.ep or m.tp, dp_attention=True, tp_attn=1) if m.dp_attention
+                      else dict(ep=m.ep if m.ep and m.ep > 1 else None))
+            return float(prefill_time(model_of(m.model), cat.gpus[m.gpu], float(m.tokens),
+                                      tp=m.tp, compute_dtype=m.compute_dtype, batch=m.batch,
+                                      **layout)["total_s"])
         v, _ = scenario_values(model_of(m.model), cat.gpus[m.gpu], cat.tiers["host-dram"],
                                tp=m.tp, compute_dtype=m.compute_dtype,
                                efficiency=overrides.get("eta"))
