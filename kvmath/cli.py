@@ -118,16 +118,33 @@ def build_parser():
     return p
 
 
+def _layout(r):
+    parts = [f"{r['gpus']}x {r['gpu']}"]
+    if r["dp_attention"]:
+        parts.append(f"attention data-parallel (TP {r['tp']}), experts over {r['ep']}")
+    else:
+        parts.append(f"TP {r['tp']}" + (f", experts over {r['ep']}" if r["ep"] != r["tp"] else ""))
+    parts.append(f"{r['weight_dtype']} weights, {r['compute_dtype']} compute")
+    return ", ".join(parts)
+
+
+def _band(pair):
+    return f"[{fmt_time(pair[0])} to {fmt_time(pair[1])}]"
+
+
 def _human(r):
     rows = [
-        ("scenario", f"{r['model']} on {r['tp']}x {r['gpu']}, tier {r['tier']}, "
-                     f"{r['tokens']:,} tokens, KV {r['kv_dtype']}"),
+        ("scenario", f"{r['model']}, tier {r['tier']}, {r['tokens']:,} tokens, KV {r['kv_dtype']}"),
+        ("deployment", _layout(r)),
+        ("engine", f"{r['engine']}, {r['concurrent_reloads']:g} replica(s) reloading at once "
+                   f"per node of {r['gpus_per_node']:g} GPUs"),
         ("KV per token", f"{r['kv_bytes_per_token']:,.0f} B"),
         ("KV moved", f"{fmt_bytes(r['kv_bytes'], 4)} ({fmt_bytes(r['kv_bytes_per_gpu'], 4)} per GPU)"),
-        ("recompute", f"{fmt_time(r['recompute_s'])}  ({r['prefill_flops']:.3g} FLOP at "
-                      f"{r['prefill_efficiency']:.0%} of peak)"),
-        ("reload", f"{fmt_time(r['reload_s'])}  ({r['reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU, "
-                   f"{fmt_time(r['reload_latency_s'])} latency)"),
+        ("recompute", f"{fmt_time(r['recompute_s'])} {_band(r['recompute_s_band'])}  "
+                      f"({r['prefill_model']} prefill of {r['prefill_flops']:.3g} FLOP)"),
+        ("reload", f"{fmt_time(r['reload_s'])} {_band(r['reload_s_band'])}  "
+                   f"({r['reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU, "
+                   f"{fmt_time(r['reload_fixed_s'])} fixed cost)"),
         ("one division", f"model {r['model_flops_per_kv_byte']:,.0f} FLOP/B vs GPU "
                          f"{r['gpu_flops_per_link_byte']:,.0f} FLOP/B"),
         ("break-even at", ", ".join(f"{t:,.0f}" for t in r["breakeven_tokens"]) + " tokens"
@@ -138,7 +155,8 @@ def _human(r):
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     loser = "recompute" if r["winner"] == "reload" else "reload"
-    lines.append(f"verdict: {r['winner']} wins, {r['speedup']:.3g}x faster than {loser}")
+    flips = " (the other wins somewhere inside the bands)" if r["verdict_flips_in_band"] else ""
+    lines.append(f"verdict: {r['winner']} wins, {r['speedup']:.3g}x faster than {loser}{flips}")
     return "\n".join(lines)
 
 
@@ -233,13 +251,18 @@ def run(argv=None):
                          tp=tp)
         print(_dump(plan) if args.json else _tiers_human(plan))
         return 0
-    result = compare(resolve_model(args.model), resolve_gpu(args.gpu), resolve_tier(args.tier),
+    from .uncertainty import band
+    b = band(resolve_model(args.model), resolve_gpu(args.gpu), resolve_tier(args.tier),
                      args.tokens, tp=args.tp,
                      bandwidth_Bps=args.bandwidth * 1e9 if args.bandwidth else None,
                      efficiency=args.efficiency, kv_dtype=args.kv_dtype,
                      compute_dtype=args.compute_dtype, engine=args.engine,
                      concurrent_reloads=args.concurrent_reloads, ep=args.ep, batch=args.batch,
                      allow_beyond_context=args.allow_beyond_context, prefill=args.prefill)
+    result = {**b["nominal"], "recompute_s_band": list(b["recompute_s"]),
+              "reload_s_band": list(b["reload_s"]),
+              "reload_bandwidth_Bps_band": list(b["reload_bandwidth_Bps"]),
+              "verdict_flips_in_band": b["flips"]}
     if args.json:
         print(_dump(result))
     else:

@@ -15,7 +15,7 @@ import csv
 import math
 from functools import lru_cache
 
-from .evaluate import compare, crossings, fn, scenario_values
+from .evaluate import Layout, compare, crossings, fn, scenario_values
 from .tables import bundled, data_path
 from .validation import measurements, predict
 
@@ -71,10 +71,11 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     """Nominal comparison plus its range: recompute and reload times at the ends of their
     bands, whether the verdict flips inside them, and the crossing range."""
     nominal = compare(model, gpu, tier, tokens, tp=tp, **kw)
-    kw = {k: x for k, x in kw.items() if k not in ("allow_beyond_context",)}
-    v, hops = scenario_values(model, gpu, tier, tp=nominal["tp"], ep=nominal["ep"],
-                              **{k: x for k, x in kw.items() if k not in ("prefill",
-                                                                         "efficiency", "batch")})
+    layout = Layout(nominal["tp"], nominal["ep"], nominal["dp_attention"], nominal["weight_dtype"],
+                    nominal["compute_dtype"], nominal["kv_dtype"], nominal["layout_from"])
+    keep = ("bandwidth_Bps", "engine", "concurrent_reloads")
+    v, hops = scenario_values(model, gpu, tier, layout=layout,
+                              **{k: x for k, x in kw.items() if k in keep})
     b_lo, b_hi = reload_bandwidth_range(v, hops)
     at = {k: x for k, x in v.items() if k not in ("layout", "engine", "copy_bytes")}
     at["T"] = float(tokens)
