@@ -255,7 +255,7 @@ def crossings(values):
     return unique
 
 
-def numeric_crossings(advantage, t_max, t_min=1.0, points=2048, iterations=80):
+def numeric_crossings(advantage, t_max, t_min=1.0, points=1024, iterations=48):
     """Roots of a smooth advantage(T) (vectorised, s) in [t_min, t_max], by sign changes on a
     log grid refined by bisection; for advantages that are not piecewise quadratics."""
     grid = np.geomspace(t_min, t_max, points)
@@ -424,17 +424,14 @@ def recompute_fn(model, gpu, layout, values, prefill="calibrated"):
     ideal = fn("t_recompute")
     if prefill == "ideal":
         return "ideal", lambda t: ideal.take({**values, "T": t})
-    from .prefill import allreduce_figures, fitted_parameters, prefill_time
+    from .prefill import allreduce_figures, calibrated_fn, fitted_parameters
     if gpu.name not in fitted_parameters() or gpu.name not in allreduce_figures():
         return "ideal (no calibration for this GPU)", lambda t: ideal.take({**values, "T": t})
     if layout.dp_attention:
         kw = dict(tp=layout.gpus, ep=layout.gpus, dp_attention=True, tp_attn=layout.tp)
     else:
         kw = dict(tp=layout.gpus, ep=None, dp_attention=False)
-
-    def f(t):
-        return prefill_time(model, gpu, t, compute_dtype=layout.compute_dtype, **kw)["total_s"]
-    return "calibrated", f
+    return "calibrated", calibrated_fn(model, gpu, compute_dtype=layout.compute_dtype, **kw)
 
 
 def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,

@@ -158,9 +158,26 @@ def prefill_time(model, gpu, tokens, tp=1, ep=None, dp_attention=False, compute_
                 "weights_floor_s": fn("t_weights").take(at)}
     cv = calibrated_values(model, gpu, tp, ep, dp_attention, compute_dtype, batch, tp_attn,
                            imbalance)
-    at = {**cv, "T": T}
-    out = {p: _numeric(model.attention, p).take(at) for p in PARTS}
-    out["total_s"] = sum(out[p] for p in PARTS)
-    out["weights_floor_s"] = _numeric(model.attention, "weights_floor_s").take(at)
+    out = _parts(model.attention, cv, T)
+    out["weights_floor_s"] = _numeric(model.attention, "weights_floor_s").take({**cv, "T": T})
     out["ideal_s"] = ideal_total
     return out
+
+
+def _parts(attention, values, T):
+    """The calibrated parts at prompt lengths T (s) and their sum, total_s."""
+    at = {**values, "T": T}
+    out = {p: _numeric(attention, p).take(at) for p in PARTS}
+    out["total_s"] = sum(out[p] for p in PARTS)
+    return out
+
+
+def calibrated_fn(model, gpu, tp=1, ep=None, dp_attention=False, compute_dtype="bf16", batch=1,
+                  tp_attn=1, imbalance=DEFAULT_IMBALANCE):
+    """f(T) -> calibrated prefill seconds, with every value but T fixed once (for root finding)."""
+    model, gpu = _resolve(model, gpu)
+    cv = calibrated_values(model, gpu, tp, ep, dp_attention, compute_dtype, batch, tp_attn,
+                           imbalance)
+    cv = {k: cv[k] for k in set().union(*(_numeric(model.attention, p).arg_names for p in PARTS))
+          if k != "T"}
+    return lambda t: _parts(model.attention, cv, np.asarray(t, dtype=float))["total_s"]
