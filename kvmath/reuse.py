@@ -278,7 +278,8 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
             "hbm_feasible": hbm >= 0, "writes_within_rating": writes_within_rating, "tiers": rows,
             "recomputed_fraction": min(max(1 - served, 0.0), 1.0)}
     plan.update(_compute(plan, node, tp))
-    plan["feasible"] = plan["hbm_feasible"] and plan["compute_feasible"]
+    plan["endurance_ok"] = all(t["endurance_ok"] is not False for t in rows)
+    plan["feasible"] = plan["hbm_feasible"] and plan["compute_feasible"] and plan["endurance_ok"]
     if find_limit:
         kw = dict(tp=tp, gpu=gpu, compute_dtype=compute_dtype, batch_seqs=batch_seqs,
                   batch_context=batch_context, gpu_memory_utilization=util,
