@@ -293,11 +293,14 @@ def _scenario(args, keys, required):
     args.compute_dtype = args.compute_dtype or "bf16"
 
 
-def _node_and_gpu(args):
-    """(node, gpu): --node, else a bundled node with --gpu's GPU, else dgx-h100."""
+def _node_and_gpu(args, need_node=True):
+    """(node, gpu): --node, else a bundled node with --gpu's GPU, else dgx-h100 (node None
+    when not needed and not given)."""
     from .tables_node import node_for_gpu, resolve_node
     gpu = resolve_gpu(args.gpu) if args.gpu else None
-    if args.node:
+    if not need_node and not args.node:
+        node = None
+    elif args.node:
         node = resolve_node(args.node)
     elif gpu is not None:
         node = node_for_gpu(gpu.name)
@@ -318,8 +321,8 @@ def _run_reuse(args):
     from .tables_node import node_drive
     _scenario(args, _REUSE_KEYS, ("model", "gpu", "tier", "tokens"))
     model, tier, pause = resolve_model(args.model), resolve_tier(args.tier), resolve_pause(args.pause)
-    node, gpu = _node_and_gpu(args)
-    drive = node_drive(node) if tier.name == "nvme" else None
+    node, gpu = _node_and_gpu(args, need_node=args.resume_rate is not None)
+    drive = node_drive(node) if node is not None and tier.name == "nvme" else None
     kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype)
     result = reuse(model, gpu, tier, args.tokens, pause, drive=drive, **kw)
     result["holding_priced_at"] = "purchase"
@@ -336,7 +339,7 @@ def _run_reuse(args):
             opp = dict(capacity_usd_per_byte_s_opportunity=c, value_usd_opportunity=o["value_usd"],
                        p_breakeven_opportunity=o["p_breakeven"], ttl_s_opportunity=o["ttl_s"],
                        verdict_opportunity=o["verdict"])
-    result.update(opp, node=node.name)
+    result.update(opp, node=node.name if node is not None else None)
     return result
 
 

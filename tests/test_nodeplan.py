@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from kvmath import bundled
 from kvmath.cli import main
-from kvmath.reuse import _weights_bytes, compute_limit, held_caches, rfn, tier_plan
+from kvmath.reuse import _weights_bytes, held_caches, rfn, tier_plan
 from kvmath.tables import Pause, Source, pauses
 from kvmath.tables_node import checked_nodes, drives, plan_defaults, resolve_node
 
@@ -217,6 +217,22 @@ def test_bad_node_file(tmp_path, capsys, row, message):
                          100, "--resume-rate", 1)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert message in err and str(f) in err
+
+
+def test_reuse_without_a_node_needs_no_matching_gpu(capsys):
+    code, out, _ = run(capsys, "reuse", "--model", "llama-3.1-8b", "--gpu", "a100-sxm", "--tier",
+                       "host-dram", "--tokens", 4096, "--json")
+    r = json.loads(out)
+    assert code == 0 and r["node"] is None and r["value_usd_opportunity"] is None
+
+
+def test_near_overflow_rate_gives_a_clean_capped_answer(capsys):
+    code, out, _ = run(capsys, "tiers", "--model", "llama-3.1-70b", "--tokens", 32768,
+                       "--resume-rate", "1e290", "--json")
+    plan = json.loads(out)
+    assert code == 0 and "nan" not in out.lower()
+    assert plan["recomputed_fraction"] == pytest.approx(1.0)
+    assert all(t["write_Bps"] <= t["write_bandwidth_Bps"] for t in plan["tiers"][1:])
 
 
 @pytest.mark.parametrize("argv,message", [
