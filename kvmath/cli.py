@@ -96,24 +96,46 @@ def build_parser():
     sub.add_parser("list", help="bundled models, GPUs, tiers, nodes and pause distributions")
 
     r = sub.add_parser("reuse", help="break-even return probability and best TTL for offloading")
-    r.add_argument("--model", required=True, help="bundled model name or path to a models CSV row")
-    r.add_argument("--gpu", required=True, help="bundled GPU name or path to a gpus CSV row")
-    r.add_argument("--tier", required=True, help="tier the cache is offloaded to")
-    r.add_argument("--tokens", required=True, type=_positive_int, help="tokens in the cached prefix")
+    r.add_argument("--scenario", metavar="FILE.toml",
+                   help="TOML file of these options (keys with _ for -); flags override it")
+    r.add_argument("--model", help="bundled model name or path to a models CSV row (required)")
+    r.add_argument("--gpu", help="bundled GPU name or path to a gpus CSV row (required)")
+    r.add_argument("--tier", help="tier the cache is offloaded to (required)")
+    r.add_argument("--tokens", type=_positive_int, help="tokens in the cached prefix (required)")
     r.add_argument("--tp", type=_positive_int, help="tensor-parallel GPUs (default: smallest that fits)")
-    r.add_argument("--pause", default="chat-lognormal",
-                   help="pause distribution: bundled name or path to a pauses CSV row")
+    r.add_argument("--pause", help="pause distribution: bundled name or path to a pauses CSV row "
+                   "(default chat-lognormal)")
+    _plan_options(r)
+    r.add_argument("--resume-rate", type=_positive_float, metavar="PER_S",
+                   help="resumes per second on the node: also price holding at opportunity cost "
+                   "(the hits a held cache displaces on a node already bought)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
 
-    t = sub.add_parser("tiers", help="capacity and bandwidth plan of a node's tiers for a load")
-    t.add_argument("--node", default="dgx-h100", help="bundled node name")
-    t.add_argument("--model", required=True, help="bundled model name or path to a models CSV row")
-    t.add_argument("--tokens", required=True, type=_positive_int, help="tokens per paused conversation")
-    t.add_argument("--resume-rate", required=True, type=_positive_float, metavar="PER_S",
-                   help="conversations resuming per second on the node")
+    t = sub.add_parser("tiers", help="capacity, bandwidth, endurance and compute plan of a node's "
+                       "tiers for a load")
+    t.add_argument("--scenario", metavar="FILE.toml",
+                   help="TOML file of these options (keys with _ for -); flags override it")
+    t.add_argument("--model", help="bundled model name or path to a models CSV row (required)")
+    t.add_argument("--tokens", type=_positive_int, help="tokens per paused conversation (required)")
+    t.add_argument("--resume-rate", type=_positive_float, metavar="PER_S",
+                   help="conversations resuming per second on the node (required)")
+    t.add_argument("--gpu", help="bundled GPU name or gpus CSV row (default: the node's GPU)")
     t.add_argument("--tp", type=_positive_int, help="tensor-parallel GPUs (default: all of the node)")
-    t.add_argument("--pause", default="chat-lognormal",
-                   help="pause distribution: bundled name or path to a pauses CSV row")
+    t.add_argument("--pause", help="pause distribution: bundled name or path to a pauses CSV row "
+                   "(default chat-lognormal)")
+    _plan_options(t)
+    t.add_argument("--gpu-memory-utilization", type=_fraction, metavar="F",
+                   help="fraction of HBM the engine uses (default: vLLM's, plan_defaults.csv)")
+    t.add_argument("--activation-reserve", type=_reserve, metavar="F",
+                   help="share of the used HBM kept for activations and workspace (default: "
+                   "plan_defaults.csv, an assumption)")
+    t.add_argument("--batch-seqs", type=_count, metavar="N",
+                   help="sequences in the running batch of the node, whose KV stays in HBM "
+                   "(default: plan_defaults.csv, an assumption)")
+    t.add_argument("--batch-context", type=_positive_int, metavar="TOKENS",
+                   help="tokens of each running sequence (default: --tokens)")
+    t.add_argument("--writes-within-rating", action="store_true", default=None,
+                   help="admit to NVMe only the writes the drives' rated endurance allows")
     t.add_argument("--json", action="store_true", help="print one JSON object")
     return p
 
@@ -130,6 +152,36 @@ def _layout(r):
 
 def _band(pair):
     return f"[{fmt_time(pair[0])} to {fmt_time(pair[1])}]"
+
+
+def _count(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _reserve(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
+    return value
+
+
+def _plan_options(p):
+    """Options reuse and tiers share: the node, compute dtype and GPU price."""
+    p.add_argument("--node", help="bundled node name or path to a nodes CSV row (default: a "
+                   "bundled node with the GPU of --gpu, else dgx-h100)")
+    p.add_argument("--compute-dtype", choices=["bf16", "fp8"],
+                   help="dtype of the prefill matmuls (default bf16)")
+    p.add_argument("--gpu-price", type=_positive_float, metavar="USD_PER_GPU_HOUR",
+                   help="price of a GPU-hour (default: the bundled H100 price, prices.csv)")
 
 
 def _human(r):
@@ -202,25 +254,151 @@ def _reuse_human(r):
             ("hit probability", f"{r['hit_probability']:.3f} of returning conversations"),
             ("break-even p", "n/a" if r["p_breakeven"] is None else f"{r['p_breakeven']:.3g}"),
             ("value per offload", f"${r['value_usd']:.3g}")]
+    verdicts = [f"verdict: {r['verdict']} (holding priced at purchase cost)"]
+    if r.get("value_usd_opportunity") is not None:
+        ttl = r["ttl_s_opportunity"]
+        p = r["p_breakeven_opportunity"]
+        rows += [("fixed node: hold", f"${r['capacity_usd_per_byte_s_opportunity']:.3g} per "
+                  f"byte-second (the hits a held cache displaces on {r['node']})"),
+                 ("  best TTL", fmt_time(ttl) if math.isfinite(ttl) else "keep until return"),
+                 ("  break-even p", "n/a" if p is None else f"{p:.3g}"),
+                 ("  value", f"${r['value_usd_opportunity']:.3g}")]
+        verdicts.append(f"verdict on a fixed node: {r['verdict_opportunity']} "
+                        "(holding priced at opportunity cost)")
     width = max(len(k) for k, _ in rows)
-    return "\n".join([f"{k:<{width}}  {v}" for k, v in rows] + [f"verdict: {r['verdict']}"])
+    return "\n".join([f"{k:<{width}}  {v}" for k, v in rows] + verdicts)
 
 
 def _tiers_human(plan):
-    lines = [f"{plan['model']} on {plan['node']} (TP {plan['tp']}), {plan['tokens']:,} tokens "
+    lines = [f"{plan['model']} on {plan['node']} ({plan['gpus']}x {plan['gpu']}, TP {plan['tp']}, "
+             f"{plan['compute_dtype']}), {plan['tokens']:,} tokens "
              f"({fmt_bytes(plan['kv_bytes'], 4)} each), {plan['resume_rate_per_s']:g} resumes/s, "
              f"pause {plan['pause']}",
-             f"{'tier':<10} {'capacity':>10} {'caches':>8} {'ages held':>18} {'resumes':>8} "
-             f"{'read+write':>12} {'headroom':>9}"]
+             f"HBM for paused caches: {fmt_bytes(max(plan['hbm_free_bytes'], 0), 4)} after "
+             f"{plan['gpu_memory_utilization']:.0%} use, {plan['activation_reserve_fraction']:.0%} "
+             f"activation reserve, weights and a running batch of {plan['batch_seqs']:g} x "
+             f"{plan['batch_context_tokens']:,} tokens ({fmt_bytes(plan['batch_kv_bytes'], 4)})",
+             f"{'tier':<10} {'capacity':>10} {'caches':>7} {'ages held':>17} {'resumes':>8} "
+             f"{'read':>11} {'write':>11} {'of write bw':>11} {'dropped':>11} {'drive w/day':>11}"]
     for t in plan["tiers"]:
         to = fmt_time(t["ttl_to_s"]) if math.isfinite(t["ttl_to_s"]) else "inf"
         ages = f"{fmt_time(t['ttl_from_s'])}-{to}" if t["ttl_from_s"] else f"0-{to}"
-        head = "inf" if not math.isfinite(t["headroom"]) else f"{t['headroom']:.3g}x"
+        share = ("-" if not math.isfinite(t["write_bandwidth_Bps"])
+                 else f"{t['write_Bps'] / t['write_bandwidth_Bps']:.0%}")
+        dwpd = "-" if t["drive_writes_per_day"] is None else f"{t['drive_writes_per_day']:.3g}"
         lines.append(f"{t['tier']:<10} {fmt_bytes(t['capacity_bytes'], 4):>10} "
-                     f"{t['caches_held']:>8,.0f} {ages:>18} {t['resume_fraction']:>8.1%} "
-                     f"{fmt_bytes(t['read_Bps'] + t['write_Bps'], 4) + '/s':>12} {head:>9}")
-    lines.append(f"recomputed: {plan['recomputed_fraction']:.1%} of resumes")
+                     f"{t['caches_held']:>7,.0f} {ages:>17} {t['resume_fraction']:>8.1%} "
+                     f"{fmt_bytes(t['read_Bps'], 4) + '/s':>11} "
+                     f"{fmt_bytes(t['write_Bps'], 4) + '/s':>11} {share:>11} "
+                     f"{fmt_bytes(t['dropped_write_Bps'], 4) + '/s':>11} {dwpd:>11}")
+    lines.append(f"recomputed: {plan['recomputed_fraction']:.1%} of resumes, "
+                 f"{plan['prefill_demand_gpu_s_per_s']:.3g} GPU-s of prefill per s on "
+                 f"{plan['gpus']} GPUs")
+    limit = plan.get("compute_limit_resume_rate_per_s")
+    if limit is not None:
+        lines.append(f"compute: {'feasible' if plan['compute_feasible'] else 'INFEASIBLE'}; "
+                     "recomputes outgrow the GPUs above "
+                     + (f"{limit:.3g} resumes/s" if math.isfinite(limit) else "no rate"))
+    for t in plan["tiers"]:
+        if t["endurance_ok"] is False:
+            lines.append(f"endurance: {t['tier']} writes {t['drive_writes_per_day']:.3g} drive "
+                         f"writes/day against a rating of {_drive_rating(plan)}: worn out in "
+                         f"{t['drive_lifetime_years']:.2g} years")
+    if not plan["hbm_feasible"]:
+        lines.append(f"HBM: INFEASIBLE, the running batch overfills HBM by "
+                     f"{fmt_bytes(-plan['hbm_free_bytes'], 4)}")
     return "\n".join(lines)
+
+
+def _drive_rating(plan):
+    from .tables_node import drives
+    d = drives()[plan["drive"]]
+    return f"{d.drive_writes_per_day:g} ({d.name})"
+
+
+_REUSE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "pause", "node", "resume_rate",
+               "compute_dtype", "gpu_price")
+_TIERS_KEYS = ("model", "gpu", "tokens", "tp", "pause", "node", "resume_rate", "compute_dtype",
+               "gpu_price", "gpu_memory_utilization", "activation_reserve", "batch_seqs",
+               "batch_context", "writes_within_rating")
+
+
+def _scenario(args, keys, required):
+    from .scenario import merge
+    merge(args, args.scenario, keys)
+    for key in required:
+        if getattr(args, key) is None:
+            raise UsageError(f"--{key.replace('_', '-')} is required (on the command line or "
+                             f"as key '{key}' in a --scenario file)")
+    args.pause = args.pause or "chat-lognormal"
+    args.compute_dtype = args.compute_dtype or "bf16"
+
+
+def _node_and_gpu(args, need_node=True):
+    """(node, gpu): --node, else a bundled node with --gpu's GPU, else dgx-h100 (node None
+    when not needed and not given)."""
+    from .tables_node import node_for_gpu, resolve_node
+    gpu = resolve_gpu(args.gpu) if args.gpu else None
+    if not need_node and not args.node:
+        node = None
+    elif args.node:
+        node = resolve_node(args.node)
+    elif gpu is not None:
+        node = node_for_gpu(gpu.name)
+        if node is None:
+            raise ScenarioError(f"no bundled node has GPU {gpu.name!r}: give --node FILE "
+                                "(a nodes CSV row in the bundled format)")
+    else:
+        node = resolve_node("dgx-h100")
+    gpu = gpu or resolve_gpu(node.gpu)
+    if args.compute_dtype == "fp8" and gpu.fp8_dense_flops is None:
+        raise ScenarioError(f"--compute-dtype fp8: GPU {gpu.name} has no FP8 tensor-core peak")
+    return node, gpu
+
+
+def _run_reuse(args):
+    from .reuse import reuse, tier_plan
+    from .tables import resolve_pause
+    from .tables_node import node_drive
+    _scenario(args, _REUSE_KEYS, ("model", "gpu", "tier", "tokens"))
+    model, tier, pause = resolve_model(args.model), resolve_tier(args.tier), resolve_pause(args.pause)
+    node, gpu = _node_and_gpu(args, need_node=args.resume_rate is not None)
+    drive = node_drive(node) if node is not None and tier.name == "nvme" else None
+    kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype)
+    result = reuse(model, gpu, tier, args.tokens, pause, drive=drive, **kw)
+    result["holding_priced_at"] = "purchase"
+    opp = dict(capacity_usd_per_byte_s_opportunity=None, value_usd_opportunity=None,
+               p_breakeven_opportunity=None, ttl_s_opportunity=None, verdict_opportunity=None)
+    if args.resume_rate is not None and tier.name in ("host-dram", "nvme"):
+        plan = tier_plan(node, model, args.tokens, args.resume_rate, pause, tp=args.tp or None,
+                         gpu=gpu, compute_dtype=args.compute_dtype, gpu_price=args.gpu_price,
+                         find_limit=False)
+        row = next((t for t in plan["tiers"] if t["tier"] == tier.name), None)
+        if row is not None:
+            c = row["capacity_usd_per_byte_s_opportunity"]
+            o = reuse(model, gpu, tier, args.tokens, pause, drive=drive, c_cap=c, **kw)
+            opp = dict(capacity_usd_per_byte_s_opportunity=c, value_usd_opportunity=o["value_usd"],
+                       p_breakeven_opportunity=o["p_breakeven"], ttl_s_opportunity=o["ttl_s"],
+                       verdict_opportunity=o["verdict"])
+    result.update(opp, node=node.name if node is not None else None)
+    return result
+
+
+def _run_tiers(args):
+    from .reuse import tier_plan
+    from .tables import resolve_pause
+    _scenario(args, _TIERS_KEYS, ("model", "tokens", "resume_rate"))
+    node, gpu = _node_and_gpu(args)
+    model = resolve_model(args.model)
+    tp = args.tp or node.gpus
+    if tp > node.gpus:
+        raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+    return tier_plan(node, model, args.tokens, args.resume_rate, resolve_pause(args.pause), tp=tp,
+                     gpu=gpu, compute_dtype=args.compute_dtype,
+                     batch_seqs=args.batch_seqs, batch_context=args.batch_context,
+                     gpu_memory_utilization=args.gpu_memory_utilization,
+                     activation_reserve=args.activation_reserve, gpu_price=args.gpu_price,
+                     writes_within_rating=bool(args.writes_within_rating))
 
 
 def run(argv=None):
@@ -230,25 +408,11 @@ def run(argv=None):
         print(_list())
         return 0
     if args.command == "reuse":
-        from .reuse import reuse
-        from .tables import resolve_pause
-        model, gpu = resolve_model(args.model), resolve_gpu(args.gpu)
-        result = reuse(model, gpu, resolve_tier(args.tier), args.tokens,
-                       resolve_pause(args.pause), tp=args.tp)
+        result = _run_reuse(args)
         print(_dump(result) if args.json else _reuse_human(result))
         return 0
     if args.command == "tiers":
-        from .reuse import tier_plan
-        from .tables import nodes, resolve_pause
-        if args.node not in nodes():
-            raise KeyError(f"unknown node {args.node!r}; bundled: {', '.join(sorted(nodes()))}")
-        node = nodes()[args.node]
-        model = resolve_model(args.model)
-        tp = args.tp or node.gpus
-        if tp > node.gpus:
-            raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
-        plan = tier_plan(node, model, args.tokens, args.resume_rate, resolve_pause(args.pause),
-                         tp=tp)
+        plan = _run_tiers(args)
         print(_dump(plan) if args.json else _tiers_human(plan))
         return 0
     from .uncertainty import band

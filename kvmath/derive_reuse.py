@@ -9,7 +9,7 @@ Sizing follows Little's law: caches held = offloads per second x mean holding ti
 """
 import sympy as sp
 
-from .symbols import Bytes, S_gpu, c_cap, c_gpu, c_wear, lam, mu, p_ret, r_res, sigma, tau
+from .symbols import Bytes, K, S_gpu, c_cap, c_gpu, c_wear, lam, mu, p_ret, r_res, sigma, tau
 
 _t = sp.Symbol("t", positive=True)
 
@@ -83,10 +83,73 @@ tier_hits = r_res * (F_hi - F_lo)
 tier_reads = tier_hits * Bytes
 #: bytes per second written into the tier: caches that reached its youngest age unreturned
 tier_writes = offload_rate * Bytes * (1 - p_ret * F_lo)
-#: how many times over the tier's bandwidth covers its traffic
-tier_headroom = B_tier / (tier_reads + tier_writes)
-#: share of all resumes the tier serves: a tier short of bandwidth serves only that share
-tier_served = (F_hi - F_lo) * sp.Min(1, tier_headroom)
-#: net value of the tier per second, $/s: GPU time its hits save, less capacity and wear
+#: write bandwidth of the tier, B/s (B_tier is its read bandwidth)
+B_write = sp.Symbol("B_write", positive=True)
+#: busy fraction of the tier: a drive (or a shared DRAM bus) spends its time either reading or
+#: writing, so reads and writes share it in proportion to their bandwidths (time-shared rule)
+tier_utilisation = tier_reads / B_tier + tier_writes / B_write
+#: how many times over the tier's bandwidth covers its traffic (below 1: it cannot keep up)
+tier_headroom = 1 / tier_utilisation
+#: share of the caches reaching the tier that it admits: all of them while it keeps up,
+#: otherwise only as many as its read and write bandwidth can carry together
+tier_admitted = sp.Min(1, tier_headroom)
+#: share of all resumes the tier serves: hits among the caches it admitted
+tier_served = (F_hi - F_lo) * tier_admitted
+#: bytes per second actually written (never above B_write, since admitted x writes / B_write <= 1)
+tier_writes_carried = tier_writes * tier_admitted
+#: bytes per second the tier cannot take (counted, never priced: nothing is written)
+tier_writes_dropped = tier_writes - tier_writes_carried
+#: net value of the tier per second at purchase cost, $/s: GPU time its hits save, less
+#: amortised capacity and wear on the bytes actually written
 tier_value_rate = (r_res * tier_served * S_gpu * c_gpu - c_cap * C_tier
-                   - c_wear * tier_writes)
+                   - c_wear * tier_writes_carried)
+#: the same on a node already bought: capacity is sunk, only wear is paid
+tier_value_rate_fixed = r_res * tier_served * S_gpu * c_gpu - c_wear * tier_writes_carried
+
+# ------------------------------------------------------------------ holding priced by opportunity
+#: on a fixed node a held cache costs the cache it displaces: the marginal hits a tier gains
+#: per extra byte held at its TTL edge (d hits / d tau over d bytes held / d tau), per second
+marginal_hits_per_byte_exp = sp.simplify(sp.diff(r_res * F_exp, tau) / sp.diff(held_exp * Bytes, tau))
+marginal_hits_per_byte_logn = sp.simplify(sp.diff(r_res * F_logn, tau)
+                                          / sp.diff(held_logn * Bytes, tau))
+#: opportunity price of holding one byte for one second, $/(B s): those hits' saved GPU time
+c_cap_opportunity_exp = marginal_hits_per_byte_exp * S_gpu * c_gpu
+c_cap_opportunity_logn = marginal_hits_per_byte_logn * S_gpu * c_gpu
+
+# ------------------------------------------------------------------ HBM left for the tier
+#: GPUs of the node, HBM per GPU (B), the fraction the engine uses, the share of that kept
+#: for activations and workspace, sequences in the running batch and KV bytes of each
+N_gpus = sp.Symbol("N_gpus", positive=True)
+C_hbm = sp.Symbol("C_hbm", positive=True)
+u_hbm = sp.Symbol("u_hbm", positive=True)
+a_act = sp.Symbol("a_act", nonnegative=True)
+n_batch = sp.Symbol("n_batch", nonnegative=True)
+Q_batch = sp.Symbol("Q_batch", nonnegative=True)
+W_bytes = sp.Symbol("W_bytes", positive=True)  #: weights of one model copy (one TP group), B
+#: HBM of the node the paused caches may use: utilised HBM less the activation reserve, the
+#: weights of every TP group (N_gpus / K copies) and the running batch's KV, B
+hbm_tier_bytes = (N_gpus * C_hbm * u_hbm * (1 - a_act) - W_bytes * N_gpus / K
+                  - n_batch * Q_batch)
+
+# ------------------------------------------------------------------ compute feasibility
+#: share of resumes recomputed, and the time one recompute takes on its K GPUs, s
+f_rec = sp.Symbol("f_rec", nonnegative=True)
+t_rec = sp.Symbol("t_rec", positive=True)
+#: GPU-seconds of prefill the recomputed resumes demand per second
+prefill_demand = r_res * f_rec * t_rec * K
+#: how many times over the node's GPUs cover that demand (below 1: infeasible)
+compute_headroom = N_gpus / prefill_demand
+
+# ------------------------------------------------------------------ NVMe endurance
+#: drives of the tier, capacity of one (B), rated drive writes per day and warranty years
+n_drives = sp.Symbol("n_drives", positive=True)
+C_drive = sp.Symbol("C_drive", positive=True)
+dwpd_rated = sp.Symbol("DWPD_rated", positive=True)
+years_rated = sp.Symbol("Y_rated", positive=True)
+W_carried = sp.Symbol("W_carried", nonnegative=True)  #: bytes per second written to the tier
+#: full-drive writes per day at the plan's write rate
+drive_writes_per_day = W_carried * 86400 / (n_drives * C_drive)
+#: sustained write rate the rated endurance allows, B/s (DWPD full-array writes per day)
+endurance_write_budget = dwpd_rated * n_drives * C_drive / 86400
+#: years until the rated endurance (DWPD x warranty) is used up at that rate
+drive_lifetime_years = dwpd_rated * years_rated / drive_writes_per_day

@@ -10,8 +10,9 @@ import math
 import numpy as np
 
 from . import derive_reuse as DR
-from .evaluate import compare, min_tp, numeric_of, path_values
-from .tables import bundled, prices
+from .evaluate import ScenarioError, compare, min_tp, numeric_of, path_values
+from .tables import Tier, bundled, prices
+from .tables_node import node_drive, plan_defaults
 
 SECONDS_PER_MONTH = 365.25 * 86400 / 12
 #: which price prices a tier's capacity
@@ -34,18 +35,27 @@ def _kind(pause):
     return "exp" if pause.distribution == "exponential" else "logn"
 
 
-def tier_prices(tier_name):
-    """(c_cap in $ per byte-second, c_wear in $ per byte written) of a tier."""
+def tier_prices(tier_name, drive=None):
+    """(c_cap in $ per byte-second, c_wear in $ per byte written) of a tier.
+
+    NVMe wear spreads the price of a byte of drive over the drive's rated lifetime writes
+    (DWPD x warranty days) when the drive model is known, else over the assumed lifetime
+    writes in prices.csv.
+    """
     pr = {k: p.value for k, p in prices().items()}
     months = pr["amortisation_months"]
     if tier_name.startswith("nvme"):
         per_byte = pr["nvme_usd_per_GB"] / 1e9
-        return per_byte / (months * SECONDS_PER_MONTH), per_byte / pr["nvme_drive_writes_lifetime"]
+        lifetime = drive.lifetime_drive_writes if drive else pr["nvme_drive_writes_lifetime"]
+        return per_byte / (months * SECONDS_PER_MONTH), per_byte / lifetime
     return pr["ddr5_usd_per_GB"] / 1e9 / (months * SECONDS_PER_MONTH), 0.0
 
 
-def gpu_second_price():
-    return prices()["h100_usd_per_gpu_hour"].value / 3600
+def gpu_second_price(usd_per_gpu_hour=None):
+    """$ per GPU-second: the given hourly price, else the bundled H100 price."""
+    hourly = usd_per_gpu_hour if usd_per_gpu_hour is not None else \
+        prices()["h100_usd_per_gpu_hour"].value
+    return hourly / 3600
 
 
 def cdf(pause, tau):
@@ -57,13 +67,19 @@ def held_caches(pause, tau, resume_rate):
     return rfn(f"held_{_kind(pause)}").take({**pause_values(pause), "tau": tau, "r": resume_rate})
 
 
-def reuse(model, gpu, tier, tokens, pause, tp=None):
-    """Break-even return probability and the best TTL for offloading one conversation."""
-    tp = tp or min_tp(model, gpu, tokens) or 8
-    r = compare(model, gpu, tier, tokens, tp=tp)
-    saving = tp * (r["recompute_s"] - r["reload_s"])  # GPU-seconds one reuse saves
-    c_cap, c_wear = tier_prices(tier.name)
-    v = {**pause_values(pause), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(),
+def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtype=None,
+          c_cap=None, drive=None):
+    """Break-even return probability and the best TTL for offloading one conversation.
+
+    c_cap: price of holding a byte for a second ($); default the tier's amortised purchase
+    price (a node being built); pass :func:`opportunity_price` for a node already bought.
+    """
+    r = compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype)
+    tp = r["tp"]
+    saving = r["gpus"] * (r["recompute_s"] - r["reload_s"])  # GPU-seconds one reuse saves
+    c_cap_buy, c_wear = tier_prices(tier.name, drive)
+    c_cap = c_cap_buy if c_cap is None else c_cap
+    v = {**pause_values(pause), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(gpu_price),
          "c_cap": c_cap, "c_wear": c_wear, "Q": r["kv_bytes"]}
     kind = _kind(pause)
     value = rfn(f"value_{kind}")
@@ -138,57 +154,188 @@ def ttl_filling(pause, resume_rate, kv_bytes, capacity_bytes, start_tau=0.0):
     return lo
 
 
-def tier_plan(node, model, tokens, resume_rate, pause, tp=None):
-    """Which tier holds which caches, and the bandwidth each tier needs, for one node.
+def _nvme_bandwidths(node, gpu, drive):
+    """(read, write) bandwidth of the node's NVMe tier, B/s: its drives striped, then host
+    DRAM and the GPUs' host links (node-shared hops split over the node's GPUs)."""
+    cat = bundled()
+    base = cat.tiers["nvme"]
+    drive_link = cat.links[node.nvme_drive_link]
+    rest = Tier("nvme-path", "", tuple(h for h in base.hops if h.link != base.hops[0].link))
+    rest_bw = path_values(rest, gpu, node.gpus)[0] * node.gpus
+    per_drive = (drive.read_Bps, drive.write_Bps) if drive else (drive_link.bandwidth_Bps,) * 2
+    eff = drive_link.efficiency
+    return tuple(min(rest_bw, node.nvme_drives * b * eff) for b in per_drive)
 
-    Caches cascade by age: HBM (after weights) holds the youngest, host DRAM the next,
-    the NVMe array the oldest; a cache older than the last tier's TTL is recomputed.
+
+def _cdf_or(pause, tau, at_zero, at_inf):
+    if not tau > 0:
+        return at_zero
+    return cdf(pause, tau) if math.isfinite(tau) else at_inf
+
+
+def hbm_tier_capacity(node, gpu, model, tp, kv_batch_bytes, batch_seqs, utilisation, reserve):
+    """HBM the paused caches may use (B; negative when the running batch does not fit)."""
+    return float(rfn("hbm_tier_bytes").take({
+        "N_gpus": node.gpus, "C_hbm": gpu.hbm_capacity_bytes, "u_hbm": utilisation,
+        "a_act": reserve, "W_bytes": _weights_bytes(model), "K": tp, "n_batch": batch_seqs,
+        "Q_batch": kv_batch_bytes}))
+
+
+def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, compute_dtype="bf16",
+              batch_seqs=None, batch_context=None, gpu_memory_utilization=None,
+              activation_reserve=None, gpu_price=None, writes_within_rating=False,
+              find_limit=True):
+    """Which tier holds which caches, the traffic each carries, and whether the node can run it.
+
+    Caches cascade by age: HBM (after the activation reserve, weights and the running batch)
+    holds the youngest, host DRAM the next, the NVMe array the oldest; a cache older than
+    the last tier's TTL is recomputed. A tier short of bandwidth admits only the share of
+    caches its reads and writes can carry together (time-shared); the rest are dropped,
+    counted and recomputed. Defaults of the HBM reserve and batch: kvmath/data/plan_defaults.csv.
     """
     cat = bundled()
-    gpu = cat.gpus[node.gpu]
+    gpu = gpu or cat.gpus[node.gpu]
     tp = tp or node.gpus
-    base = compare(model, gpu, cat.tiers["host-dram"], tokens, tp=tp)
+    if tp > node.gpus:
+        raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+    d = plan_defaults()
+    util = gpu_memory_utilization or d["gpu_memory_utilization"].value
+    reserve = d["activation_reserve_fraction"].value if activation_reserve is None \
+        else activation_reserve
+    batch_seqs = d["batch_seqs"].value if batch_seqs is None else batch_seqs
+    batch_context = batch_context or tokens
+    drive = node_drive(node)
+    base = compare(model, gpu, cat.tiers["host-dram"], tokens, tp=tp, compute_dtype=compute_dtype)
     q = base["kv_bytes"]
-    weights = _weights_bytes(model)
-    capacities = {
-        "hbm": max(node.gpus * gpu.hbm_capacity_bytes - weights * node.gpus / tp, 0.0),
-        "host-dram": node.host_dram_bytes,
-        "nvme": node.nvme_drives * node.nvme_drive_bytes,
-    }
-    bandwidths = {"hbm": math.inf,
-                  "host-dram": path_values(cat.tiers["host-dram"], gpu, tp)[0] * tp,
-                  "nvme": path_values(cat.tiers["nvme"], gpu, tp)[0] * tp}
+    if not math.isfinite(resume_rate * q * 86400 / pause.return_probability):
+        raise ScenarioError(f"--resume-rate {resume_rate:g} overflows the plan's traffic "
+                            "(expected a rate whose bytes per second are finite)")
+    q_batch = (compare(model, gpu, cat.tiers["host-dram"], batch_context, tp=tp,
+                       compute_dtype=compute_dtype)["kv_bytes"] if batch_seqs else 0.0)
+    hbm = hbm_tier_capacity(node, gpu, model, tp, q_batch, batch_seqs, util, reserve)
+    dram_bw = path_values(cat.tiers["host-dram"], gpu, node.gpus)[0] * node.gpus
+    nvme_read, nvme_write = _nvme_bandwidths(node, gpu, drive) if node.nvme_drives else (0.0, 0.0)
+    if writes_within_rating and drive and node.nvme_drives:  # admit only what the rating allows
+        nvme_write = min(nvme_write, float(rfn("endurance_write_budget").take({
+            "DWPD_rated": drive.drive_writes_per_day, "n_drives": node.nvme_drives,
+            "C_drive": node.nvme_drive_bytes})))
+    capacities = {"hbm": max(hbm, 0.0), "host-dram": node.host_dram_bytes,
+                  "nvme": node.nvme_drives * node.nvme_drive_bytes}
+    bandwidths = {"hbm": (math.inf, math.inf), "host-dram": (dram_bw, dram_bw),
+                  "nvme": (nvme_read, nvme_write)}
+    c_gpu = gpu_second_price(gpu_price)
     rows, tau_prev = [], 0.0
     for name, cap in capacities.items():
+        if name == "nvme" and not node.nvme_drives:
+            break
         tau = ttl_filling(pause, resume_rate, q, cap, tau_prev)
-        f_prev = cdf(pause, tau_prev) if tau_prev > 0 else 0.0
-        f_now = cdf(pause, tau) if math.isfinite(tau) else 1.0
+        f_prev = _cdf_or(pause, tau_prev, 0.0, 1.0)
+        f_now = _cdf_or(pause, tau, 0.0, 1.0)
         tier_name = "host-dram" if name == "hbm" else name
-        r = compare(model, gpu, cat.tiers[tier_name], tokens, tp=tp)
-        at = {"r": resume_rate, "p": pause.return_probability, "Q": q, "F_lo": f_prev,
-              "F_hi": f_now, "B_tier": bandwidths[name] if name != "hbm" else 1.0}
+        r = compare(model, gpu, cat.tiers[tier_name], tokens, tp=tp, compute_dtype=compute_dtype)
+        b_read, b_write = bandwidths[name]
+        row = {"tier": name, "capacity_bytes": cap, "caches_held": cap / q,
+               "ttl_from_s": tau_prev, "ttl_to_s": tau,
+               "resume_fraction_by_capacity": f_now - f_prev,
+               "read_bandwidth_Bps": b_read, "bandwidth_Bps": b_read,
+               "write_bandwidth_Bps": b_write,
+               "reload_s": 0.0 if name == "hbm" else r["reload_s"]}
         if name == "hbm":  # a hit in HBM moves nothing and nothing is written to it
-            reads = writes = 0.0
-            headroom, served = math.inf, f_now - f_prev
+            row.update(resume_fraction=f_now - f_prev, read_Bps=0.0, write_Bps=0.0,
+                       read_demand_Bps=0.0, write_demand_Bps=0.0, dropped_write_Bps=0.0,
+                       headroom=math.inf, admitted_fraction=1.0)
         else:
+            at = {"r": resume_rate, "p": pause.return_probability, "Q": q, "F_lo": f_prev,
+                  "F_hi": f_now, "B_tier": b_read, "B_write": b_write}
             reads = float(rfn("tier_reads").take(at))
-            writes = float(rfn("tier_writes").take(at))
-            headroom = float(rfn("tier_headroom").take(at))
-            served = float(rfn("tier_served").take(at))
-        rows.append({"tier": name, "capacity_bytes": cap, "caches_held": cap / q,
-                     "ttl_from_s": tau_prev, "ttl_to_s": tau, "resume_fraction": served,
-                     "resume_fraction_by_capacity": f_now - f_prev,
-                     "bandwidth_limited": headroom < 1,
-                     "read_Bps": reads, "write_Bps": writes, "bandwidth_Bps": bandwidths[name],
-                     "headroom": headroom,
-                     "reload_s": 0.0 if name == "hbm" else r["reload_s"]})
+            admitted = float(rfn("tier_admitted").take(at))
+            carried = float(rfn("tier_writes_carried").take(at))
+            row.update(resume_fraction=float(rfn("tier_served").take(at)),
+                       read_Bps=reads * admitted, write_Bps=min(carried, b_write),
+                       read_demand_Bps=reads,
+                       write_demand_Bps=float(rfn("tier_writes").take(at)),
+                       dropped_write_Bps=float(rfn("tier_writes_dropped").take(at)),
+                       headroom=float(rfn("tier_headroom").take(at)), admitted_fraction=admitted)
+        row["bandwidth_limited"] = row["headroom"] < 1
+        row.update(_endurance(name, node, drive, row["write_Bps"]))
+        c_buy, _ = tier_prices(tier_name, drive)
+        saving = tp * (base["recompute_s"] - row["reload_s"])
+        row["capacity_usd_per_byte_s_purchase"] = c_buy
+        row["capacity_usd_per_byte_s_opportunity"] = opportunity_price(
+            pause, tau, max(saving, 0.0), c_gpu, q, resume_rate)
+        rows.append(row)
         tau_prev = tau
         if not math.isfinite(tau):
             break
     served = sum(row["resume_fraction"] for row in rows)
-    return {"model": model.name, "node": node.name, "tp": tp, "tokens": tokens,
+    plan = {"model": model.name, "node": node.name, "gpu": gpu.name, "gpus": node.gpus,
+            "tp": tp, "tokens": tokens, "compute_dtype": compute_dtype,
             "resume_rate_per_s": resume_rate, "pause": pause.name, "kv_bytes": q,
-            "recompute_s": base["recompute_s"], "tiers": rows, "recomputed_fraction": 1 - served}
+            "recompute_s": base["recompute_s"], "drive": drive.name if drive else None,
+            "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
+            "batch_seqs": batch_seqs, "batch_context_tokens": batch_context,
+            "batch_kv_bytes": batch_seqs * q_batch, "hbm_free_bytes": hbm,
+            "hbm_feasible": hbm >= 0, "writes_within_rating": writes_within_rating, "tiers": rows,
+            "recomputed_fraction": min(max(1 - served, 0.0), 1.0)}
+    plan.update(_compute(plan, node, tp))
+    plan["endurance_ok"] = all(t["endurance_ok"] is not False for t in rows)
+    plan["feasible"] = plan["hbm_feasible"] and plan["compute_feasible"] and plan["endurance_ok"]
+    if find_limit:
+        kw = dict(tp=tp, gpu=gpu, compute_dtype=compute_dtype, batch_seqs=batch_seqs,
+                  batch_context=batch_context, gpu_memory_utilization=util,
+                  activation_reserve=reserve, gpu_price=gpu_price, find_limit=False,
+                  writes_within_rating=writes_within_rating)
+        plan["compute_limit_resume_rate_per_s"] = compute_limit(node, model, tokens, pause, **kw)
+    return plan
+
+
+def _endurance(name, node, drive, write_Bps):
+    if name != "nvme":
+        return {"drive_writes_per_day": None, "drive_lifetime_years": None,
+                "endurance_ok": None}
+    at = {"W_carried": write_Bps, "n_drives": node.nvme_drives, "C_drive": node.nvme_drive_bytes}
+    dwpd = float(rfn("drive_writes_per_day").take(at))
+    if drive is None:
+        return {"drive_writes_per_day": dwpd, "drive_lifetime_years": None, "endurance_ok": None}
+    life = (float(rfn("drive_lifetime_years").take({**at, "DWPD_rated": drive.drive_writes_per_day,
+                                                     "Y_rated": drive.warranty_years}))
+            if write_Bps > 0 else math.inf)
+    return {"drive_writes_per_day": dwpd, "drive_lifetime_years": life,
+            "endurance_ok": dwpd <= drive.drive_writes_per_day}
+
+
+def _compute(plan, node, tp):
+    at = {"r": plan["resume_rate_per_s"], "f_rec": plan["recomputed_fraction"],
+          "t_rec": plan["recompute_s"], "K": tp, "N_gpus": node.gpus}
+    demand = float(rfn("prefill_demand").take(at))
+    return {"prefill_demand_gpu_s_per_s": demand, "compute_feasible": demand <= node.gpus}
+
+
+def compute_limit(node, model, tokens, pause, lo=1e-4, hi=1e6, **kw):
+    """Resume rate (per s) above which recomputing the misses needs more GPU-seconds per second
+    than the node has (demand grows with the rate); inf if not reached by hi."""
+    def over(rate):
+        return not tier_plan(node, model, tokens, rate, pause, **kw)["compute_feasible"]
+    if not over(hi):
+        return math.inf
+    if over(lo):
+        return lo
+    for _ in range(40):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if over(mid) else (mid, hi)
+        if hi / lo < 1.001:
+            break
+    return math.sqrt(lo * hi)
+
+
+def opportunity_price(pause, tau, saving_gpu_s, c_gpu, kv_bytes, resume_rate):
+    """$ per byte-second a held cache costs on a node already bought: the GPU time saved by
+    the marginal hits one more byte would hold at the TTL edge tau (0 when tau is 0 or inf)."""
+    if not (tau > 0 and math.isfinite(tau)) or saving_gpu_s <= 0:
+        return 0.0
+    return float(rfn(f"c_cap_opportunity_{_kind(pause)}").take({
+        **pause_values(pause), "tau": tau, "r": resume_rate, "Q": kv_bytes,
+        "S_gpu": saving_gpu_s, "c_gpu": c_gpu}))
 
 
 def _weights_bytes(model):
@@ -197,19 +344,25 @@ def _weights_bytes(model):
     return v["N_tot"] * v["b_w"]
 
 
-def nvme_value(node, model, tokens, resume_rate, pause, tp=None):
-    """Dollars per hour that the node's NVMe tier saves, net of its capacity and wear cost."""
-    plan = tier_plan(node, model, tokens, resume_rate, pause, tp)
+def nvme_value(node, model, tokens, resume_rate, pause, tp=None, basis="purchase", **kw):
+    """Dollars per hour that the node's NVMe tier saves, net of its cost, and the plan.
+
+    basis "purchase": capacity at amortised purchase price plus wear (a node being built);
+    "fixed": the drives are already bought, only wear on bytes actually written is paid.
+    Wear is charged only on writes the drives carry, never on dropped ones.
+    """
+    plan = tier_plan(node, model, tokens, resume_rate, pause, tp, find_limit=False, **kw)
     nv = next((t for t in plan["tiers"] if t["tier"] == "nvme"), None)
     if nv is None:
         return 0.0, plan
     tp = plan["tp"]
-    c_cap, c_wear = tier_prices("nvme")
-    value = rfn("tier_value_rate").take({
+    c_cap, c_wear = tier_prices("nvme", node_drive(node))
+    value = rfn("tier_value_rate" if basis == "purchase" else "tier_value_rate_fixed").take({
         "r": resume_rate, "p": pause.return_probability, "Q": plan["kv_bytes"],
-        "F_lo": cdf(pause, nv["ttl_from_s"]) if nv["ttl_from_s"] > 0 else 0.0, "F_hi": (cdf(pause, nv["ttl_to_s"])
-                                                     if math.isfinite(nv["ttl_to_s"]) else 1.0),
-        "B_tier": nv["bandwidth_Bps"], "S_gpu": tp * (plan["recompute_s"] - nv["reload_s"]),
-        "c_gpu": gpu_second_price(), "c_cap": c_cap, "c_wear": c_wear,
+        "F_lo": _cdf_or(pause, nv["ttl_from_s"], 0.0, 1.0),
+        "F_hi": _cdf_or(pause, nv["ttl_to_s"], 0.0, 1.0),
+        "B_tier": nv["read_bandwidth_Bps"], "B_write": nv["write_bandwidth_Bps"],
+        "S_gpu": tp * (plan["recompute_s"] - nv["reload_s"]),
+        "c_gpu": gpu_second_price(kw.get("gpu_price")), "c_cap": c_cap, "c_wear": c_wear,
         "C_tier": nv["capacity_bytes"]})
     return float(value) * 3600, plan

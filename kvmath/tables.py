@@ -524,11 +524,13 @@ class Node:
     nvme_drive_link: str
     nics: int
     source: Source
+    drive: str = ""  #: drive model (kvmath/data/drives.csv); empty: none stated
 
 
 NODE_FIELDS = ("name", "description", "gpu", "gpus", "host_dram_bytes", "nvme_drives",
                "nvme_drive_bytes", "nvme_drive_link", "nics", *_SOURCE_FIELDS, "verified_via",
                "notes")
+NODE_OPTIONAL = ("drive",)
 CURVE_FIELDS = ("curve", "transfer_bytes", "bandwidth_Bps", "kind", "source", "source_location",
                 "retrieved", "conditions")
 
@@ -544,7 +546,7 @@ class CurvePoint:
 
 
 def load_nodes(path, gpu_names, link_names):
-    rows = _read(path, NODE_FIELDS)
+    rows = _read(path, NODE_FIELDS, NODE_OPTIONAL)
     nodes = []
     for r in rows:
         gpu = r.text("gpu")
@@ -557,7 +559,8 @@ def load_nodes(path, gpu_names, link_names):
                           gpus=r.integer("gpus"), host_dram_bytes=r.number("host_dram_bytes"),
                           nvme_drives=r.integer("nvme_drives", allow_zero=True),
                           nvme_drive_bytes=r.number("nvme_drive_bytes"), nvme_drive_link=link,
-                          nics=r.integer("nics", allow_zero=True), source=_source(r)))
+                          nics=r.integer("nics", allow_zero=True), source=_source(r),
+                          drive=r.text("drive", required=False)))
     return _unique(rows, nodes)
 
 

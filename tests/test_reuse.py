@@ -127,8 +127,10 @@ def test_tier_served_capped_by_bandwidth():
     """A tier with half the bandwidth its traffic needs serves half its hits."""
     at = dict(r=1.0, p=1.0, Q=1e9, F_lo=0.0, F_hi=0.5)
     need = rfn("tier_reads").take(at) + rfn("tier_writes").take(at)
-    assert rfn("tier_served").take({**at, "B_tier": need / 2}) == pytest.approx(0.25)
-    assert rfn("tier_served").take({**at, "B_tier": need * 10}) == pytest.approx(0.5)
+    half = {**at, "B_tier": need / 2, "B_write": need / 2}
+    assert rfn("tier_served").take(half) == pytest.approx(0.25)
+    assert rfn("tier_served").take({**at, "B_tier": need * 10, "B_write": need * 10}) == \
+        pytest.approx(0.5)
 
 
 def test_nvme_value_grows_then_is_capped():

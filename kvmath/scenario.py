@@ -1,0 +1,110 @@
+"""Scenario files: a TOML table of command-line options, so a design can be written down once.
+
+Keys are the long option names with ``_`` for ``-`` (``resume_rate = 2``); options given on
+the command line override the file. A wrong key, type or value raises :class:`DataError`
+naming the file, the key and what was expected. Relative file paths (``node = "my.csv"``)
+are read relative to the scenario file.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+from .tables import DataError
+
+
+def _text(v):
+    if isinstance(v, str) and v.strip():
+        return v.strip()
+    raise ValueError("expected non-empty text")
+
+
+def _positive_int(v):
+    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+        return v
+    raise ValueError("expected a positive integer")
+
+
+def _count(v):
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        return v
+    raise ValueError("expected a non-negative integer")
+
+
+def _positive(v):
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+        return float(v)
+    raise ValueError("expected a positive number")
+
+
+def _fraction(v):
+    if _positive(v) <= 1:
+        return float(v)
+    raise ValueError("expected a fraction in (0, 1]")
+
+
+def _reserve(v):
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1:
+        return float(v)
+    raise ValueError("expected a fraction in [0, 1)")
+
+
+def _dtype(v):
+    if v in ("bf16", "fp8"):
+        return v
+    raise ValueError("expected one of bf16, fp8")
+
+
+def _boolean(v):
+    if isinstance(v, bool):
+        return v
+    raise ValueError("expected true or false")
+
+
+#: every key a scenario may hold, with its check
+KEYS = {"model": _text, "gpu": _text, "tier": _text, "tokens": _positive_int, "tp": _positive_int,
+        "pause": _text, "node": _text, "resume_rate": _positive, "compute_dtype": _dtype,
+        "gpu_price": _positive, "gpu_memory_utilization": _fraction,
+        "activation_reserve": _reserve, "batch_seqs": _count, "batch_context": _positive_int,
+        "writes_within_rating": _boolean}
+#: keys that name a file when they end in .csv (read relative to the scenario)
+PATH_KEYS = ("model", "gpu", "node", "pause")
+
+
+def load_scenario(path, allowed):
+    """{key: checked value} from a TOML file; only keys in allowed (a subset of KEYS)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DataError(path, None, None, f"cannot read file ({exc.strerror})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(path, None, None, f"not a readable TOML file ({exc})") from None
+    out = {}
+    for key, value in data.items():
+        if key not in allowed:
+            raise DataError(path, None, key, f"unknown key; expected one of "
+                            f"{', '.join(sorted(allowed))}")
+        try:
+            out[key] = KEYS[key](value)
+        except ValueError as exc:
+            raise DataError(path, None, key, f"{exc}, got {value!r}") from None
+        if key in PATH_KEYS and out[key].endswith(".csv") and not Path(out[key]).is_absolute():
+            out[key] = str(path.parent / out[key])
+    return out
+
+
+def merge(args, path, allowed):
+    """Fill each option of argparse namespace args left unset (None) from the scenario file."""
+    if path is None:
+        return args
+    for key, value in load_scenario(path, allowed).items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    return args
