@@ -383,3 +383,50 @@ class HitCost:
                 "reload_gpu_s_per_s": float(self.tp * reload_time / duration),
                 "node_gpu_s_per_s": float(self.gpus),
                 "feasible": bool(demand <= self.gpus)}
+
+
+#: share of the node's HBM kept for the running batch's own KV and activations (an assumption,
+#: not a sourced figure: engines typically let the prefix cache use what the batch leaves)
+RUNNING_BATCH_RESERVE = 0.2
+
+
+def kv_block_bytes(model, gpu, tp, block_tokens):
+    """KV bytes of one block: compare's kv_bytes_per_token x block_tokens."""
+    from .evaluate import compare
+    from .tables import resolve_tier
+    return compare(model, gpu, resolve_tier("host-dram"), block_tokens,
+                   tp=tp)["kv_bytes_per_token"] * block_tokens
+
+
+def node_tiers(node, model, tp=None, reserve=RUNNING_BATCH_RESERVE, remote_bytes=None):
+    """Default tier specs of a node from ``nodes.csv``: HBM (all GPUs' HBM less the weights of
+    each TP group and the running-batch reserve), host DRAM, the NVMe array, and optionally a
+    remote pool of remote_bytes over the node's RDMA path. Bandwidths come from the tier paths
+    (``tiers.csv``) with every GPU of the node moving data at once; NVMe writes are assumed as
+    fast as reads (no write bandwidth is in the data); NVMe endurance is prices.csv's
+    nvme_drive_writes_lifetime (an assumption)."""
+    from .evaluate import architecture_values, path_values
+    from .tables import bundled, prices
+    cat = bundled()
+    gpu = cat.gpus[node.gpu]
+    tp = tp or node.gpus
+    v = architecture_values(model)
+    hbm_total = node.gpus * gpu.hbm_capacity_bytes
+    hbm = max(hbm_total * (1 - reserve) - v["N_tot"] * v["b_w"] * node.gpus / tp, 0.0)
+
+    def node_Bps(tier):
+        return path_values(cat.tiers[tier], gpu, node.gpus)[0] * node.gpus
+
+    specs = [TierSpec("hbm", hbm, gpu.hbm_bandwidth_Bps * node.gpus,
+                      gpu.hbm_bandwidth_Bps * node.gpus),
+             TierSpec("host-dram", node.host_dram_bytes, node_Bps("host-dram"),
+                      node_Bps("host-dram"), "host-dram")]
+    if node.nvme_drives:
+        bw = node_Bps("nvme")
+        specs.append(TierSpec("nvme", node.nvme_drives * node.nvme_drive_bytes, bw, bw, "nvme",
+                              drive_bytes=node.nvme_drive_bytes,
+                              rated_drive_writes=prices()["nvme_drive_writes_lifetime"].value))
+    if remote_bytes:
+        bw = node_Bps("rdma")
+        specs.append(TierSpec("remote", remote_bytes, bw, bw, "rdma"))
+    return specs

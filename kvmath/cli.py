@@ -10,6 +10,7 @@ import json
 import math
 import sys
 
+from . import trace_cli
 from .evaluate import ScenarioError, compare
 from .tables import DTYPE_BYTES, DataError, bundled, resolve_gpu, resolve_model, resolve_tier
 from .units import fmt_bytes, fmt_time
@@ -92,6 +93,7 @@ def build_parser():
     t.add_argument("--pause", default="chat-lognormal",
                    help="pause distribution: bundled name or path to a pauses CSV row")
     t.add_argument("--json", action="store_true", help="print one JSON object")
+    trace_cli.add_parser(sub)
     return p
 
 
@@ -188,6 +190,8 @@ def run(argv=None):
     if args.command == "list":
         print(_list())
         return 0
+    if args.command == "trace":
+        return trace_cli.run(args)
     if args.command == "reuse":
         from .reuse import reuse
         from .tables import resolve_pause

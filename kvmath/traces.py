@@ -369,3 +369,149 @@ def sample(trace, sample_rate):
     return Trace(trace.name, trace.timestamp_s, trace.prompt_tokens, trace.output_tokens,
                  trace.n_blocks, trace.rid[keep], trace.pos[keep], trace.hashes[keep],
                  trace.block_tokens, int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS)
+
+
+# ------------------------------------------------------------------ reuse analytics
+QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
+
+
+def _quantiles(x):
+    x = np.asarray(x, dtype=float)
+    if not len(x):
+        return {f"p{round(q * 100)}": None for q in QUANTILES}
+    return {f"p{round(q * 100)}": float(v) for q, v in zip(QUANTILES, np.quantile(x, QUANTILES))}
+
+
+def reuse_stats(trace: Trace):
+    """What an unlimited prefix cache would reuse in a whole (unsampled) trace.
+
+    A request *hits* the longest prefix of its blocks all seen in earlier requests. Each hit is
+    classified from hashes alone (there are no session ids): a **continuation** if its last hit
+    block was the last full block (the *tail*) of an earlier request's prompt, i.e. the request
+    extends an earlier prompt as a next conversation turn does; otherwise **shared prefix** (the
+    hit stops inside earlier chains, where requests diverge: a system prompt, a shared document,
+    or an identical prompt sent again). A block's *reuse time* is the time since it was last used
+    (s); a continuation's *pause* is the reuse time of its last hit block (the time since the
+    turn it continues, or since that prefix was last used).
+
+    A request *returns* if a later continuation ends its hit at its tail; the return probability
+    is the share of requests with a full block that return, counting only requests that arrive
+    at least the 95th-percentile pause before the trace ends (later ones had no time to).
+    """
+    if trace.sample_rate < 1:
+        raise ValueError("reuse statistics need the whole trace, not a SHARDS sample")
+    n_req, bt = trace.n_requests, trace.block_tokens
+    rid, pos, ts = trace.rid, trace.pos.astype(np.int64), trace.timestamp_s
+    _, first_idx, inv = np.unique(trace.hashes, return_index=True, return_inverse=True)
+    seen = rid[first_idx][inv] < rid
+    m = trace.n_blocks.copy()
+    np.minimum.at(m, rid[~seen], pos[~seen])  # hit length: leading blocks seen before
+    hit = pos < m[rid]
+    tokens = trace.access_tokens()
+    hit_tokens = np.bincount(rid, weights=np.where(hit, tokens, 0), minlength=n_req)
+    # previous use of each access
+    by = np.lexsort((rid, inv))
+    same = inv[by][1:] == inv[by][:-1]
+    prev_rid = np.full(len(rid), -1, dtype=np.int64)
+    prev_rid[by[1:][same]] = rid[by[:-1][same]]
+    reuse_t = ts[rid] - ts[np.maximum(prev_rid, 0)]
+    # tails: the last full block of each request
+    n_full = trace.prompt_tokens // bt
+    is_tail = pos == n_full[rid] - 1
+    first_tail = np.full(inv.max() + 1 if len(inv) else 0, n_req, dtype=np.int64)
+    np.minimum.at(first_tail, inv[is_tail], rid[is_tail])
+    offsets = np.r_[0, np.cumsum(trace.n_blocks)[:-1]]
+    reqs = np.flatnonzero(m > 0)
+    last_hit = offsets[reqs] + m[reqs] - 1
+    # branch points: the request in which a block first had a second distinct successor
+    follows = pos + 1 < trace.n_blocks[rid]
+    succ = np.where(follows, np.roll(inv, -1), -1)
+    pair = inv[follows].astype(np.int64) * (len(first_tail) + 1) + succ[follows]
+    _, pair_first = np.unique(pair, return_index=True)
+    pb, pr = inv[follows][pair_first], rid[follows][pair_first]
+    o = np.lexsort((pr, pb))
+    pb, pr = pb[o], pr[o]
+    branch_at = np.full(len(first_tail), n_req, dtype=np.int64)
+    is_second = np.zeros(len(pb), dtype=bool)  # second entry of each block's group
+    is_second[1:] = pb[1:] == pb[:-1]
+    is_second[2:] &= pb[2:] != pb[:-2]
+    branch_at[pb[is_second]] = pr[is_second]
+    b_last = inv[last_hit]
+    cont = (first_tail[b_last] < reqs) & (branch_at[b_last] >= reqs)
+    pause = reuse_t[last_hit[cont]]
+    kind = np.zeros(n_req, dtype=np.int8)  # 0 miss, 1 shared prefix, 2 continuation
+    kind[reqs] = np.where(cont, 2, 1)
+    hit_kind = kind[rid][hit]
+    # return probability
+    last_cont = np.full(len(first_tail), -1, dtype=np.int64)
+    np.maximum.at(last_cont, inv[last_hit[cont]], reqs[cont])
+    tail_req = rid[is_tail]
+    horizon = float(np.quantile(pause, 0.95)) if len(pause) else 0.0
+    eligible = ts[tail_req] <= ts[-1] - horizon
+    returned = last_cont[inv[is_tail]] > tail_req
+    p_return = float(returned[eligible].mean()) if eligible.any() else None
+    blocks_total = len(rid)
+    return {
+        "trace": trace.name, "requests": n_req, "duration_s": trace.duration_s,
+        "prompt_tokens": int(trace.prompt_tokens.sum()), "block_tokens": bt,
+        "blocks": blocks_total, "distinct_blocks": int(len(first_idx)),
+        "max_block_hit_rate": float(hit.sum() / blocks_total),
+        "max_token_hit_rate": float(hit_tokens.sum() / trace.prompt_tokens.sum()),
+        "requests_with_hit": float((m > 0).mean()),
+        "requests_continuation": float((kind == 2).mean()),
+        "requests_shared_prefix": float((kind == 1).mean()),
+        "hit_tokens_continuation": float(hit_tokens[kind == 2].sum() / trace.prompt_tokens.sum()),
+        "hit_tokens_shared_prefix": float(hit_tokens[kind == 1].sum()
+                                          / trace.prompt_tokens.sum()),
+        "hit_tokens_quantiles": _quantiles(hit_tokens[m > 0]),
+        "hit_fraction_quantiles": _quantiles((hit_tokens / trace.prompt_tokens)[m > 0]),
+        "reuse_time_s_shared_prefix": _quantiles(reuse_t[hit][hit_kind == 1]),
+        "reuse_time_s_continuation": _quantiles(reuse_t[hit][hit_kind == 2]),
+        "pause_s": _quantiles(pause), "pauses": pause,
+        "return_probability": p_return, "return_horizon_s": horizon,
+        "returning_requests_counted": int(eligible.sum()),
+    }
+
+
+def fit_lognormal(x):
+    """Maximum-likelihood lognormal of positive samples: (median s, sigma, KS distance, n, zeros)."""
+    x = np.asarray(x, dtype=float)
+    pos_x = np.sort(x[x > 0])
+    if len(pos_x) < 2:
+        raise ValueError("a lognormal fit needs at least two positive samples")
+    logs = np.log(pos_x)
+    mu, sigma = float(logs.mean()), float(logs.std())
+    z = (logs - mu) / (sigma * math.sqrt(2))
+    fit = 0.5 * (1 + np.vectorize(math.erf)(z))
+    emp_hi = np.arange(1, len(pos_x) + 1) / len(pos_x)
+    ks = float(max(np.abs(emp_hi - fit).max(), np.abs(emp_hi - 1 / len(pos_x) - fit).max()))
+    return {"median_s": math.exp(mu), "sigma": sigma, "ks_distance": ks, "n": len(pos_x),
+            "zeros": int((x <= 0).sum())}
+
+
+PAUSE_ROW_FIELDS = ("name", "distribution", "median_s", "sigma", "return_probability", "kind",
+                    "source", "source_location", "retrieved", "notes")
+
+
+def fit_pauses(name):
+    """A pauses.csv row fitted to a bundled trace: lognormal pause and return probability."""
+    stats = reuse_stats(load(name))
+    fit = fit_lognormal(stats["pauses"])
+    return {
+        "name": f"{name}-fitted", "distribution": "lognormal",
+        "median_s": f"{fit['median_s']:.4g}", "sigma": f"{fit['sigma']:.4g}",
+        "return_probability": f"{stats['return_probability']:.4g}", "kind": "measurement",
+        "source": f"{MOONCAKE_SOURCE}/{BUNDLED[name].removesuffix('.gz')}",
+        "source_location": (f"lognormal maximum-likelihood fit (mean and s.d. of log) to "
+                            f"{fit['n']} continuation pauses (kvmath.traces.fit_pauses; "
+                            f"{fit['zeros']} zero pauses left out; KS distance "
+                            f"{fit['ks_distance']:.3f}); return probability = share of "
+                            f"{stats['returning_requests_counted']} requests whose last full "
+                            f"block a later request continues"),
+        "retrieved": "2026-11-30",
+        "notes": ("pause = time between request arrivals, so it includes the earlier turn's "
+                  "generation; no session ids: turns are matched by prefix hashes; a one-hour "
+                  "trace cuts off longer pauses, so the tail is short and p is a lower bound"
+                  + ("; synthetic trace: Poisson arrivals, not measured think times"
+                     if name == "synthetic" else "")),
+    }
