@@ -289,6 +289,7 @@ def load(name_or_path, sample_rate=None):
     fmt, _ = _detect(path)
     src = _source_sql(path, fmt)
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     try:
         try:
             per = con.execute(f"SELECT ts_s, prompt, output, len(hashes) AS n, bt, coalesce({_BAD_ROW}, true) "
