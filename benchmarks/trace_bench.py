@@ -5,8 +5,10 @@
 2. a 1,000,000-request trace (the conversation trace tiled: block ids remapped per tile, times
    shifted by the trace's length, the last tile cut short) written as Mooncake JSONL.gz, read
    and SHARDS-sampled at rate R in a fresh subprocess: seconds and peak resident memory
-   (getrusage ru_maxrss, which counts DuckDB's native memory too), and the largest
-   hit-rate error against the exact curve. The exact curve of the tiled trace is computed
+   (the child's VmHWM, which counts DuckDB's native memory too and, unlike ru_maxrss, is
+   not inherited from the parent at fork), and the largest
+   hit-rate error against the exact curve, over all capacities and over those at or above
+   SHARDS's resolution of 1/R blocks (a sample cannot see distances shorter than that). The exact curve of the tiled trace is computed
    exactly without simulating it: no block crosses a tile, so each tile's stack distances are
    the original ones and the curve is the access-weighted mix of whole and cut tiles.
 
@@ -38,9 +40,10 @@ tr = T.load({path!r}, sample_rate={rate!r})
 curve = C.lru_curve(tr)
 caps = {caps!r}
 b, t = curve.at(caps)
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
 print(json.dumps({{"seconds": time.perf_counter() - t0, "sampled_accesses": len(tr.hashes),
                   "requests": tr.n_requests, "block": b.tolist(), "token": t.tolist(),
-                  "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}}))
+                  "peak_rss_bytes": int(hwm) * 1024}}))
 """
 
 
@@ -49,7 +52,7 @@ def tile(path, requests):
     import duckdb
     src = T.resolve_path("conversation")
     con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
+    con.execute("SET enable_progress_bar = false")  # a script: no Jupyter here
     n, dur, top = con.execute(
         f"SELECT count(*), max(timestamp) + 1000, max(list_max(hash_ids)) + 1 "
         f"FROM read_json('{src}')").fetchone()
@@ -67,6 +70,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--rate", type=float, default=0.01)
+    ap.add_argument("--tiled", help="reuse this tiled trace file instead of writing one")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -76,9 +80,12 @@ def main():
     t_exact = time.perf_counter() - t0
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = str(Path(tmp) / "tiled.jsonl.gz")
+        path = args.tiled or str(Path(tmp) / "tiled.jsonl.gz")
         t1 = time.perf_counter()
-        n, tiles = tile(path, args.requests)
+        n = conv.n_requests
+        tiles = -(-args.requests // n)
+        if not args.tiled:
+            tile(path, args.requests)
         t_write = time.perf_counter() - t1
         full, rest = divmod(args.requests, n)
         top = max(curve.capacity_blocks[-1], 1)
@@ -116,6 +123,11 @@ def main():
                          "max_abs_error_block": float(np.abs(np.array(child["block"]) - b_exact).max()),
                          "max_abs_error_token": float(np.abs(np.array(child["token"])
                                                              - t_exact_curve).max()),
+                         "resolution_blocks": 1 / args.rate,
+                         "max_abs_error_block_above_resolution": float(np.abs(
+                             np.array(child["block"]) - b_exact)[np.array(caps) >= 1 / args.rate].max()),
+                         "max_abs_error_token_above_resolution": float(np.abs(
+                             np.array(child["token"]) - t_exact_curve)[np.array(caps) >= 1 / args.rate].max()),
                          "target_error": 0.01},
         "peak_rss_parent_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }))

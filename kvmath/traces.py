@@ -289,7 +289,10 @@ def load(name_or_path, sample_rate=None):
     fmt, _ = _detect(path)
     src = _source_sql(path, fmt)
     con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
+    try:  # a progress bar on stdout would corrupt --json output
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.Error:
+        pass  # in Jupyter without ipywidgets DuckDB shows none and refuses the setting
     try:
         try:
             per = con.execute(f"SELECT ts_s, prompt, output, len(hashes) AS n, bt, coalesce({_BAD_ROW}, true) "
