@@ -10,6 +10,7 @@ import json
 import math
 import sys
 
+from . import trace_cli
 from .evaluate import ScenarioError, compare
 from .tables import DTYPE_BYTES, DataError, bundled, resolve_gpu, resolve_model, resolve_tier
 from .units import fmt_bytes, fmt_time
@@ -137,6 +138,7 @@ def build_parser():
     t.add_argument("--writes-within-rating", action="store_true", default=None,
                    help="admit to NVMe only the writes the drives' rated endurance allows")
     t.add_argument("--json", action="store_true", help="print one JSON object")
+    trace_cli.add_parser(sub)
     return p
 
 
@@ -407,6 +409,8 @@ def run(argv=None):
     if args.command == "list":
         print(_list())
         return 0
+    if args.command == "trace":
+        return trace_cli.run(args)
     if args.command == "reuse":
         result = _run_reuse(args)
         print(_dump(result) if args.json else _reuse_human(result))

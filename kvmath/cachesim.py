@@ -1,0 +1,432 @@
+"""Cache simulation on a trace: exact LRU hit-rate curves from stack distances, SHARDS, and a
+multi-tier replay (HBM, host DRAM, NVMe, remote pool).
+
+**Prefix semantics.** A request looks its blocks up *before* it inserts any of them, and its hit
+is its leading blocks that are all present. It then inserts all its blocks, tail first and head
+last, so that a prefix's head is always more recent than its tail and LRU evicts tails first (as
+vLLM's free-block queue does). The LRU stack distance ``D`` of a block is the number of distinct
+blocks used at or after its last use, before the request began: the block is present in an LRU
+cache of ``C`` blocks iff ``D <= C``. The request's leading ``j+1`` blocks hit iff
+``max(D_0..D_j) <= C``, the *prefix distance*. One histogram of prefix distances gives the hit
+rate at every capacity (Mattson et al. 1970).
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .traces import Trace
+
+
+# ------------------------------------------------------------------ stack distances
+def _prefix_dominance(ys, a, s):
+    """For each query q, #{j < a[q] : ys[j] < s[q]} (merge-sort tree, O(n log^2 n) vectorised)."""
+    n = len(ys)
+    out = np.zeros(len(a), dtype=np.int64)
+    if n == 0 or len(a) == 0:
+        return out
+    m = int(ys.max()) + 2
+    j = np.arange(n, dtype=np.int64)
+    a = np.asarray(a, dtype=np.int64)
+    s = np.asarray(s, dtype=np.int64)
+    k = 0
+    while (1 << k) <= n:
+        sel = (a >> k) & 1 == 1
+        if sel.any():
+            keys = np.sort((j >> k) * m + ys)
+            blk = (a[sel] >> (k + 1)) << 1
+            out[sel] += np.searchsorted(keys, blk * m + s[sel], "left") - (blk << k)
+        k += 1
+    return out
+
+
+def stack_distances(trace: Trace):
+    """(D, E) per kept access, in trace order: LRU stack distance and prefix distance, blocks.
+
+    np.inf marks a block never seen before (or, for E, a prefix with such a block). On a
+    SHARDS sample the distances are those of the sample scaled by 1 / sample_rate.
+    """
+    n = len(trace.hashes)
+    if n == 0:
+        return np.zeros(0), np.zeros(0)
+    order = np.lexsort((-trace.pos.astype(np.int64), trace.rid))  # tail first within a request
+    h, r = trace.hashes[order], trace.rid[order]
+    start = np.searchsorted(r, r, "left")  # first sequence index of each access's request
+    by = np.argsort(h, kind="stable")
+    same = h[by][1:] == h[by][:-1]
+    prev = np.full(n, -1, dtype=np.int64)
+    prev[by[1:][same]] = by[:-1][same]
+    nxt = np.full(n, n, dtype=np.int64)
+    nxt[by[:-1][same]] = by[1:][same]
+    seen = prev >= 0
+    p, s = prev[seen], start[seen]
+    repeats = (np.searchsorted(np.sort(nxt), s, "left")
+               - _prefix_dominance(nxt, p + 1, s))  # j in (p, s) used again before s
+    d_seq = np.full(n, n + 1, dtype=np.int64)  # n + 1 stands for "never seen"
+    d_seq[seen] = (s - p - 1) - repeats + 1
+    d = np.empty(n, dtype=np.int64)
+    d[order] = d_seq
+    # prefix distance: running max along each request (trace order is head first)
+    key = trace.rid * (n + 2) + d
+    e = np.maximum.accumulate(key) - trace.rid * (n + 2)
+    scale = 1.0 / trace.sample_rate
+    as_float = lambda x: np.where(x > n, np.inf, x * scale)  # noqa: E731
+    return as_float(d), as_float(e)
+
+
+@dataclass
+class Curve:
+    """LRU hit rates against capacity (blocks; tokens = blocks x block_tokens)."""
+    capacity_blocks: np.ndarray
+    block_hit_rate: np.ndarray
+    token_hit_rate: np.ndarray
+    block_tokens: int
+    max_block_hit_rate: float
+    max_token_hit_rate: float
+    sample_rate: float = 1.0
+    base_block_hit_rate: float = 0.0  #: below the first step (SHARDS_adj's credit, else 0)
+    base_token_hit_rate: float = 0.0
+
+    @property
+    def capacity_tokens(self):
+        return self.capacity_blocks * self.block_tokens
+
+    def at(self, capacity_blocks):
+        """(block, token) hit rate at capacities (blocks), from the step curve."""
+        i = np.searchsorted(self.capacity_blocks, capacity_blocks, "right") - 1
+        ok = i >= 0
+        if not len(self.capacity_blocks):
+            return (np.full(np.shape(i), self.base_block_hit_rate),
+                    np.full(np.shape(i), self.base_token_hit_rate))
+        blocks = np.where(ok, self.block_hit_rate[np.maximum(i, 0)], self.base_block_hit_rate)
+        tokens = np.where(ok, self.token_hit_rate[np.maximum(i, 0)], self.base_token_hit_rate)
+        return blocks, tokens
+
+    def rows(self, points=48):
+        """Rows {capacity_tokens, block_hit_rate, token_hit_rate} on a geometric grid."""
+        top = self.capacity_blocks[-1] if len(self.capacity_blocks) else 1
+        caps = np.unique(np.round(np.geomspace(1, max(top, 1), points)))
+        b, t = self.at(caps)
+        return [{"capacity_tokens": int(c * self.block_tokens), "block_hit_rate": float(x),
+                 "token_hit_rate": float(y)} for c, x, y in zip(caps, b, t)]
+
+
+def lru_curve(trace: Trace, distances=None):
+    """The exact LRU hit-rate curve at every capacity (steps at each distinct prefix distance)."""
+    _, e = distances if distances is not None else stack_distances(trace)
+    tokens = trace.access_tokens().astype(float)
+    hashed = np.minimum(trace.n_blocks * trace.block_tokens, trace.prompt_tokens).sum()
+    coverage = hashed / trace.prompt_tokens.sum()  # share of prompt tokens inside hashed blocks
+    finite = np.isfinite(e)
+    order = np.argsort(e[finite], kind="stable")
+    ef = e[finite][order]
+    cum_b = np.cumsum(np.ones_like(ef))
+    cum_t = np.cumsum(tokens[finite][order])
+    last = np.r_[ef[1:] != ef[:-1], True] if len(ef) else np.zeros(0, bool)
+    nb, nt = float(len(e)), float(tokens.sum())
+    adj_b = adj_t = 0.0
+    if trace.sample_rate < 1:
+        # SHARDS_adj (Waldspurger et al., FAST'15, sec. 4.2): the sample holds more or fewer
+        # accesses than R x all; credit the difference to the smallest distance (hot blocks)
+        nb_all = trace.sample_rate * float(trace.n_blocks.sum())
+        nt_all = trace.sample_rate * float(hashed)
+        adj_b, adj_t, nb, nt = nb_all - nb, nt_all - nt, nb_all, nt_all
+    nb, nt = max(nb, 1.0), max(nt, 1.0)
+    clip = lambda x: np.clip(x, 0.0, 1.0)  # noqa: E731
+    return Curve(capacity_blocks=ef[last], block_hit_rate=clip((cum_b[last] + adj_b) / nb),
+                 token_hit_rate=clip((cum_t[last] + adj_t) / nt) * coverage,
+                 block_tokens=trace.block_tokens,
+                 max_block_hit_rate=float(clip((finite.sum() + adj_b) / nb)),
+                 max_token_hit_rate=float(clip((tokens[finite].sum() + adj_t) / nt) * coverage),
+                 sample_rate=trace.sample_rate,
+                 base_block_hit_rate=float(clip(adj_b / nb)),
+                 base_token_hit_rate=float(clip(adj_t / nt) * coverage))
+
+
+def curve_error(approx: Curve, exact: Curve, points=200):
+    """Largest absolute difference in block and token hit rate on a geometric capacity grid."""
+    top = max(exact.capacity_blocks[-1], 1)
+    caps = np.geomspace(1, top * 1.5, points)
+    ab, at = approx.at(caps)
+    eb, et = exact.at(caps)
+    return float(np.abs(ab - eb).max()), float(np.abs(at - et).max())
+
+
+# ------------------------------------------------------------------ multi-tier replay
+@dataclass(frozen=True)
+class TierSpec:
+    """One tier of a node's KV store. Bandwidths are node totals, B/s.
+
+    reload_tier: the kvmath tier (``tiers.csv``) whose path prices a reload from here; None for
+    HBM (a hit there reloads nothing). drive_bytes set marks a tier of drives (NVMe): the
+    selective policy filters its writes and its drive writes per day are reported.
+    """
+    name: str
+    capacity_bytes: float
+    read_Bps: float
+    write_Bps: float
+    reload_tier: str | None = None
+    drive_bytes: float | None = None
+    rated_dwpd: float | None = None
+    rated_drive_writes: float | None = None  #: full-drive writes over a drive's rated life
+
+
+@dataclass
+class _Tier:
+    spec: TierSpec
+    capacity_blocks: int
+    store: OrderedDict = field(default_factory=OrderedDict)
+    hits: int = 0
+    writes: int = 0
+    dropped: int = 0
+    filtered: int = 0
+
+
+def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=2, cost=None):
+    """Replay a trace through a list of tiers (fastest first; the first is HBM).
+
+    Every request's blocks end in the first tier; a block evicted from tier k is written to
+    tier k+1 unless it is already there (lower tiers keep copies: a reload does not remove
+    them). Writes beyond a tier's write bandwidth in a 1-s window are dropped and counted.
+    policy: ``lru``; ``ttl`` (blocks unused for ttl_s are dropped from every tier below the
+    first); ``selective`` (a drive tier takes only blocks used at least min_uses times, as
+    SGLang HiCache's write_through_selective and Dynamo KVBM's frequency filter do).
+    cost: a :class:`HitCost` to price each hit (reload against recompute) and the node's load.
+    """
+    if trace.sample_rate < 1:
+        raise ValueError("replay needs the whole trace, not a SHARDS sample")
+    if policy not in ("lru", "ttl", "selective"):
+        raise ValueError(f"unknown policy {policy!r}; expected lru, ttl or selective")
+    if policy == "ttl" and not (ttl_s and ttl_s > 0):
+        raise ValueError("policy ttl needs a positive ttl_s")
+    state = [_Tier(t, int(t.capacity_bytes // block_bytes)) for t in tiers]
+    t0 = float(trace.timestamp_s[0])
+    windows = int(math.floor(trace.duration_s)) + 1
+    reads = [[0.0] * windows for _ in tiers]
+    writes = [[0.0] * windows for _ in tiers]
+    uses, last_use = {}, {}
+    hashes = trace.hashes.tolist()
+    offsets = np.r_[0, np.cumsum(trace.n_blocks)].tolist()
+    times = trace.timestamp_s.tolist()
+    ttl = ttl_s if policy == "ttl" else None
+    hit_blocks = np.zeros(trace.n_requests, dtype=np.int64)
+    runs = []  # (request, tier index, first block, end block)
+
+    def offer(k, b, now, w):
+        while k < len(state):
+            tier = state[k]
+            if b in tier.store:
+                tier.store.move_to_end(b)
+                return
+            if policy == "selective" and tier.spec.drive_bytes and uses.get(b, 0) < min_uses:
+                tier.filtered += 1
+                return
+            if writes[k][w] + block_bytes > tier.spec.write_Bps:
+                tier.dropped += 1
+                return
+            writes[k][w] += block_bytes
+            tier.writes += 1
+            tier.store[b] = True
+            if ttl is not None and k > 0:
+                while tier.store and now - last_use[next(iter(tier.store))] > ttl:
+                    tier.store.popitem(last=False)
+            if len(tier.store) <= tier.capacity_blocks:
+                return
+            b, _ = tier.store.popitem(last=False)
+            k += 1
+
+    for r in range(trace.n_requests):
+        now = times[r]
+        w = int(now - t0)
+        blocks = hashes[offsets[r]:offsets[r + 1]]
+        where = []
+        for b in blocks:  # lookup before insert: the leading blocks present somewhere
+            found = -1
+            for k, tier in enumerate(state):
+                if b in tier.store:
+                    if ttl is not None and k > 0 and now - last_use[b] > ttl:
+                        del tier.store[b]
+                        continue
+                    found = k
+                    break
+            if found < 0:
+                break
+            where.append(found)
+        for j, k in enumerate(where):
+            state[k].hits += 1
+            if k > 0:
+                reads[k][w] += block_bytes
+                state[k].store.move_to_end(blocks[j])
+        hit_blocks[r] = len(where)
+        j = 0
+        while j < len(where):
+            e = j
+            while e < len(where) and where[e] == where[j]:
+                e += 1
+            runs.append((r, where[j], j, e))
+            j = e
+        for b in blocks:
+            uses[b] = uses.get(b, 0) + 1
+            last_use[b] = now
+        hbm = state[0]
+        for j in range(len(blocks) - 1, -1, -1):  # tail first, head last
+            b = blocks[j]
+            if b in hbm.store:
+                hbm.store.move_to_end(b)
+                continue
+            if writes[0][w] + block_bytes > hbm.spec.write_Bps:
+                hbm.dropped += 1
+                continue
+            writes[0][w] += block_bytes
+            hbm.writes += 1
+            hbm.store[b] = True
+            while len(hbm.store) > hbm.capacity_blocks:
+                old, _ = hbm.store.popitem(last=False)
+                offer(1, old, now, w)
+
+    total_blocks = len(hashes)
+    duration = max(trace.duration_s, 1.0)
+    tokens = trace.access_tokens()
+    out_tiers = []
+    for k, tier in enumerate(state):
+        rd, wr = np.array(reads[k]), np.array(writes[k])
+        row = {"tier": tier.spec.name, "capacity_bytes": tier.spec.capacity_bytes,
+               "capacity_blocks": tier.capacity_blocks, "hits": tier.hits,
+               "hit_rate": tier.hits / max(total_blocks, 1),
+               "read_Bps_mean": float(rd.sum() / duration),
+               "read_Bps_p99": float(np.percentile(rd, 99)),
+               "write_Bps_mean": float(wr.sum() / duration),
+               "write_Bps_p99": float(np.percentile(wr, 99)),
+               "read_bandwidth_Bps": tier.spec.read_Bps, "write_bandwidth_Bps": tier.spec.write_Bps,
+               "writes": tier.writes, "writes_dropped": tier.dropped,
+               "writes_filtered": tier.filtered}
+        if tier.spec.drive_bytes:
+            dwpd = row["write_Bps_mean"] * 86400 / tier.spec.capacity_bytes
+            row["drive_writes_per_day"] = dwpd
+            row["rated_dwpd"] = tier.spec.rated_dwpd
+            row["lifetime_years"] = (tier.spec.rated_drive_writes / (dwpd * 365.25)
+                                     if tier.spec.rated_drive_writes and dwpd > 0 else math.inf)
+        out_tiers.append(row)
+    hit_tokens = np.zeros(trace.n_requests)
+    np.add.at(hit_tokens, trace.rid, np.where(trace.pos < hit_blocks[trace.rid], tokens, 0))
+    result = {"requests": trace.n_requests, "policy": policy, "ttl_s": ttl_s,
+              "min_uses": min_uses if policy == "selective" else None,
+              "block_bytes": block_bytes, "duration_s": trace.duration_s,
+              "block_hit_rate": float(hit_blocks.sum() / max(total_blocks, 1)),
+              "token_hit_rate": float(hit_tokens.sum() / trace.prompt_tokens.sum()),
+              "tiers": out_tiers}
+    if cost is not None:
+        result.update(cost.price(trace, runs, duration))
+    return result
+
+
+class HitCost:
+    """Reload against recompute for each hit, from :func:`kvmath.evaluate.sweep` (the same
+    lambdified expressions as ``compare``), tabulated once per block count.
+
+    A run of hit blocks [a, b) from tier k saves R(b) - R(a) of recompute (R: recompute time of
+    a prefix, s) and costs the tier's reload of b - a blocks; a run whose reload is not faster
+    is recomputed. GPU-seconds are tp x seconds. Demand counts the prefill still run (misses and
+    lost reloads) plus the reload time, in GPU-seconds per second.
+    """
+
+    def __init__(self, model, gpu, tiers, tp, gpus):
+        from .evaluate import sweep
+        from .tables import resolve_tier
+        self.model, self.gpu, self.tiers, self.tp, self.gpus = model, gpu, tiers, tp, gpus
+        self._sweep, self._resolve = sweep, resolve_tier
+
+    def _tables(self, trace):
+        bt = trace.block_tokens
+        nmax = int(trace.n_blocks.max()) if trace.n_requests else 1
+        lengths = np.arange(1, nmax + 1) * bt
+        any_tier = self._resolve("host-dram")
+        _, rec = self._sweep(self.model, self.gpu, any_tier, lengths, tp=self.tp)
+        rec_blk = np.r_[0.0, rec]
+        reload_blk = []
+        for spec in self.tiers:
+            if spec.reload_tier is None:
+                reload_blk.append(np.zeros(nmax + 1))
+            else:
+                rl, _ = self._sweep(self.model, self.gpu, self._resolve(spec.reload_tier),
+                                    lengths, tp=self.tp)
+                reload_blk.append(np.r_[0.0, rl])
+        _, rec_prompt = self._sweep(self.model, self.gpu, any_tier,
+                                    trace.prompt_tokens.astype(float), tp=self.tp)
+        return rec_blk, reload_blk, np.asarray(rec_prompt, dtype=float)
+
+    def price(self, trace, runs, duration):
+        rec_blk, reload_blk, rec_prompt = self._tables(trace)
+        n_blocks = trace.n_blocks
+        saved = np.zeros(len(self.tiers))
+        lost = np.zeros(len(self.tiers), dtype=np.int64)
+        reload_time = 0.0
+        for r, k, a, b in runs:
+            rec = (rec_prompt[r] if b == n_blocks[r] else rec_blk[b]) - rec_blk[a]
+            rl = reload_blk[k][b - a]
+            if rl < rec:
+                saved[k] += rec - rl
+                reload_time += rl
+            else:
+                lost[k] += b - a
+        demand = self.tp * (rec_prompt.sum() - saved.sum()) / duration
+        return {"gpu_seconds_saved_per_s": float(self.tp * saved.sum() / duration),
+                "gpu_seconds_saved_per_s_by_tier": {s.name: float(self.tp * v / duration)
+                                                    for s, v in zip(self.tiers, saved)},
+                "blocks_recomputed_as_reload_lost": {s.name: int(v)
+                                                     for s, v in zip(self.tiers, lost)},
+                "prefill_gpu_s_per_s_no_cache": float(self.tp * rec_prompt.sum() / duration),
+                "prefill_gpu_s_per_s": float(demand),
+                "reload_gpu_s_per_s": float(self.tp * reload_time / duration),
+                "node_gpu_s_per_s": float(self.gpus),
+                "feasible": bool(demand <= self.gpus)}
+
+
+#: share of the node's HBM kept for the running batch's own KV and activations (an assumption,
+#: not a sourced figure: engines typically let the prefix cache use what the batch leaves)
+RUNNING_BATCH_RESERVE = 0.2
+
+
+def kv_block_bytes(model, gpu, tp, block_tokens):
+    """KV bytes of one block: compare's kv_bytes_per_token x block_tokens."""
+    from .evaluate import compare
+    from .tables import resolve_tier
+    return compare(model, gpu, resolve_tier("host-dram"), block_tokens,
+                   tp=tp)["kv_bytes_per_token"] * block_tokens
+
+
+def node_tiers(node, model, tp=None, reserve=RUNNING_BATCH_RESERVE, remote_bytes=None):
+    """Default tier specs of a node from ``nodes.csv``: HBM (all GPUs' HBM less the weights of
+    each TP group and the running-batch reserve), host DRAM, the NVMe array, and optionally a
+    remote pool of remote_bytes over the node's RDMA path. Bandwidths come from the tier paths
+    (``tiers.csv``) with every GPU of the node moving data at once; NVMe writes are assumed as
+    fast as reads (no write bandwidth is in the data); NVMe endurance is prices.csv's
+    nvme_drive_writes_lifetime (an assumption)."""
+    from .evaluate import architecture_values, path_values
+    from .tables import bundled, prices
+    cat = bundled()
+    gpu = cat.gpus[node.gpu]
+    tp = tp or node.gpus
+    v = architecture_values(model)
+    hbm_total = node.gpus * gpu.hbm_capacity_bytes
+    hbm = max(hbm_total * (1 - reserve) - v["N_tot"] * v["b_w"] * node.gpus / tp, 0.0)
+
+    def node_Bps(tier):
+        return path_values(cat.tiers[tier], gpu, node.gpus)[0] * node.gpus
+
+    specs = [TierSpec("hbm", hbm, gpu.hbm_bandwidth_Bps * node.gpus,
+                      gpu.hbm_bandwidth_Bps * node.gpus),
+             TierSpec("host-dram", node.host_dram_bytes, node_Bps("host-dram"),
+                      node_Bps("host-dram"), "host-dram")]
+    if node.nvme_drives:
+        bw = node_Bps("nvme")
+        specs.append(TierSpec("nvme", node.nvme_drives * node.nvme_drive_bytes, bw, bw, "nvme",
+                              drive_bytes=node.nvme_drive_bytes,
+                              rated_drive_writes=prices()["nvme_drive_writes_lifetime"].value))
+    if remote_bytes:
+        bw = node_Bps("rdma")
+        specs.append(TierSpec("remote", remote_bytes, bw, bw, "rdma"))
+    return specs

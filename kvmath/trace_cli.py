@@ -1,0 +1,130 @@
+"""``kvmath trace FILE --model M``: reuse, LRU curve and tier replay of a request trace.
+
+FILE is a bundled trace name (conversation, synthetic) or a Mooncake / generic trace file
+(see :mod:`kvmath.traces`). Bad input raises TraceError (a DataError): exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+
+POLICIES = ("lru", "ttl", "selective")
+
+
+def _positive(kind):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        return value
+    return parse
+
+
+def add_parser(subparsers):
+    """Add the ``trace`` sub-command to an argparse subparsers object."""
+    t = subparsers.add_parser("trace", help="reuse, LRU hit-rate curve and tier replay of a "
+                              "request trace")
+    t.add_argument("file", metavar="FILE", help="bundled trace (conversation, synthetic) or a "
+                   "Mooncake/generic JSONL(.gz) or Parquet trace")
+    t.add_argument("--model", required=True, help="bundled model name or path to a models CSV row")
+    t.add_argument("--node", default="dgx-h100", help="bundled node name (default dgx-h100)")
+    t.add_argument("--tp", type=_positive(int), help="tensor-parallel GPUs (default: all of the node)")
+    t.add_argument("--policy", choices=POLICIES, default="lru", help="tier policy (default lru)")
+    t.add_argument("--ttl", type=_positive(float), metavar="S", default=600.0,
+                   help="time-to-live of offloaded blocks for --policy ttl, s (default 600)")
+    t.add_argument("--min-uses", type=_positive(int), default=2, metavar="N",
+                   help="uses before a block is written to NVMe, --policy selective (default 2)")
+    t.add_argument("--remote-bytes", type=_positive(float), metavar="B",
+                   help="add a remote pool of this many bytes over RDMA")
+    t.add_argument("--sample-rate", type=_positive(float), metavar="R",
+                   help="SHARDS sampling rate for the LRU curve (0 < R < 1; default exact)")
+    t.add_argument("--json", action="store_true", help="print one JSON object")
+    return t
+
+
+def analyse(args):
+    """The JSON-ready result of ``kvmath trace``."""
+    from . import cachesim as C
+    from . import traces as T
+    from .evaluate import ScenarioError
+    from .tables import bundled, nodes, resolve_model
+
+    if args.node not in nodes():
+        raise KeyError(f"unknown node {args.node!r}; bundled: {', '.join(sorted(nodes()))}")
+    if args.sample_rate is not None and args.sample_rate >= 1:
+        raise ScenarioError(f"--sample-rate must be below 1, got {args.sample_rate:g}")
+    node = nodes()[args.node]
+    model = resolve_model(args.model)
+    gpu = bundled().gpus[node.gpu]
+    tp = args.tp or node.gpus
+    if tp > node.gpus:
+        raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+    trace = T.load(args.file)
+    stats = T.reuse_stats(trace)
+    curve = C.lru_curve(T.load(args.file, args.sample_rate) if args.sample_rate else trace)
+    block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens)
+    specs = C.node_tiers(node, model, tp=tp, remote_bytes=args.remote_bytes)
+    cost = C.HitCost(model, gpu, specs, tp, node.gpus)
+    rep = C.replay(trace, specs, block_bytes, policy=args.policy, ttl_s=args.ttl,
+                   min_uses=args.min_uses, cost=cost)
+    keep = ("tier", "capacity_bytes", "hit_rate", "read_Bps_mean", "read_Bps_p99",
+            "write_Bps_mean", "write_Bps_p99", "writes_dropped", "writes_filtered",
+            "drive_writes_per_day", "lifetime_years")
+    pauses = stats.pop("pauses")
+    try:
+        fit = T.fit_lognormal(pauses)
+    except ValueError:
+        fit = None
+    return {
+        "trace": args.file, "model": model.name, "node": node.name, "tp": tp,
+        "policy": args.policy, "requests": trace.n_requests,
+        "prompt_tokens": int(trace.prompt_tokens.sum()), "duration_s": trace.duration_s,
+        "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
+        "max_token_hit_rate": stats["max_token_hit_rate"],
+        "max_block_hit_rate": stats["max_block_hit_rate"],
+        "reuse": {k: v for k, v in stats.items() if k not in ("trace", "requests")},
+        "pause_fit": fit,
+        "lru_curve_sample_rate": curve.sample_rate,
+        "lru_curve": curve.rows(),
+        "token_hit_rate": rep["token_hit_rate"], "block_hit_rate": rep["block_hit_rate"],
+        "tiers": [{k: row[k] for k in keep if k in row} for row in rep["tiers"]],
+        **{k: rep[k] for k in ("gpu_seconds_saved_per_s", "gpu_seconds_saved_per_s_by_tier",
+                               "prefill_gpu_s_per_s_no_cache", "prefill_gpu_s_per_s",
+                               "node_gpu_s_per_s", "feasible")},
+    }
+
+
+def _human(r):
+    from .units import fmt_bytes
+    lines = [f"{r['trace']}: {r['requests']:,} requests over {r['duration_s']:,.0f} s, "
+             f"{r['prompt_tokens']:,} prompt tokens; {r['model']} on {r['node']} (TP {r['tp']})",
+             f"unlimited prefix cache: {r['max_token_hit_rate']:.1%} of tokens, "
+             f"{r['max_block_hit_rate']:.1%} of blocks",
+             f"tier replay ({r['policy']}): {r['token_hit_rate']:.1%} of tokens hit",
+             f"{'tier':<10} {'capacity':>10} {'hits':>7} {'read mean/p99':>22} "
+             f"{'write mean/p99':>22} {'dropped':>8}"]
+    for t in r["tiers"]:
+        lines.append(f"{t['tier']:<10} {fmt_bytes(t['capacity_bytes'], 4):>10} "
+                     f"{t['hit_rate']:>7.1%} "
+                     f"{fmt_bytes(t['read_Bps_mean'], 3) + '/' + fmt_bytes(t['read_Bps_p99'], 3):>22} "
+                     f"{fmt_bytes(t['write_Bps_mean'], 3) + '/' + fmt_bytes(t['write_Bps_p99'], 3):>22} "
+                     f"{t['writes_dropped']:>8,}")
+        if "drive_writes_per_day" in t:
+            lines.append(f"{'':<10} {t['drive_writes_per_day']:.3g} drive writes per day, "
+                         f"rated life {t['lifetime_years']:.3g} years at that rate")
+    lines.append(f"GPU-seconds saved per second: {r['gpu_seconds_saved_per_s']:.3g}; prefill "
+                 f"demand {r['prefill_gpu_s_per_s']:.3g} GPU-s/s (no cache "
+                 f"{r['prefill_gpu_s_per_s_no_cache']:.3g}) of the node's "
+                 f"{r['node_gpu_s_per_s']:.3g}: {'feasible' if r['feasible'] else 'INFEASIBLE'}")
+    return "\n".join(lines)
+
+
+def run(args):
+    """Run ``kvmath trace``; returns the exit status."""
+    from .cli import _dump
+    result = analyse(args)
+    print(_dump(result) if args.json else _human(result))
+    return 0

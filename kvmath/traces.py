@@ -1,0 +1,521 @@
+"""Reading request traces of prefix-block hashes, and what they say about reuse.
+
+Two formats are read, gzipped or not:
+
+* **Mooncake JSONL** (the FAST'25 release, bundled as ``conversation`` and ``synthetic``):
+  ``timestamp`` (ms), ``input_length``, ``output_length`` (tokens), ``hash_ids`` (hashes of the
+  prompt's 512-token prefix blocks, head first).
+* **Generic** (JSONL or Parquet, one request per line/row): ``timestamp_s`` (s),
+  ``prompt_tokens``, ``block_hashes`` (non-negative 64-bit integers, head first; a block's hash
+  must identify its whole prefix, as vLLM's and SGLang's chained block hashes do),
+  ``block_tokens`` (tokens per block, the same on every row), optional ``output_tokens`` and
+  ``session_id``.
+
+A trace needs ``ceil`` or ``floor`` of prompt_tokens / block_tokens hashes (the last, partial
+block hashed or not), distinct within a request, and non-decreasing timestamps. Files stream
+through DuckDB; only per-request columns and the (optionally SHARDS-sampled) block accesses
+reach numpy. A bad file raises :class:`TraceError` naming the file, line and field.
+Blank lines in JSONL are not records and are passed over, as JSONL readers do.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .tables import DataError, data_path
+
+MOONCAKE_BLOCK_TOKENS = 512
+#: bundled traces by short name
+BUNDLED = {"conversation": "conversation_trace.jsonl.gz", "synthetic": "synthetic_trace.jsonl.gz"}
+MOONCAKE_COMMIT = "3b5a594133958449a1feaf1c9e0fc1b553e34a28"
+MOONCAKE_SOURCE = f"https://github.com/kvcache-ai/Mooncake/tree/{MOONCAKE_COMMIT}/FAST25-release/traces"
+#: SHARDS spatial sampling: a block is kept iff mix(hash) < R * 2^32, where mix folds the
+#: 64-bit hash to 32 bits, adds a seed and applies MurmurHash3's 32-bit finaliser (fmix32)
+SHARDS_MODULUS = 2 ** 32
+SHARDS_SEED = 0x9E3779B9
+
+
+def _mix_sql(h):
+    """The sampling hash as a DuckDB expression of a UBIGINT column (no overflow: 32x32 bits)."""
+    m = SHARDS_MODULUS
+    x = f"((xor({h} % {m}, {h} >> 32) + {SHARDS_SEED}) % {m})"
+    x = f"xor({x}, {x} >> 16)"
+    x = f"(({x}) * {0x85EBCA6B} % {m})"
+    x = f"xor({x}, {x} >> 13)"
+    x = f"(({x}) * {0xC2B2AE35} % {m})"
+    return f"xor({x}, {x} >> 16)"
+
+
+def _mix(h):
+    """The same sampling hash in numpy."""
+    h = np.asarray(h, dtype=np.uint64)
+    m = np.uint64(SHARDS_MODULUS)
+    x = ((h % m) ^ (h >> np.uint64(32))) + np.uint64(SHARDS_SEED)
+    x %= m
+    x ^= x >> np.uint64(16)
+    x = (x * np.uint64(0x85EBCA6B)) % m
+    x ^= x >> np.uint64(13)
+    x = (x * np.uint64(0xC2B2AE35)) % m
+    return x ^ (x >> np.uint64(16))
+
+_FORMATS = {
+    "mooncake": {"timestamp": ("DOUBLE", "number"), "input_length": ("BIGINT", "integer"),
+                 "output_length": ("BIGINT", "integer"), "hash_ids": ("UBIGINT[]", "hashes")},
+    "generic": {"timestamp_s": ("DOUBLE", "number"), "prompt_tokens": ("BIGINT", "integer"),
+                "block_hashes": ("UBIGINT[]", "hashes"), "block_tokens": ("BIGINT", "integer")},
+}
+_OPTIONAL = {"mooncake": {}, "generic": {"output_tokens": ("BIGINT", "integer"),
+                                          "session_id": ("VARCHAR", "text")}}
+
+
+class TraceError(DataError):
+    """A trace that cannot be read: file, line (1 = first line), field and what was expected."""
+
+    def __init__(self, path, line, field_name, message):
+        self.path, self.row, self.field, self.message = str(path), line, field_name, message
+        where = str(path)
+        if line is not None:
+            where += f", line {line}"
+        if field_name is not None:
+            where += f", field '{field_name}'"
+        ValueError.__init__(self, f"{where}: {message}")
+
+
+@dataclass
+class Trace:
+    """Requests and their block accesses, head first within a request.
+
+    Per request (length n_requests): ``timestamp_s``, ``prompt_tokens``, ``output_tokens``,
+    ``n_blocks`` (hashes in the request before sampling). Per kept access: ``rid`` (request
+    index), ``pos`` (block position in its request), ``hashes``. ``sample_rate`` < 1 means
+    the accesses are a SHARDS spatial sample.
+    """
+    name: str
+    timestamp_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    n_blocks: np.ndarray
+    rid: np.ndarray
+    pos: np.ndarray
+    hashes: np.ndarray
+    block_tokens: int
+    sample_rate: float = 1.0
+
+    @property
+    def n_requests(self):
+        return len(self.timestamp_s)
+
+    @property
+    def duration_s(self):
+        return float(self.timestamp_s[-1] - self.timestamp_s[0])
+
+    def access_tokens(self):
+        """Tokens each kept access covers (the last block of a prompt may be partial)."""
+        left = self.prompt_tokens[self.rid] - self.pos.astype(np.int64) * self.block_tokens
+        return np.clip(left, 0, self.block_tokens)
+
+
+# ------------------------------------------------------------------ reading
+def resolve_path(name_or_path):
+    """A bundled trace's path by short name, or the given path."""
+    if name_or_path in BUNDLED:
+        return data_path(f"traces/{BUNDLED[name_or_path]}")
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise TraceError(path, None, None, "no such trace file; bundled traces: "
+                         + ", ".join(sorted(BUNDLED)))
+    return path
+
+
+def _open_text(path):
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")
+
+
+def _detect(path):
+    """(format, first line number) from the first non-blank line of a JSONL file."""
+    if path.suffix == ".parquet":
+        return "parquet", None
+    try:
+        with _open_text(path) as fh:
+            for i, line in enumerate(fh, start=1):
+                if line.strip():
+                    try:
+                        obj = json.loads(line)
+                    except ValueError:
+                        raise TraceError(path, i, None, "malformed JSON (expected one object "
+                                         "per line)") from None
+                    if not isinstance(obj, dict):
+                        raise TraceError(path, i, None, "expected a JSON object")
+                    if "hash_ids" in obj:
+                        return "mooncake", i
+                    if "block_hashes" in obj:
+                        return "generic", i
+                    raise TraceError(path, i, None, "unknown format: expected Mooncake fields "
+                                     "(timestamp, input_length, output_length, hash_ids) or "
+                                     "generic ones (timestamp_s, prompt_tokens, block_hashes, "
+                                     "block_tokens)")
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
+        raise TraceError(path, None, None, f"cannot read file ({exc})") from None
+    raise TraceError(path, None, None, "empty trace (expected at least one request)")
+
+
+def _check_value(kind, value):
+    """None if value fits kind, else what was expected."""
+    if kind == "number":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+            math.isfinite(value) and value >= 0
+        return None if ok else "a non-negative number"
+    if kind == "integer":
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return None if ok else "a non-negative integer"
+    if kind == "text":
+        return None if isinstance(value, (str, int)) else "text"
+    ok = isinstance(value, list) and all(isinstance(h, int) and not isinstance(h, bool)
+                                         and 0 <= h < 2 ** 64 for h in value)
+    return None if ok else "a list of non-negative 64-bit integer hashes"
+
+
+def _record_problem(fmt, obj, prev_ts, block_tokens_seen):
+    """(field, message) of the first problem with one parsed record, or None."""
+    fields, optional = _FORMATS[fmt], _OPTIONAL[fmt]
+    for name, (_, kind) in fields.items():
+        if name not in obj:
+            return name, "missing field"
+        expected = _check_value(kind, obj[name])
+        if expected:
+            return name, f"expected {expected}, got {json.dumps(obj[name])[:60]}"
+    for name, (_, kind) in optional.items():
+        if obj.get(name) is not None:
+            expected = _check_value(kind, obj[name])
+            if expected:
+                return name, f"expected {expected}, got {json.dumps(obj[name])[:60]}"
+    ts_f, prompt_f, hash_f = (("timestamp", "input_length", "hash_ids") if fmt == "mooncake"
+                              else ("timestamp_s", "prompt_tokens", "block_hashes"))
+    bt = MOONCAKE_BLOCK_TOKENS if fmt == "mooncake" else obj["block_tokens"]
+    if bt <= 0:
+        return "block_tokens", "expected a positive integer"
+    if block_tokens_seen is not None and bt != block_tokens_seen:
+        return "block_tokens", f"expected the same block size on every line ({block_tokens_seen})"
+    if obj[prompt_f] <= 0:
+        return prompt_f, "expected a positive number of prompt tokens"
+    n, p = len(obj[hash_f]), obj[prompt_f]
+    if n not in (p // bt, -(-p // bt)):
+        return hash_f, (f"expected {-(-p // bt)} (or {p // bt}) block hashes for {p} tokens "
+                        f"in blocks of {bt}, got {n}")
+    if len(set(obj[hash_f])) != n:
+        return hash_f, "expected distinct hashes within a request (a hash names a whole prefix)"
+    ts = obj[ts_f] / (1000.0 if fmt == "mooncake" else 1.0)
+    if prev_ts is not None and ts < prev_ts:
+        return ts_f, "timestamp goes backwards (expected requests in arrival order)"
+    return None
+
+
+def _locate_jsonl(path, fmt):
+    """Stream a JSONL file and raise TraceError at its first bad line (O(1) memory)."""
+    prev_ts, bt_seen, any_row = None, None, False
+    with _open_text(path) as fh:
+        for i, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                raise TraceError(path, i, None, "malformed JSON (expected one object per line)") \
+                    from None
+            if not isinstance(obj, dict):
+                raise TraceError(path, i, None, "expected a JSON object")
+            problem = _record_problem(fmt, obj, prev_ts, bt_seen)
+            if problem:
+                raise TraceError(path, i, *problem)
+            any_row = True
+            prev_ts = obj["timestamp"] / 1000.0 if fmt == "mooncake" else obj["timestamp_s"]
+            bt_seen = MOONCAKE_BLOCK_TOKENS if fmt == "mooncake" else obj["block_tokens"]
+    if not any_row:
+        raise TraceError(path, None, None, "empty trace (expected at least one request)")
+
+
+def _source_sql(path, fmt):
+    """A SELECT normalising the file to ts_s, prompt, output, hashes, bt."""
+    p = str(path).replace("'", "''")
+    if fmt == "parquet":
+        return (f"SELECT timestamp_s::DOUBLE AS ts_s, prompt_tokens::BIGINT AS prompt, "
+                f"0::BIGINT AS output, block_hashes::UBIGINT[] AS hashes, "
+                f"block_tokens::BIGINT AS bt FROM read_parquet('{p}')")
+    cols = {**_FORMATS[fmt], **_OPTIONAL[fmt]}
+    spec = ", ".join(f"'{k}': '{t}'" for k, (t, _) in cols.items())
+    src = f"read_json('{p}', format='newline_delimited', columns={{{spec}}})"
+    if fmt == "mooncake":
+        return (f"SELECT timestamp / 1000.0 AS ts_s, input_length AS prompt, output_length AS "
+                f"output, hash_ids AS hashes, {MOONCAKE_BLOCK_TOKENS}::BIGINT AS bt FROM {src}")
+    return (f"SELECT timestamp_s AS ts_s, prompt_tokens AS prompt, coalesce(output_tokens, 0) "
+            f"AS output, block_hashes AS hashes, block_tokens AS bt FROM {src}")
+
+
+_BAD_ROW = ("ts_s IS NULL OR prompt IS NULL OR hashes IS NULL OR bt IS NULL OR ts_s < 0 "
+            "OR output IS NULL OR NOT isfinite(ts_s) OR prompt <= 0 OR bt <= 0 OR output < 0 "
+            "OR list_count(hashes) != len(hashes) "
+            "OR (len(hashes) != prompt // bt AND len(hashes) != (prompt + bt - 1) // bt) "
+            "OR len(list_distinct(hashes)) != len(hashes)")
+
+
+def _parquet_problem(con, path, src):
+    """Raise TraceError at the first bad row of a Parquet trace, if any."""
+    row = con.execute(f"SELECT i FROM (SELECT row_number() OVER () AS i, * FROM ({src})) "
+                      f"WHERE {_BAD_ROW} LIMIT 1").fetchone()
+    if row:
+        raise TraceError(path, row[0], None, "bad row: expected non-negative timestamp_s, "
+                         "positive prompt_tokens and block_tokens, and ceil or floor of "
+                         "prompt_tokens / block_tokens distinct non-negative block_hashes")
+
+
+def load(name_or_path, sample_rate=None):
+    """Read a trace (bundled name or path) into a :class:`Trace`.
+
+    sample_rate R in (0, 1): keep only the blocks whose hash SHARDS-samples in (see
+    :func:`_mix`), filtered inside DuckDB so a trace larger than memory streams.
+    """
+    import duckdb
+
+    path = resolve_path(name_or_path)
+    if sample_rate is not None and not 0 < sample_rate <= 1:
+        raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
+    fmt, _ = _detect(path)
+    src = _source_sql(path, fmt)
+    con = duckdb.connect()
+    try:  # a progress bar on stdout would corrupt --json output
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.Error:
+        pass  # in Jupyter without ipywidgets DuckDB shows none and refuses the setting
+    try:
+        try:
+            per = con.execute(f"SELECT ts_s, prompt, output, len(hashes) AS n, bt, coalesce({_BAD_ROW}, true) "
+                              f"AS bad FROM ({src})").fetchnumpy()
+            bts = np.unique(np.asarray(per["bt"]))
+            bad = bool(np.asarray(per["bad"]).astype(bool).any()) or len(bts) > 1
+        except duckdb.Error as exc:
+            if fmt == "parquet":
+                raise TraceError(path, None, None, f"not a readable trace "
+                                 f"({str(exc).splitlines()[0]})") from None
+            per, bad = None, True
+        if bad:
+            if fmt == "parquet":
+                _parquet_problem(con, path, src)
+                raise TraceError(path, None, "block_tokens", "expected one block size")
+            _locate_jsonl(path, fmt)
+            raise TraceError(path, None, None, "not readable as a trace (the reader failed "
+                             "but no bad line was found)")
+        n_req = len(per["ts_s"])
+        if n_req == 0:
+            raise TraceError(path, None, None, "empty trace (expected at least one request)")
+        block_tokens = int(bts[0])
+        ts = np.asarray(per["ts_s"], dtype=float)
+        back = np.flatnonzero(np.diff(ts) < 0)
+        if len(back):
+            if fmt == "parquet":
+                raise TraceError(path, int(back[0]) + 2, "timestamp_s",
+                                 "timestamp goes backwards (expected requests in arrival order)")
+            _locate_jsonl(path, fmt)
+        n_blocks = np.asarray(per["n"], dtype=np.int64)
+        if sample_rate is None or sample_rate >= 1:
+            acc = con.execute(f"SELECT unnest(hashes) AS h FROM ({src})").fetchnumpy()
+            hashes = np.asarray(acc["h"], dtype=np.uint64)
+            rid = np.repeat(np.arange(n_req, dtype=np.int64), n_blocks)
+            starts = np.concatenate([[0], np.cumsum(n_blocks)[:-1]])
+            pos = (np.arange(len(hashes), dtype=np.int64) - starts[rid]).astype(np.int32)
+            rate = 1.0
+        else:
+            threshold = int(sample_rate * SHARDS_MODULUS)
+            acc = con.execute(
+                f"SELECT rid, pos, h FROM (SELECT rid, unnest(hashes) AS h, "
+                f"unnest(range(len(hashes))) AS pos FROM (SELECT row_number() OVER () - 1 AS rid, "
+                f"hashes FROM ({src}))) WHERE {_mix_sql('h')} < {threshold}").fetchnumpy()
+            hashes = np.asarray(acc["h"], dtype=np.uint64)
+            rid = np.asarray(acc["rid"], dtype=np.int64)
+            pos = np.asarray(acc["pos"], dtype=np.int32)
+            rate = threshold / SHARDS_MODULUS
+    except duckdb.Error as exc:
+        raise TraceError(path, None, None, f"not a readable trace ({str(exc).splitlines()[0]})"
+                         ) from None
+    finally:
+        con.close()
+    return Trace(name=str(name_or_path), timestamp_s=ts,
+                 prompt_tokens=np.asarray(per["prompt"], dtype=np.int64),
+                 output_tokens=np.asarray(per["output"], dtype=np.int64), n_blocks=n_blocks,
+                 rid=rid, pos=pos, hashes=hashes, block_tokens=block_tokens, sample_rate=rate)
+
+
+def from_requests(requests, block_tokens=MOONCAKE_BLOCK_TOKENS, name="in-memory"):
+    """A Trace from a list of (timestamp_s, prompt_tokens, [hashes]) (tests, examples)."""
+    ts = np.array([r[0] for r in requests], dtype=float)
+    prompt = np.array([r[1] for r in requests], dtype=np.int64)
+    n = np.array([len(r[2]) for r in requests], dtype=np.int64)
+    hashes = np.array([h for r in requests for h in r[2]], dtype=np.uint64)
+    rid = np.repeat(np.arange(len(requests), dtype=np.int64), n)
+    pos = np.array([j for r in requests for j in range(len(r[2]))], dtype=np.int32)
+    return Trace(name, ts, prompt, np.zeros_like(prompt), n, rid, pos, hashes, block_tokens)
+
+
+def shards_keep(hashes, sample_rate):
+    """The SHARDS sampling predicate of :func:`load`, in numpy (same hash, same blocks)."""
+    return _mix(hashes) < np.uint64(int(sample_rate * SHARDS_MODULUS))
+
+
+def sample(trace, sample_rate):
+    """A SHARDS spatial sample of an in-memory trace."""
+    keep = shards_keep(trace.hashes, sample_rate)
+    return Trace(trace.name, trace.timestamp_s, trace.prompt_tokens, trace.output_tokens,
+                 trace.n_blocks, trace.rid[keep], trace.pos[keep], trace.hashes[keep],
+                 trace.block_tokens, int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS)
+
+
+# ------------------------------------------------------------------ reuse analytics
+QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
+
+
+def _quantiles(x):
+    x = np.asarray(x, dtype=float)
+    if not len(x):
+        return {f"p{round(q * 100)}": None for q in QUANTILES}
+    return {f"p{round(q * 100)}": float(v) for q, v in zip(QUANTILES, np.quantile(x, QUANTILES))}
+
+
+def reuse_stats(trace: Trace):
+    """What an unlimited prefix cache would reuse in a whole (unsampled) trace.
+
+    A request *hits* the longest prefix of its blocks all seen in earlier requests. Each hit is
+    classified from hashes alone (there are no session ids): a **continuation** if its last hit
+    block was the last full block (the *tail*) of an earlier request's prompt, i.e. the request
+    extends an earlier prompt as a next conversation turn does; otherwise **shared prefix** (the
+    hit stops inside earlier chains, where requests diverge: a system prompt, a shared document,
+    or an identical prompt sent again). A block's *reuse time* is the time since it was last used
+    (s); a continuation's *pause* is the reuse time of its last hit block (the time since the
+    turn it continues, or since that prefix was last used).
+
+    A request *returns* if a later continuation ends its hit at its tail; the return probability
+    is the share of requests with a full block that return, counting only requests that arrive
+    at least the 95th-percentile pause before the trace ends (later ones had no time to).
+    """
+    if trace.sample_rate < 1:
+        raise ValueError("reuse statistics need the whole trace, not a SHARDS sample")
+    n_req, bt = trace.n_requests, trace.block_tokens
+    rid, pos, ts = trace.rid, trace.pos.astype(np.int64), trace.timestamp_s
+    _, first_idx, inv = np.unique(trace.hashes, return_index=True, return_inverse=True)
+    seen = rid[first_idx][inv] < rid
+    m = trace.n_blocks.copy()
+    np.minimum.at(m, rid[~seen], pos[~seen])  # hit length: leading blocks seen before
+    hit = pos < m[rid]
+    tokens = trace.access_tokens()
+    hit_tokens = np.bincount(rid, weights=np.where(hit, tokens, 0), minlength=n_req)
+    # previous use of each access
+    by = np.lexsort((rid, inv))
+    same = inv[by][1:] == inv[by][:-1]
+    prev_rid = np.full(len(rid), -1, dtype=np.int64)
+    prev_rid[by[1:][same]] = rid[by[:-1][same]]
+    reuse_t = ts[rid] - ts[np.maximum(prev_rid, 0)]
+    # tails: the last full block of each request
+    n_full = trace.prompt_tokens // bt
+    is_tail = pos == n_full[rid] - 1
+    first_tail = np.full(inv.max() + 1 if len(inv) else 0, n_req, dtype=np.int64)
+    np.minimum.at(first_tail, inv[is_tail], rid[is_tail])
+    offsets = np.r_[0, np.cumsum(trace.n_blocks)[:-1]]
+    reqs = np.flatnonzero(m > 0)
+    last_hit = offsets[reqs] + m[reqs] - 1
+    # branch points: the request in which a block first had a second distinct successor
+    follows = pos + 1 < trace.n_blocks[rid]
+    succ = np.where(follows, np.roll(inv, -1), -1)
+    pair = inv[follows].astype(np.int64) * (len(first_tail) + 1) + succ[follows]
+    _, pair_first = np.unique(pair, return_index=True)
+    pb, pr = inv[follows][pair_first], rid[follows][pair_first]
+    o = np.lexsort((pr, pb))
+    pb, pr = pb[o], pr[o]
+    branch_at = np.full(len(first_tail), n_req, dtype=np.int64)
+    is_second = np.zeros(len(pb), dtype=bool)  # second entry of each block's group
+    is_second[1:] = pb[1:] == pb[:-1]
+    is_second[2:] &= pb[2:] != pb[:-2]
+    branch_at[pb[is_second]] = pr[is_second]
+    b_last = inv[last_hit]
+    cont = (first_tail[b_last] < reqs) & (branch_at[b_last] >= reqs)
+    pause = reuse_t[last_hit[cont]]
+    kind = np.zeros(n_req, dtype=np.int8)  # 0 miss, 1 shared prefix, 2 continuation
+    kind[reqs] = np.where(cont, 2, 1)
+    hit_kind = kind[rid][hit]
+    # return probability
+    last_cont = np.full(len(first_tail), -1, dtype=np.int64)
+    np.maximum.at(last_cont, inv[last_hit[cont]], reqs[cont])
+    tail_req = rid[is_tail]
+    horizon = float(np.quantile(pause, 0.95)) if len(pause) else 0.0
+    eligible = ts[tail_req] <= ts[-1] - horizon
+    returned = last_cont[inv[is_tail]] > tail_req
+    p_return = float(returned[eligible].mean()) if eligible.any() else None
+    blocks_total = len(rid)
+    return {
+        "trace": trace.name, "requests": n_req, "duration_s": trace.duration_s,
+        "prompt_tokens": int(trace.prompt_tokens.sum()), "block_tokens": bt,
+        "blocks": blocks_total, "distinct_blocks": int(len(first_idx)),
+        "max_block_hit_rate": float(hit.sum() / blocks_total),
+        "max_token_hit_rate": float(hit_tokens.sum() / trace.prompt_tokens.sum()),
+        "requests_with_hit": float((m > 0).mean()),
+        "requests_continuation": float((kind == 2).mean()),
+        "requests_shared_prefix": float((kind == 1).mean()),
+        "hit_tokens_continuation": float(hit_tokens[kind == 2].sum() / trace.prompt_tokens.sum()),
+        "hit_tokens_shared_prefix": float(hit_tokens[kind == 1].sum()
+                                          / trace.prompt_tokens.sum()),
+        "hit_tokens_quantiles": _quantiles(hit_tokens[m > 0]),
+        "hit_fraction_quantiles": _quantiles((hit_tokens / trace.prompt_tokens)[m > 0]),
+        "reuse_time_s_shared_prefix": _quantiles(reuse_t[hit][hit_kind == 1]),
+        "reuse_time_s_continuation": _quantiles(reuse_t[hit][hit_kind == 2]),
+        "pause_s": _quantiles(pause), "pauses": pause,
+        "return_probability": p_return, "return_horizon_s": horizon,
+        "returning_requests_counted": int(eligible.sum()),
+    }
+
+
+def fit_lognormal(x):
+    """Maximum-likelihood lognormal of positive samples: (median s, sigma, KS distance, n, zeros)."""
+    x = np.asarray(x, dtype=float)
+    pos_x = np.sort(x[x > 0])
+    if len(pos_x) < 2:
+        raise ValueError("a lognormal fit needs at least two positive samples")
+    logs = np.log(pos_x)
+    mu, sigma = float(logs.mean()), float(logs.std())
+    z = (logs - mu) / (sigma * math.sqrt(2))
+    fit = 0.5 * (1 + np.vectorize(math.erf)(z))
+    emp_hi = np.arange(1, len(pos_x) + 1) / len(pos_x)
+    ks = float(max(np.abs(emp_hi - fit).max(), np.abs(emp_hi - 1 / len(pos_x) - fit).max()))
+    return {"median_s": math.exp(mu), "sigma": sigma, "ks_distance": ks, "n": len(pos_x),
+            "zeros": int((x <= 0).sum())}
+
+
+PAUSE_ROW_FIELDS = ("name", "distribution", "median_s", "sigma", "return_probability", "kind",
+                    "source", "source_location", "retrieved", "notes")
+
+
+def fit_pauses(name):
+    """A pauses.csv row fitted to a bundled trace: lognormal pause and return probability."""
+    stats = reuse_stats(load(name))
+    fit = fit_lognormal(stats["pauses"])
+    return {
+        "name": f"{name}-fitted", "distribution": "lognormal",
+        "median_s": f"{fit['median_s']:.4g}", "sigma": f"{fit['sigma']:.4g}",
+        "return_probability": f"{stats['return_probability']:.4g}", "kind": "measurement",
+        "source": f"{MOONCAKE_SOURCE}/{BUNDLED[name].removesuffix('.gz')}",
+        "source_location": (f"lognormal maximum-likelihood fit (mean and s.d. of log) to "
+                            f"{fit['n']} continuation pauses (kvmath.traces.fit_pauses; "
+                            f"{fit['zeros']} zero pauses left out; KS distance "
+                            f"{fit['ks_distance']:.3f}); return probability = share of "
+                            f"{stats['returning_requests_counted']} requests whose last full "
+                            f"block a later request continues"),
+        "retrieved": "2026-11-30",
+        "notes": ("pause = time between request arrivals, so it includes the earlier turn's "
+                  "generation; no session ids: turns are matched by prefix hashes; a one-hour "
+                  "trace cuts off longer pauses, so the tail is short and p is a lower bound"
+                  + ("; synthetic trace: Poisson arrivals, not measured think times"
+                     if name == "synthetic" else "")),
+    }
