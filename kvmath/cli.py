@@ -12,7 +12,8 @@ import sys
 
 from .evaluate import ScenarioError, compare
 from .tables import DTYPE_BYTES, DataError, bundled, resolve_gpu, resolve_model, resolve_tier
-from .units import fmt_bytes, fmt_time
+from .units import fmt_bytes, fmt_time, fmt_token_list
+from .version import version_line, with_version
 
 USAGE_ERROR = 2
 
@@ -56,6 +57,7 @@ def _fraction(text):
 def build_parser():
     p = _Parser(prog="python -m kvmath", description="Reload a paused conversation's KV cache, "
                 "or recompute it by prefill? Bandwidths are SI (1 GB/s = 1e9 B/s).")
+    p.add_argument("--version", action="version", version=version_line())
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     c = sub.add_parser("compare", help="reload against recompute for one scenario")
     c.add_argument("--model", required=True, help="bundled model name or path to a models CSV row")
@@ -95,7 +97,43 @@ def build_parser():
     return p
 
 
+def _side(model_fpb, gpu_fpb):
+    """The winner the division alone names: reload when the model needs more FLOP per KV byte."""
+    return "reload" if model_fpb > gpu_fpb else "recompute"
+
+
+def override_note(r):
+    """One line when the one division's winner is not the scenario's, naming what overrides it.
+
+    The division compares the linear term only, at a length every layer holds, with no fixed
+    cost. Adding, in turn, the attention term (and sliding windows) at this length, the
+    weight-read floor of recompute, and the reload path's fixed latency, the factors that move
+    the answer to the final winner are named. None when the division already agrees.
+    """
+    division = _side(r["model_flops_per_kv_byte"], r["gpu_flops_per_link_byte"])
+    if division == r["winner"]:
+        return None
+    transfer = r["reload_s"] - r["reload_latency_s"]
+    steps = [
+        (_side(r["model_flops_per_kv_byte_at_tokens"], r["gpu_flops_per_link_byte"]),
+         f"the attention term at {r['tokens']:,} tokens (model "
+         f"{r['model_flops_per_kv_byte_at_tokens']:,.0f} FLOP/B at this length)"),
+        ("reload" if transfer < r["recompute_s"] else "recompute",
+         f"recompute's weight-read floor ({fmt_time(r['weights_read_s'])} to read the weights "
+         f"once, against {fmt_time(r['compute_s'])} of compute)"),
+        (r["winner"], f"the reload path's fixed latency ({fmt_time(r['reload_latency_s'])})"),
+    ]
+    why, prev = [], division
+    for side, reason in steps:
+        if side != prev and side == r["winner"]:
+            why.append(reason)
+        prev = side
+    return (f"note: the one division says {division} wins, but {r['winner']} wins here because "
+            f"of {' and '.join(why) or 'the fixed costs'}")
+
+
 def _human(r):
+    division = _side(r["model_flops_per_kv_byte"], r["gpu_flops_per_link_byte"])
     rows = [
         ("scenario", f"{r['model']} on {r['tp']}x {r['gpu']}, tier {r['tier']}, "
                      f"{r['tokens']:,} tokens, KV {r['kv_dtype']}"),
@@ -106,8 +144,8 @@ def _human(r):
         ("reload", f"{fmt_time(r['reload_s'])}  ({r['reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU, "
                    f"{fmt_time(r['reload_latency_s'])} latency)"),
         ("one division", f"model {r['model_flops_per_kv_byte']:,.0f} FLOP/B vs GPU "
-                         f"{r['gpu_flops_per_link_byte']:,.0f} FLOP/B"),
-        ("break-even at", ", ".join(f"{t:,.0f}" for t in r["breakeven_tokens"]) + " tokens"
+                         f"{r['gpu_flops_per_link_byte']:,.0f} FLOP/B: favours {division}"),
+        ("break-even at", fmt_token_list(r["breakeven_tokens"])
          if r["breakeven_tokens"] else "none (same winner at every length)"),
         ("min bandwidth", f"{r['min_reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU"
          if math.isfinite(r["min_reload_bandwidth_Bps"]) else "none suffices (latency alone loses)"),
@@ -116,6 +154,9 @@ def _human(r):
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     loser = "recompute" if r["winner"] == "reload" else "reload"
     lines.append(f"verdict: {r['winner']} wins, {r['speedup']:.3g}x faster than {loser}")
+    note = override_note(r)
+    if note:
+        lines.append(note)
     return "\n".join(lines)
 
 
@@ -150,7 +191,7 @@ def _dump(result):
         if isinstance(x, list):
             return [clean(v) for v in x]
         return x
-    return json.dumps(clean(result))
+    return json.dumps(clean(with_version(result)))
 
 
 def _reuse_human(r):
@@ -165,21 +206,32 @@ def _reuse_human(r):
     return "\n".join([f"{k:<{width}}  {v}" for k, v in rows] + [f"verdict: {r['verdict']}"])
 
 
+def columns(header, rows, left=1):
+    """Rows of strings as aligned text columns: the first `left` columns left-aligned, the rest
+    right-aligned, each as wide as its widest cell whatever the number format."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    def line(cells):
+        return "  ".join(f"{c:<{w}}" if i < left else f"{c:>{w}}"
+                        for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return [line(header)] + [line(r) for r in rows]
+
+
 def _tiers_human(plan):
-    lines = [f"{plan['model']} on {plan['node']} (TP {plan['tp']}), {plan['tokens']:,} tokens "
-             f"({fmt_bytes(plan['kv_bytes'], 4)} each), {plan['resume_rate_per_s']:g} resumes/s, "
-             f"pause {plan['pause']}",
-             f"{'tier':<10} {'capacity':>10} {'caches':>8} {'ages held':>18} {'resumes':>8} "
-             f"{'read+write':>12} {'headroom':>9}"]
+    head = (f"{plan['model']} on {plan['node']} (TP {plan['tp']}), {plan['tokens']:,} tokens "
+            f"({fmt_bytes(plan['kv_bytes'], 4)} each), {plan['resume_rate_per_s']:g} resumes/s, "
+            f"pause {plan['pause']}")
+    rows = []
     for t in plan["tiers"]:
         to = fmt_time(t["ttl_to_s"]) if math.isfinite(t["ttl_to_s"]) else "inf"
-        ages = f"{fmt_time(t['ttl_from_s'])}-{to}" if t["ttl_from_s"] else f"0-{to}"
-        head = "inf" if not math.isfinite(t["headroom"]) else f"{t['headroom']:.3g}x"
-        lines.append(f"{t['tier']:<10} {fmt_bytes(t['capacity_bytes'], 4):>10} "
-                     f"{t['caches_held']:>8,.0f} {ages:>18} {t['resume_fraction']:>8.1%} "
-                     f"{fmt_bytes(t['read_Bps'] + t['write_Bps'], 4) + '/s':>12} {head:>9}")
-    lines.append(f"recomputed: {plan['recomputed_fraction']:.1%} of resumes")
-    return "\n".join(lines)
+        ages = f"{fmt_time(t['ttl_from_s'])} - {to}" if t["ttl_from_s"] else f"0 - {to}"
+        head_room = "inf" if not math.isfinite(t["headroom"]) else f"{t['headroom']:.3g}x"
+        rows.append([t["tier"], fmt_bytes(t["capacity_bytes"], 4), f"{t['caches_held']:,.0f}",
+                     ages, f"{t['resume_fraction']:.1%}",
+                     fmt_bytes(t["read_Bps"] + t["write_Bps"], 4) + "/s", head_room])
+    table = columns(["tier", "capacity", "caches", "ages held", "resumes", "read+write",
+                     "headroom"], rows)
+    return "\n".join([head, *table,
+                      f"recomputed: {plan['recomputed_fraction']:.1%} of resumes"])
 
 
 def run(argv=None):
