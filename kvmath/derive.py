@@ -119,6 +119,10 @@ model_flops_per_kv_byte_at_T = flops_prefill / kv_bytes_total
 gpu_flops_per_link_byte = eta * P / B
 #: minimum reload bandwidth per GPU for reload to win at T (while t_recompute > t_0), B/s
 breakeven_bandwidth = kv_bytes_per_gpu / (t_recompute - t_0)
+#: the minimum reload bandwidth as reported: infinite where the fixed latency alone loses, B/s
+min_reload_bandwidth = sp.Piecewise((breakeven_bandwidth, t_recompute > t_0), (sp.oo, True))
+#: how many times faster the winner is than the loser
+speedup = sp.Max(t_reload, t_recompute) / sp.Min(t_reload, t_recompute)
 
 
 # ---------------------------------------------------------------- crossings

@@ -223,6 +223,32 @@ def scenario_values(model, gpu, tier, tp=1, bandwidth_Bps=None, efficiency=None,
     return v, hops
 
 
+#: compare()'s numeric results: JSON key -> the SymPy expression evaluated at T = tokens. The one
+#: list of them: compare() lambdifies it and kvmath.webcalc prints it to the book's calculator.
+COMPARE_EXPRESSIONS = {
+    "kv_bytes_per_token": D.kv_bytes_per_token,
+    "kv_bytes": D.kv_bytes_total,
+    "kv_bytes_per_gpu": D.kv_bytes_per_gpu,
+    "prefill_flops": D.flops_prefill,
+    "compute_s": D.t_compute,
+    "weights_read_s": D.t_weights,
+    "recompute_s": D.t_recompute,
+    "reload_s": D.t_reload,
+    "speedup": D.speedup,
+    "min_reload_bandwidth_Bps": D.min_reload_bandwidth,
+    "model_flops_per_kv_byte": D.model_flops_per_kv_byte,
+    "model_flops_per_kv_byte_at_tokens": D.model_flops_per_kv_byte_at_T,
+    "gpu_flops_per_link_byte": D.gpu_flops_per_link_byte,
+}
+#: compare()'s breakeven_tokens are the positive roots in T of this expression (reload - recompute)
+CROSSING_EXPRESSION = D.t_advantage
+
+
+@lru_cache(maxsize=None)
+def _compare_fns():
+    return {k: Numeric(e, k) for k, e in COMPARE_EXPRESSIONS.items()}
+
+
 def compare(model, gpu, tier, tokens, tp=1, bandwidth_Bps=None, efficiency=None,
             kv_dtype=None, compute_dtype="bf16"):
     """Reload against recompute for one scenario; a dict of plain numbers (units in keys)."""
@@ -231,31 +257,27 @@ def compare(model, gpu, tier, tokens, tp=1, bandwidth_Bps=None, efficiency=None,
     v, hops = scenario_values(model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype,
                               compute_dtype)
     at = {**v, "T": tokens}
-    recompute = float(fn("t_recompute").take(at))
-    reload = float(fn("t_reload").take(at))
-    compute = float(fn("t_compute").take(at))
-    weights = float(fn("t_weights").take(at))
-    min_bw = (float(fn("breakeven_bandwidth").take(at)) if recompute > v["t_0"] else math.inf)
+    r = {k: float(f.take(at)) for k, f in _compare_fns().items()}
     return {
         "model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "tp": tp,
         "kv_dtype": kv_dtype or model.kv_dtype,
-        "kv_bytes_per_token": float(fn("kv_bytes_per_token").take(v)),
-        "kv_bytes": float(fn("kv_bytes_total").take(at)),
-        "kv_bytes_per_gpu": float(fn("kv_bytes_per_gpu").take(at)),
+        "kv_bytes_per_token": r["kv_bytes_per_token"],
+        "kv_bytes": r["kv_bytes"],
+        "kv_bytes_per_gpu": r["kv_bytes_per_gpu"],
         "kv_replication": v["rho"],
-        "prefill_flops": float(fn("flops_prefill").take(at)),
+        "prefill_flops": r["prefill_flops"],
         "prefill_efficiency": v["eta"],
-        "compute_s": compute, "weights_read_s": weights,
-        "recompute_s": recompute, "reload_s": reload,
+        "compute_s": r["compute_s"], "weights_read_s": r["weights_read_s"],
+        "recompute_s": r["recompute_s"], "reload_s": r["reload_s"],
         "reload_bandwidth_Bps": v["B"], "reload_latency_s": v["t_0"],
         "path": [h.__dict__ for h in hops],
-        "winner": "reload" if reload < recompute else "recompute",
-        "speedup": max(reload, recompute) / min(reload, recompute),
+        "winner": "reload" if r["reload_s"] < r["recompute_s"] else "recompute",
+        "speedup": r["speedup"],
         "breakeven_tokens": crossings(v),
-        "min_reload_bandwidth_Bps": min_bw,
-        "model_flops_per_kv_byte": float(fn("model_flops_per_kv_byte").take(v)),
-        "model_flops_per_kv_byte_at_tokens": float(fn("model_flops_per_kv_byte_at_T").take(at)),
-        "gpu_flops_per_link_byte": float(fn("gpu_flops_per_link_byte").take(v)),
+        "min_reload_bandwidth_Bps": r["min_reload_bandwidth_Bps"],
+        "model_flops_per_kv_byte": r["model_flops_per_kv_byte"],
+        "model_flops_per_kv_byte_at_tokens": r["model_flops_per_kv_byte_at_tokens"],
+        "gpu_flops_per_link_byte": r["gpu_flops_per_link_byte"],
     }
 
 

@@ -91,3 +91,14 @@ def test_commit_comes_from_git():
         pytest.skip("no git")
     assert version_info()["commit"].split("-")[0] == head
     assert re.fullmatch(r"\d{4}-\d\d-\d\d", version_info()["date"])
+
+
+def test_version_agrees_everywhere():
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    pyproject = re.search(r'^version = "([^"]+)"', (root / "pyproject.toml").read_text(), re.M)
+    cff = yaml.safe_load((root / "CITATION.cff").read_text())
+    assert pyproject.group(1) == version_info()["version"] == cff["version"]
