@@ -209,7 +209,13 @@
       update(root, s);
     });
     form.addEventListener("submit", e => e.preventDefault());
-    window.addEventListener("resize", () => update(root, readForm(form), true));
+    // redraw when the plot's box changes width, so its text keeps its size
+    new ResizeObserver(() => {
+      const svg = plot.querySelector("svg");
+      if (svg && Math.abs(Number(svg.dataset.width) - plot.getBoundingClientRect().width) > 1) {
+        update(root, readForm(form), true);
+      }
+    }).observe(plot);
   }
 
   function readForm(form) {
@@ -235,9 +241,9 @@
     }
     if (!m) return;
     const v = values(Object.assign({}, state, {tp: m.tps.includes(state.tp) ? state.tp : m.tps[0]}));
-    for (const s of SYMBOLS) if (form.elements[s]) form.elements[s].placeholder = String(v[s]);
-    form.elements.efficiency.placeholder = String(v.eta);
-    form.elements.bandwidth.placeholder = String(v.B / D.flags.bandwidth.scale);
+    for (const s of SYMBOLS) if (form.elements[s]) form.elements[s].placeholder = String(Number(v[s].toPrecision(6)));
+    form.elements.efficiency.placeholder = String(Number(v.eta.toPrecision(4)));
+    form.elements.bandwidth.placeholder = String(Number((v.B / D.flags.bandwidth.scale).toPrecision(4)));
   }
 
   function query(state) {
@@ -267,8 +273,8 @@
   // ------------------------------------------------------------------ plot (SVG, log-log)
   function plot(box, state, r) {
     const v = values(state);
-    const W = Math.max(280, box.clientWidth || 640), H = Math.round(Math.min(360, W * 0.6));
-    const pad = {l: 64, r: 12, t: 12, b: 44};
+    const W = Math.max(280, Math.round(box.getBoundingClientRect().width) || 640), H = Math.round(Math.min(360, W * 0.6));
+    const pad = {l: 64, r: 24, t: 12, b: 44};
     const lx0 = Math.floor(Math.log10(Math.min(16, state.tokens / 10)));
     const lx1 = Math.ceil(Math.log10(Math.max(1e6, state.tokens * 10, ...r.breakeven_tokens.map(t => 3 * t))));
     const n = 240, pts = [];
@@ -283,7 +289,8 @@
     const ns = "http://www.w3.org/2000/svg";
     const svg = document.createElementNS(ns, "svg");
     svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-    svg.setAttribute("width", W); svg.setAttribute("height", H);
+    svg.setAttribute("width", "100%");
+    svg.dataset.width = W;
     svg.setAttribute("role", "img");
     svg.setAttribute("aria-label", "recompute and reload time against prompt length");
     const add = (tag, attrs, text) => {
@@ -295,7 +302,9 @@
     for (let k = lx0; k <= lx1; k++) {
       add("line", {x1: X(10 ** k), x2: X(10 ** k), y1: pad.t, y2: H - pad.b, class: "grid"});
       if ((k - lx0) % Math.ceil((lx1 - lx0) / Math.max(2, Math.floor(W / 70))) === 0) {
-        add("text", {x: X(10 ** k), y: H - pad.b + 16, "text-anchor": "middle"}, `10^${k}`);
+        const prefix = ["", "k", "M", "G", "T", "P"][Math.floor(k / 3)] ?? `e${k}`;
+        const label = k < 0 ? String(10 ** k) : `${10 ** (k % 3)}${prefix}`;
+        add("text", {x: X(10 ** k), y: H - pad.b + 16, "text-anchor": "middle"}, label);
       }
     }
     for (let k = ly0; k <= ly1; k++) {
