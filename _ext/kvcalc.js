@@ -274,7 +274,7 @@
   function plot(box, state, r) {
     const v = values(state);
     const W = Math.max(280, Math.round(box.getBoundingClientRect().width) || 640), H = Math.round(Math.min(360, W * 0.6));
-    const pad = {l: 64, r: 24, t: 12, b: 44};
+    const pad = {l: 64, r: 28, t: 12, b: 44};
     const lx0 = Math.floor(Math.log10(Math.min(16, state.tokens / 10)));
     const lx1 = Math.ceil(Math.log10(Math.max(1e6, state.tokens * 10, ...r.breakeven_tokens.map(t => 3 * t))));
     const n = 240, pts = [];
@@ -307,10 +307,17 @@
         add("text", {x: X(10 ** k), y: H - pad.b + 16, "text-anchor": "middle"}, label);
       }
     }
-    for (let k = ly0; k <= ly1; k++) {
-      add("line", {x1: pad.l, x2: W - pad.r, y1: Y(10 ** k), y2: Y(10 ** k), class: "grid"});
-      add("text", {x: pad.l - 6, y: Y(10 ** k) + 4, "text-anchor": "end"}, fmtTime(10 ** k));
-    }
+    // time ticks at round values of each unit (1, 10, 100 of it below the next unit's size)
+    const ticks = [];
+    D.time_units.forEach(([, scale, upto]) => {
+      for (const mult of [1, 10, 100]) if (mult < fin(upto)) ticks.push(scale * mult);
+    });
+    const shown = ticks.filter(t => t >= 10 ** ly0 && t <= 10 ** ly1);
+    const every = Math.ceil(shown.length / Math.max(2, Math.floor((H - pad.t - pad.b) / 16)));
+    shown.forEach((t, i) => {
+      add("line", {x1: pad.l, x2: W - pad.r, y1: Y(t), y2: Y(t), class: "grid"});
+      if (i % every === 0) add("text", {x: pad.l - 6, y: Y(t) + 4, "text-anchor": "end"}, fmtTime(t));
+    });
     add("text", {x: (pad.l + W - pad.r) / 2, y: H - 6, "text-anchor": "middle"}, "prompt length (tokens)");
     const path = idx => pts.map((p, i) => `${i ? "L" : "M"}${X(p[0]).toFixed(1)},${Y(p[idx]).toFixed(1)}`).join("");
     add("path", {d: path(1), class: "recompute"});

@@ -64,7 +64,7 @@ def test_no_formula_or_number_typed_in_the_ui():
     text = re.sub(r"(['\"`]).*?\1", "", text)  # strings, line by line
     text = re.sub(r"//[^\n]*", "", text)  # line comments
     numbers = set(re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?:e-?\d+)?", text))
-    layout = {"4", "6", "12", "16", "24", "44", "64", "70", "240", "280", "360", "640", "0.6",
+    layout = {"4", "6", "12", "16", "28", "44", "64", "70", "240", "280", "360", "640", "0.6",
               "1e6"}  # plot geometry in px, sample count, axis span in tokens
     algorithm = {"0", "1", "2", "3", "10", "100", "200", "0.5", "1e-15"}  # grid, bisection, %
     allowed = layout | algorithm
