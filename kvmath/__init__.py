@@ -9,4 +9,4 @@ from .tables import DataError, bundled, resolve_gpu, resolve_model, resolve_tier
 
 __all__ = ["compare", "crossings", "sweep", "DataError", "bundled", "resolve_gpu",
            "resolve_model", "resolve_tier"]
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402

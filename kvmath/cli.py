@@ -13,7 +13,8 @@ import sys
 from . import trace_cli
 from .evaluate import ScenarioError, compare
 from .tables import DTYPE_BYTES, DataError, bundled, resolve_gpu, resolve_model, resolve_tier
-from .units import fmt_bytes, fmt_time
+from .units import fmt_bytes, fmt_time, fmt_token_list
+from .version import version_line, with_version
 
 USAGE_ERROR = 2
 
@@ -62,6 +63,7 @@ def _fraction(text):
 def build_parser():
     p = _Parser(prog="python -m kvmath", description="Reload a paused conversation's KV cache, "
                 "or recompute it by prefill? Bandwidths are SI (1 GB/s = 1e9 B/s).")
+    p.add_argument("--version", action="version", version=version_line())
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     c = sub.add_parser("compare", help="reload against recompute for one scenario")
     c.add_argument("--model", required=True, help="bundled model name or path to a models CSV row")
@@ -186,7 +188,48 @@ def _plan_options(p):
                    help="price of a GPU-hour (default: the bundled H100 price, prices.csv)")
 
 
+def _side(model_fpb, gpu_fpb):
+    """The winner the division alone names: reload when the model needs more FLOP per KV byte."""
+    return "reload" if model_fpb > gpu_fpb else "recompute"
+
+
+def override_note(r):
+    """One line when the one division's winner is not the scenario's, naming what overrides it.
+
+    The division compares the linear term only, at a length every layer holds, with the flat
+    prefill and no fixed cost. Adding, in turn, the attention term (and sliding windows) at this
+    length, the prefill model in use (the weight-read floor of the flat roofline, or the
+    calibrated operator model), and the reload's fixed cost, the factors that move the answer to
+    the final winner are named. None when the division already agrees.
+    """
+    division = _side(r["model_flops_per_kv_byte"], r["gpu_flops_per_link_byte"])
+    if division == r["winner"]:
+        return None
+    transfer = r["reload_s"] - r["reload_fixed_s"]
+    if r["prefill_model"] == "calibrated":
+        prefill = (f"the calibrated prefill ({fmt_time(r['recompute_s'])}, against "
+                   f"{fmt_time(r['compute_s'])} of compute at the flat efficiency)")
+    else:
+        prefill = (f"recompute's weight-read floor ({fmt_time(r['weights_read_s'])} to read the "
+                   f"weights once, against {fmt_time(r['compute_s'])} of compute)")
+    steps = [
+        (_side(r["model_flops_per_kv_byte_at_tokens"], r["gpu_flops_per_link_byte"]),
+         f"the attention term at {r['tokens']:,} tokens (model "
+         f"{r['model_flops_per_kv_byte_at_tokens']:,.0f} FLOP/B at this length)"),
+        ("reload" if transfer < r["recompute_s"] else "recompute", prefill),
+        (r["winner"], f"the reload's fixed cost ({fmt_time(r['reload_fixed_s'])})"),
+    ]
+    why, prev = [], division
+    for side, reason in steps:
+        if side != prev and side == r["winner"]:
+            why.append(reason)
+        prev = side
+    return (f"note: the one division says {division} wins, but {r['winner']} wins here because "
+            f"of {' and '.join(why) or 'the fixed costs'}")
+
+
 def _human(r):
+    division = _side(r["model_flops_per_kv_byte"], r["gpu_flops_per_link_byte"])
     rows = [
         ("scenario", f"{r['model']}, tier {r['tier']}, {r['tokens']:,} tokens, KV {r['kv_dtype']}"),
         ("deployment", _layout(r)),
@@ -200,8 +243,8 @@ def _human(r):
                    f"({r['reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU, "
                    f"{fmt_time(r['reload_fixed_s'])} fixed cost)"),
         ("one division", f"model {r['model_flops_per_kv_byte']:,.0f} FLOP/B vs GPU "
-                         f"{r['gpu_flops_per_link_byte']:,.0f} FLOP/B"),
-        ("break-even at", ", ".join(f"{t:,.0f}" for t in r["breakeven_tokens"]) + " tokens"
+                         f"{r['gpu_flops_per_link_byte']:,.0f} FLOP/B: favours {division}"),
+        ("break-even at", fmt_token_list(r["breakeven_tokens"])
          if r["breakeven_tokens"] else "none (same winner at every length)"),
         ("min bandwidth", f"{r['min_reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU"
          if math.isfinite(r["min_reload_bandwidth_Bps"]) else "none suffices (latency alone loses)"),
@@ -211,6 +254,9 @@ def _human(r):
     loser = "recompute" if r["winner"] == "reload" else "reload"
     flips = " (the other wins somewhere inside the bands)" if r["verdict_flips_in_band"] else ""
     lines.append(f"verdict: {r['winner']} wins, {r['speedup']:.3g}x faster than {loser}{flips}")
+    note = override_note(r)
+    if note:
+        lines.append(note)
     return "\n".join(lines)
 
 
@@ -253,7 +299,7 @@ def _dump(result):
         if isinstance(x, list):
             return [clean(v) for v in x]
         return x
-    return json.dumps(clean(result))
+    return json.dumps(clean(with_version(result)))
 
 
 def _reuse_human(r):
@@ -279,6 +325,16 @@ def _reuse_human(r):
     return "\n".join([f"{k:<{width}}  {v}" for k, v in rows] + verdicts)
 
 
+def columns(header, rows, left=1):
+    """Rows of strings as aligned text columns: the first `left` columns left-aligned, the rest
+    right-aligned, each as wide as its widest cell whatever the number format."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    def line(cells):
+        return "  ".join(f"{c:<{w}}" if i < left else f"{c:>{w}}"
+                        for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return [line(header)] + [line(r) for r in rows]
+
+
 def _tiers_human(plan):
     lines = [f"{plan['model']} on {plan['node']} ({plan['gpus']}x {plan['gpu']}, TP {plan['tp']}, "
              f"{plan['compute_dtype']}), {plan['tokens']:,} tokens "
@@ -288,19 +344,20 @@ def _tiers_human(plan):
              f"{plan['gpu_memory_utilization']:.0%} use, {plan['activation_reserve_fraction']:.0%} "
              f"activation reserve, weights and a running batch of {plan['batch_seqs']:g} x "
              f"{plan['batch_context_tokens']:,} tokens ({fmt_bytes(plan['batch_kv_bytes'], 4)})",
-             f"{'tier':<10} {'capacity':>10} {'caches':>7} {'ages held':>17} {'resumes':>8} "
-             f"{'read':>11} {'write':>11} {'of write bw':>11} {'dropped':>11} {'drive w/day':>11}"]
+             ]
+    rows = []
     for t in plan["tiers"]:
         to = fmt_time(t["ttl_to_s"]) if math.isfinite(t["ttl_to_s"]) else "inf"
-        ages = f"{fmt_time(t['ttl_from_s'])}-{to}" if t["ttl_from_s"] else f"0-{to}"
+        ages = f"{fmt_time(t['ttl_from_s'])} - {to}" if t["ttl_from_s"] else f"0 - {to}"
         share = ("-" if not math.isfinite(t["write_bandwidth_Bps"])
                  else f"{t['write_Bps'] / t['write_bandwidth_Bps']:.0%}")
         dwpd = "-" if t["drive_writes_per_day"] is None else f"{t['drive_writes_per_day']:.3g}"
-        lines.append(f"{t['tier']:<10} {fmt_bytes(t['capacity_bytes'], 4):>10} "
-                     f"{t['caches_held']:>7,.0f} {ages:>17} {t['resume_fraction']:>8.1%} "
-                     f"{fmt_bytes(t['read_Bps'], 4) + '/s':>11} "
-                     f"{fmt_bytes(t['write_Bps'], 4) + '/s':>11} {share:>11} "
-                     f"{fmt_bytes(t['dropped_write_Bps'], 4) + '/s':>11} {dwpd:>11}")
+        rows.append([t["tier"], fmt_bytes(t["capacity_bytes"], 4), f"{t['caches_held']:,.0f}",
+                     ages, f"{t['resume_fraction']:.1%}", fmt_bytes(t["read_Bps"], 4) + "/s",
+                     fmt_bytes(t["write_Bps"], 4) + "/s", share,
+                     fmt_bytes(t["dropped_write_Bps"], 4) + "/s", dwpd])
+    lines += columns(["tier", "capacity", "caches", "ages held", "resumes", "read", "write",
+                      "of write bw", "dropped", "drive w/day"], rows)
     lines.append(f"recomputed: {plan['recomputed_fraction']:.1%} of resumes, "
                  f"{plan['prefill_demand_gpu_s_per_s']:.3g} GPU-s of prefill per s on "
                  f"{plan['gpus']} GPUs")

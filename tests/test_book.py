@@ -12,7 +12,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from refresh_notebooks import notebook_from_source  # noqa: E402
 
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
-CHAPTERS = [Path(TOC["root"]).name] + [Path(c["file"]).name for c in TOC["chapters"]]
+#: pages that are not chapters (no MyST source, no code): the bibliography is a plain page
+NOT_CHAPTERS = {"bibliography"}
+CHAPTERS = [name for name in [Path(TOC["root"]).name] + [Path(c["file"]).name for c in TOC["chapters"]]
+            if name not in NOT_CHAPTERS]
 
 # Numbers that are names or definitions, not results: "Eq. 2" of a paper, the SI definition.
 ALLOWED = ["Eq. 1", "Eq. 2", "1 GB = 10⁹", "1 GB/s = 10⁹", "2:4 structured"]
@@ -30,7 +33,9 @@ def test_every_chapter_has_source_and_notebook():
     for name in CHAPTERS:
         assert source(name).is_file(), name
         assert (ROOT / "book" / f"{name}.ipynb").is_file(), name
-    assert not list((ROOT / "book").glob("*.md")), "a .md beside an .ipynb breaks the build"
+    for md in (ROOT / "book").glob("*.md"):
+        assert md.stem in NOT_CHAPTERS, f"{md.name}: chapters are notebooks made from chapters/"
+        assert not md.with_suffix(".ipynb").exists(), "a .md beside an .ipynb breaks the build"
 
 
 @pytest.mark.parametrize("name", CHAPTERS)

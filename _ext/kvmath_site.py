@@ -1,0 +1,47 @@
+"""Local Sphinx extension for the book's site: the version footer and the calculator's files.
+
+* ``config-inited``: every page's footer shows the kvmath version, git commit and build date
+  (``html_theme_options['extra_footer']``, a sphinx-book-theme option).
+* ``builder-inited``: writes the calculator's generated JavaScript (formulas from the SymPy
+  expressions, data from the bundled tables; :mod:`kvmath.webcalc`) into a build-time static
+  folder and adds it to the pages, so no formula or number is typed into JavaScript.
+"""
+from __future__ import annotations
+
+import datetime
+import html
+import shutil
+from pathlib import Path
+
+from kvmath.version import version_info
+
+
+def _footer(app, config):
+    v = version_info()
+    built = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    text = (f'<p class="kvmath-version">kvmath {html.escape(v["version"])} · commit '
+            f'<code>{html.escape(v["commit"])}</code> ({html.escape(v["date"])}) · built '
+            f'{built}</p>')
+    opts = dict(config.html_theme_options or {})
+    opts["extra_footer"] = opts.get("extra_footer", "") + text
+    config.html_theme_options = opts
+
+
+def _calculator_files(app):
+    from kvmath.webcalc import write_static
+
+    out = Path(app.outdir).parent / "kvcalc_static"
+    names = write_static(out)
+    # the hand-written user interface (no formula, no number) runs after the generated files
+    shutil.copy(Path(__file__).with_name("kvcalc.js"), out / "kvcalc.js")
+    names.append("kvcalc.js")
+    app.config.html_static_path.append(str(out))
+    for name in names:
+        app.add_js_file(name, defer="defer")
+
+
+def setup(app):
+    app.connect("config-inited", _footer)
+    app.connect("builder-inited", _calculator_files)
+    # _static/kvmath.css is added to every page by jupyter-book (it adds each CSS file there)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
