@@ -12,72 +12,246 @@
   if (!F || !D) return;
 
   // ------------------------------------------------------------------ evaluation
-  const CHOICES = ["model", "gpu", "tier", "engine", "kv-dtype"];
-  const NUMBERS = ["tokens", "tp", "efficiency", "bandwidth"];
-  const SYMBOLS = D.inputs.map(i => i.symbol).filter(
-    s => !Object.values(D.flags).some(f => f.symbol === s));
+  // The algorithms of kvmath.evaluate (compare, scenario_values, choose_layout, tier_path,
+  // numeric_crossings) and kvmath.prefill.calibrated_values, in the same order; every formula
+  // they apply is a generated function of F, every number a field of D.
+  const CHOICES = ["model", "gpu", "tier", "engine", "prefill", "kv-dtype", "compute-dtype"];
+  const NUMBERS = ["tokens", "tp", "ep", "batch", "concurrent-reloads", "efficiency", "bandwidth"];
+  const FLAGS = ["allow-beyond-context"];
+  const SYMBOLS = D.inputs.map(i => i.symbol);
+  const S = F.scenario;
 
+  class ScenarioError extends Error {}
+  function fail(msg) { throw new ScenarioError(msg); }
   function fin(x) { return x === null ? Infinity : x; }
+  function fmtInt(x) { return Math.round(x).toLocaleString("en-US"); }
 
   function stateFrom(search) {
     const q = new URLSearchParams(search), s = Object.assign({}, D.defaults);
-    for (const k of CHOICES) if (q.has(k)) s[k] = q.get(k);
+    for (const k of CHOICES) if (q.has(k) && q.get(k) !== "") s[k] = q.get(k);
     for (const k of NUMBERS.concat(SYMBOLS)) {
       if (q.has(k) && q.get(k) !== "") s[k] = Number(q.get(k));
     }
+    for (const k of FLAGS) if (q.has(k) && q.get(k) !== "false") s[k] = true;
     return s;
   }
 
   function check(state) {
-    const m = D.models[state.model];
-    if (!m) return `unknown model ${state.model}`;
+    if (!D.models[state.model]) return `unknown model ${state.model}`;
     if (!D.gpus[state.gpu]) return `unknown GPU ${state.gpu}`;
-    if (!D.paths[state.gpu][state.tier]) return `unknown tier ${state.tier}`;
-    if (!(state.tokens > 0)) return "tokens must be positive";
-    if (!m.tps.includes(state.tp)) return `TP ${state.tp} does not fit ${state.model}'s KV heads`;
-    if (state["kv-dtype"] && !(state["kv-dtype"] in D.dtype_bytes)) return "unknown KV dtype";
-    for (const k of ["efficiency", "bandwidth"].concat(SYMBOLS)) {
+    if (!D.tiers[state.tier]) return `unknown tier ${state.tier}`;
+    if (state.engine !== undefined && !D.engines[state.engine]) return `unknown engine ${state.engine}`;
+    if (state.prefill !== undefined && !D.prefill_models.includes(state.prefill)) {
+      return `--prefill must be one of ${D.prefill_models.join(", ")}, got '${state.prefill}'`;
+    }
+    for (const k of ["kv-dtype", "compute-dtype"]) {
+      if (state[k] !== undefined && !(state[k] in D.dtype_bytes)) return `unknown ${k} ${state[k]}`;
+    }
+    for (const k of NUMBERS.concat(SYMBOLS)) {
       if (k in state && !Number.isFinite(state[k])) return `${k} must be a number`;
     }
+    if (!(state.tokens > 0)) return `--tokens must be positive, got ${state.tokens}`;
+    for (const k of ["tp", "ep", "batch"]) {
+      if (k in state && !(Number.isInteger(state[k]) && state[k] >= 1)) return `--${k} must be a positive integer`;
+    }
     if ("efficiency" in state && !(state.efficiency > 0 && state.efficiency <= 1)) {
-      return "efficiency must be in (0, 1]";
+      return "--efficiency must be in (0, 1]";
+    }
+    if ("bandwidth" in state && !(state.bandwidth > 0)) return "--bandwidth must be positive";
+    if ("concurrent-reloads" in state && !(state["concurrent-reloads"] > 0)) {
+      return "--concurrent-reloads must be positive";
     }
     return null;
   }
 
-  /** Symbol values of a scenario, in the order compare() builds them. */
-  function values(state) {
-    const m = D.models[state.model], g = D.gpus[state.gpu], p = D.paths[state.gpu][state.tier];
-    const v = Object.assign({}, m.values, g.values, {K: state.tp, t_0: p.t_0,
-                                                      B_gpu: fin(p.B_gpu), B_node: fin(p.B_node)});
-    if (state["kv-dtype"]) v.b_kv = D.dtype_bytes[state["kv-dtype"]];
-    const engine = D.engines.find(e => e.name === state.engine);
-    if (engine) Object.assign(v, engine.values);
-    for (const s of SYMBOLS) if (s in state) v[s] = state[s];
+  /** A model's symbol values (kvmath.evaluate.architecture_values) with the reader's own. */
+  function modelValues(state, kvDtype, weightDtype) {
+    const m = D.models[state.model], v = Object.assign({}, m.values);
+    for (const s of SYMBOLS) if (s in state && s in m.values) v[s] = state[s];
+    v.b_kv = D.dtype_bytes[kvDtype];
+    v.b_w = D.dtype_bytes[weightDtype];
     for (const [name, e] of Object.entries(F.architecture[m.attention])) v[name] = e.f(v);
-    for (const [name, e] of Object.entries(F.path)) v[name] = e.f(v);
-    for (const [flag, f] of Object.entries(D.flags)) if (flag in state) v[f.symbol] = state[flag] * f.scale;
+    return v;
+  }
+  function gpuValue(state, name, value) { return name in state ? state[name] : value; }
+
+  function headsFit(state, k) {
+    const m = D.models[state.model];
+    if (m.attention === "mla") return true;
+    const n = gpuValue(state, "n_kv", m.values.n_kv);
+    return !(n % k && k % n);
+  }
+  function replication(state, k) {
+    const m = D.models[state.model];
+    if (m.attention === "mla") return S.rho_mla.f({K: k});
+    const n = gpuValue(state, "n_kv", m.values.n_kv);
+    if (!headsFit(state, k)) {
+      fail(`--tp ${k} does not fit ${state.model}'s ${n} KV heads: one must divide the other`);
+    }
+    return S.rho_gqa.f({K: k, n_kv: n});
+  }
+
+  function hbmSlack(state, layout, usable) {
+    const g = D.gpus[state.gpu];
+    const v = Object.assign(modelValues(state, layout.kv_dtype, layout.weight_dtype), {
+      K: layout.tp, K_e: layout.ep, rho: replication(state, layout.tp),
+      n_seq: state.batch || 1, u_hbm: usable, C_hbm: gpuValue(state, "C_hbm", g.C_hbm),
+      T: state.tokens});
+    return {slack: S.hbm_slack.f(v), weights: S.weights_per_gpu.f(v),
+            kv: (state.batch || 1) * F.outputs.kv_bytes_per_gpu.f(v)};
+  }
+
+  /** kvmath.evaluate.choose_layout with check_fit (compare checks the fit). */
+  function chooseLayout(state, usable) {
+    const m = D.models[state.model], g = D.gpus[state.gpu];
+    const tp = state.tp, ep = state.ep, kv = state["kv-dtype"];
+    let compute = state["compute-dtype"], layout;
+    const dep = tp === undefined ? (D.deployments[state.model] || {})[state.gpu] : undefined;
+    if (dep) {
+      layout = {tp: dep.tp, ep: ep || dep.ep, dp_attention: dep.dp_attention,
+                weight_dtype: dep.weight_dtype, compute_dtype: compute || dep.compute_dtype,
+                kv_dtype: kv || dep.kv_dtype, reason: dep.reason};
+    } else {
+      let weight = m.weight_dtype;
+      if (!compute) compute = weight === "fp8" && g.P.fp8 !== null ? "fp8" : "bf16";
+      if (compute === "fp8" && D.dtype_bytes[weight] > 1) weight = "fp8";
+      const make = (k, why) => ({tp: k, ep: ep || k, dp_attention: Boolean(ep && ep > k),
+                                 weight_dtype: weight, compute_dtype: compute,
+                                 kv_dtype: kv || m.kv_dtype, reason: why});
+      if (tp !== undefined) {
+        replication(state, tp);
+        layout = make(tp, "given");
+      } else {
+        const k = D.tp_candidates.find(c => headsFit(state, c) && hbmSlack(state, make(c, ""), usable).slack >= 0);
+        if (k === undefined) {
+          fail(`${state.model} does not fit ${D.tp_candidates.at(-1)} ${state.gpu} GPUs with ` +
+               `${state.batch || 1} x ${fmtInt(state.tokens)} tokens of KV`);
+        }
+        layout = make(k, "smallest TP that holds the weights and the batch's KV");
+      }
+    }
+    const h = hbmSlack(state, layout, usable);
+    if (h.slack < 0) {
+      const fits = D.tp_candidates.filter(k => headsFit(state, k) && hbmSlack(state, Object.assign(
+        {}, layout, {tp: k, ep: Math.max(k, ep ? layout.ep : k)}), usable).slack >= 0);
+      fail(`--tp ${layout.tp} cannot hold ${state.model} on ${state.gpu}` +
+           (fits.length ? `; --tp ${fits[0]} fits` : ""));
+    }
+    layout.gpus = Math.max(layout.tp, layout.ep);
+    return layout;
+  }
+
+  /** kvmath.evaluate.tier_path: the tier's hops and their effective bandwidths. */
+  function tierPath(state, eng, copy) {
+    const g = D.gpus[state.gpu];
+    return D.tiers[state.tier].map(hop => {
+      const host = hop.link === D.gpu_host_link, name = host ? g.host_link : hop.link;
+      const link = D.links[name];
+      let one = link.B_one;
+      if (host && eng.copy_tokens !== null && copy !== null) {
+        one = S.bandwidth_at_size.f({s: copy, B: one, t_0: link.latency_s});
+      }
+      if (host && eng.writes_overlap) one *= link.duplex_retained;
+      if (link.scope === "per-node" && eng.storage_io_bytes !== null && link.latency_s > 0) {
+        one = S.bandwidth_at_size_qd.f({s: eng.storage_io_bytes, q_io: eng.queue_depth, B: one,
+                                        t_0: link.latency_s});
+      }
+      return {link: name, count: hop.count, scope: link.scope, effective_Bps: one * hop.count,
+              latency_s: link.latency_s};
+    });
+  }
+
+  /** kvmath.evaluate.scenario_values: every symbol value but T, the hops and the layout. */
+  function values(state) {
+    const g = D.gpus[state.gpu];
+    const eng = D.engines[state.engine || D.default_engine];
+    const layout = chooseLayout(state, eng.hbm_usable_fraction);
+    const v = modelValues(state, layout.kv_dtype, layout.weight_dtype);
+    v.K = layout.tp;
+    v.K_e = layout.ep;
+    v.rho = replication(state, layout.tp);
+    const peak = g.P[layout.compute_dtype];
+    if (peak === null) fail(`GPU ${state.gpu} has no ${layout.compute_dtype} tensor-core peak`);
+    v.P = gpuValue(state, "P", peak);
+    const eta = "efficiency" in state ? state.efficiency : g.eta[layout.compute_dtype];
+    if (eta === null) fail(`no ${layout.compute_dtype} prefill efficiency for GPU ${state.gpu}; pass --efficiency`);
+    v.eta = eta;
+    v.B_hbm = gpuValue(state, "B_hbm", g.B_hbm);
+    v.N_node = gpuValue(state, "N_node", g.N_node);
+    v.n_c = "concurrent-reloads" in state ? state["concurrent-reloads"] : S.default_concurrency.f(v);
+    v.rho_n = eng.replicated_read_once ? 1 : v.rho;
+    let copy = null;
+    if (eng.copy_tokens !== null) {
+      v.c_tok = eng.copy_tokens;
+      v.c_split = eng.kv_split ? 2 : 1;
+      v.c_lay = eng.copy_spans_layers ? v.L_full + v.L_win : 1;
+      copy = S.copy_bytes.f(v);
+    }
+    const hops = tierPath(state, eng, copy);
+    const narrowest = scope => Math.min(...hops.filter(h => h.scope === scope).map(h => h.effective_Bps));
+    v.B = S.B_path.f(Object.assign({}, v, {B_gpu: narrowest("per-gpu"), B_node: narrowest("per-node")}));
+    v.t_lat = hops.reduce((a, h) => a + h.latency_s, 0);
+    v.t_req = eng.request_fixed_s;
+    v.n_step = eng.request_steps;
+    v.t_0 = S.fixed_cost.f(v);
+    if ("bandwidth" in state) v.B = state.bandwidth * D.flags.bandwidth.scale;
+    return {v: v, hops: hops, layout: layout, engine: state.engine || D.default_engine, copy: copy};
+  }
+
+  /** kvmath.prefill.calibrated_values for compare's layout: every value of the parts but T. */
+  function calibratedValues(state, layout) {
+    const m = D.models[state.model], g = D.gpus[state.gpu], tp = layout.gpus;
+    let weight = m.weight_dtype;
+    if (layout.compute_dtype === "fp8" && D.dtype_bytes[weight] > 1) weight = "fp8";
+    const v = modelValues(state, m.kv_dtype, weight);
+    v.K = tp;
+    v.K_e = tp;
+    v.rho = replication(state, tp);
+    v.P = gpuValue(state, "P", g.P[layout.compute_dtype]);
+    v.eta = g.eta[layout.compute_dtype];
+    v.B_hbm = gpuValue(state, "B_hbm", g.B_hbm);
+    Object.assign(v, g.calibrated);
+    v.r_dt = v.eta / g.prefill_efficiency;  // the FP8/BF16 matmul-ceiling ratio (prefill.py)
+    v.P_a = g.P.bf16;
+    v.B_peak = g.B_peak;
+    v.n_seq = 1;
+    let ep;
+    if (layout.dp_attention) { v.K_d = layout.tp; ep = tp; } else { v.K_d = tp; ep = 1; }
+    v.ep = ep;
+    v.K_x = ep > 1 ? Math.floor(tp / ep) : tp;
+    if (!m.is_moe) { v.E = 1; v.k_top = 1; }
+    v.f_imb = ep > 1 ? D.default_imbalance : 1;
     return v;
   }
 
-  /** Positive roots in T of the crossing expression: sign changes on a log grid, then bisection. */
-  function crossings(v) {
-    const f = T => F.crossing.f(Object.assign({}, v, {T: T}));
-    const lo = -3, hi = 12, perDecade = 200, roots = [];
-    let a = Math.pow(10, lo), fa = f(a);
-    for (let i = 1; i <= (hi - lo) * perDecade; i++) {
-      const b = Math.pow(10, lo + i / perDecade), fb = f(b);
-      if (fa === 0) roots.push(a);
-      else if (fa * fb < 0) {
-        let x0 = a, x1 = b, f0 = fa;
-        for (let k = 0; k < 200 && x1 - x0 > 1e-15 * x1; k++) {
-          const mid = 0.5 * (x0 + x1), fm = f(mid);
-          if (fm === 0) { x0 = x1 = mid; break; }
-          if (f0 * fm < 0) x1 = mid; else { x0 = mid; f0 = fm; }
-        }
-        roots.push(0.5 * (x0 + x1));
+  /** (name, f(T) -> recompute seconds) of the prefill model in use (evaluate.recompute_fn). */
+  function recomputeFn(state, sv) {
+    let prefill = state.prefill || D.prefill_models[0];
+    if ("efficiency" in state) prefill = "ideal";
+    const ideal = T => F.outputs.recompute_s.f(Object.assign({}, sv.v, {T: T}));
+    if (prefill === "ideal") return ["ideal", ideal];
+    if (D.gpus[state.gpu].calibrated === null) return ["ideal (no calibration for this GPU)", ideal];
+    const cv = calibratedValues(state, sv.layout);
+    const parts = Object.values(F.prefill[D.models[state.model].attention]);
+    return ["calibrated", T => {
+      const at = Object.assign({}, cv, {T: T});
+      return parts.reduce((a, p) => a + p.f(at), 0);
+    }];
+  }
+
+  /** Positive roots in T of an advantage: sign changes on a log grid, then bisection. */
+  function bracketRoots(f, lo, hi, points, iterations) {
+    const roots = [], l0 = Math.log10(lo), step = (Math.log10(hi) - l0) / (points - 1);
+    const grid = Array.from({length: points}, (_, i) => i === 0 ? lo : i === points - 1 ? hi : 10 ** (l0 + i * step));
+    const vals = grid.map(f);
+    for (let i = 0; i + 1 < points; i++) {
+      if (Math.sign(vals[i]) * Math.sign(vals[i + 1]) >= 0) continue;
+      let a = grid[i], b = grid[i + 1], fa = vals[i];
+      for (let k = 0; k < iterations; k++) {
+        const mid = Math.sqrt(a * b), fm = f(mid);
+        if (Math.sign(fm) === Math.sign(fa)) { a = mid; fa = fm; } else b = mid;
       }
-      a = b; fa = fb;
+      roots.push(Math.sqrt(a * b));
     }
     return roots;
   }
@@ -85,16 +259,58 @@
   function compute(state) {
     const err = check(state);
     if (err) return {error: err};
-    const v = values(state), at = Object.assign({}, v, {T: state.tokens}), r = {};
+    try {
+      return evaluate(state);
+    } catch (e) {
+      if (e instanceof ScenarioError) return {error: e.message};
+      throw e;
+    }
+  }
+
+  /** kvmath.evaluate.compare. */
+  function evaluate(state) {
+    const m = D.models[state.model];
+    if (state.tokens > m.max_context_tokens && !state["allow-beyond-context"]) {
+      fail(`--tokens ${fmtInt(state.tokens)} exceeds ${state.model}'s context window of ` +
+           `${fmtInt(m.max_context_tokens)} tokens (pass --allow-beyond-context to evaluate it anyway)`);
+    }
+    const sv = values(state), v = sv.v, at = Object.assign({}, v, {T: state.tokens});
+    const [prefillName, rec] = recomputeFn(state, sv);
+    const r = {};
     for (const [key, e] of Object.entries(F.outputs)) r[key] = e.f(at);
-    return Object.assign(r, {
-      model: state.model, gpu: state.gpu, tier: state.tier, tokens: state.tokens, tp: state.tp,
-      kv_dtype: state["kv-dtype"] || D.models[state.model].kv_dtype,
-      kv_replication: v.rho, prefill_efficiency: v.eta,
-      reload_bandwidth_Bps: v.B, reload_latency_s: v.t_0,
-      winner: r.reload_s < r.recompute_s ? "reload" : "recompute",
-      breakeven_tokens: crossings(v),
+    r.recompute_s = rec(state.tokens);
+    const adv = T => F.outputs.reload_s.f(Object.assign({}, v, {T: T})) - rec(T);
+    const nc = D.numeric_crossings;
+    const cross = prefillName === "calibrated"
+      ? bracketRoots(adv, nc.t_min, Math.max(m.max_context_tokens, state.tokens), nc.points, nc.iterations)
+      : bracketRoots(T => F.crossing.f(Object.assign({}, v, {T: T})), 1e-3, 1e12, 3000, 200);
+    const h = hbmSlack(state, sv.layout, D.engines[sv.engine].hbm_usable_fraction);
+    const path = sv.hops.map(hop => {
+      const bytes = hop.scope === "per-node" ? v.n_c * r.node_hop_copies * r.kv_bytes_unique : r.kv_bytes_per_gpu;
+      return Object.assign({}, hop, {bytes: bytes, time_s: bytes / hop.effective_Bps});
     });
+    const L = sv.layout;
+    Object.assign(r, {
+      model: state.model, gpu: state.gpu, tier: state.tier, tokens: state.tokens,
+      tp: L.tp, ep: L.ep, dp_attention: L.dp_attention, gpus: L.gpus, layout_from: L.reason,
+      weight_dtype: L.weight_dtype, compute_dtype: L.compute_dtype, kv_dtype: L.kv_dtype,
+      engine: sv.engine, prefill_model: prefillName, batch: state.batch || 1,
+      concurrent_reloads: v.n_c, gpus_per_node: v.N_node, kv_replication: v.rho,
+      weights_bytes_per_gpu: h.weights, hbm_free_bytes_per_gpu: h.slack,
+      prefill_efficiency: v.eta, reload_bandwidth_Bps: v.B, reload_latency_s: v.t_lat,
+      request_fixed_s: v.t_req, reload_fixed_s: v.t_0, copy_bytes: sv.copy, path: path,
+      winner: r.reload_s < r.recompute_s ? "reload" : "recompute",
+      speedup: S.speedup.f({reload_s: r.reload_s, recompute_s: r.recompute_s}),
+      breakeven_tokens: cross,
+      min_reload_bandwidth_Bps: r.recompute_s > v.t_0
+        ? S.breakeven_bandwidth_at.f(Object.assign({}, at, {t_rec: r.recompute_s})) : Infinity,
+    });
+    for (const [key, x] of Object.entries(r)) {
+      if (typeof x === "number" && !Number.isFinite(x) && key !== "min_reload_bandwidth_Bps") {
+        fail(`${state.model} on ${state.gpu}: ${key} is not a finite number; an input is out of range`);
+      }
+    }
+    return r;
   }
 
   // ------------------------------------------------------------------ formatting
@@ -347,6 +563,7 @@
     fillForm(root.querySelector("form"), state);
     update(root, state);
   }
+  if (typeof document === "undefined") return;  // evaluated outside a page (Node, tests)
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 })();

@@ -1,0 +1,101 @@
+"""Random calculator scenarios (CLI flag names) and Python's compare for each, shared by the
+Node test (tests/test_webcalc.py) and the browser test (tests/browser/test_calculator.py)."""
+import math
+import random
+
+from kvmath import bundled, compare
+from kvmath.evaluate import PREFILL_MODELS, ScenarioError
+from kvmath.tables_serving import engines
+
+#: relative difference allowed: both sides evaluate the same expressions in IEEE doubles, so
+#: only the order of operations (about 1e-15) and bisection to machine precision separate them
+REL = 1e-9
+#: compare --json keys checked as numbers
+NUMERIC = ["recompute_s", "reload_s", "compute_s", "weights_read_s", "kv_bytes",
+           "kv_bytes_per_gpu", "kv_bytes_unique", "kv_bytes_per_token", "node_hop_copies",
+           "prefill_flops", "speedup", "min_reload_bandwidth_Bps", "model_flops_per_kv_byte",
+           "model_flops_per_kv_byte_at_tokens", "gpu_flops_per_link_byte",
+           "reload_bandwidth_Bps", "reload_latency_s", "reload_fixed_s", "request_fixed_s",
+           "kv_replication", "prefill_efficiency", "concurrent_reloads", "hbm_free_bytes_per_gpu",
+           "weights_bytes_per_gpu"]
+#: keys checked for equality
+EXACT = ["winner", "tp", "ep", "gpus", "dp_attention", "engine", "prefill_model",
+         "weight_dtype", "compute_dtype", "kv_dtype", "layout_from"]
+
+
+def close(a, b):
+    if b is None or (isinstance(b, float) and not math.isfinite(b)):
+        return a is None or a == "inf" or (isinstance(a, float) and math.isinf(a))
+    return a == b or abs(a - b) <= REL * max(abs(a), abs(b))
+
+
+def python(s):
+    """compare() for a scenario given by CLI flag names; None when it is a ScenarioError."""
+    cat = bundled()
+    try:
+        return compare(cat.models[s["model"]], cat.gpus[s["gpu"]], cat.tiers[s["tier"]],
+                       s["tokens"], tp=s.get("tp"), ep=s.get("ep"), batch=s.get("batch", 1),
+                       engine=s.get("engine"), prefill=s.get("prefill", "calibrated"),
+                       concurrent_reloads=s.get("concurrent-reloads"),
+                       kv_dtype=s.get("kv-dtype"), efficiency=s.get("efficiency"),
+                       bandwidth_Bps=s["bandwidth"] * 1e9 if "bandwidth" in s else None,
+                       allow_beyond_context=s.get("allow-beyond-context", False))
+    except ScenarioError:
+        return None
+
+
+def scenarios(n, seed=20261130, errors=0):
+    """n scenarios that compare evaluates (and `errors` that it refuses), with its results."""
+    cat, rng = bundled(), random.Random(seed)
+    good, bad = [], []
+    while len(good) < n or len(bad) < errors:
+        m = cat.models[rng.choice(list(cat.models))]
+        s = {"model": m.name, "gpu": rng.choice(list(cat.gpus)),
+             "tier": rng.choice(list(cat.tiers)),
+             "tokens": int(10 ** rng.uniform(0, math.log10(m.max_context_tokens)))}
+        if rng.random() < 0.4:
+            s["tp"] = rng.choice([1, 2, 4, 8, 16])
+        if rng.random() < 0.5:
+            s["engine"] = rng.choice(sorted(engines()))
+        if rng.random() < 0.3:
+            s["prefill"] = rng.choice(PREFILL_MODELS)
+        if rng.random() < 0.2:
+            s["concurrent-reloads"] = rng.choice([1, 2, 3.5, 8])
+        if rng.random() < 0.15:
+            s["kv-dtype"] = "fp8"
+        if rng.random() < 0.1:
+            s["efficiency"] = round(rng.uniform(0.05, 1), 3)
+        if rng.random() < 0.1:
+            s["bandwidth"] = round(10 ** rng.uniform(0, 3), 3)
+        if rng.random() < 0.05:
+            s["batch"] = rng.choice([2, 8])
+        want = python(s)
+        if want is None:
+            if len(bad) < errors:
+                bad.append(s)
+        elif len(good) < n:
+            good.append((s, want))
+    return good, bad
+
+
+def mismatches(cases, got):
+    """(scenario, key, calculator, compare) for every disagreement."""
+    out = []
+    for (s, want), have in zip(cases, got):
+        if "error" in have:
+            out.append((s, "error", have["error"], None))
+            continue
+        for key in NUMERIC:
+            if not close(have[key], want[key]):
+                out.append((s, key, have[key], want[key]))
+        for key in EXACT:
+            if have[key] != want[key]:
+                out.append((s, key, have[key], want[key]))
+        hb, wb = have["breakeven_tokens"], want["breakeven_tokens"]
+        if len(hb) != len(wb) or not all(close(a, b) for a, b in zip(hb, wb)):
+            out.append((s, "breakeven_tokens", hb, wb))
+        for hh, wh in zip(have["path"], want["path"]):
+            for key in ("effective_Bps", "bytes", "time_s"):
+                if not close(hh[key], wh[key]):
+                    out.append((s, f"path {wh['link']} {key}", hh[key], wh[key]))
+    return out
