@@ -338,7 +338,11 @@
   }
   const FORMAT = {
     recompute_s: fmtTime, reload_s: fmtTime, compute_s: fmtTime, weights_read_s: fmtTime,
-    reload_latency_s: fmtTime, kv_bytes: fmtBytes, kv_bytes_per_gpu: fmtBytes,
+    reload_latency_s: fmtTime, reload_fixed_s: fmtTime, kv_bytes: fmtBytes,
+    kv_bytes_per_gpu: fmtBytes, kv_bytes_unique: fmtBytes,
+    tp: x => String(x), gpus: x => String(x), engine: x => x, prefill_model: x => x,
+    layout_from: x => x, concurrent_reloads: x => `${sig3(x)} at once per node`,
+    node_hop_copies: x => sig3(x), hbm_free_bytes_per_gpu: fmtBytes,
     kv_bytes_per_token: n => `${Math.round(n).toLocaleString("en-US")} B`,
     min_reload_bandwidth_Bps: b => Number.isFinite(b) ? `${fmtBytes(b)}/s per GPU`
       : "none suffices (latency alone loses)",
@@ -352,13 +356,17 @@
   };
   const LABELS = [
     ["winner", "winner"], ["speedup", "faster by"], ["recompute_s", "recompute"],
-    ["reload_s", "reload"], ["breakeven_tokens", "crossings"],
+    ["reload_s", "reload"], ["breakeven_tokens", "crossings"], ["prefill_model", "prefill model"],
+    ["gpus", "GPUs per replica"], ["tp", "TP (attention)"], ["layout_from", "layout from"],
+    ["engine", "engine"], ["concurrent_reloads", "replicas reloading"],
+    ["reload_fixed_s", "reload fixed cost"], ["hbm_free_bytes_per_gpu", "HBM left per GPU"],
     ["min_reload_bandwidth_Bps", "minimum bandwidth"], ["compute_s", "prefill compute"],
     ["weights_read_s", "weight read (floor)"], ["kv_bytes", "KV moved"],
-    ["kv_bytes_per_gpu", "KV per GPU"], ["kv_bytes_per_token", "KV per token"],
+    ["kv_bytes_per_gpu", "KV per GPU"], ["kv_bytes_unique", "KV, one copy"],
+    ["node_hop_copies", "copies through node hops"], ["kv_bytes_per_token", "KV per token"],
     ["kv_replication", "KV copies (TP)"], ["prefill_flops", "prefill FLOPs"],
     ["prefill_efficiency", "prefill efficiency"], ["reload_bandwidth_Bps", "reload bandwidth"],
-    ["reload_latency_s", "reload latency"], ["model_flops_per_kv_byte", "model FLOP per KV byte"],
+    ["reload_latency_s", "reload first-byte latency"], ["model_flops_per_kv_byte", "model FLOP per KV byte"],
     ["model_flops_per_kv_byte_at_tokens", "… at this length"],
     ["gpu_flops_per_link_byte", "GPU FLOP per link byte"],
   ];
@@ -388,14 +396,22 @@
                 select("tier", "tier", D.tiers),
                 select("tp", "TP (GPUs)", []),
                 number("tokens", "prompt length (tokens)", {min: "1", step: "1"}),
+                select("engine", "engine", [""].concat(Object.keys(D.engines)),
+                       o => o || `default (${D.default_engine})`),
+                select("prefill", "prefill model", [""].concat(D.prefill_models),
+                       o => o || `default (${D.prefill_models[0]})`),
                 select("kv-dtype", "KV dtype", [""].concat(Object.keys(D.dtype_bytes)),
-                       o => o || "model's"));
-    if (D.engines.length) {
-      form.append(select("engine", "engine", [""].concat(D.engines.map(e => e.name)),
-                         o => o || "none"));
-    }
-    form.append(number("efficiency", "prefill efficiency (0–1)"),
-                number("bandwidth", "reload bandwidth per GPU (GB/s)"));
+                       o => o || "deployment's"),
+                select("compute-dtype", "compute dtype", [""].concat(Object.keys(D.dtype_bytes)),
+                       o => o || "deployment's"),
+                number("ep", "experts over (GPUs)", {min: "1", step: "1"}),
+                number("batch", "sequences in HBM", {min: "1", step: "1"}),
+                number("concurrent-reloads", "replicas reloading at once"),
+                number("efficiency", "flat prefill efficiency (0–1)"),
+                number("bandwidth", "reload bandwidth per GPU (GB/s)"),
+                el("label", {class: "kvcalc-field"}, el("span", {}, "beyond the context window"),
+                   el("input", {name: "allow-beyond-context", id: "kvcalc-allow-beyond-context",
+                                type: "checkbox"})));
     const own = el("details", {class: "kvcalc-own"}, el("summary", {}, "Your own values for the model and GPU rows"));
     const grid = el("div", {class: "kvcalc-form"});
     for (const i of D.inputs) {
@@ -419,7 +435,7 @@
       const s = readForm(form);
       if (e.target.tagName === "SELECT") {  // a new row: new TP choices and placeholders
         const m = D.models[s.model];
-        if (m && !m.tps.includes(s.tp)) s.tp = m.tps[0];
+        if (m && s.tp !== undefined && !m.tps.includes(s.tp)) delete s.tp;
         fillForm(form, s);
       }
       update(root, s);
@@ -444,40 +460,57 @@
       const f = form.elements[k];
       if (f && f.value !== "") s[k] = Number(f.value);
     }
+    for (const k of FLAGS) if (form.elements[k] && form.elements[k].checked) s[k] = true;
     return Object.assign({}, D.defaults, s);
   }
 
   function fillForm(form, state) {
     const m = D.models[state.model];
     const tp = form.elements.tp;
-    tp.replaceChildren(...(m ? m.tps : []).map(k => el("option", {value: String(k)}, String(k))));
+    tp.replaceChildren(el("option", {value: ""}, "deployment or smallest that fits"),
+                       ...(m ? m.tps : []).map(k => el("option", {value: String(k)}, String(k))));
     for (const k of CHOICES.concat(NUMBERS, SYMBOLS)) {
       const f = form.elements[k];
       if (f) f.value = k in state ? String(state[k]) : "";
     }
-    if (!m) return;
-    const v = values(Object.assign({}, state, {tp: m.tps.includes(state.tp) ? state.tp : m.tps[0]}));
-    for (const s of SYMBOLS) if (form.elements[s]) form.elements[s].placeholder = String(Number(v[s].toPrecision(6)));
-    form.elements.efficiency.placeholder = String(Number(v.eta.toPrecision(4)));
-    form.elements.bandwidth.placeholder = String(Number((v.B / D.flags.bandwidth.scale).toPrecision(4)));
+    for (const k of FLAGS) form.elements[k].checked = Boolean(state[k]);
+    if (!m || check(state)) return;
+    let sv;
+    try { sv = values(state); } catch (e) { if (e instanceof ScenarioError) return; throw e; }
+    for (const s of SYMBOLS) {
+      if (form.elements[s] && s in sv.v) form.elements[s].placeholder = String(Number(sv.v[s].toPrecision(6)));
+    }
+    form.elements.efficiency.placeholder = String(Number(sv.v.eta.toPrecision(4)));
+    form.elements.bandwidth.placeholder = String(Number((sv.v.B / D.flags.bandwidth.scale).toPrecision(4)));
+    form.elements["concurrent-reloads"].placeholder = String(Number(sv.v.n_c.toPrecision(4)));
   }
 
   function query(state) {
     const q = new URLSearchParams();
     for (const k of CHOICES.concat(NUMBERS, SYMBOLS)) if (k in state && state[k] !== "") q.set(k, state[k]);
+    for (const k of FLAGS) if (state[k]) q.set(k, "true");
     return "?" + q.toString();
   }
 
   function update(root, state, resizeOnly) {
     const r = compute(state);
     const status = root.querySelector("#kvcalc-status");
-    if (r.error) { status.textContent = r.error; return; }
-    status.textContent = `${r.winner} wins for ${r.model} on ${r.tp}× ${r.gpu}, ` +
+    if (r.error) {  // no stale numbers beside an error
+      status.textContent = r.error;
+      for (const [key] of LABELS) {
+        const cell = root.querySelector(`#${key}`);
+        delete cell.dataset.value;
+        cell.textContent = "–";
+      }
+      root.querySelector("#kvcalc-plot").replaceChildren();
+      return;
+    }
+    status.textContent = `${r.winner} wins for ${r.model} on ${r.gpus}× ${r.gpu} (TP ${r.tp}), ` +
       `tier ${r.tier}, ${r.tokens.toLocaleString("en-US")} tokens`;
     for (const [key] of LABELS) {
       const cell = root.querySelector(`#${key}`);
       const x = r[key];
-      cell.dataset.value = Array.isArray(x) ? JSON.stringify(x) : String(x);
+      cell.dataset.value = Array.isArray(x) ? JSON.stringify(x) : String(x);  // full precision
       cell.textContent = FORMAT[key](x);
     }
     const url = query(state);
@@ -488,7 +521,7 @@
 
   // ------------------------------------------------------------------ plot (SVG, log-log)
   function plot(box, state, r) {
-    const v = values(state);
+    const sv = values(state), rec = recomputeFn(state, sv)[1], v = sv.v;
     const W = Math.max(280, Math.round(box.getBoundingClientRect().width) || 640), H = Math.round(Math.min(360, W * 0.6));
     const pad = {l: 64, r: 28, t: 12, b: 44};
     const lx0 = Math.floor(Math.log10(Math.min(16, state.tokens / 10)));
@@ -496,7 +529,7 @@
     const n = 240, pts = [];
     for (let i = 0; i <= n; i++) {
       const T = Math.pow(10, lx0 + (lx1 - lx0) * i / n), at = Object.assign({}, v, {T: T});
-      pts.push([T, F.outputs.recompute_s.f(at), F.outputs.reload_s.f(at)]);
+      pts.push([T, rec(T), F.outputs.reload_s.f(at)]);
     }
     const ys = pts.flatMap(p => [p[1], p[2]]).filter(y => y > 0 && Number.isFinite(y));
     const ly0 = Math.floor(Math.log10(Math.min(...ys))), ly1 = Math.ceil(Math.log10(Math.max(...ys)));

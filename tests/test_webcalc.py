@@ -1,41 +1,48 @@
-"""The calculator's generator: every compare expression reaches the JavaScript, nothing is typed.
+"""The calculator's generator: every expression reaches the JavaScript, nothing is typed, and
+the page's own evaluation (run under Node when it is installed) agrees with compare.
 
-The numbers themselves are checked in a browser against compare (tests/browser/test_calculator.py).
+The browser test (tests/browser/test_calculator.py) checks the built page the same way.
 """
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 import sympy as sp
 
 from kvmath import derive as D
-from kvmath.evaluate import COMPARE_EXPRESSIONS, _compare_fns
-from kvmath.webcalc import ARCHITECTURE_EXPRESSIONS, generate, js_function, scenario_data
+from kvmath.evaluate import TP_CANDIDATES, default_concurrency
+from kvmath.tables import bundled
+from kvmath.webcalc import (ARCHITECTURE_EXPRESSIONS, COMPARE_EXPRESSIONS, PREFILL_PARTS,
+                            SCENARIO_EXPRESSIONS, generate, js_function, scenario_data,
+                            write_static)
+
+from calc_scenarios import mismatches, scenarios
 
 UI = Path(__file__).resolve().parents[1] / "_ext" / "kvcalc.js"
+NODE = shutil.which("node")
 
 
-def test_every_compare_expression_is_generated():
+def test_every_expression_is_generated():
     js = generate()["kvcalc-formulas.js"]
-    for key in COMPARE_EXPRESSIONS:
+    for key in [*COMPARE_EXPRESSIONS, *SCENARIO_EXPRESSIONS]:
         assert f'"{key}": {{args:' in js, key
     assert "crossing: {args:" in js
+    for kind, parts in PREFILL_PARTS.items():
+        assert f'"{kind}": {{' in js
+        for part in parts:
+            assert f'"{part}": {{args:' in js, part
     for kind in ARCHITECTURE_EXPRESSIONS:
         assert f'"{kind}": {{' in js
 
 
-def test_compare_evaluates_the_same_list():
-    assert set(_compare_fns()) == set(COMPARE_EXPRESSIONS)
-
-
 def test_a_new_expression_reaches_the_page():
-    """The lead adds an expression to the list; regenerating picks it up with no JavaScript edit."""
+    """An expression added to the list reaches the page with no JavaScript edit."""
     extra = {**COMPARE_EXPRESSIONS, "engine_overhead_s": D.t_0 + sp.Symbol("t_engine")}
     js = generate(expressions=extra, data={"models": {}})["kvcalc-formulas.js"]
     assert '"engine_overhead_s": {args: ["t_0", "t_engine"]' in js
-    data = json.loads(generate(expressions=extra, data={})["kvcalc-data.js"]
-                      .split("=", 1)[1].rstrip().rstrip(";"))
-    assert "t_engine" in {i["symbol"] for i in data["inputs"]}  # a reader can set it
 
 
 def test_max_min_piecewise_print():
@@ -44,28 +51,65 @@ def test_max_min_piecewise_print():
     assert "Math.max(" in src and "Math.min(" in src
     _, src = js_function(sp.Piecewise((T, T > a)))  # no catch-all: NaN, never a silent 0
     assert "NaN" in src and "?" in src
-    _, src = js_function(D.min_reload_bandwidth)
-    assert "Number.POSITIVE_INFINITY" in src
+
+
+def test_default_concurrency_is_evaluate_s():
+    f = SCENARIO_EXPRESSIONS["default_concurrency"]
+    for g in bundled().gpus.values():
+        for k in TP_CANDIDATES:
+            assert float(f.subs({D.N_node: g.gpus_per_node, D.K: k})) == default_concurrency(g, k)
 
 
 def test_data_come_from_the_tables():
     data = scenario_data()
-    assert set(data["models"]) and set(data["gpus"]) and data["tiers"]
+    cat = bundled()
+    assert set(data["models"]) == set(cat.models) and set(data["gpus"]) == set(cat.gpus)
+    assert set(data["tiers"]) == set(cat.tiers)
     m = data["models"]["llama-3.1-70b"]
-    assert m["attention"] == "gqa" and 3 not in m["tps"] and 8 in m["tps"]
-    for gpu in data["paths"].values():
-        assert set(gpu) == set(data["tiers"])
+    assert m["attention"] == "gqa" and 8 in m["tps"] and m["max_context_tokens"] > 0
+    assert data["deployments"]["deepseek-v3"]["h200"]["tp"] == 8
+    assert data["gpus"]["h100-sxm"]["calibrated"] is not None
+    assert "vllm-cross-layer" in data["engines"] and data["default_engine"] == "vllm-cross-layer"
 
 
 def test_no_formula_or_number_typed_in_the_ui():
-    """The UI script holds no physics: no SymPy symbol appears in an arithmetic expression and
-    its numeric literals are layout and algorithm constants only (listed here on purpose)."""
+    """The UI script holds no physics: its numeric literals are layout and algorithm constants
+    only (listed here on purpose)."""
     text = re.sub(r"/\*.*?\*/", "", UI.read_text(), flags=re.S)  # block comments
     text = re.sub(r"(['\"`]).*?\1", "", text)  # strings, line by line
     text = re.sub(r"//[^\n]*", "", text)  # line comments
     numbers = set(re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?:e-?\d+)?", text))
     layout = {"4", "6", "12", "16", "28", "44", "64", "70", "240", "280", "360", "640", "0.6",
               "1e6"}  # plot geometry in px, sample count, axis span in tokens
-    algorithm = {"0", "1", "2", "3", "10", "100", "200", "0.5", "1e-15"}  # grid, bisection, %
+    # grid and bisection of the ideal crossings (1e-3 to 1e12 tokens, 3000 points, 200 halvings),
+    # K/V split and one-layer copies (c_split 2 or 1, c_lay 1), ratios, percentages
+    algorithm = {"0", "1", "2", "3", "10", "100", "200", "3000", "1e-3", "1e12"}
     allowed = layout | algorithm
     assert numbers <= allowed, numbers - allowed
+
+
+RUNNER = """
+global.window = {};
+const [dir, ui] = process.argv.slice(1);
+require(dir + "/kvcalc-formulas.js"); require(dir + "/kvcalc-data.js"); require(ui);
+const states = JSON.parse(require("fs").readFileSync(0, "utf8"));
+console.log(JSON.stringify(states.map(s => {
+  const r = window.kvcalc.compute(s);
+  if (r.min_reload_bandwidth_Bps === Infinity) r.min_reload_bandwidth_Bps = "inf";
+  return r;
+})));
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js not installed (the browser test covers it)")
+def test_page_evaluation_matches_compare(tmp_path):
+    """60 random scenarios (engines, prefill models, layouts, concurrency, dtypes, overrides)
+    and 15 that compare refuses: the page agrees to 1e-9 and refuses the same ones."""
+    write_static(tmp_path)
+    good, bad = scenarios(60, seed=11, errors=15)
+    out = subprocess.run([NODE, "-e", RUNNER, str(tmp_path), str(UI)], capture_output=True,
+                         text=True, input=json.dumps([s for s, _ in good] + bad), check=True)
+    got = json.loads(out.stdout)
+    assert not mismatches(good, got[:len(good)])
+    assert all("error" in r for r in got[len(good):]), [s for s, r in zip(bad, got[len(good):])
+                                                      if "error" not in r]
