@@ -69,6 +69,8 @@ def scenarios(n, seed=20261130, errors=0):
             s["bandwidth"] = round(10 ** rng.uniform(0, 3), 3)
         if rng.random() < 0.05:
             s["batch"] = rng.choice([2, 8])
+        if rng.random() < 0.1:  # experts wider than attention: data-parallel attention
+            s["ep"] = rng.choice([2, 8, 16])
         want = python(s)
         if want is None:
             if len(bad) < errors:
