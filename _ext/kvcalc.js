@@ -393,7 +393,7 @@
     const form = el("form", {class: "kvcalc-form", id: "kvcalc-form"});
     form.append(select("model", "model", Object.keys(D.models)),
                 select("gpu", "GPU", Object.keys(D.gpus)),
-                select("tier", "tier", D.tiers),
+                select("tier", "tier", Object.keys(D.tiers)),
                 select("tp", "TP (GPUs)", []),
                 number("tokens", "prompt length (tokens)", {min: "1", step: "1"}),
                 select("engine", "engine", [""].concat(Object.keys(D.engines)),

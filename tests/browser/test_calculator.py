@@ -51,7 +51,7 @@ def test_random_scenarios_match_compare(tab):
 def test_invalid_tp_is_an_error_not_a_number(tab):
     r = tab.evaluate("window.kvcalc.compute({model: 'llama-3.1-8b', gpu: 'h100-sxm', "
                      "tier: 'host-dram', tokens: 100, tp: 3})")
-    assert "error" in r and "TP" in r["error"]
+    assert "error" in r and "--tp 3 does not fit" in r["error"]
 
 
 def _shown(t):
