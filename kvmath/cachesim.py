@@ -22,10 +22,11 @@ from .traces import Trace
 
 
 # ------------------------------------------------------------------ stack distances
-def _prefix_dominance(ys, a, s):
-    """For each query q, #{j < a[q] : ys[j] < s[q]} (merge-sort tree, O(n log^2 n) vectorised)."""
+def _prefix_dominance(ys, a, s, w=None):
+    """For each query q, #{j < a[q] : ys[j] < s[q]} (merge-sort tree, O(n log^2 n) vectorised);
+    with weights w, the sum of w[j] over those j instead of their count."""
     n = len(ys)
-    out = np.zeros(len(a), dtype=np.int64)
+    out = np.zeros(len(a), dtype=np.int64 if w is None else float)
     if n == 0 or len(a) == 0:
         return out
     m = int(ys.max()) + 2
@@ -36,9 +37,16 @@ def _prefix_dominance(ys, a, s):
     while (1 << k) <= n:
         sel = (a >> k) & 1 == 1
         if sel.any():
-            keys = np.sort((j >> k) * m + ys)
             blk = (a[sel] >> (k + 1)) << 1
-            out[sel] += np.searchsorted(keys, blk * m + s[sel], "left") - (blk << k)
+            if w is None:
+                keys = np.sort((j >> k) * m + ys)
+                out[sel] += np.searchsorted(keys, blk * m + s[sel], "left") - (blk << k)
+            else:
+                keys = (j >> k) * m + ys
+                o = np.argsort(keys, kind="stable")
+                cw = np.r_[0.0, np.cumsum(w[o])]
+                i = np.searchsorted(keys[o], blk * m + s[sel], "left")
+                out[sel] += cw[i] - cw[blk << k]
         k += 1
     return out
 
@@ -47,7 +55,10 @@ def stack_distances(trace: Trace):
     """(D, E) per kept access, in trace order: LRU stack distance and prefix distance, blocks.
 
     np.inf marks a block never seen before (or, for E, a prefix with such a block). On a
-    SHARDS sample the distances are those of the sample scaled by 1 / sample_rate.
+    SHARDS sample a distance counts each distinct kept block by its weight
+    (:meth:`Trace.weights`: 1 / sample_rate, or 1 in the fully kept stratum), an unbiased
+    estimate of the distinct blocks in between (Horvitz-Thompson); plain SHARDS scales the
+    sample's distance by 1 / R, the same when every weight is 1 / R.
     """
     n = len(trace.hashes)
     if n == 0:
@@ -63,18 +74,28 @@ def stack_distances(trace: Trace):
     nxt[by[:-1][same]] = by[1:][same]
     seen = prev >= 0
     p, s = prev[seen], start[seen]
-    repeats = (np.searchsorted(np.sort(nxt), s, "left")
-               - _prefix_dominance(nxt, p + 1, s))  # j in (p, s) used again before s
-    d_seq = np.full(n, n + 1, dtype=np.int64)  # n + 1 stands for "never seen"
-    d_seq[seen] = (s - p - 1) - repeats + 1
-    d = np.empty(n, dtype=np.int64)
+    if trace.sample_rate >= 1:
+        repeats = (np.searchsorted(np.sort(nxt), s, "left")
+                   - _prefix_dominance(nxt, p + 1, s))  # j in (p, s) used again before s
+        d_seq = np.full(n, np.inf)
+        d_seq[seen] = (s - p - 1) - repeats + 1
+    else:
+        w = trace.weights()[order]
+        cw = np.r_[0.0, np.cumsum(w)]
+        o = np.argsort(nxt, kind="stable")
+        cwn = np.r_[0.0, np.cumsum(w[o])]
+        repeats = (cwn[np.searchsorted(nxt[o], s, "left")]
+                   - _prefix_dominance(nxt, p + 1, s, w))
+        d_seq = np.full(n, np.inf)
+        d_seq[seen] = (cw[s] - cw[p + 1]) - repeats + w[seen]
+    d = np.empty(n)
     d[order] = d_seq
-    # prefix distance: running max along each request (trace order is head first)
-    key = trace.rid * (n + 2) + d
-    e = np.maximum.accumulate(key) - trace.rid * (n + 2)
-    scale = 1.0 / trace.sample_rate
-    as_float = lambda x: np.where(x > n, np.inf, x * scale)  # noqa: E731
-    return as_float(d), as_float(e)
+    # prefix distance: running max along each request (trace order is head first), on ranks
+    values, rank = np.unique(d, return_inverse=True)  # inf sorts last
+    rank = rank.reshape(-1).astype(np.int64)
+    key = trace.rid * (len(values) + 1) + rank
+    e = values[np.maximum.accumulate(key) - trace.rid * (len(values) + 1)]
+    return d, e
 
 
 @dataclass
@@ -115,32 +136,43 @@ class Curve:
 
 
 def lru_curve(trace: Trace, distances=None):
-    """The exact LRU hit-rate curve at every capacity (steps at each distinct prefix distance)."""
+    """The exact LRU hit-rate curve at every capacity (steps at each distinct prefix distance).
+
+    On a stratified SHARDS sample (see :func:`kvmath.traces.shards_keep`) each access counts
+    by its weight, and SHARDS_adj (Waldspurger et al., FAST'15, sec. 4.2) is applied to the
+    hash-sampled stratum: its totals are known exactly, and the difference between them and
+    the weighted sample is credited to the smallest distance (hot blocks).
+    """
     _, e = distances if distances is not None else stack_distances(trace)
     tokens = trace.access_tokens().astype(float)
+    w = trace.weights()
     hashed = np.minimum(trace.n_blocks * trace.block_tokens, trace.prompt_tokens).sum()
     coverage = hashed / trace.prompt_tokens.sum()  # share of prompt tokens inside hashed blocks
     finite = np.isfinite(e)
     order = np.argsort(e[finite], kind="stable")
     ef = e[finite][order]
-    cum_b = np.cumsum(np.ones_like(ef))
-    cum_t = np.cumsum(tokens[finite][order])
+    cum_b = np.cumsum(w[finite][order])
+    cum_t = np.cumsum((tokens * w)[finite][order])
     last = np.r_[ef[1:] != ef[:-1], True] if len(ef) else np.zeros(0, bool)
-    nb, nt = float(len(e)), float(tokens.sum())
+    nb, nt = float(w.sum()), float((tokens * w).sum())
     adj_b = adj_t = 0.0
     if trace.sample_rate < 1:
-        # SHARDS_adj (Waldspurger et al., FAST'15, sec. 4.2): the sample holds more or fewer
-        # accesses than R x all; credit the difference to the smallest distance (hot blocks)
-        nb_all = trace.sample_rate * float(trace.n_blocks.sum())
-        nt_all = trace.sample_rate * float(hashed)
-        adj_b, adj_t, nb, nt = nb_all - nb, nt_all - nt, nb_all, nt_all
+        full = trace.pos < trace.full_positions  # kept whole: totals exact
+        n_full = np.minimum(trace.n_blocks, trace.full_positions)
+        t_full = np.minimum(trace.prompt_tokens, n_full * trace.block_tokens)
+        nb_all = float(trace.n_blocks.sum())
+        nt_all = float(hashed)
+        adj_b = (nb_all - n_full.sum()) - float(w[~full].sum())
+        adj_t = (nt_all - t_full.sum()) - float((tokens * w)[~full].sum())
+        nb, nt = nb_all, nt_all
     nb, nt = max(nb, 1.0), max(nt, 1.0)
     clip = lambda x: np.clip(x, 0.0, 1.0)  # noqa: E731
     return Curve(capacity_blocks=ef[last], block_hit_rate=clip((cum_b[last] + adj_b) / nb),
                  token_hit_rate=clip((cum_t[last] + adj_t) / nt) * coverage,
                  block_tokens=trace.block_tokens,
-                 max_block_hit_rate=float(clip((finite.sum() + adj_b) / nb)),
-                 max_token_hit_rate=float(clip((tokens[finite].sum() + adj_t) / nt) * coverage),
+                 max_block_hit_rate=float(clip((w[finite].sum() + adj_b) / nb)),
+                 max_token_hit_rate=float(clip(((tokens * w)[finite].sum() + adj_t) / nt)
+                                          * coverage),
                  sample_rate=trace.sample_rate,
                  base_block_hit_rate=float(clip(adj_b / nb)),
                  base_token_hit_rate=float(clip(adj_t / nt) * coverage))
