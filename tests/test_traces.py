@@ -141,8 +141,19 @@ def test_stratified_sample_keeps_first_blocks(conversation):
 def test_fitted_pauses_file_is_current():
     with open(data_path("traces/pauses_fitted.csv"), newline="") as fh:
         rows = {r["name"]: r for r in csv.DictReader(fh)}
+    with open(data_path("pauses.csv"), newline="") as fh:
+        bundled = {r["name"]: r for r in csv.DictReader(fh)}
     for name in T.BUNDLED:
         assert rows[f"{name}-fitted"] == T.fit_pauses(name), "run scripts/fit_pauses.py"
+        assert bundled[f"{name}-fitted"] == rows[f"{name}-fitted"], "run scripts/fit_pauses.py"
+
+
+def test_default_pause_is_the_measured_one():
+    from kvmath.cli import DEFAULT_PAUSE
+    from kvmath.tables import pauses
+    assert DEFAULT_PAUSE == "conversation-fitted"
+    assert pauses()[DEFAULT_PAUSE].source.kind == "measurement"
+    assert pauses()["chat-lognormal"].source.kind == "assumption"
 
 
 def test_lognormal_fit_recovers_parameters():
