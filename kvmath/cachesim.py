@@ -417,11 +417,6 @@ class HitCost:
                 "feasible": bool(demand <= self.gpus)}
 
 
-#: share of the node's HBM kept for the running batch's own KV and activations (an assumption,
-#: not a sourced figure: engines typically let the prefix cache use what the batch leaves)
-RUNNING_BATCH_RESERVE = 0.2
-
-
 def kv_block_bytes(model, gpu, tp, block_tokens):
     """KV bytes of one block: compare's kv_bytes_per_token x block_tokens."""
     from .evaluate import compare
@@ -430,35 +425,33 @@ def kv_block_bytes(model, gpu, tp, block_tokens):
                    tp=tp)["kv_bytes_per_token"] * block_tokens
 
 
-def node_tiers(node, model, tp=None, reserve=RUNNING_BATCH_RESERVE, remote_bytes=None):
-    """Default tier specs of a node from ``nodes.csv``: HBM (all GPUs' HBM less the weights of
-    each TP group and the running-batch reserve), host DRAM, the NVMe array, and optionally a
-    remote pool of remote_bytes over the node's RDMA path. Bandwidths come from the tier paths
-    (``tiers.csv``) with every GPU of the node moving data at once; NVMe writes are assumed as
-    fast as reads (no write bandwidth is in the data); NVMe endurance is prices.csv's
-    nvme_drive_writes_lifetime (an assumption)."""
-    from .evaluate import architecture_values, path_values
+def node_tiers(node, model, tp=None, remote_bytes=None, batch_seqs=None, batch_context=None,
+               **plan_kw):
+    """Tier specs of a node for the replay, from :func:`kvmath.reuse.node_capacities`: the
+    same capacities and bandwidths as the analytic plan (HBM after the activation reserve,
+    weights and a running batch of batch_seqs sequences of batch_context tokens; host DRAM;
+    the NVMe array with drives.csv's write bandwidth and rated endurance), and optionally a
+    remote pool of remote_bytes over the node's RDMA path. plan_kw: the other options of
+    node_capacities (gpu, compute_dtype, gpu_memory_utilization, activation_reserve,
+    writes_within_rating)."""
+    from .evaluate import path_values
+    from .reuse import node_capacities
     from .tables import bundled, prices
-    cat = bundled()
-    gpu = cat.gpus[node.gpu]
-    tp = tp or node.gpus
-    v = architecture_values(model)
-    hbm_total = node.gpus * gpu.hbm_capacity_bytes
-    hbm = max(hbm_total * (1 - reserve) - v["N_tot"] * v["b_w"] * node.gpus / tp, 0.0)
-
-    def node_Bps(tier):
-        return path_values(cat.tiers[tier], gpu, node.gpus)[0] * node.gpus
-
-    specs = [TierSpec("hbm", hbm, gpu.hbm_bandwidth_Bps * node.gpus,
-                      gpu.hbm_bandwidth_Bps * node.gpus),
-             TierSpec("host-dram", node.host_dram_bytes, node_Bps("host-dram"),
-                      node_Bps("host-dram"), "host-dram")]
-    if node.nvme_drives:
-        bw = node_Bps("nvme")
-        specs.append(TierSpec("nvme", node.nvme_drives * node.nvme_drive_bytes, bw, bw, "nvme",
-                              drive_bytes=node.nvme_drive_bytes,
-                              rated_drive_writes=prices()["nvme_drive_writes_lifetime"].value))
+    nc = node_capacities(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context,
+                         **plan_kw)
+    t, drive = nc["tiers"], nc["drive"]
+    specs = [TierSpec("hbm", t["hbm"]["capacity_bytes"], t["hbm"]["read_Bps"],
+                      t["hbm"]["write_Bps"]),
+             TierSpec("host-dram", t["host-dram"]["capacity_bytes"], t["host-dram"]["read_Bps"],
+                      t["host-dram"]["write_Bps"], "host-dram")]
+    if "nvme" in t:
+        lifetime = drive.lifetime_drive_writes if drive else \
+            prices()["nvme_drive_writes_lifetime"].value
+        specs.append(TierSpec("nvme", t["nvme"]["capacity_bytes"], t["nvme"]["read_Bps"],
+                              t["nvme"]["write_Bps"], "nvme", drive_bytes=node.nvme_drive_bytes,
+                              rated_dwpd=drive.drive_writes_per_day if drive else None,
+                              rated_drive_writes=lifetime))
     if remote_bytes:
-        bw = node_Bps("rdma")
+        bw = path_values(bundled().tiers["rdma"], nc["gpu"], node.gpus)[0] * node.gpus
         specs.append(TierSpec("remote", remote_bytes, bw, bw, "rdma"))
     return specs
