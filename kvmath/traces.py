@@ -12,9 +12,10 @@ Two formats are read, gzipped or not:
   ``session_id``.
 
 A trace needs ``ceil`` or ``floor`` of prompt_tokens / block_tokens hashes (the last, partial
-block hashed or not), distinct within a request, and non-decreasing timestamps. Files stream
-through DuckDB; only per-request columns and the (optionally SHARDS-sampled) block accesses
-reach numpy. A bad file raises :class:`TraceError` naming the file, line and field.
+block hashed or not), distinct within a request, and non-decreasing timestamps. A file is
+parsed once, by DuckDB, into a table (DuckDB spills to disk past its memory limit); per-request
+columns, then block accesses in chunks of requests, reach numpy, where the accesses are checked
+and optionally sampled (stratified SHARDS, :func:`shards_keep`), so only the kept ones stay. A bad file raises :class:`TraceError` naming the file, line and field.
 Blank lines in JSONL are not records and are passed over, as JSONL readers do.
 """
 from __future__ import annotations
