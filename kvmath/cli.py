@@ -461,4 +461,7 @@ def main(argv=None):
         print(f"kvmath: error: {exc}", file=sys.stderr)
     except KeyError as exc:
         print(f"kvmath: error: {exc.args[0]}", file=sys.stderr)
+    except OverflowError:  # a last guard: magnitudes the checks above let through
+        print("kvmath: error: an input is out of range (a number overflowed); check the "
+              "magnitudes of the options and of the model and GPU rows", file=sys.stderr)
     return USAGE_ERROR
