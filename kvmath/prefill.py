@@ -14,7 +14,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import derive_prefill as DP
 from .evaluate import Numeric, ScenarioError, fn, scenario_values
 from .tables import DataError, _read, bundled, data_path
 
@@ -71,12 +70,10 @@ def allreduce_figures(path=None):
 
 @lru_cache(maxsize=None)
 def _numeric(attention, part):
-    parts = DP.parts_mla if attention == "mla" else DP.parts_gqa
-    if part == "weights_floor_s":
-        expr = DP.weights_floor_mla if attention == "mla" else DP.weights_floor_gqa
-    else:
-        expr = parts[part]
-    return Numeric(expr, f"{attention} {part}")
+    attention = "mla" if attention == "mla" else "gqa"
+    key = (f"derive_prefill.weights_floor_{attention}" if part == "weights_floor_s"
+           else f"derive_prefill.parts_{attention}.{part}")
+    return Numeric.generated(key, f"{attention} {part}")
 
 
 def _resolve(model, gpu):

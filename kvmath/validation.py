@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .derive import bandwidth_at_size
-from .evaluate import Numeric, compare, fn, scenario_values
+from .evaluate import compare, fn, scenario_values
 from .tables import DataError, _read, bundled, data_path, resolve_model
 
 VALIDATION_FIELDS = ("id", "source_key", "quantity", "measured_value", "model", "gpu", "tp",
@@ -110,7 +109,7 @@ def measurements():
 
 @lru_cache(maxsize=None)
 def _bw_at_size():
-    return Numeric(bandwidth_at_size, "bandwidth_at_size")
+    return fn("bandwidth_at_size")
 
 
 def predict(m: Measurement, overrides=None):
