@@ -226,6 +226,14 @@ def _list():
     for t in cat.tiers.values():
         out.append(f"  {t.name:<16} {' -> '.join(h.link for h in t.hops)}")
     from .tables import nodes, pauses
+    from .tables_serving import deployments, engines
+    out.append("engines:")
+    for e in engines().values():
+        out.append(f"  {e.name:<22} {e.layout}, {e.engine}")
+    out.append("deployments:")
+    for d in deployments().values():
+        attn = "data-parallel attention" if d.dp_attention else f"TP {d.tp}"
+        out.append(f"  {d.model} on {d.gpu}: {d.weight_dtype} weights, {attn}, experts over {d.ep}")
     out.append("nodes:")
     for n in nodes().values():
         out.append(f"  {n.name:<16} {n.description}")

@@ -9,7 +9,7 @@ import math
 
 import sympy as sp
 
-from .evaluate import compare, min_tp
+from .evaluate import compare
 from .tables import bundled
 from .units import fmt_bw, fmt_bytes, fmt_time  # noqa: F401  (re-exported for chapters)
 
@@ -36,42 +36,60 @@ def latex(expr):
     return sp.latex(expr, mul_symbol="dot")
 
 
-def decision(model_name, gpu_name, tier_name, tokens, tp=None):
-    """compare() at the smallest TP that holds the weights (or 8, flagged), with that TP."""
+def decision(model_name, gpu_name, tier_name, tokens, tp=None, **kw):
+    """compare() of a bundled model, GPU and tier: the sourced deployment or the smallest TP
+    that fits unless tp is given. A prompt beyond the model's context window is cut to it
+    (``r["tokens"]`` says which length ran; ``r["cut_to_context"]`` whether it was cut)."""
     cat = bundled()
     model, gpu = cat.models[model_name], cat.gpus[gpu_name]
-    fits = True
-    if tp is None:
-        tp = min_tp(model, gpu)
-        if tp is None:
-            tp, fits = 8, False
-    r = compare(model, gpu, cat.tiers[tier_name], tokens, tp=tp)
-    r["fits"] = fits
+    length = min(tokens, model.max_context_tokens)
+    r = compare(model, gpu, cat.tiers[tier_name], length, tp=tp, **kw)
+    r["cut_to_context"] = length < tokens
     return r
+
+
+def layout_cell(r):
+    """'TP 4' or 'TP 8, EP 8' or 'DP attention, EP 16', with the GPU count when multi-node."""
+    cell = "DP attention" if r["dp_attention"] else f"TP {r['tp']}"
+    if r["ep"] != r["tp"] or r["dp_attention"]:
+        cell += f", experts over {r['ep']}"
+    if r["gpus"] > r["gpus_per_node"]:
+        cell += f" ({r['gpus'] // int(r['gpus_per_node'])} nodes)"
+    return cell
 
 
 def verdict_cell(r, flips=False):
     """'reload 38x' or 'recompute 4.2x': the winner and how much faster it is; a dagger marks a
-    verdict that flips inside the measured uncertainty band."""
-    return f"{r['winner']} {r['speedup']:.3g}×" + (" †" if flips else "")
+    verdict that flips inside the uncertainty band; a section sign a prompt cut to the context."""
+    return (f"{r['winner']} {r['speedup']:.3g}×" + (" †" if flips else "")
+            + (" §" if r.get("cut_to_context") else ""))
 
 
-def decision_table(gpu_name, tokens, tier_names, model_names=None):
-    """Rows: model, TP, KV per token, then one verdict per tier (dagger: flips inside the band)."""
+def decision_rows(gpu_name, tokens, tier_names, model_names=None, **kw):
+    """One row per model: (model, layout cell, KV B/token, [(result, flips) per tier])."""
     from .uncertainty import band
 
     cat = bundled()
-    names = model_names or list(cat.models)
-    rows = []
-    for name in names:
-        results = [decision(name, gpu_name, t, tokens) for t in tier_names]
-        tp = results[0]["tp"]
-        tp_cell = f"{tp}" if results[0]["fits"] else f"{tp} (weights exceed one node)"
-        flips = [band(cat.models[name], cat.gpus[gpu_name], cat.tiers[t], tokens, tp=tp)["flips"]
-                 for t in tier_names]
-        rows.append([name, tp_cell, f"{results[0]['kv_bytes_per_token']:,.0f}"]
-                    + [verdict_cell(r, f) for r, f in zip(results, flips)])
-    return md_table(["model", "TP", "KV B/token"] + [f"{t}" for t in tier_names], rows)
+    out = []
+    for name in model_names or list(cat.models):
+        model = cat.models[name]
+        length = min(tokens, model.max_context_tokens)
+        cells = []
+        for t in tier_names:
+            b = band(model, cat.gpus[gpu_name], cat.tiers[t], length, **kw)
+            r = {**b["nominal"], "cut_to_context": length < tokens}
+            cells.append((r, b["flips"]))
+        out.append((name, layout_cell(cells[0][0]), cells[0][0]["kv_bytes_per_token"], cells))
+    return out
+
+
+def decision_table(gpu_name, tokens, tier_names, model_names=None, **kw):
+    """Rows: model, layout, KV per token, then one verdict per tier (dagger: flips inside the
+    band; section sign: the prompt was cut to the model's context window)."""
+    rows = [[name, layout, f"{kv:,.0f}"] + [verdict_cell(r, f) for r, f in cells]
+            for name, layout, kv, cells in decision_rows(gpu_name, tokens, tier_names,
+                                                         model_names, **kw)]
+    return md_table(["model", "layout", "KV B/token"] + [f"{t}" for t in tier_names], rows)
 
 
 def finite(x):

@@ -99,7 +99,7 @@ def _read(path, fields, optional=()):
     """Rows of a CSV file whose header holds every name in fields and no unknown name."""
     path = Path(path)
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        with open(path, newline="", encoding="utf-8-sig") as fh:  # a BOM is not a field name
             reader = csv.DictReader(fh)
             header = reader.fieldnames or []
             rows = list(reader)

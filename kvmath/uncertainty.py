@@ -3,8 +3,8 @@
 * Recompute, calibrated model: the held-out error of the operator fit (90th percentile of
   |error| on profiles the fit never saw, ``kvmath/data/prefill_heldout.csv``) either way,
   but never faster than the ideal roofline, which no prefill beats.
-* Recompute, ideal model: from the lowest measured/predicted speed of the prefill rows of
-  ``validation.csv`` up to the default efficiency (an upper bound).
+* Recompute, ideal model: from the lowest measured/predicted speed of the dense prefill rows
+  of ``validation.csv`` up to the default efficiency (an upper bound).
 * Reload: the binding hop's efficiency moves over the spread of the measured/predicted
   ratios of the validation rows on that link, clamped to efficiency 1: a link never runs
   above its datasheet or spec rate. A link without rows has no band.
@@ -22,9 +22,12 @@ from .validation import measurements, predict
 
 @lru_cache(maxsize=None)
 def efficiency_range():
-    """(low, high) factor on the flat prefill efficiency, from the TTFT rows."""
+    """(low, high) factor on the flat prefill efficiency, from the dense-model prefill rows
+    (the flat model does not describe MoE prefill at all: see the validation chapter)."""
+    from .validation import model_of
     ratios = [predict(m, {"prefill": "ideal"}) / m.measured_value for m in measurements()
-              if m.quantity in ("ttft_s", "prefill_s") and m.expect == "pass"]
+              if m.quantity in ("ttft_s", "prefill_s") and m.expect == "pass"
+              and not model_of(m.model).is_moe]
     return (min(ratios + [1.0]), 1.0)
 
 

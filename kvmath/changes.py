@@ -1,0 +1,76 @@
+"""What changed: the decision tables now against a stored snapshot of a previous release.
+
+A snapshot (``kvmath/data/snapshots/decisions-<release>.json``) holds, per (model, GPU, tier,
+prompt length), the winner, speed-up and TP that release published. :func:`diff` recomputes
+each cell on the current model and lists the verdicts that flipped, with which of this
+release's changes flips it back (the ideal prefill model, the ideal engine).
+``scripts/snapshot_decisions.py`` writes the snapshot of the current release.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+from .evaluate import ScenarioError, compare
+from .tables import bundled, data_path
+
+#: the release whose published tables the What-changed page compares against
+PREVIOUS_RELEASE = "0.1.0"
+
+
+@lru_cache(maxsize=None)
+def snapshot(release=PREVIOUS_RELEASE):
+    """The stored decision table of a release (a dict with 'rows')."""
+    with open(data_path("snapshots") / f"decisions-{release}.json") as fh:
+        return json.load(fh)
+
+
+def current_cell(model, gpu, tier, tokens, **kw):
+    """The current verdict of one cell: compare() on the default layout, engine and prefill
+    model, or a one-word reason when the cell no longer exists ('beyond context', 'no fit')."""
+    cat = bundled()
+    m = cat.models[model]
+    if tokens > m.max_context_tokens:
+        return {"winner": "beyond context", "speedup": None, "tp": None}
+    try:
+        r = compare(m, cat.gpus[gpu], cat.tiers[tier], tokens, **kw)
+    except ScenarioError:
+        return {"winner": "no fit", "speedup": None, "tp": None}
+    return r
+
+
+def diff(release=PREVIOUS_RELEASE, gpus=None, tokens=None, attribute=True):
+    """Rows of the snapshot with their current verdict; 'flipped' when the winner changed.
+
+    attribute: for each flipped cell, the verdict with the flat (ideal) prefill model and with
+    the ideal engine, which tell whether the calibrated prefill or the engine's costs flipped it
+    (neither: the per-hop counting, concurrency or the deployment did)."""
+    out = []
+    for row in snapshot(release)["rows"]:
+        if (gpus and row["gpu"] not in gpus) or (tokens and row["tokens"] not in tokens):
+            continue
+        now = current_cell(row["model"], row["gpu"], row["tier"], row["tokens"])
+        entry = {**{k: row[k] for k in ("model", "gpu", "tier", "tokens")},
+                 "old_winner": row["winner"], "old_speedup": row["speedup"], "old_tp": row["tp"],
+                 "new_winner": now["winner"], "new_speedup": now["speedup"],
+                 "new_tp": now["tp"],
+                 "flipped": now["winner"] in ("reload", "recompute")
+                 and now["winner"] != row["winner"]}
+        if entry["flipped"] and attribute:
+            for key, kw in (("winner_ideal_prefill", {"prefill": "ideal"}),
+                            ("winner_ideal_engine", {"engine": "ideal"})):
+                entry[key] = current_cell(row["model"], row["gpu"], row["tier"], row["tokens"],
+                                          **kw)["winner"]
+        out.append(entry)
+    return out
+
+
+def cause(entry):
+    """Which change of this release flips a cell, in words."""
+    if entry.get("winner_ideal_engine") == entry["old_winner"]:
+        return "engine costs (copy size, fixed cost, overlapping writes)"
+    if entry.get("winner_ideal_prefill") == entry["old_winner"]:
+        return "calibrated prefill"
+    if entry["old_tp"] != entry["new_tp"]:
+        return "deployment that fits (TP), bytes per hop and concurrency"
+    return "bytes per hop and concurrent reloads"

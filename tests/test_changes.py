@@ -1,0 +1,27 @@
+"""The What-changed page: flips are found from a stored snapshot, not typed."""
+import kvmath.changes as C
+from kvmath.changes import cause, current_cell, diff, snapshot
+
+
+def test_previous_snapshot_is_bundled_and_complete():
+    snap = snapshot()
+    assert snap["release"] == C.PREVIOUS_RELEASE and len(snap["commit"]) == 40
+    cells = {(r["model"], r["gpu"], r["tier"], r["tokens"]) for r in snap["rows"]}
+    assert len(cells) == len(snap["rows"])
+    assert all(r["winner"] in ("reload", "recompute") for r in snap["rows"])
+
+
+def test_diff_finds_a_flip_and_its_cause(monkeypatch):
+    now = current_cell("llama-3.1-8b", "h100-sxm", "host-dram", 8192)
+    other = "recompute" if now["winner"] == "reload" else "reload"
+    rows = [{"model": "llama-3.1-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 8192,
+             "tp": now["tp"], "winner": other, "speedup": 2.0},
+            {"model": "llama-3.1-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 4096,
+             "tp": 1, "winner": now["winner"], "speedup": 2.0},
+            {"model": "llama-2-7b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 32768,
+             "tp": 1, "winner": "reload", "speedup": 2.0}]
+    monkeypatch.setattr(C, "snapshot", lambda release=None: {"rows": rows})
+    out = diff()
+    assert [r["flipped"] for r in out] == [True, False, False]
+    assert out[2]["new_winner"] == "beyond context"
+    assert isinstance(cause(out[0]), str) and out[0]["winner_ideal_engine"] in ("reload", "recompute")
