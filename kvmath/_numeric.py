@@ -42,20 +42,22 @@ def _derive_kv_bytes_per_gpu(K, L_full, L_win, T, W, b_kv, e_kv, rho):
     return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/K
 
 def _derive_attn_params_gqa(d, d_h, n_kv, n_q):
-    return 2*d*d_h*(n_kv + n_q)
+    _x0 = 2*d*d_h
+    return _x0*n_kv + _x0*n_q
 
 def _derive_attn_params_mla(d, d_nope, d_rope, d_v, n_q, r_kv, r_q):
-    _x0 = n_q*(d_nope + d_rope)
-    return d*d_v*n_q + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.select([numpy.greater(r_q, 0),True], [r_q*(_x0 + d),_x0*d], default=numpy.nan)
+    _x0 = d*n_q
+    _x1 = d_nope + d_rope
+    return _x0*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.select([numpy.greater(r_q, 0),True], [_x1*n_q*r_q + d*r_q,_x0*_x1], default=numpy.nan)
 
 def _derive_mlp_params_dense(I_ffn, d):
     return 3*I_ffn*d
 
 def _derive_mlp_params_moe_active(E, E_sh, I_exp, d, k_top):
-    return d*(E + 3*I_exp*(E_sh + k_top))
+    return E*d + 3*I_exp*d*(E_sh + k_top)
 
 def _derive_mlp_params_moe_total(E, E_sh, I_exp, d):
-    return d*(E + 3*I_exp*(E + E_sh))
+    return E*d + 3*I_exp*d*(E + E_sh)
 
 def _derive_params_routed_active(I_exp, L_moe, d, k_top):
     return 3*I_exp*L_moe*d*k_top
@@ -75,39 +77,42 @@ def _derive_flops_linear(N_lin, T):
 
 def _derive_flops_attention(L_full, L_win, T, W, d_qk, d_v, n_q):
     _x0 = numpy.minimum(T, W)
-    return n_q*(d_qk + d_v)*(L_full*T*(T + 1) + L_win*(2*W*(T - _x0) + _x0*(_x0 + 1)))
+    return 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))
 
 def _derive_flops_prefill(L_full, L_win, N_lin, T, W, d_qk, d_v, n_q):
     _x0 = numpy.minimum(T, W)
-    return 2*N_lin*T + n_q*(d_qk + d_v)*(L_full*T*(T + 1) + L_win*(2*W*(T - _x0) + _x0*(_x0 + 1)))
+    return 2*N_lin*T + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))
 
 def _derive_flops_routed(N_xa, T):
     return 2*N_xa*T
 
 def _derive_t_compute(K, K_e, L_full, L_win, N_lin, N_xa, P, T, W, d_qk, d_v, eta, n_q):
     _x0 = 2*T
-    _x1 = numpy.minimum(T, W)
-    return 2*(N_xa*T/K_e + (1/2)*(N_lin*_x0 - N_xa*_x0 + n_q*(d_qk + d_v)*(L_full*T*(T + 1) + L_win*(2*W*(T - _x1) + _x1*(_x1 + 1))))/K)/(P*eta)
+    _x1 = N_xa*_x0
+    _x2 = numpy.minimum(T, W)
+    return (_x1/K_e + (N_lin*_x0 - _x1 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1))))/K)/(P*eta)
 
 def _derive_weights_per_gpu(K, K_e, N_tot, N_xs, b_w):
-    return b_w*(N_xs/K_e + (N_tot - N_xs)/K)
+    return N_xs*b_w/K_e + b_w*(N_tot - N_xs)/K
 
 def _derive_t_weights(B_hbm, K, K_e, N_tot, N_xs, b_w):
-    return b_w*(N_xs/K_e + (N_tot - N_xs)/K)/B_hbm
+    return (N_xs*b_w/K_e + b_w*(N_tot - N_xs)/K)/B_hbm
 
 def _derive_t_recompute(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_v, eta, n_q):
     _x0 = K_e**(-1.0)
     _x1 = K**(-1.0)
     _x2 = 2*T
-    _x3 = numpy.minimum(T, W)
-    return numpy.maximum(b_w*(N_xs*_x0 + _x1*(N_tot - N_xs))/B_hbm, 2*(N_xa*T*_x0 + (1/2)*_x1*(N_lin*_x2 - N_xa*_x2 + n_q*(d_qk + d_v)*(L_full*T*(T + 1) + L_win*(2*W*(T - _x3) + _x3*(_x3 + 1)))))/(P*eta))
+    _x3 = N_xa*_x2
+    _x4 = numpy.minimum(T, W)
+    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(P*eta))
 
 def _derive_t_recompute_batch(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_v, eta, n_q, n_seq):
     _x0 = K_e**(-1.0)
     _x1 = K**(-1.0)
     _x2 = 2*T
-    _x3 = numpy.minimum(T, W)
-    return numpy.maximum(b_w*(N_xs*_x0 + _x1*(N_tot - N_xs))/B_hbm, 2*n_seq*(N_xa*T*_x0 + (1/2)*_x1*(N_lin*_x2 - N_xa*_x2 + n_q*(d_qk + d_v)*(L_full*T*(T + 1) + L_win*(2*W*(T - _x3) + _x3*(_x3 + 1)))))/(P*eta))
+    _x3 = N_xa*_x2
+    _x4 = numpy.minimum(T, W)
+    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, n_seq*(_x0*_x3 + _x1*(N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(P*eta))
 
 def _derive_eta_implied(K, K_e, L_full, L_win, N_lin, N_xa, P, T, W, d_qk, d_v, n_q, t_meas):
     _x0 = 2*T
@@ -136,7 +141,7 @@ def _derive_t_gpu_hop(B_gpu, K, L_full, L_win, T, W, b_kv, e_kv, rho):
     return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B_gpu*K)
 
 def _derive_fixed_cost(B_hbm, K, K_e, N_tot, N_xs, b_w, n_step, t_lat, t_req):
-    return t_lat + t_req + b_w*n_step*(N_xs/K_e + (N_tot - N_xs)/K)/B_hbm
+    return t_lat + t_req + n_step*(N_xs*b_w/K_e + b_w*(N_tot - N_xs)/K)/B_hbm
 
 def _derive_t_reload_hops(B_gpu, B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, n_c, rho, rho_n, t_0):
     _x0 = rho/K
@@ -171,7 +176,8 @@ def _derive_t_advantage(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_x
     _x2 = numpy.minimum(T, W)
     _x3 = K_e**(-1.0)
     _x4 = 2*T
-    return t_0 - numpy.maximum(b_w*(N_xs*_x3 + _x0*(N_tot - N_xs))/B_hbm, 2*(N_xa*T*_x3 + (1/2)*_x0*(N_lin*_x4 - N_xa*_x4 + n_q*(d_qk + d_v)*(L_win*(2*W*(T - _x2) + _x2*(_x2 + 1)) + _x1*(T + 1))))/(P*eta)) + _x0*b_kv*e_kv*rho*(L_win*_x2 + _x1)/B
+    _x5 = N_xa*_x4
+    return t_0 - numpy.maximum((N_xs*_x3*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + (1/2)*_x1*(T + 1))) + _x3*_x5)/(P*eta)) + _x0*b_kv*e_kv*rho*(L_win*_x2 + _x1)/B
 
 def _derive_hbm_slack(C_hbm, K, K_e, L_full, L_win, N_tot, N_xs, T, W, b_kv, b_w, e_kv, n_seq, rho, u_hbm):
     _x0 = K**(-1.0)
@@ -183,13 +189,13 @@ def _derive_model_flops_per_kv_byte(L_full, L_win, N_lin, b_kv, e_kv, rho):
 def _derive_model_flops_per_kv_byte_at_T(L_full, L_win, N_lin, T, W, b_kv, d_qk, d_v, e_kv, n_q, rho):
     _x0 = L_full*T
     _x1 = numpy.minimum(T, W)
-    return 2*(N_lin*T + (1/2)*n_q*(d_qk + d_v)*(L_win*(2*W*(T - _x1) + _x1*(_x1 + 1)) + _x0*(T + 1)))/(b_kv*e_kv*rho*(L_win*_x1 + _x0))
+    return (2*N_lin*T + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x1) + (1/2)*_x1*(_x1 + 1)) + (1/2)*_x0*(T + 1)))/(b_kv*e_kv*rho*(L_win*_x1 + _x0))
 
 def _derive_gpu_flops_per_link_byte(B, P, eta):
     return P*eta/B
 
 def _derive_breakeven_bandwidth_at(K, L_full, L_win, T, W, b_kv, e_kv, rho, t_0, t_rec):
-    return -b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(K*(t_0 - t_rec))
+    return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(K*(-t_0 + t_rec))
 
 def _derive_breakeven_bandwidth(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
     _x0 = K**(-1.0)
@@ -197,7 +203,8 @@ def _derive_breakeven_bandwidth(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa
     _x2 = numpy.minimum(T, W)
     _x3 = K_e**(-1.0)
     _x4 = 2*T
-    return -_x0*b_kv*e_kv*rho*(L_win*_x2 + _x1)/(t_0 - numpy.maximum(b_w*(N_xs*_x3 + _x0*(N_tot - N_xs))/B_hbm, 2*(N_xa*T*_x3 + (1/2)*_x0*(N_lin*_x4 - N_xa*_x4 + n_q*(d_qk + d_v)*(L_win*(2*W*(T - _x2) + _x2*(_x2 + 1)) + _x1*(T + 1))))/(P*eta)))
+    _x5 = N_xa*_x4
+    return _x0*b_kv*e_kv*rho*(L_win*_x2 + _x1)/(-t_0 + numpy.maximum((N_xs*_x3*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + (1/2)*_x1*(T + 1))) + _x3*_x5)/(P*eta)))
 
 def _derive_core_advantage(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
     _x0 = K**(-1.0)
@@ -212,69 +219,65 @@ def _derive_core_advantage(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk, d_v
     return -N_lin*_x0*_x5 + 2*N_xa*T*_x0*_x1*_x2 - _x7*d_qk - _x7*d_v - _x8*d_qk - _x8*d_v + t_0 - N_xa*_x5/K_e + L_full*T*_x0*b_kv*e_kv*rho/B
 
 def _derive_core_crossings_0(B, K, K_e, L_full, N_lin, N_xa, P, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
-    _x0 = 2*N_xa
-    _x1 = B*K_e
+    _x0 = 2*B
+    _x1 = K*N_xa
     _x2 = L_full*n_q
-    _x3 = _x1*_x2
-    _x4 = P*eta
-    _x5 = _x4*b_kv*e_kv*rho
-    _x6 = L_full*_x5
-    _x7 = B**2
-    _x8 = 8*_x7
-    _x9 = N_xa*_x8
-    _x10 = K*K_e
-    _x11 = N_xa**2
-    _x12 = K_e**2
-    _x13 = N_lin*_x12
-    _x14 = 4*_x7
-    _x15 = _x11*_x14
-    _x16 = _x12*_x14
-    _x17 = N_xa*_x10*_x14*_x2
-    _x18 = _x16*_x2
-    _x19 = N_lin*_x18
-    _x20 = N_xa*_x18
-    _x21 = 4*_x6
-    _x22 = B*_x21
-    _x23 = K*_x18*_x4*t_0
-    _x24 = L_full**2*_x12
-    _x25 = _x24*_x7*n_q**2
-    _x26 = 2*d_qk
-    _x27 = B*_x24*_x5*n_q
-    return -1/2*(B*K*_x0 - K_e*_x6 + 2*N_lin*_x1 - _x0*_x1 + _x3*d_qk + _x3*d_v + numpy.sqrt(K**2*_x15 - K*N_xa*_x1*_x21 + N_lin**2*_x16 + N_lin*_x10*_x9 + N_xa*_x12*_x22 + P**2*_x24*b_kv**2*e_kv**2*eta**2*rho**2 - _x10*_x11*_x8 + _x12*_x15 - _x13*_x22 - _x13*_x9 + _x17*d_qk + _x17*d_v + _x19*d_qk + _x19*d_v - _x20*d_qk - _x20*d_v + _x23*d_qk + _x23*d_v + _x25*_x26*d_v + _x25*d_qk**2 + _x25*d_v**2 - _x26*_x27 - 2*_x27*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
+    _x3 = _x2*d_qk
+    _x4 = B*K_e
+    _x5 = _x2*d_v
+    _x6 = B**2
+    _x7 = 8*_x6
+    _x8 = K_e*_x7
+    _x9 = N_xa**2
+    _x10 = K_e**2
+    _x11 = N_lin*_x10
+    _x12 = 4*_x6
+    _x13 = _x12*_x9
+    _x14 = _x10*_x12
+    _x15 = K_e*_x1*_x12
+    _x16 = N_lin*_x14
+    _x17 = N_xa*_x14
+    _x18 = P*eta
+    _x19 = _x18*b_kv*e_kv*rho
+    _x20 = 4*L_full*_x19
+    _x21 = B*_x20
+    _x22 = K*_x14*_x18*t_0
+    _x23 = L_full**2*_x10
+    _x24 = _x23*_x6*n_q**2
+    _x25 = _x0*_x19*_x23*n_q
+    return (1/2)*(2*B*K_e*N_xa + K_e*L_full*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x0 - _x0*_x1 - _x3*_x4 - _x4*_x5 - numpy.sqrt(K**2*_x13 - K*_x8*_x9 + N_lin**2*_x14 + N_lin*_x1*_x8 + N_xa*_x10*_x21 - N_xa*_x11*_x7 + P**2*_x23*b_kv**2*e_kv**2*eta**2*rho**2 - _x1*_x20*_x4 + _x10*_x13 - _x11*_x21 + _x15*_x3 + _x15*_x5 + _x16*_x3 + _x16*_x5 - _x17*_x3 - _x17*_x5 + _x22*_x3 + _x22*_x5 + _x24*d_qk**2 + 2*_x24*d_qk*d_v + _x24*d_v**2 - _x25*d_qk - _x25*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
 
 def _derive_core_crossings_1(B, K, K_e, L_full, N_lin, N_xa, P, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
-    _x0 = 2*N_xa
-    _x1 = B*K_e
+    _x0 = 2*B
+    _x1 = K*N_xa
     _x2 = L_full*n_q
-    _x3 = _x1*_x2
-    _x4 = P*eta
-    _x5 = _x4*b_kv*e_kv*rho
-    _x6 = L_full*_x5
-    _x7 = B**2
-    _x8 = 8*_x7
-    _x9 = N_xa*_x8
-    _x10 = K*K_e
-    _x11 = N_xa**2
-    _x12 = K_e**2
-    _x13 = N_lin*_x12
-    _x14 = 4*_x7
-    _x15 = _x11*_x14
-    _x16 = _x12*_x14
-    _x17 = N_xa*_x10*_x14*_x2
-    _x18 = _x16*_x2
-    _x19 = N_lin*_x18
-    _x20 = N_xa*_x18
-    _x21 = 4*_x6
-    _x22 = B*_x21
-    _x23 = K*_x18*_x4*t_0
-    _x24 = L_full**2*_x12
-    _x25 = _x24*_x7*n_q**2
-    _x26 = 2*d_qk
-    _x27 = B*_x24*_x5*n_q
-    return -1/2*(B*K*_x0 - K_e*_x6 + 2*N_lin*_x1 - _x0*_x1 + _x3*d_qk + _x3*d_v - numpy.sqrt(K**2*_x15 - K*N_xa*_x1*_x21 + N_lin**2*_x16 + N_lin*_x10*_x9 + N_xa*_x12*_x22 + P**2*_x24*b_kv**2*e_kv**2*eta**2*rho**2 - _x10*_x11*_x8 + _x12*_x15 - _x13*_x22 - _x13*_x9 + _x17*d_qk + _x17*d_v + _x19*d_qk + _x19*d_v - _x20*d_qk - _x20*d_v + _x23*d_qk + _x23*d_v + _x25*_x26*d_v + _x25*d_qk**2 + _x25*d_v**2 - _x26*_x27 - 2*_x27*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
+    _x3 = _x2*d_qk
+    _x4 = B*K_e
+    _x5 = _x2*d_v
+    _x6 = B**2
+    _x7 = 8*_x6
+    _x8 = K_e*_x7
+    _x9 = N_xa**2
+    _x10 = K_e**2
+    _x11 = N_lin*_x10
+    _x12 = 4*_x6
+    _x13 = _x12*_x9
+    _x14 = _x10*_x12
+    _x15 = K_e*_x1*_x12
+    _x16 = N_lin*_x14
+    _x17 = N_xa*_x14
+    _x18 = P*eta
+    _x19 = _x18*b_kv*e_kv*rho
+    _x20 = 4*L_full*_x19
+    _x21 = B*_x20
+    _x22 = K*_x14*_x18*t_0
+    _x23 = L_full**2*_x10
+    _x24 = _x23*_x6*n_q**2
+    _x25 = _x0*_x19*_x23*n_q
+    return (1/2)*(2*B*K_e*N_xa + K_e*L_full*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x0 - _x0*_x1 - _x3*_x4 - _x4*_x5 + numpy.sqrt(K**2*_x13 - K*_x8*_x9 + N_lin**2*_x14 + N_lin*_x1*_x8 + N_xa*_x10*_x21 - N_xa*_x11*_x7 + P**2*_x23*b_kv**2*e_kv**2*eta**2*rho**2 - _x1*_x20*_x4 + _x10*_x13 - _x11*_x21 + _x15*_x3 + _x15*_x5 + _x16*_x3 + _x16*_x5 - _x17*_x3 - _x17*_x5 + _x22*_x3 + _x22*_x5 + _x24*d_qk**2 + 2*_x24*d_qk*d_v + _x24*d_v**2 - _x25*d_qk - _x25*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
 
 def _derive_mooncake_eq2_B_over_G(a, b, d, g, n, s):
-    return 2*s/(g*(a*n + b*d))
+    return 2*d*s/(g*(a*d*n + b*d**2))
 
 def _derive_prefill_eta_gemm(eta_g, m, m_half, r_dt):
     return eta_g*m*r_dt/(m + m_half)
@@ -299,16 +302,17 @@ def _derive_prefill_add_elements(d):
     return 6*d
 
 def _derive_prefill_rope_elements_gqa(K_d, d_h, n_kv, n_q):
-    return 2*d_h*(n_q + numpy.maximum(K_d, n_kv))/K_d
+    return d_h*(2*n_q + 2*numpy.maximum(K_d, n_kv))/K_d
 
 def _derive_prefill_rope_elements_mla(K_d, d_rope, n_q):
-    return 2*d_rope*(1 + n_q/K_d)
+    return d_rope*(2 + 2*n_q/K_d)
 
 def _derive_prefill_act_elements_dense(I_ffn, K_d):
     return 3*I_ffn/K_d
 
 def _derive_prefill_act_elements_moe(E_sh, I_exp, K_d, K_x, k_top):
-    return 3*I_exp*(E_sh/K_d + k_top/K_x)
+    _x0 = 3*I_exp
+    return E_sh*_x0/K_d + _x0*k_top/K_x
 
 def _derive_prefill_permute_elements_moe(d, k_top):
     return 4*d*k_top
@@ -320,12 +324,14 @@ def _derive_prefill__kv_local(K_d, n_kv):
     return numpy.maximum(K_d, n_kv)/K_d
 
 def _derive_prefill_attn_proj_gqa(B_hbm, K_d, P, T, b_w, d, d_h, eta_g, m_half, n_kv, n_q, n_seq, r_dt, t_kern):
-    _x0 = d*d_h/K_d
-    _x1 = _x0*n_q
-    _x2 = b_w/B_hbm
-    _x3 = 2*(T*n_seq + m_half)/(P*eta_g*r_dt)
-    _x4 = _x0*(n_q + 2*numpy.maximum(K_d, n_kv))
-    return 2*t_kern + numpy.maximum(_x1*_x2, _x1*_x3) + numpy.maximum(_x2*_x4, _x3*_x4)
+    _x0 = b_w/B_hbm
+    _x1 = K_d**(-1.0)
+    _x2 = _x1*n_q
+    _x3 = d*d_h
+    _x4 = _x2*_x3
+    _x5 = 2*(T*n_seq + m_half)/(P*eta_g*r_dt)
+    _x6 = _x3*(2*_x1*numpy.maximum(K_d, n_kv) + _x2)
+    return 2*t_kern + numpy.maximum(_x0*_x4, _x4*_x5) + numpy.maximum(_x0*_x6, _x5*_x6)
 
 def _derive_prefill_attn_proj_mla(B_hbm, K_d, P, T, b_w, d, d_nope, d_rope, d_v, eta_g, m_half, n_q, n_seq, r_dt, r_kv, r_q, t_kern):
     _x0 = b_w/B_hbm
@@ -353,19 +359,19 @@ def _derive_prefill_m_expert(E, T, k_top, n_seq):
     return T*k_top*n_seq/E
 
 def _derive_prefill_experts_touched(E, T, k_top, n_seq):
-    return -E*((1 - k_top/E)**(T*n_seq) - 1)
+    return E*(1 - (1 - k_top/E)**(T*n_seq))
 
 def _derive_prefill_moe_routed_compute(E, I_exp, K_x, P, T, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt):
     return 6*E*I_exp*d*f_imb*(m_half + T*k_top*n_seq/E)/(K_x*P*ep*eta_g*r_dt)
 
 def _derive_prefill_moe_routed_floor(B_hbm, E, I_exp, K_x, T, b_w, d, ep, k_top, n_seq):
-    return -3*E*I_exp*b_w*d*((1 - k_top/E)**(T*n_seq) - 1)/(B_hbm*K_x*ep)
+    return 3*E*I_exp*b_w*d*(1 - (1 - k_top/E)**(T*n_seq))/(B_hbm*K_x*ep)
 
 def _derive_prefill_moe_routed(B_hbm, E, I_exp, K_x, P, T, b_w, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_kern):
     _x0 = k_top/E
     _x1 = T*n_seq
     _x2 = E*I_exp*d/(K_x*ep)
-    return 2*t_kern + numpy.maximum(-3*_x2*b_w*((1 - _x0)**_x1 - 1)/B_hbm, 6*_x2*f_imb*(_x0*_x1 + m_half)/(P*eta_g*r_dt))
+    return 2*t_kern + numpy.maximum(3*_x2*b_w*(1 - (1 - _x0)**_x1)/B_hbm, 6*_x2*f_imb*(_x0*_x1 + m_half)/(P*eta_g*r_dt))
 
 def _derive_prefill_moe_router_shared(B_hbm, E, E_sh, I_exp, K_d, P, T, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = E*d
@@ -377,14 +383,14 @@ def _derive_prefill_moe_router_shared(B_hbm, E, E_sh, I_exp, K_d, P, T, b_w, d, 
     return t_kern + numpy.select([numpy.equal(E_sh, 0),True], [0,2*t_kern + numpy.maximum(_x5, _x3*_x4) + numpy.maximum(2*_x5, 4*_x2*_x4)], default=numpy.nan) + numpy.maximum(_x0*_x1, _x0*_x3)
 
 def _derive_prefill_moe_all_to_all(T, b_act, busbw, d, ep, k_top, n_seq, t_ar):
-    return numpy.select([numpy.less_equal(ep, 1),True], [0,2*(T*b_act*d*k_top*n_seq*(ep - 1)/(busbw*ep) + t_ar)], default=numpy.nan)
+    return numpy.select([numpy.less_equal(ep, 1),True], [0,2*T*b_act*d*k_top*n_seq*(ep - 1)/(busbw*ep) + 2*t_ar], default=numpy.nan)
 
 def _derive_prefill_eta_attention(T, T_a, eta_a):
     return T*eta_a/(T + T_a)
 
 def _derive_prefill_t_attention(K_d, L_full, L_win, P_a, T, T_a, W, d_qk, d_v, eta_a, n_q, n_seq, t_kern):
     _x0 = numpy.minimum(T, W)
-    return t_kern*(L_full + L_win) + n_q*n_seq*(T + T_a)*(d_qk + d_v)*(L_full*T*(T + 1) + L_win*(2*W*(T - _x0) + _x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
+    return t_kern*(L_full + L_win) + 2*n_q*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
 
 def _derive_prefill_t_lm_head(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = V*d/K_d
@@ -395,40 +401,39 @@ def _derive_prefill_L_all(L_full, L_win):
 
 def _derive_prefill_parts_gqa_gemm_s(B_hbm, I_ffn, K_d, L_dense, L_full, L_win, P, T, b_w, d, d_h, eta_g, m_half, n_kv, n_q, n_seq, r_dt, t_kern):
     _x0 = 2*t_kern
-    _x1 = d/K_d
-    _x2 = I_ffn*_x1
-    _x3 = b_w/B_hbm
+    _x1 = b_w/B_hbm
+    _x2 = K_d**(-1.0)
+    _x3 = I_ffn*d
     _x4 = _x2*_x3
-    _x5 = P**(-1.0)
-    _x6 = eta_g**(-1.0)
-    _x7 = r_dt**(-1.0)
-    _x8 = T*n_seq + m_half
-    _x9 = _x2*_x5*_x6*_x7*_x8
-    _x10 = _x1*d_h
-    _x11 = _x10*_x3
-    _x12 = 2*_x10*_x5*_x6*_x7*_x8
-    _x13 = n_q + 2*numpy.maximum(K_d, n_kv)
-    return L_dense*(_x0 + numpy.maximum(_x4, 2*_x9) + numpy.maximum(2*_x4, 4*_x9)) + (L_full + L_win)*(_x0 + numpy.maximum(_x11*_x13, _x12*_x13) + numpy.maximum(_x11*n_q, _x12*n_q))
+    _x5 = 2*_x2
+    _x6 = _x3*_x5
+    _x7 = (T*n_seq + m_half)/(P*eta_g*r_dt)
+    _x8 = _x2*n_q
+    _x9 = d*d_h
+    _x10 = _x1*_x9
+    _x11 = 2*_x7*_x9
+    _x12 = _x5*numpy.maximum(K_d, n_kv) + _x8
+    return L_dense*(_x0 + numpy.maximum(_x1*_x4, _x6*_x7) + numpy.maximum(_x1*_x6, 4*_x4*_x7)) + (L_full + L_win)*(_x0 + numpy.maximum(_x10*_x12, _x11*_x12) + numpy.maximum(_x10*_x8, _x11*_x8))
 
 def _derive_prefill_parts_gqa_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_h, eta_act, eta_add, eta_norm, eta_rope, k_top, n_kv, n_q, n_seq, t_kng):
     _x0 = K_d**(-1.0)
     _x1 = T*b_act*n_seq/B_peak
-    _x2 = _x0*_x1
-    _x3 = 3/eta_act
-    _x4 = _x1*d
-    _x5 = 4*_x4
-    _x6 = eta_add**(-1.0)
-    _x7 = 2*_x2*d_h*(n_q + numpy.maximum(K_d, n_kv))/eta_rope + 6*_x4*_x6 + _x5/eta_norm
-    return L_dense*(I_ffn*_x2*_x3 + _x7 + 6*t_kng) + L_moe*(I_exp*_x1*_x3*(E_sh*_x0 + k_top/K_x) + _x5*_x6*k_top + _x7 + 7*t_kng)
+    _x2 = _x1/eta_act
+    _x3 = _x1*d
+    _x4 = 4*_x3
+    _x5 = eta_add**(-1.0)
+    _x6 = _x0*_x1*d_h*(2*n_q + 2*numpy.maximum(K_d, n_kv))/eta_rope + 6*_x3*_x5 + _x4/eta_norm
+    _x7 = 3*I_exp
+    return L_dense*(3*I_ffn*_x0*_x2 + _x6 + 6*t_kng) + L_moe*(_x2*(E_sh*_x0*_x7 + _x7*k_top/K_x) + _x4*_x5*k_top + _x6 + 7*t_kng)
 
 def _derive_prefill_parts_gqa_attention_s(K_d, L_full, L_win, P_a, T, T_a, W, d_qk, d_v, eta_a, n_q, n_seq, t_kern):
     _x0 = numpy.minimum(T, W)
-    return t_kern*(L_full + L_win) + n_q*n_seq*(T + T_a)*(d_qk + d_v)*(L_full*T*(T + 1) + L_win*(2*W*(T - _x0) + _x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
+    return t_kern*(L_full + L_win) + 2*n_q*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
 
 def _derive_prefill_parts_gqa_allreduce_s(K_d, K_x, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
-    _x0 = 2*T*b_act*d*n_seq/busbw
-    _x1 = numpy.select([numpy.less_equal(K_d, 1),True], [0,t_ar + _x0*(K_d - 1)/K_d], default=numpy.nan)
-    return L_dense*_x1 + L_moe*numpy.select([numpy.less_equal(K_x, 1),True], [0,t_ar + _x0*(K_x - 1)/K_x], default=numpy.nan) + _x1*(L_full + L_win)
+    _x0 = T*b_act*d*n_seq/busbw
+    _x1 = numpy.select([numpy.less_equal(K_d, 1),True], [0,t_ar + _x0*(2*K_d - 2)/K_d], default=numpy.nan)
+    return L_dense*_x1 + L_moe*numpy.select([numpy.less_equal(K_x, 1),True], [0,t_ar + _x0*(2*K_x - 2)/K_x], default=numpy.nan) + _x1*(L_full + L_win)
 
 def _derive_prefill_parts_gqa_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
     _x0 = E*d
@@ -445,7 +450,7 @@ def _derive_prefill_parts_gqa_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T
     _x11 = I_exp*_x9/K_x
     _x12 = E_sh*I_exp*d/K_d
     _x13 = _x1*_x12
-    return L_moe*(3*t_kern + numpy.select([numpy.equal(E_sh, 0),True], [0,2*t_kern + numpy.maximum(_x13, _x12*_x8) + numpy.maximum(2*_x13, 4*_x12*_x7)], default=numpy.nan) + numpy.select([numpy.less_equal(ep, 1),True], [0,2*_x6*_x9*b_act*d*k_top*(ep - 1)/busbw + 2*t_ar], default=numpy.nan) + numpy.maximum(_x2, _x0*_x8) + numpy.maximum(-3*_x11*_x2*((1 - _x10)**_x6 - 1), 6*_x0*_x11*_x3*_x4*_x5*f_imb*(_x10*_x6 + m_half)))
+    return L_moe*(3*t_kern + numpy.select([numpy.equal(E_sh, 0),True], [0,2*t_kern + numpy.maximum(_x13, _x12*_x8) + numpy.maximum(2*_x13, 4*_x12*_x7)], default=numpy.nan) + numpy.select([numpy.less_equal(ep, 1),True], [0,2*_x6*_x9*b_act*d*k_top*(ep - 1)/busbw + 2*t_ar], default=numpy.nan) + numpy.maximum(_x2, _x0*_x8) + numpy.maximum(6*_x0*_x11*_x3*_x4*_x5*f_imb*(_x10*_x6 + m_half), 3*_x11*_x2*(1 - (1 - _x10)**_x6)))
 
 def _derive_prefill_parts_gqa_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = V*d/K_d
@@ -476,21 +481,22 @@ def _derive_prefill_parts_mla_gemm_s(B_hbm, I_ffn, K_d, L_dense, L_full, L_win, 
 def _derive_prefill_parts_mla_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, k_top, n_q, n_seq, t_kng):
     _x0 = K_d**(-1.0)
     _x1 = T*b_act*n_seq/B_peak
-    _x2 = 3*_x1/eta_act
+    _x2 = _x1/eta_act
     _x3 = _x1*d
     _x4 = 4*_x3
     _x5 = eta_add**(-1.0)
-    _x6 = 2*_x1*d_rope*(_x0*n_q + 1)/eta_rope + 6*_x3*_x5 + _x4/eta_norm
-    return L_dense*(I_ffn*_x0*_x2 + _x6 + 6*t_kng) + L_moe*(I_exp*_x2*(E_sh*_x0 + k_top/K_x) + _x4*_x5*k_top + _x6 + 7*t_kng)
+    _x6 = _x1*d_rope*(2*_x0*n_q + 2)/eta_rope + 6*_x3*_x5 + _x4/eta_norm
+    _x7 = 3*I_exp
+    return L_dense*(3*I_ffn*_x0*_x2 + _x6 + 6*t_kng) + L_moe*(_x2*(E_sh*_x0*_x7 + _x7*k_top/K_x) + _x4*_x5*k_top + _x6 + 7*t_kng)
 
 def _derive_prefill_parts_mla_attention_s(K_d, L_full, L_win, P_a, T, T_a, W, d_qk, d_v, eta_a, n_q, n_seq, t_kern):
     _x0 = numpy.minimum(T, W)
-    return t_kern*(L_full + L_win) + n_q*n_seq*(T + T_a)*(d_qk + d_v)*(L_full*T*(T + 1) + L_win*(2*W*(T - _x0) + _x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
+    return t_kern*(L_full + L_win) + 2*n_q*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
 
 def _derive_prefill_parts_mla_allreduce_s(K_d, K_x, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
-    _x0 = 2*T*b_act*d*n_seq/busbw
-    _x1 = numpy.select([numpy.less_equal(K_d, 1),True], [0,t_ar + _x0*(K_d - 1)/K_d], default=numpy.nan)
-    return L_dense*_x1 + L_moe*numpy.select([numpy.less_equal(K_x, 1),True], [0,t_ar + _x0*(K_x - 1)/K_x], default=numpy.nan) + _x1*(L_full + L_win)
+    _x0 = T*b_act*d*n_seq/busbw
+    _x1 = numpy.select([numpy.less_equal(K_d, 1),True], [0,t_ar + _x0*(2*K_d - 2)/K_d], default=numpy.nan)
+    return L_dense*_x1 + L_moe*numpy.select([numpy.less_equal(K_x, 1),True], [0,t_ar + _x0*(2*K_x - 2)/K_x], default=numpy.nan) + _x1*(L_full + L_win)
 
 def _derive_prefill_parts_mla_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
     _x0 = E*d
@@ -507,7 +513,7 @@ def _derive_prefill_parts_mla_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T
     _x11 = I_exp*_x9/K_x
     _x12 = E_sh*I_exp*d/K_d
     _x13 = _x1*_x12
-    return L_moe*(3*t_kern + numpy.select([numpy.equal(E_sh, 0),True], [0,2*t_kern + numpy.maximum(_x13, _x12*_x8) + numpy.maximum(2*_x13, 4*_x12*_x7)], default=numpy.nan) + numpy.select([numpy.less_equal(ep, 1),True], [0,2*_x6*_x9*b_act*d*k_top*(ep - 1)/busbw + 2*t_ar], default=numpy.nan) + numpy.maximum(_x2, _x0*_x8) + numpy.maximum(-3*_x11*_x2*((1 - _x10)**_x6 - 1), 6*_x0*_x11*_x3*_x4*_x5*f_imb*(_x10*_x6 + m_half)))
+    return L_moe*(3*t_kern + numpy.select([numpy.equal(E_sh, 0),True], [0,2*t_kern + numpy.maximum(_x13, _x12*_x8) + numpy.maximum(2*_x13, 4*_x12*_x7)], default=numpy.nan) + numpy.select([numpy.less_equal(ep, 1),True], [0,2*_x6*_x9*b_act*d*k_top*(ep - 1)/busbw + 2*t_ar], default=numpy.nan) + numpy.maximum(_x2, _x0*_x8) + numpy.maximum(6*_x0*_x11*_x3*_x4*_x5*f_imb*(_x10*_x6 + m_half), 3*_x11*_x2*(1 - (1 - _x10)**_x6)))
 
 def _derive_prefill_parts_mla_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = V*d/K_d
@@ -516,118 +522,124 @@ def _derive_prefill_parts_mla_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half,
 def _derive_prefill_t_prefill_gqa(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_h, d_qk, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_kv, n_q, n_seq, r_dt, t_ar, t_kern, t_kng):
     _x0 = L_full + L_win
     _x1 = K_d**(-1.0)
-    _x2 = 2*_x1
-    _x3 = _x2*d
-    _x4 = T*n_seq
-    _x5 = _x4*b_act/busbw
-    _x6 = numpy.select([numpy.less_equal(K_d, 1),True], [0,_x3*_x5*(K_d - 1) + t_ar], default=numpy.nan)
+    _x2 = _x1*d
+    _x3 = T*n_seq
+    _x4 = _x3*b_act
+    _x5 = _x4/busbw
+    _x6 = numpy.select([numpy.less_equal(K_d, 1),True], [0,_x2*_x5*(2*K_d - 2) + t_ar], default=numpy.nan)
     _x7 = K_x**(-1.0)
     _x8 = _x5*d
     _x9 = b_w/B_hbm
     _x10 = _x9*d
-    _x11 = _x1*_x10
+    _x11 = V*_x1
     _x12 = P**(-1.0)
     _x13 = eta_g**(-1.0)
     _x14 = r_dt**(-1.0)
     _x15 = _x12*_x13*_x14
     _x16 = numpy.minimum(T, W)
-    _x17 = _x1*n_q
+    _x17 = 2*n_q
     _x18 = I_ffn*_x1
-    _x19 = _x4*b_act/B_peak
-    _x20 = 3*_x19/eta_act
-    _x21 = 4*d
-    _x22 = _x19*_x21
+    _x19 = _x4/B_peak
+    _x20 = _x19/eta_act
+    _x21 = _x19*d
+    _x22 = 4*_x21
     _x23 = eta_add**(-1.0)
-    _x24 = numpy.maximum(K_d, n_kv)
-    _x25 = _x19*_x2*d_h*(_x24 + n_q)/eta_rope + 6*_x19*_x23*d + _x22/eta_norm
+    _x24 = 2*numpy.maximum(K_d, n_kv)
+    _x25 = _x1*_x19*d_h*(_x17 + _x24)/eta_rope + 6*_x21*_x23 + _x22/eta_norm
     _x26 = 2*t_kern
     _x27 = _x10*_x18
-    _x28 = _x12*_x13*_x14*(_x4 + m_half)
+    _x28 = _x12*_x13*_x14*(_x3 + m_half)
     _x29 = 2*_x28
-    _x30 = _x29*d
-    _x31 = _x21*_x28
-    _x32 = E_sh*_x1
-    _x33 = _x11*d_h
-    _x34 = _x30*d_h
-    _x35 = 2*_x24 + n_q
-    _x36 = E*d
-    _x37 = _x36*_x9
-    _x38 = ep**(-1.0)
-    _x39 = k_top/E
-    _x40 = I_exp*_x38*_x7
-    _x41 = I_exp*_x32
-    _x42 = _x10*_x41
-    return L_dense*_x6 + L_dense*(_x26 + numpy.maximum(_x27, _x18*_x30) + numpy.maximum(2*_x27, _x18*_x31)) + L_dense*(_x18*_x20 + _x25 + 6*t_kng) + L_moe*(I_exp*_x20*(_x32 + _x7*k_top) + _x22*_x23*k_top + _x25 + 7*t_kng) + L_moe*(3*t_kern + numpy.select([numpy.equal(E_sh, 0),True], [0,_x26 + numpy.maximum(_x42, _x30*_x41) + numpy.maximum(2*_x42, _x31*_x41)], default=numpy.nan) + numpy.select([numpy.less_equal(ep, 1),True], [0,2*_x38*_x8*k_top*(ep - 1) + 2*t_ar], default=numpy.nan) + numpy.maximum(_x37, _x29*_x36) + numpy.maximum(6*_x15*_x36*_x40*f_imb*(_x39*_x4 + m_half), -3*_x37*_x40*((1 - _x39)**_x4 - 1))) + L_moe*numpy.select([numpy.less_equal(K_x, 1),True], [0,2*_x7*_x8*(K_x - 1) + t_ar], default=numpy.nan) + _x0*_x6 + _x0*t_kern + _x0*(_x26 + numpy.maximum(_x17*_x34, _x33*n_q) + numpy.maximum(_x33*_x35, _x1*_x34*_x35)) + t_kern + numpy.maximum(V*_x11, V*_x15*_x3*(m_half + n_seq)) + _x17*n_seq*(T + T_a)*(d_qk + d_v)*(L_full*T*(T + 1) + L_win*(2*W*(T - _x16) + _x16*(_x16 + 1)))/(P_a*T*eta_a)
+    _x30 = _x18*d
+    _x31 = 4*_x28
+    _x32 = 3*I_exp
+    _x33 = E_sh*_x1
+    _x34 = _x32*_x7
+    _x35 = _x1*n_q
+    _x36 = _x10*d_h
+    _x37 = _x1*_x24 + _x35
+    _x38 = _x29*d
+    _x39 = E*d
+    _x40 = _x39*_x9
+    _x41 = ep**(-1.0)
+    _x42 = k_top/E
+    _x43 = I_exp*_x33
+    _x44 = _x10*_x43
+    return L_dense*_x6 + L_dense*(_x26 + numpy.maximum(_x27, _x29*_x30) + numpy.maximum(2*_x27, _x30*_x31)) + L_dense*(3*_x18*_x20 + _x25 + 6*t_kng) + L_moe*(_x20*(_x32*_x33 + _x34*k_top) + _x22*_x23*k_top + _x25 + 7*t_kng) + L_moe*(3*t_kern + numpy.select([numpy.equal(E_sh, 0),True], [0,_x26 + numpy.maximum(_x44, _x38*_x43) + numpy.maximum(2*_x44, _x31*_x43*d)], default=numpy.nan) + numpy.select([numpy.less_equal(ep, 1),True], [0,2*_x41*_x8*k_top*(ep - 1) + 2*t_ar], default=numpy.nan) + numpy.maximum(_x40, _x29*_x39) + numpy.maximum(6*I_exp*_x15*_x39*_x41*_x7*f_imb*(_x3*_x42 + m_half), _x34*_x40*_x41*(1 - (1 - _x42)**_x3))) + L_moe*numpy.select([numpy.less_equal(K_x, 1),True], [0,_x7*_x8*(2*K_x - 2) + t_ar], default=numpy.nan) + _x0*_x6 + _x0*t_kern + _x0*(_x26 + numpy.maximum(_x35*_x36, _x17*_x2*_x28*d_h) + numpy.maximum(_x36*_x37, _x37*_x38*d_h)) + t_kern + numpy.maximum(_x10*_x11, 2*_x11*_x15*d*(m_half + n_seq)) + _x1*_x17*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x16) + (1/2)*_x16*(_x16 + 1)))/(P_a*T*eta_a)
 
 def _derive_prefill_t_prefill_mla(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_nope, d_qk, d_rope, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_q, n_seq, r_dt, r_kv, r_q, t_ar, t_kern, t_kng):
     _x0 = L_full + L_win
     _x1 = K_d**(-1.0)
-    _x2 = 2*_x1*d
+    _x2 = _x1*d
     _x3 = T*n_seq
-    _x4 = _x3*b_act/busbw
-    _x5 = numpy.select([numpy.less_equal(K_d, 1),True], [0,_x2*_x4*(K_d - 1) + t_ar], default=numpy.nan)
-    _x6 = K_x**(-1.0)
-    _x7 = _x4*d
-    _x8 = b_w/B_hbm
-    _x9 = _x8*d
-    _x10 = _x1*_x9
-    _x11 = P**(-1.0)
-    _x12 = eta_g**(-1.0)
-    _x13 = r_dt**(-1.0)
-    _x14 = _x11*_x12*_x13
+    _x4 = _x3*b_act
+    _x5 = _x4/busbw
+    _x6 = numpy.select([numpy.less_equal(K_d, 1),True], [0,_x2*_x5*(2*K_d - 2) + t_ar], default=numpy.nan)
+    _x7 = K_x**(-1.0)
+    _x8 = _x5*d
+    _x9 = b_w/B_hbm
+    _x10 = _x9*d
+    _x11 = _x1*_x10
+    _x12 = 1/(P*eta_g*r_dt)
+    _x13 = 2*_x1
+    _x14 = _x13*d
     _x15 = numpy.minimum(T, W)
-    _x16 = _x1*n_q
-    _x17 = I_ffn*_x1
-    _x18 = _x3*b_act/B_peak
-    _x19 = 3*_x18/eta_act
-    _x20 = 4*d
-    _x21 = _x18*_x20
-    _x22 = eta_add**(-1.0)
-    _x23 = 6*_x18*_x22*d + 2*_x18*d_rope*(_x16 + 1)/eta_rope + _x21/eta_norm
-    _x24 = 2*t_kern
-    _x25 = I_ffn*_x10
-    _x26 = _x11*_x12*_x13*(_x3 + m_half)
-    _x27 = 2*_x26
-    _x28 = _x27*d
-    _x29 = _x20*_x26
-    _x30 = E_sh*_x1
-    _x31 = 3*t_kern
-    _x32 = E*d
-    _x33 = _x32*_x8
+    _x16 = _x13*n_q
+    _x17 = _x4/B_peak
+    _x18 = _x17/eta_act
+    _x19 = _x17*d
+    _x20 = 4*_x19
+    _x21 = eta_add**(-1.0)
+    _x22 = _x17*d_rope*(_x16 + 2)/eta_rope + 6*_x19*_x21 + _x20/eta_norm
+    _x23 = 2*t_kern
+    _x24 = _x12*(_x3 + m_half)
+    _x25 = I_ffn*_x24
+    _x26 = _x10*_x13
+    _x27 = 3*I_exp
+    _x28 = E_sh*_x1
+    _x29 = _x27*_x7
+    _x30 = 3*t_kern
+    _x31 = E*d
+    _x32 = _x31*_x9
+    _x33 = 2*_x24
     _x34 = ep**(-1.0)
     _x35 = k_top/E
-    _x36 = I_exp*_x34*_x6
-    _x37 = I_exp*_x30
-    _x38 = _x37*_x9
+    _x36 = I_exp*_x28
+    _x37 = E_sh*I_exp
+    _x38 = _x24*d
     _x39 = d_rope + r_kv
-    _x40 = _x16*_x9
-    _x41 = _x16*_x28
-    _x42 = _x16*_x8
+    _x40 = _x33*d
+    _x41 = _x11*n_q
+    _x42 = _x16*_x38
     _x43 = r_kv*(d_nope + d_v)
-    _x44 = _x16*_x27
-    _x45 = d_nope + d_rope
-    _x46 = _x45*r_q
-    return L_dense*_x5 + L_dense*(_x24 + numpy.maximum(_x25, _x17*_x28) + numpy.maximum(2*_x25, _x17*_x29)) + L_dense*(_x17*_x19 + _x23 + 6*t_kng) + L_moe*(I_exp*_x19*(_x30 + _x6*k_top) + _x21*_x22*k_top + _x23 + 7*t_kng) + L_moe*(_x31 + numpy.select([numpy.equal(E_sh, 0),True], [0,_x24 + numpy.maximum(_x38, _x28*_x37) + numpy.maximum(2*_x38, _x29*_x37)], default=numpy.nan) + numpy.select([numpy.less_equal(ep, 1),True], [0,2*_x34*_x7*k_top*(ep - 1) + 2*t_ar], default=numpy.nan) + numpy.maximum(_x33, _x27*_x32) + numpy.maximum(6*_x14*_x32*_x36*f_imb*(_x3*_x35 + m_half), -3*_x33*_x36*((1 - _x35)**_x3 - 1))) + L_moe*numpy.select([numpy.less_equal(K_x, 1),True], [0,2*_x6*_x7*(K_x - 1) + t_ar], default=numpy.nan) + _x0*_x5 + _x0*t_kern + _x0*(_x31 + numpy.select([numpy.greater(r_q, 0),True], [_x24 + numpy.maximum(_x28*r_q, _x9*r_q) + numpy.maximum(_x42*_x46, _x44*_x46),t_kern + numpy.maximum(_x40*_x45, _x41*_x45)], default=numpy.nan) + numpy.maximum(_x28*_x39, _x39*_x9) + numpy.maximum(_x40*d_v, _x41*d_v) + numpy.maximum(_x42*_x43, _x43*_x44)) + t_kern + numpy.maximum(V*_x10, V*_x14*_x2*(m_half + n_seq)) + _x16*n_seq*(T + T_a)*(d_qk + d_v)*(L_full*T*(T + 1) + L_win*(2*W*(T - _x15) + _x15*(_x15 + 1)))/(P_a*T*eta_a)
+    _x44 = _x1*_x9*n_q
+    _x45 = _x16*_x24
+    _x46 = d_nope + d_rope
+    _x47 = _x46*r_q
+    return L_dense*_x6 + L_dense*(_x23 + numpy.maximum(I_ffn*_x11, _x14*_x25) + numpy.maximum(I_ffn*_x26, 4*_x2*_x25)) + L_dense*(3*I_ffn*_x1*_x18 + _x22 + 6*t_kng) + L_moe*(_x18*(_x27*_x28 + _x29*k_top) + _x20*_x21*k_top + _x22 + 7*t_kng) + L_moe*(_x30 + numpy.select([numpy.equal(E_sh, 0),True], [0,_x23 + numpy.maximum(_x10*_x36, _x14*_x24*_x37) + numpy.maximum(_x26*_x37, 4*_x36*_x38)], default=numpy.nan) + numpy.select([numpy.less_equal(ep, 1),True], [0,2*_x34*_x8*k_top*(ep - 1) + 2*t_ar], default=numpy.nan) + numpy.maximum(_x32, _x31*_x33) + numpy.maximum(6*I_exp*_x12*_x31*_x34*_x7*f_imb*(_x3*_x35 + m_half), _x29*_x32*_x34*(1 - (1 - _x35)**_x3))) + L_moe*numpy.select([numpy.less_equal(K_x, 1),True], [0,_x7*_x8*(2*K_x - 2) + t_ar], default=numpy.nan) + _x0*_x6 + _x0*t_kern + _x0*(_x30 + numpy.select([numpy.greater(r_q, 0),True], [_x23 + numpy.maximum(_x10*r_q, _x40*r_q) + numpy.maximum(_x44*_x47, _x45*_x47),t_kern + numpy.maximum(_x41*_x46, _x42*_x46)], default=numpy.nan) + numpy.maximum(_x10*_x39, _x39*_x40) + numpy.maximum(_x41*d_v, _x42*d_v) + numpy.maximum(_x43*_x44, _x43*_x45)) + t_kern + numpy.maximum(V*_x11, V*_x12*_x14*(m_half + n_seq)) + _x16*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x15) + (1/2)*_x15*(_x15 + 1)))/(P_a*T*eta_a)
 
 def _derive_prefill__floor_moe(B_hbm, E, E_sh, I_exp, K_d, K_x, T, b_w, d, ep, k_top, n_seq):
     _x0 = b_w*d/B_hbm
     _x1 = E*_x0
     _x2 = 3*I_exp
-    return _x1 + numpy.select([numpy.equal(E_sh, 0),True], [0,E_sh*_x0*_x2/K_d], default=numpy.nan) - _x1*_x2*((1 - k_top/E)**(T*n_seq) - 1)/(K_x*ep)
+    return _x1 + numpy.select([numpy.equal(E_sh, 0),True], [0,E_sh*_x0*_x2/K_d], default=numpy.nan) + _x1*_x2*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep)
 
 def _derive_prefill__floor_rest(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, V, b_w, d, ep, k_top, n_seq):
     _x0 = b_w*d/B_hbm
     _x1 = _x0/K_d
     _x2 = 3*_x1
     _x3 = E*_x0
-    return I_ffn*L_dense*_x2 + L_moe*(-3*I_exp*_x3*((1 - k_top/E)**(T*n_seq) - 1)/(K_x*ep) + _x3 + numpy.select([numpy.equal(E_sh, 0),True], [0,E_sh*I_exp*_x2], default=numpy.nan)) + V*_x1
+    return I_ffn*L_dense*_x2 + L_moe*(3*I_exp*_x3*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x3 + numpy.select([numpy.equal(E_sh, 0),True], [0,E_sh*I_exp*_x2], default=numpy.nan)) + V*_x1
 
 def _derive_prefill_weights_floor_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_win, T, V, b_w, d, d_h, ep, k_top, n_kv, n_q, n_seq):
-    _x0 = b_w*d/B_hbm
-    _x1 = _x0/K_d
-    _x2 = 3*_x1
-    _x3 = E*_x0
-    return I_ffn*L_dense*_x2 + L_moe*(-3*I_exp*_x3*((1 - k_top/E)**(T*n_seq) - 1)/(K_x*ep) + _x3 + numpy.select([numpy.equal(E_sh, 0),True], [0,E_sh*I_exp*_x2], default=numpy.nan)) + V*_x1 + 2*_x1*d_h*(L_full + L_win)*(n_q + numpy.maximum(K_d, n_kv))
+    _x0 = K_d**(-1.0)
+    _x1 = b_w*d/B_hbm
+    _x2 = _x0*_x1
+    _x3 = 3*_x2
+    _x4 = _x0*n_q
+    _x5 = _x1*d_h
+    _x6 = E*_x1
+    return I_ffn*L_dense*_x3 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.select([numpy.equal(E_sh, 0),True], [0,E_sh*I_exp*_x3], default=numpy.nan)) + V*_x2 + (L_full + L_win)*(_x4*_x5 + _x5*(2*_x0*numpy.maximum(K_d, n_kv) + _x4))
 
 def _derive_prefill_weights_floor_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_win, T, V, b_w, d, d_nope, d_rope, d_v, ep, k_top, n_q, n_seq, r_kv, r_q):
     _x0 = K_d**(-1.0)
@@ -636,38 +648,42 @@ def _derive_prefill_weights_floor_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_
     _x3 = _x0*_x2
     _x4 = 3*_x3
     _x5 = E*_x2
-    _x6 = _x0*n_q
-    _x7 = _x6*(d_nope + d_rope)
-    return I_ffn*L_dense*_x4 + L_moe*(-3*I_exp*_x5*((1 - k_top/E)**(T*n_seq) - 1)/(K_x*ep) + _x5 + numpy.select([numpy.equal(E_sh, 0),True], [0,E_sh*I_exp*_x4], default=numpy.nan)) + V*_x3 + (L_full + L_win)*(_x1*_x6*r_kv*(d_nope + d_v) + _x2*_x6*d_v + _x2*(d_rope + r_kv) + numpy.select([numpy.greater(r_q, 0),True], [_x1*r_q*(_x7 + d),_x2*_x7], default=numpy.nan))
+    _x6 = _x3*n_q
+    _x7 = _x0*_x1*n_q
+    _x8 = d_nope + d_rope
+    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x5*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x5 + numpy.select([numpy.equal(E_sh, 0),True], [0,E_sh*I_exp*_x4], default=numpy.nan)) + V*_x3 + (L_full + L_win)*(_x2*(d_rope + r_kv) + _x6*d_v + _x7*r_kv*(d_nope + d_v) + numpy.select([numpy.greater(r_q, 0),True], [_x2*r_q + _x7*_x8*r_q,_x6*_x8], default=numpy.nan))
 
 def _derive_reuse_F_exp(lambda_, tau):
     return 1 - numpy.exp(-lambda_*tau)
 
 def _derive_reuse_F_logn(mu, sigma, tau):
-    return (1/2)*(1 - _erf((1/2)*numpy.sqrt(2)*(mu - numpy.log(tau))/sigma))
+    return (1/2)*_erf((1/2)*numpy.sqrt(2)*(-mu + numpy.log(tau))/sigma) + 1/2
 
 def _derive_reuse_hold_return_exp(lambda_, tau):
-    return (1 - numpy.exp(-lambda_*tau))/lambda_
+    _x0 = lambda_**(-1.0)
+    return _x0 - _x0*numpy.exp(-lambda_*tau)
 
 def _derive_reuse_hold_return_logn(mu, sigma, tau):
     _x0 = mu - numpy.log(tau)
     _x1 = (1/2)*numpy.sqrt(2)/sigma
     _x2 = sigma**2
-    return -1/2*tau*(-_erf(_x0*_x1) - 1) + (1/2)*(1 - _erf(_x1*(_x0 + _x2)))*numpy.exp((1/2)*_x2 + mu)
+    return tau*((1/2)*_erf(_x0*_x1) + 1/2) + ((1/2)*_erf(_x1*(-_x0 - _x2)) + 1/2)*numpy.exp((1/2)*_x2 + mu)
 
 def _derive_reuse_value_exp(Q, S_gpu, c_cap, c_gpu, c_wear, lambda_, p, tau):
-    _x0 = 1 - numpy.exp(-lambda_*tau)
-    return -Q*c_cap*(_x0*p/lambda_ - tau*(p - 1)) - Q*c_wear + S_gpu*_x0*c_gpu*p
+    _x0 = numpy.exp(-lambda_*tau)
+    _x1 = lambda_**(-1.0)
+    return -Q*c_cap*(p*(-_x0*_x1 + _x1) + tau*(1 - p)) - Q*c_wear + S_gpu*c_gpu*p*(1 - _x0)
 
 def _derive_reuse_value_logn(Q, S_gpu, c_cap, c_gpu, c_wear, mu, p, sigma, tau):
     _x0 = mu - numpy.log(tau)
     _x1 = (1/2)*numpy.sqrt(2)/sigma
-    _x2 = sigma**2
-    return -1/2*Q*c_cap*(p*(-tau*(-_erf(_x0*_x1) - 1) + (1 - _erf(_x1*(_x0 + _x2)))*numpy.exp((1/2)*_x2 + mu)) - 2*tau*(p - 1)) - Q*c_wear + (1/2)*S_gpu*c_gpu*p*(1 - _erf(_x0*_x1))
+    _x2 = -1/2*_erf(_x0*_x1)
+    _x3 = sigma**2
+    return -Q*c_cap*(p*(tau*(1/2 - _x2) + ((1/2)*_erf(_x1*(-_x0 - _x3)) + 1/2)*numpy.exp((1/2)*_x3 + mu)) + tau*(1 - p)) - Q*c_wear + S_gpu*c_gpu*p*(_x2 + 1/2)
 
 def _derive_reuse_dvalue_exp(Q, S_gpu, c_cap, c_gpu, lambda_, p, tau):
     _x0 = lambda_*tau
-    return -(Q*c_cap*(p - (p - 1)*numpy.exp(_x0)) - S_gpu*c_gpu*lambda_*p)*numpy.exp(-_x0)
+    return (-Q*c_cap*(p + (1 - p)*numpy.exp(_x0)) + S_gpu*c_gpu*lambda_*p)*numpy.exp(-_x0)
 
 def _derive_reuse_dvalue_logn(Q, S_gpu, c_cap, c_gpu, mu, p, sigma, tau):
     _x0 = numpy.sqrt(2)
@@ -675,12 +691,12 @@ def _derive_reuse_dvalue_logn(Q, S_gpu, c_cap, c_gpu, mu, p, sigma, tau):
     _x2 = sigma**(-1.0)
     _x3 = tau**(-1.0)
     _x4 = mu - numpy.log(tau)
-    _x5 = sigma**2
-    _x6 = (1/2)/_x5
-    _x7 = -_x4
-    _x8 = _x0*_x2
-    _x9 = _x1*_x8
-    return -1/2*Q*c_cap*(-p*(-_x3*_x9*numpy.exp(-_x6*(-_x4 - _x5)**2)*numpy.exp((1/2)*_x5 + mu) + _x9*numpy.exp(-_x6*_x7**2) + _erf((1/2)*_x7*_x8) - 1) - 2*p + 2) + (1/2)*S_gpu*_x0*_x1*_x2*_x3*c_gpu*p*numpy.exp(-_x4**2*_x6)
+    _x5 = -_x4
+    _x6 = sigma**2
+    _x7 = (1/2)/_x6
+    _x8 = numpy.exp(-_x5**2*_x7)
+    _x9 = (1/2)*_x0*_x2
+    return -Q*c_cap*(p*((1/2)*_x0*_x1*_x2*_x3*numpy.exp(-_x7*(-_x4 - _x6)**2)*numpy.exp((1/2)*_x6 + mu) - _x1*_x8*_x9 - 1/2*_erf(_x5*_x9) + 1/2) - p + 1) + (1/2)*S_gpu*_x0*_x1*_x2*_x3*_x8*c_gpu*p
 
 def _derive_reuse_tau_opt_exp_0(Q, S_gpu, c_cap, c_gpu, lambda_, p):
     return numpy.log(p*(Q*c_cap - S_gpu*c_gpu*lambda_)/(Q*c_cap*(p - 1)))/lambda_
@@ -702,25 +718,26 @@ def _derive_reuse_p_breakeven_logn(Q, S_gpu, c_cap, c_gpu, c_wear, mu, sigma, ta
     _x5 = mu - numpy.log(tau)
     _x6 = (1/2)*numpy.sqrt(2)/sigma
     _x7 = _erf(_x5*_x6)
-    return -2*Q*(_x0 + c_wear)/(_x1*_x7 - _x1 + _x2*_x7 - _x2 - _x4*_erf(_x6*(_x3 + _x5)) + _x4)
+    return 2*Q*(-_x0 - c_wear)/(_x1*_x7 - _x1 + _x2*_x7 - _x2 - _x4*_erf(_x6*(_x3 + _x5)) + _x4)
 
 def _derive_reuse_offload_rate(p, r):
     return r/p
 
 def _derive_reuse_held_exp(lambda_, p, r, tau):
-    return r*(-tau*(p - 1) + p*(1 - numpy.exp(-lambda_*tau))/lambda_)/p
+    _x0 = lambda_**(-1.0)
+    return r*(p*(_x0 - _x0*numpy.exp(-lambda_*tau)) + tau*(1 - p))/p
 
 def _derive_reuse_held_logn(mu, p, r, sigma, tau):
     _x0 = mu - numpy.log(tau)
     _x1 = (1/2)*numpy.sqrt(2)/sigma
     _x2 = sigma**2
-    return -r*((1/2)*p*(tau*(-_erf(_x0*_x1) - 1) - (1 - _erf(_x1*(_x0 + _x2)))*numpy.exp((1/2)*_x2 + mu)) + tau*(p - 1))/p
+    return r*(p*(tau*((1/2)*_erf(_x0*_x1) + 1/2) + ((1/2)*_erf(_x1*(-_x0 - _x2)) + 1/2)*numpy.exp((1/2)*_x2 + mu)) + tau*(1 - p))/p
 
 def _derive_reuse_read_traffic_exp(Q, lambda_, r, tau):
     return Q*r*(1 - numpy.exp(-lambda_*tau))
 
 def _derive_reuse_read_traffic_logn(Q, mu, r, sigma, tau):
-    return -1/2*Q*r*(_erf((1/2)*numpy.sqrt(2)*(mu - numpy.log(tau))/sigma) - 1)
+    return Q*r*((1/2)*_erf((1/2)*numpy.sqrt(2)*(-mu + numpy.log(tau))/sigma) + 1/2)
 
 def _derive_reuse_write_traffic(Q, p, r):
     return Q*r/p
@@ -732,42 +749,53 @@ def _derive_reuse_tier_reads(F_hi, F_lo, Q, r):
     return Q*r*(F_hi - F_lo)
 
 def _derive_reuse_tier_writes(F_lo, Q, p, r):
-    return -Q*r*(F_lo*p - 1)/p
+    return Q*r*(-F_lo*p + 1)/p
 
 def _derive_reuse_tier_utilisation(B_tier, B_write, F_hi, F_lo, Q, p, r):
-    return Q*r*(-(F_lo*p - 1)/(B_write*p) + (F_hi - F_lo)/B_tier)
+    _x0 = Q*r
+    return _x0*(-F_lo*p + 1)/(B_write*p) + _x0*(F_hi - F_lo)/B_tier
 
 def _derive_reuse_tier_headroom(B_tier, B_write, F_hi, F_lo, Q, p, r):
-    return -1/(Q*r*((F_lo*p - 1)/(B_write*p) - (F_hi - F_lo)/B_tier))
+    _x0 = Q*r
+    return (_x0*(-F_lo*p + 1)/(B_write*p) + _x0*(F_hi - F_lo)/B_tier)**(-1.0)
 
 def _derive_reuse_tier_admitted(B_tier, B_write, F_hi, F_lo, Q, p, r):
-    return numpy.minimum(1, -1/(Q*r*((F_lo*p - 1)/(B_write*p) - (F_hi - F_lo)/B_tier)))
+    _x0 = Q*r
+    return numpy.minimum(1, (_x0*(-F_lo*p + 1)/(B_write*p) + _x0*(F_hi - F_lo)/B_tier)**(-1.0))
 
 def _derive_reuse_tier_served(B_tier, B_write, F_hi, F_lo, Q, p, r):
     _x0 = F_hi - F_lo
-    return _x0*numpy.minimum(1, -1/(Q*r*((F_lo*p - 1)/(B_write*p) - _x0/B_tier)))
+    _x1 = Q*r
+    return _x0*numpy.minimum(1, (_x1*(-F_lo*p + 1)/(B_write*p) + _x0*_x1/B_tier)**(-1.0))
 
 def _derive_reuse_tier_writes_carried(B_tier, B_write, F_hi, F_lo, Q, p, r):
-    _x0 = (F_lo*p - 1)/p
-    return -Q*_x0*r*numpy.minimum(1, -1/(Q*r*(_x0/B_write - (F_hi - F_lo)/B_tier)))
+    _x0 = Q*r
+    _x1 = _x0*(-F_lo*p + 1)/p
+    return _x1*numpy.minimum(1, (_x1/B_write + _x0*(F_hi - F_lo)/B_tier)**(-1.0))
 
 def _derive_reuse_tier_writes_dropped(B_tier, B_write, F_hi, F_lo, Q, p, r):
-    _x0 = (F_lo*p - 1)/p
-    return Q*_x0*r*(numpy.minimum(1, 1/(Q*r*(-_x0/B_write + (F_hi - F_lo)/B_tier))) - 1)
+    _x0 = p**(-1.0)
+    _x1 = -F_lo*p + 1
+    _x2 = Q*r
+    _x3 = _x0*_x1*_x2
+    return Q*_x0*_x1*r - _x3*numpy.minimum(1, (_x3/B_write + _x2*(F_hi - F_lo)/B_tier)**(-1.0))
 
 def _derive_reuse_tier_value_rate(B_tier, B_write, C_tier, F_hi, F_lo, Q, S_gpu, c_cap, c_gpu, c_wear, p, r):
     _x0 = F_hi - F_lo
-    _x1 = (F_lo*p - 1)/p
-    _x2 = r*numpy.minimum(1, 1/(Q*r*(-_x1/B_write + _x0/B_tier)))
-    return -C_tier*c_cap + Q*_x1*_x2*c_wear + S_gpu*_x0*_x2*c_gpu
+    _x1 = Q*r
+    _x2 = _x1*(-F_lo*p + 1)/p
+    _x3 = numpy.minimum(1, (_x2/B_write + _x0*_x1/B_tier)**(-1.0))
+    return -C_tier*c_cap + S_gpu*_x0*_x3*c_gpu*r - _x2*_x3*c_wear
 
 def _derive_reuse_tier_value_rate_fixed(B_tier, B_write, F_hi, F_lo, Q, S_gpu, c_gpu, c_wear, p, r):
     _x0 = F_hi - F_lo
-    _x1 = (F_lo*p - 1)/p
-    return r*(Q*_x1*c_wear + S_gpu*_x0*c_gpu)*numpy.minimum(1, 1/(Q*r*(-_x1/B_write + _x0/B_tier)))
+    _x1 = Q*r
+    _x2 = _x1*(-F_lo*p + 1)/p
+    _x3 = numpy.minimum(1, (_x2/B_write + _x0*_x1/B_tier)**(-1.0))
+    return S_gpu*_x0*_x3*c_gpu*r - _x2*_x3*c_wear
 
 def _derive_reuse_marginal_hits_per_byte_exp(Q, lambda_, p, tau):
-    return lambda_*p/(Q*(p - (p - 1)*numpy.exp(lambda_*tau)))
+    return lambda_*p/(Q*(p + (1 - p)*numpy.exp(lambda_*tau)))
 
 def _derive_reuse_marginal_hits_per_byte_logn(Q, mu, p, sigma, tau):
     _x0 = sigma**(-2.0)
@@ -776,7 +804,7 @@ def _derive_reuse_marginal_hits_per_byte_logn(Q, mu, p, sigma, tau):
     return _x2*p*tau**(_x0*mu - 1)*numpy.exp(-1/2*_x0*(_x1**2 + mu**2))/(numpy.sqrt(numpy.pi)*Q*(p*_erf((1/2)*_x2*(-_x1 + mu)) - p + 2))
 
 def _derive_reuse_c_cap_opportunity_exp(Q, S_gpu, c_gpu, lambda_, p, tau):
-    return S_gpu*c_gpu*lambda_*p/(Q*(p - (p - 1)*numpy.exp(lambda_*tau)))
+    return S_gpu*c_gpu*lambda_*p/(Q*(p + (1 - p)*numpy.exp(lambda_*tau)))
 
 def _derive_reuse_c_cap_opportunity_logn(Q, S_gpu, c_gpu, mu, p, sigma, tau):
     _x0 = sigma**(-2.0)
@@ -785,7 +813,7 @@ def _derive_reuse_c_cap_opportunity_logn(Q, S_gpu, c_gpu, mu, p, sigma, tau):
     return S_gpu*_x2*c_gpu*p*tau**(_x0*mu - 1)*numpy.exp(-1/2*_x0*(_x1**2 + mu**2))/(numpy.sqrt(numpy.pi)*Q*(p*_erf((1/2)*_x2*(-_x1 + mu)) - p + 2))
 
 def _derive_reuse_hbm_tier_bytes(C_hbm, K, N_gpus, Q_batch, W_bytes, a_act, n_batch, u_hbm):
-    return -C_hbm*N_gpus*u_hbm*(a_act - 1) - Q_batch*n_batch - N_gpus*W_bytes/K
+    return C_hbm*N_gpus*u_hbm*(1 - a_act) - Q_batch*n_batch - N_gpus*W_bytes/K
 
 def _derive_reuse_prefill_demand(K, f_rec, r, t_rec):
     return K*f_rec*r*t_rec
@@ -904,32 +932,34 @@ def _derive_serving_ttft_recompute(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N
     _x1 = K**(-1.0)
     _x2 = T + n
     _x3 = 2*_x2
-    _x4 = numpy.minimum(W, _x2)
-    return numpy.maximum(b_w*(N_xs*_x0 + _x1*(N_tot - N_xs))/B_hbm, 2*(N_xa*_x0*_x2 + (1/2)*_x1*(N_lin*_x3 - N_xa*_x3 + n_q*(d_qk + d_v)*(L_full*_x2*(_x2 + 1) + L_win*(2*W*(_x2 - _x4) + _x4*(_x4 + 1)))))/(P*eta))
+    _x4 = N_xa*_x3
+    _x5 = numpy.minimum(W, _x2)
+    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x4 + _x1*(N_lin*_x3 - _x4 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*_x2*(_x2 + 1) + L_win*(W*(_x2 - _x5) + (1/2)*_x5*(_x5 + 1)))))/(P*eta))
 
 def _derive_serving_overlap_slack(B, K, L_full, L_win, N_lin, P, T, W, b_kv, d_qk, d_v, e_kv, eta, n, n_q, rho):
-    _x0 = L_full*T
-    _x1 = numpy.minimum(T, W)
-    _x2 = L_win*_x1
-    _x3 = 2*n
-    _x4 = L_full*n_q
-    _x5 = _x4*n
-    _x6 = _x4*n**2
-    _x7 = _x0*_x3*n_q
-    _x8 = L_win*n_q
-    _x9 = _x8*d_qk
-    _x10 = W*_x3
-    _x11 = _x8*d_v
-    _x12 = _x2*n_q
-    _x13 = _x12*d_qk
-    _x14 = _x12*d_v
-    _x15 = numpy.minimum(W, T + n)
-    _x16 = _x15*_x9
-    _x17 = _x11*_x15
-    _x18 = 2*W
-    _x19 = _x1**2
-    _x20 = _x15**2
-    return (-(N_lin*_x3 + _x10*_x11 + _x10*_x9 - _x11*_x19 + _x11*_x20 + _x13*_x18 - _x13 + _x14*_x18 - _x14 - _x16*_x18 + _x16 - _x17*_x18 + _x17 - _x19*_x9 + _x20*_x9 + _x5*d_qk + _x5*d_v + _x6*d_qk + _x6*d_v + _x7*d_qk + _x7*d_v)/(P*eta) + b_kv*e_kv*rho*(_x0 + _x2)/B)/K
+    _x0 = K**(-1.0)
+    _x1 = L_full*T
+    _x2 = numpy.minimum(T, W)
+    _x3 = L_win*_x2
+    _x4 = 2*n
+    _x5 = L_full*n_q
+    _x6 = _x5*n
+    _x7 = _x5*n**2
+    _x8 = _x1*_x4*n_q
+    _x9 = L_win*n_q
+    _x10 = _x9*d_qk
+    _x11 = W*_x4
+    _x12 = _x9*d_v
+    _x13 = _x3*n_q
+    _x14 = _x13*d_qk
+    _x15 = _x13*d_v
+    _x16 = numpy.minimum(W, T + n)
+    _x17 = _x10*_x16
+    _x18 = _x12*_x16
+    _x19 = 2*W
+    _x20 = _x2**2
+    _x21 = _x16**2
+    return -_x0*(N_lin*_x4 + _x10*_x11 - _x10*_x20 + _x10*_x21 + _x11*_x12 - _x12*_x20 + _x12*_x21 + _x14*_x19 - _x14 + _x15*_x19 - _x15 - _x17*_x19 + _x17 - _x18*_x19 + _x18 + _x6*d_qk + _x6*d_v + _x7*d_qk + _x7*d_v + _x8*d_qk + _x8*d_v)/(P*eta) + _x0*b_kv*e_kv*rho*(_x1 + _x3)/B
 
 def _derive_serving_n_hide_0(B, L_full, N_lin, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho):
     _x0 = numpy.sqrt(B)
@@ -952,7 +982,7 @@ def _derive_serving_n_hide_0(B, L_full, N_lin, P, T, b_kv, d_qk, d_v, e_kv, eta,
     _x17 = 4*P*T*_x10*b_kv*e_kv*eta*n_q*rho
     _x18 = T**2
     _x19 = _x15*_x18
-    return -1/2*(_x0*(2*N_lin + _x2*_x4 + _x2 + _x3*_x4 + _x3) + numpy.sqrt(N_lin**2*_x5 + _x12*_x13 + _x12*_x9 + _x13*_x16 + _x13*_x19 + 8*_x14*_x18 + _x14*_x7 + 2*_x14 + _x16*_x9 + _x17*d_qk + _x17*d_v + _x19*_x9 + _x2*_x6 + _x2*_x8 + _x3*_x6 + _x3*_x8))/(L_full*_x0*n_q*(d_qk + d_v))
+    return (1/2)*(_x0*(-2*N_lin - _x2*_x4 - _x2 - _x3*_x4 - _x3) - numpy.sqrt(N_lin**2*_x5 + _x12*_x13 + _x12*_x9 + _x13*_x16 + _x13*_x19 + 8*_x14*_x18 + _x14*_x7 + 2*_x14 + _x16*_x9 + _x17*d_qk + _x17*d_v + _x19*_x9 + _x2*_x6 + _x2*_x8 + _x3*_x6 + _x3*_x8))/(L_full*_x0*n_q*(d_qk + d_v))
 
 def _derive_serving_n_hide_1(B, L_full, N_lin, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho):
     _x0 = numpy.sqrt(B)
@@ -975,93 +1005,96 @@ def _derive_serving_n_hide_1(B, L_full, N_lin, P, T, b_kv, d_qk, d_v, e_kv, eta,
     _x17 = 4*P*T*_x10*b_kv*e_kv*eta*n_q*rho
     _x18 = T**2
     _x19 = _x15*_x18
-    return -1/2*(_x0*(2*N_lin + _x2*_x4 + _x2 + _x3*_x4 + _x3) - numpy.sqrt(N_lin**2*_x5 + _x12*_x13 + _x12*_x9 + _x13*_x16 + _x13*_x19 + 8*_x14*_x18 + _x14*_x7 + 2*_x14 + _x16*_x9 + _x17*d_qk + _x17*d_v + _x19*_x9 + _x2*_x6 + _x2*_x8 + _x3*_x6 + _x3*_x8))/(L_full*_x0*n_q*(d_qk + d_v))
+    return (1/2)*(-_x0*(2*N_lin + _x2*_x4 + _x2 + _x3*_x4 + _x3) + numpy.sqrt(N_lin**2*_x5 + _x12*_x13 + _x12*_x9 + _x13*_x16 + _x13*_x19 + 8*_x14*_x18 + _x14*_x7 + 2*_x14 + _x16*_x9 + _x17*d_qk + _x17*d_v + _x19*_x9 + _x2*_x6 + _x2*_x8 + _x3*_x6 + _x3*_x8))/(L_full*_x0*n_q*(d_qk + d_v))
 
 def _derive_serving_split_load_bytes(K, L_full, L_win, T, W, b_kv, e_kv, rho, x):
-    return b_kv*e_kv*rho*(L_full*T - L_full*x + L_win*numpy.minimum(T, W) - L_win*numpy.minimum(W, x))/K
+    _x0 = b_kv*e_kv*rho
+    return (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/K
 
 def _derive_serving_t_split_compute(K, K_e, L_full, L_win, N_lin, N_xa, P, W, d_qk, d_v, eta, n_q, x):
     _x0 = 2*x
-    _x1 = numpy.minimum(W, x)
-    return 2*(N_xa*x/K_e + (1/2)*(N_lin*_x0 - N_xa*_x0 + n_q*(d_qk + d_v)*(L_full*x*(x + 1) + L_win*(2*W*(-_x1 + x) + _x1*(_x1 + 1))))/K)/(P*eta)
+    _x1 = N_xa*_x0
+    _x2 = numpy.minimum(W, x)
+    return (_x1/K_e + (N_lin*_x0 - _x1 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*x*(x + 1) + L_win*(W*(-_x2 + x) + (1/2)*_x2*(_x2 + 1))))/K)/(P*eta)
 
 def _derive_serving_t_split_load(B, K, L_full, L_win, T, W, b_kv, e_kv, rho, t_0, x):
-    return t_0 + b_kv*e_kv*rho*(L_full*T - L_full*x + L_win*numpy.minimum(T, W) - L_win*numpy.minimum(W, x))/(B*K)
+    _x0 = b_kv*e_kv*rho
+    return t_0 + (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/(B*K)
 
 def _derive_serving_t_split(B, K, K_e, L_full, L_win, N_lin, N_xa, P, T, W, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0, x):
     _x0 = K**(-1.0)
-    _x1 = L_full*x
-    _x2 = numpy.minimum(W, x)
-    _x3 = 2*x
-    return numpy.maximum(t_0 + _x0*b_kv*e_kv*rho*(L_full*T - L_win*_x2 + L_win*numpy.minimum(T, W) - _x1)/B, 2*((1/2)*_x0*(N_lin*_x3 - N_xa*_x3 + n_q*(d_qk + d_v)*(L_win*(2*W*(-_x2 + x) + _x2*(_x2 + 1)) + _x1*(x + 1))) + N_xa*x/K_e)/(P*eta))
+    _x1 = b_kv*e_kv*rho
+    _x2 = L_full*x
+    _x3 = numpy.minimum(W, x)
+    _x4 = 2*x
+    _x5 = N_xa*_x4
+    return numpy.maximum(t_0 + _x0*(_x1*(L_full*T + L_win*numpy.minimum(T, W)) - _x1*(L_win*_x3 + _x2))/B, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(-_x3 + x) + (1/2)*_x3*(_x3 + 1)) + (1/2)*_x2*(x + 1))) + _x5/K_e)/(P*eta))
 
 def _derive_serving_x_balance_0(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
-    _x0 = 2*N_xa
-    _x1 = B*K_e
+    _x0 = 2*B
+    _x1 = K*N_xa
     _x2 = L_full*n_q
-    _x3 = _x1*_x2
-    _x4 = P*eta
-    _x5 = _x4*b_kv*e_kv*rho
-    _x6 = L_full*_x5
-    _x7 = B**2
-    _x8 = 8*_x7
-    _x9 = N_lin*_x8
-    _x10 = K*K_e
-    _x11 = N_xa*_x10
-    _x12 = N_xa**2
-    _x13 = K_e**2
-    _x14 = N_xa*_x13
-    _x15 = 4*_x7
-    _x16 = _x12*_x15
-    _x17 = _x13*_x15
-    _x18 = _x11*_x15*_x2
-    _x19 = _x17*_x2
-    _x20 = N_lin*_x19
-    _x21 = N_xa*_x19
-    _x22 = 4*_x6
+    _x3 = _x2*d_qk
+    _x4 = B*K_e
+    _x5 = _x2*d_v
+    _x6 = P*eta
+    _x7 = _x6*b_kv*e_kv*rho
+    _x8 = L_full*_x7
+    _x9 = B**2
+    _x10 = 8*_x9
+    _x11 = N_lin*_x10
+    _x12 = K_e*_x1
+    _x13 = N_xa**2
+    _x14 = K_e**2
+    _x15 = N_xa*_x14
+    _x16 = 4*_x9
+    _x17 = _x13*_x16
+    _x18 = _x14*_x16
+    _x19 = _x12*_x16
+    _x20 = N_lin*_x18
+    _x21 = N_xa*_x18
+    _x22 = 4*_x8
     _x23 = B*_x22
-    _x24 = K*_x19*_x4*t_0
-    _x25 = L_full**2*_x13
-    _x26 = _x25*_x7*n_q**2
-    _x27 = 2*d_qk
-    _x28 = B*_x25*_x5*n_q
-    _x29 = _x28*d_v
-    _x30 = 4*T
-    return -1/2*(B*K*_x0 + K_e*_x6 + 2*N_lin*_x1 - _x0*_x1 + _x3*d_qk + _x3*d_v + numpy.sqrt(K**2*_x16 + K*N_xa*_x1*_x22 + N_lin**2*_x17 + N_lin*_x13*_x23 + P**2*_x25*b_kv**2*e_kv**2*eta**2*rho**2 - _x10*_x12*_x8 + _x11*_x9 + _x13*_x16 - _x14*_x23 - _x14*_x9 + _x18*d_qk + _x18*d_v + _x20*d_qk + _x20*d_v - _x21*d_qk - _x21*d_v + _x24*d_qk + _x24*d_v + _x26*_x27*d_v + _x26*d_qk**2 + _x26*d_v**2 + _x27*_x28 + _x28*_x30*d_qk + _x29*_x30 + 2*_x29))/(B*K_e*L_full*n_q*(d_qk + d_v))
+    _x24 = K*_x18*_x6*t_0
+    _x25 = L_full**2*_x14
+    _x26 = _x25*_x9*n_q**2
+    _x27 = _x25*_x7*n_q
+    _x28 = _x0*_x27
+    _x29 = 4*B*T*_x27
+    return (1/2)*(2*B*K_e*N_xa - K_e*N_lin*_x0 - K_e*_x8 - _x0*_x1 - _x3*_x4 - _x4*_x5 - numpy.sqrt(K**2*_x17 - K*K_e*_x10*_x13 + N_lin**2*_x18 + N_lin*_x14*_x23 + P**2*_x25*b_kv**2*e_kv**2*eta**2*rho**2 + _x1*_x22*_x4 + _x11*_x12 - _x11*_x15 + _x14*_x17 - _x15*_x23 + _x19*_x3 + _x19*_x5 + _x20*_x3 + _x20*_x5 - _x21*_x3 - _x21*_x5 + _x24*_x3 + _x24*_x5 + _x26*d_qk**2 + 2*_x26*d_qk*d_v + _x26*d_v**2 + _x28*d_qk + _x28*d_v + _x29*d_qk + _x29*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
 
 def _derive_serving_x_balance_1(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
-    _x0 = 2*N_xa
-    _x1 = B*K_e
+    _x0 = 2*B
+    _x1 = K*N_xa
     _x2 = L_full*n_q
-    _x3 = _x1*_x2
-    _x4 = P*eta
-    _x5 = _x4*b_kv*e_kv*rho
-    _x6 = L_full*_x5
-    _x7 = B**2
-    _x8 = 8*_x7
-    _x9 = N_lin*_x8
-    _x10 = K*K_e
-    _x11 = N_xa*_x10
-    _x12 = N_xa**2
-    _x13 = K_e**2
-    _x14 = N_xa*_x13
-    _x15 = 4*_x7
-    _x16 = _x12*_x15
-    _x17 = _x13*_x15
-    _x18 = _x11*_x15*_x2
-    _x19 = _x17*_x2
-    _x20 = N_lin*_x19
-    _x21 = N_xa*_x19
-    _x22 = 4*_x6
+    _x3 = _x2*d_qk
+    _x4 = B*K_e
+    _x5 = _x2*d_v
+    _x6 = P*eta
+    _x7 = _x6*b_kv*e_kv*rho
+    _x8 = L_full*_x7
+    _x9 = B**2
+    _x10 = 8*_x9
+    _x11 = N_lin*_x10
+    _x12 = K_e*_x1
+    _x13 = N_xa**2
+    _x14 = K_e**2
+    _x15 = N_xa*_x14
+    _x16 = 4*_x9
+    _x17 = _x13*_x16
+    _x18 = _x14*_x16
+    _x19 = _x12*_x16
+    _x20 = N_lin*_x18
+    _x21 = N_xa*_x18
+    _x22 = 4*_x8
     _x23 = B*_x22
-    _x24 = K*_x19*_x4*t_0
-    _x25 = L_full**2*_x13
-    _x26 = _x25*_x7*n_q**2
-    _x27 = 2*d_qk
-    _x28 = B*_x25*_x5*n_q
-    _x29 = _x28*d_v
-    _x30 = 4*T
-    return -1/2*(B*K*_x0 + K_e*_x6 + 2*N_lin*_x1 - _x0*_x1 + _x3*d_qk + _x3*d_v - numpy.sqrt(K**2*_x16 + K*N_xa*_x1*_x22 + N_lin**2*_x17 + N_lin*_x13*_x23 + P**2*_x25*b_kv**2*e_kv**2*eta**2*rho**2 - _x10*_x12*_x8 + _x11*_x9 + _x13*_x16 - _x14*_x23 - _x14*_x9 + _x18*d_qk + _x18*d_v + _x20*d_qk + _x20*d_v - _x21*d_qk - _x21*d_v + _x24*d_qk + _x24*d_v + _x26*_x27*d_v + _x26*d_qk**2 + _x26*d_v**2 + _x27*_x28 + _x28*_x30*d_qk + _x29*_x30 + 2*_x29))/(B*K_e*L_full*n_q*(d_qk + d_v))
+    _x24 = K*_x18*_x6*t_0
+    _x25 = L_full**2*_x14
+    _x26 = _x25*_x9*n_q**2
+    _x27 = _x25*_x7*n_q
+    _x28 = _x0*_x27
+    _x29 = 4*B*T*_x27
+    return (1/2)*(2*B*K_e*N_xa - K_e*N_lin*_x0 - K_e*_x8 - _x0*_x1 - _x3*_x4 - _x4*_x5 + numpy.sqrt(K**2*_x17 - K*K_e*_x10*_x13 + N_lin**2*_x18 + N_lin*_x14*_x23 + P**2*_x25*b_kv**2*e_kv**2*eta**2*rho**2 + _x1*_x22*_x4 + _x11*_x12 - _x11*_x15 + _x14*_x17 - _x15*_x23 + _x19*_x3 + _x19*_x5 + _x20*_x3 + _x20*_x5 - _x21*_x3 - _x21*_x5 + _x24*_x3 + _x24*_x5 + _x26*d_qk**2 + 2*_x26*d_qk*d_v + _x26*d_v**2 + _x28*d_qk + _x28*d_v + _x29*d_qk + _x29*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
 
 def _derive_serving_t_decode_step(B_hbm, K, N_tot, b_w):
     return N_tot*b_w/(B_hbm*K)
@@ -1070,19 +1103,22 @@ def _derive_serving_p_free(B_hbm, N_lin, N_tot, P, b_dec, b_w, eta):
     return -b_dec + (1/2)*N_tot*P*b_w*eta/(B_hbm*N_lin)
 
 def _derive_serving_t_recompute_marginal(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, P, T, W, b_dec, b_w, d_qk, d_v, eta, n_q):
-    _x0 = N_xa/K_e
-    _x1 = 2*b_dec
-    _x2 = B_hbm**(-1.0)
-    _x3 = N_lin**(-1.0)
-    _x4 = N_tot*P*_x2*_x3*b_w*eta
-    _x5 = _x1 - _x4
-    _x6 = K**(-1.0)
-    _x7 = 2*T
-    _x8 = numpy.minimum(T, W)
-    _x9 = n_q*(d_qk + d_v)
-    _x10 = 4*_x5
-    _x11 = numpy.minimum(W, (1/2)*N_tot*P*_x2*_x3*b_w*eta - b_dec)
-    return numpy.maximum(0, 2*(T*_x0 + (1/2)*_x0*_x5 - 1/8*_x6*(-N_lin*_x10 + N_xa*_x10 + _x9*(-L_full*_x5*(-_x1 + _x4 + 2) + 4*L_win*(-W*(2*_x11 + _x5) + _x11*(_x11 + 1)))) + (1/2)*_x6*(N_lin*_x7 - N_xa*_x7 + _x9*(L_full*T*(T + 1) + L_win*(2*W*(T - _x8) + _x8*(_x8 + 1)))))/(P*eta))
+    _x0 = K_e**(-1.0)
+    _x1 = 2*T
+    _x2 = N_xa*_x1
+    _x3 = K**(-1.0)
+    _x4 = (1/2)*L_full
+    _x5 = numpy.minimum(T, W)
+    _x6 = 2*n_q*(d_qk + d_v)
+    _x7 = 1/(P*eta)
+    _x8 = B_hbm**(-1.0)
+    _x9 = N_lin**(-1.0)
+    _x10 = -1/2*N_tot*P*_x8*_x9*b_w*eta + b_dec
+    _x11 = -_x10
+    _x12 = 2*_x11
+    _x13 = N_xa*_x12
+    _x14 = numpy.minimum(W, _x11)
+    return numpy.maximum(0, -_x7*(_x0*_x13 + _x3*(N_lin*_x12 - _x13 + _x6*(L_win*(W*(-_x10 - _x14) + (1/2)*_x14*(_x14 + 1)) + _x11*_x4*((1/2)*N_tot*P*_x8*_x9*b_w*eta - b_dec + 1)))) + _x7*(_x0*_x2 + _x3*(N_lin*_x1 - _x2 + _x6*(L_win*(W*(T - _x5) + (1/2)*_x5*(_x5 + 1)) + T*_x4*(T + 1)))))
 
 def _derive_serving_B_chunked(B, s, t_0):
     return s/(t_0 + s/B)
@@ -1120,30 +1156,36 @@ def _derive_serving_busy_advantage(B, B_hbm, K, K_e, L_full, N_lin, N_tot, N_xa,
     return -N_xa*_x13 + _x1*_x11*_x12 + _x10*_x7 + _x10*_x9 - _x11*_x7 - _x11*_x9 - _x15*d_qk - _x15*d_v - _x17*d_qk - _x17*d_v + _x18*d_qk + _x18*d_v + _x19*_x21 - _x19*_x24 + _x19*_x25 + _x2 + _x21*_x22 - _x22*_x24 + _x22*_x25 - _x23*d_qk - _x23*d_v - _x7*_x8 - _x8*_x9 + t_0 + t_req + _x4*b_kv*e_kv*rho/B
 
 def _derive_params_active_matmul_gqa(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, d, d_h, k_top, n_kv, n_q):
-    return d*(3*I_ffn*L_dense + L_moe*(E + 3*I_exp*(E_sh + k_top)) + 2*d_h*(L_full + L_win)*(n_kv + n_q))
+    _x0 = 3*d
+    _x1 = 2*d*d_h
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + (L_full + L_win)*(_x1*n_kv + _x1*n_q)
 
 def _derive_params_total_gqa(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, V, d, d_h, n_kv, n_q, tied):
-    return d*(3*I_ffn*L_dense + L_moe*(E + 3*I_exp*(E + E_sh)) - V*(tied - 2) + 2*d_h*(L_full + L_win)*(n_kv + n_q))
+    _x0 = 3*d
+    _x1 = 2*d*d_h
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + V*d*(2 - tied) + (L_full + L_win)*(_x1*n_kv + _x1*n_q)
 
 def _derive_params_active_matmul_mla(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, d, d_nope, d_rope, d_v, k_top, n_q, r_kv, r_q):
-    _x0 = n_q*(d_nope + d_rope)
-    return 3*I_ffn*L_dense*d + L_moe*d*(E + 3*I_exp*(E_sh + k_top)) + (L_full + L_win)*(d*d_v*n_q + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.select([numpy.greater(r_q, 0),True], [r_q*(_x0 + d),_x0*d], default=numpy.nan))
+    _x0 = 3*d
+    _x1 = d*n_q
+    _x2 = d_nope + d_rope
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + (L_full + L_win)*(_x1*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.select([numpy.greater(r_q, 0),True], [_x2*n_q*r_q + d*r_q,_x1*_x2], default=numpy.nan))
 
 def _derive_params_total_mla(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, V, d, d_nope, d_rope, d_v, n_q, r_kv, r_q, tied):
-    _x0 = n_q*(d_nope + d_rope)
-    return 3*I_ffn*L_dense*d + L_moe*d*(E + 3*I_exp*(E + E_sh)) - V*d*(tied - 2) + (L_full + L_win)*(d*d_v*n_q + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.select([numpy.greater(r_q, 0),True], [r_q*(_x0 + d),_x0*d], default=numpy.nan))
+    _x0 = 3*d
+    _x1 = d*n_q
+    _x2 = d_nope + d_rope
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + V*d*(2 - tied) + (L_full + L_win)*(_x1*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.select([numpy.greater(r_q, 0),True], [_x2*n_q*r_q + d*r_q,_x1*_x2], default=numpy.nan))
 
 def _derive_regimes_compute_T_W_a2(K, L_full, L_win, P, d_qk, d_v, eta, n_q):
-    return -n_q*(L_full*d_qk + L_full*d_v + L_win*d_qk + L_win*d_v)/(K*P*eta)
+    return n_q*(-L_full*d_qk - L_full*d_v - L_win*d_qk - L_win*d_v)/(K*P*eta)
 
 def _derive_regimes_compute_T_W_a1(B, K, K_e, L_full, L_win, N_lin, N_xa, P, b_kv, d_qk, d_v, e_kv, eta, n_q, rho):
-    _x0 = 2*N_xa
-    _x1 = B*K_e
-    _x2 = _x1*n_q
-    _x3 = L_full*_x2
-    _x4 = L_win*_x2
-    _x5 = K_e*P*b_kv*e_kv*eta*rho
-    return -(B*K*_x0 - L_full*_x5 - L_win*_x5 + 2*N_lin*_x1 - _x0*_x1 + _x3*d_qk + _x3*d_v + _x4*d_qk + _x4*d_v)/(B*K*K_e*P*eta)
+    _x0 = 2*B
+    _x1 = B*n_q
+    _x2 = K_e*L_full*_x1
+    _x3 = K_e*L_win*_x1
+    return (2*B*K_e*N_xa - K*N_xa*_x0 + K_e*L_full*P*b_kv*e_kv*eta*rho + K_e*L_win*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x0 - _x2*d_qk - _x2*d_v - _x3*d_qk - _x3*d_v)/(B*K*K_e*P*eta)
 
 def _derive_regimes_compute_T_W_a0(t_0):
     return t_0
@@ -1153,9 +1195,11 @@ def _derive_regimes_compute_T_W_condition0(T, W):
 
 def _derive_regimes_compute_T_W_condition1(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, b_w, d_qk, d_v, eta, n_q):
     _x0 = K_e**(-1.0)
-    _x1 = 2*N_xa
-    _x2 = K**(-1.0)
-    return numpy.greater_equal(T*(_x0*_x1 + _x2*(2*N_lin - _x1 + n_q*(L_full + L_win)*(T + 1)*(d_qk + d_v)))/(P*eta), b_w*(N_xs*_x0 + _x2*(N_tot - N_xs))/B_hbm)
+    _x1 = 2*T
+    _x2 = N_xa*_x1
+    _x3 = K**(-1.0)
+    _x4 = (1/2)*T*(T + 1)
+    return numpy.greater_equal((_x0*_x2 + _x3*(N_lin*_x1 - _x2 + 2*n_q*(d_qk + d_v)*(L_full*_x4 + L_win*_x4)))/(P*eta), (N_xs*_x0*b_w + _x3*b_w*(N_tot - N_xs))/B_hbm)
 
 def _derive_regimes_weights_T_W_a2():
     return 0
@@ -1175,21 +1219,22 @@ def _derive_regimes_weights_T_W_condition0(T, W):
 def _derive_regimes_weights_T_W_condition1(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, b_w, d_qk, d_v, eta, n_q):
     _x0 = K_e**(-1.0)
     _x1 = K**(-1.0)
-    _x2 = 2*N_xa
-    return numpy.greater(b_w*(N_xs*_x0 + _x1*(N_tot - N_xs))/B_hbm, T*(_x0*_x2 + _x1*(2*N_lin - _x2 + n_q*(L_full + L_win)*(T + 1)*(d_qk + d_v)))/(P*eta))
+    _x2 = 2*T
+    _x3 = N_xa*_x2
+    _x4 = (1/2)*T*(T + 1)
+    return numpy.greater((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*(L_full*_x4 + L_win*_x4)))/(P*eta))
 
 def _derive_regimes_compute_T_W_a2_(K, L_full, P, d_qk, d_v, eta, n_q):
-    return -L_full*n_q*(d_qk + d_v)/(K*P*eta)
+    return L_full*n_q*(-d_qk - d_v)/(K*P*eta)
 
 def _derive_regimes_compute_T_W_a1_(B, K, K_e, L_full, L_win, N_lin, N_xa, P, W, b_kv, d_qk, d_v, e_kv, eta, n_q, rho):
-    _x0 = 2*N_xa
-    _x1 = B*K_e
-    _x2 = 2*_x1
-    _x3 = d_qk*n_q
-    _x4 = L_full*_x1
-    _x5 = d_v*n_q
-    _x6 = L_win*W*_x2
-    return -(B*K*_x0 - K_e*L_full*P*b_kv*e_kv*eta*rho + N_lin*_x2 - _x0*_x1 + _x3*_x4 + _x3*_x6 + _x4*_x5 + _x5*_x6)/(B*K*K_e*P*eta)
+    _x0 = 2*B
+    _x1 = K_e*_x0
+    _x2 = d_qk*n_q
+    _x3 = B*K_e*L_full
+    _x4 = d_v*n_q
+    _x5 = L_win*W*_x1
+    return (2*B*K_e*N_xa - K*N_xa*_x0 + K_e*L_full*P*b_kv*e_kv*eta*rho - N_lin*_x1 - _x2*_x3 - _x2*_x5 - _x3*_x4 - _x4*_x5)/(B*K*K_e*P*eta)
 
 def _derive_regimes_compute_T_W_a0_(B, K, L_win, P, W, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
     _x0 = P*eta
@@ -1203,9 +1248,10 @@ def _derive_regimes_compute_T_W_condition0_(T, W):
 
 def _derive_regimes_compute_T_W_condition1_(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_v, eta, n_q):
     _x0 = K_e**(-1.0)
-    _x1 = K**(-1.0)
-    _x2 = 2*T
-    return numpy.greater_equal(2*(N_xa*T*_x0 + (1/2)*_x1*(N_lin*_x2 - N_xa*_x2 + n_q*(d_qk + d_v)*(L_full*T*(T + 1) + L_win*W*(-W + _x2 + 1))))/(P*eta), b_w*(N_xs*_x0 + _x1*(N_tot - N_xs))/B_hbm)
+    _x1 = 2*T
+    _x2 = N_xa*_x1
+    _x3 = K**(-1.0)
+    return numpy.greater_equal((_x0*_x2 + _x3*(N_lin*_x1 - _x2 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - W) + (1/2)*W*(W + 1)))))/(P*eta), (N_xs*_x0*b_w + _x3*b_w*(N_tot - N_xs))/B_hbm)
 
 def _derive_regimes_weights_T_W_a2_():
     return 0
@@ -1226,10 +1272,11 @@ def _derive_regimes_weights_T_W_condition1_(B_hbm, K, K_e, L_full, L_win, N_lin,
     _x0 = K_e**(-1.0)
     _x1 = K**(-1.0)
     _x2 = 2*T
-    return numpy.greater(b_w*(N_xs*_x0 + _x1*(N_tot - N_xs))/B_hbm, 2*(N_xa*T*_x0 + (1/2)*_x1*(N_lin*_x2 - N_xa*_x2 + n_q*(d_qk + d_v)*(L_full*T*(T + 1) + L_win*W*(-W + _x2 + 1))))/(P*eta))
+    _x3 = N_xa*_x2
+    return numpy.greater((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - W) + (1/2)*W*(W + 1)))))/(P*eta))
 
 def _derive_serving_busy_advantage_a2(K, L_full, P, d_qk, d_v, eta, n_q):
-    return -L_full*n_q*(d_qk + d_v)/(K*P*eta)
+    return L_full*n_q*(-d_qk - d_v)/(K*P*eta)
 
 def _derive_serving_busy_advantage_a1(B, K, K_e, L_full, N_lin, N_xa, P, b_kv, d_qk, d_v, e_kv, eta, n_q, rho):
     _x0 = K**(-1.0)

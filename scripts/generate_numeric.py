@@ -75,7 +75,7 @@ def function_source(fname, expr):
     expr = expr.xreplace(safe)
     params = [safe[a].name if a in safe else a.name for a in args]
     printer = Printer({"fully_qualified_modules": True, "inline": True, "allow_unknown_functions": False})
-    subs, (reduced,) = sp.cse(expr, symbols=sp.numbered_symbols("_x"), optimizations="basic")
+    subs, (reduced,) = sp.cse(expr, symbols=sp.numbered_symbols("_x"))
     body = [f"    {s} = {printer.doprint(e)}" for s, e in subs]
     body.append(f"    return {printer.doprint(reduced)}")
     text = "\n".join(body)

@@ -20,20 +20,34 @@ SNAP = json.loads((ROOT / "tests" / "snapshots" / "numbers.json").read_text())
 REL = 1e-9
 
 
-def _same(old, new, where, diffs):
+def _scales(d):
+    """Largest magnitude per unit suffix (``_s``, ``_Bps``, ...) among a dict's numbers."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            unit = k.rsplit("_", 1)[-1]
+            out[unit] = max(out.get(unit, 0.0), abs(v))
+    return out
+
+
+def _same(old, new, where, diffs, scale=0.0):
+    """Append to diffs where new differs from old beyond 1e-9 relative. A difference of two
+    near-equal terms (a quantity that is zero) is held to 1e-9 of the largest number with the
+    same unit in its record, the size of the terms it was computed from."""
     if isinstance(old, dict) and isinstance(new, dict):
+        scales = _scales(old)
         for k in old.keys() & new.keys():
-            _same(old[k], new[k], f"{where}.{k}", diffs)
+            _same(old[k], new[k], f"{where}.{k}", diffs, scales.get(k.rsplit("_", 1)[-1], 0.0))
     elif isinstance(old, list) and isinstance(new, list):
         if len(old) != len(new):
             diffs.append(f"{where}: length {len(old)} -> {len(new)}")
         for i, (a, b) in enumerate(zip(old, new)):
-            _same(a, b, f"{where}[{i}]", diffs)
+            _same(a, b, f"{where}[{i}]", diffs, scale)
     elif isinstance(old, bool) or isinstance(new, bool):
         if old != new:
             diffs.append(f"{where}: {old} -> {new}")
     elif isinstance(old, (int, float)) and isinstance(new, (int, float)):
-        if old is None or not math.isclose(old, new, rel_tol=REL, abs_tol=1e-300):
+        if not math.isclose(old, new, rel_tol=REL, abs_tol=REL * scale):
             diffs.append(f"{where}: {old!r} -> {new!r}")
     elif where.endswith((".winner", ".error", ".prefill_model")) and old != new:
         diffs.append(f"{where}: {old!r} -> {new!r}")
