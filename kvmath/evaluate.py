@@ -358,8 +358,10 @@ def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype
                              else "bf16")
         if compute_dtype == "fp8" and DTYPE_BYTES[weight_dtype] > 1:
             weight_dtype = "fp8"  # fp8 compute reads fp8 weights
-        make = lambda k, why: Layout(k, ep or k, False, weight_dtype, compute_dtype,  # noqa: E731
-                                     kv_dtype or model.kv_dtype, why)
+        # experts spread wider than attention: each attention group serves its own requests
+        # (data-parallel attention), as SGLang's --enable-dp-attention and vLLM's DP+EP do
+        make = lambda k, why: Layout(k, ep or k, bool(ep and ep > k), weight_dtype,  # noqa: E731
+                                     compute_dtype, kv_dtype or model.kv_dtype, why)
         if tp is not None:
             replication(model, tp)  # raises if tp does not fit the heads
             layout = make(tp, "given")

@@ -32,8 +32,11 @@ def fmt_tokens(ts):
 
 
 def latex(expr):
-    """LaTeX of an expression, with subscripts for names like L_full."""
-    return sp.latex(expr, mul_symbol="dot")
+    """LaTeX of an expression, with subscripts for names like L_full (and B_hbm, which SymPy
+    would otherwise print as a bold b: it reads a trailing 'bm' as a modifier)."""
+    from . import symbols as S
+    names = {S.B_hbm: r"B_{hbm}", S.C_hbm: r"C_{hbm}", S.u_hbm: r"u_{hbm}"}
+    return sp.latex(expr, mul_symbol="dot", symbol_names=names)
 
 
 def decision(model_name, gpu_name, tier_name, tokens, tp=None, **kw):

@@ -87,7 +87,10 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     if nominal["prefill_model"] == "calibrated":
         e = calibrated_error(gpu.name)
         ideal = float(fn("t_recompute").take(at))
-        recompute = (max(nominal["recompute_s"] * (1 - e), ideal), nominal["recompute_s"] * (1 + e))
+        # never faster than the ideal roofline, except where the calibrated model is already
+        # below it (an MoE prompt too short to touch every expert the roofline reads)
+        floor = min(ideal, nominal["recompute_s"])
+        recompute = (max(nominal["recompute_s"] * (1 - e), floor), nominal["recompute_s"] * (1 + e))
     else:
         e_lo, _ = efficiency_range()
         recompute = (nominal["recompute_s"], nominal["recompute_s"] / e_lo)
