@@ -774,11 +774,9 @@ def _derive_reuse_tier_writes_carried(B_tier, B_write, F_hi, F_lo, Q, p, r):
     return _x1*numpy.minimum(1, (_x1/B_write + _x0*(F_hi - F_lo)/B_tier)**(-1.0))
 
 def _derive_reuse_tier_writes_dropped(B_tier, B_write, F_hi, F_lo, Q, p, r):
-    _x0 = p**(-1.0)
-    _x1 = -F_lo*p + 1
-    _x2 = Q*r
-    _x3 = _x0*_x1*_x2
-    return Q*_x0*_x1*r - _x3*numpy.minimum(1, (_x3/B_write + _x2*(F_hi - F_lo)/B_tier)**(-1.0))
+    _x0 = Q*r
+    _x1 = _x0*(-F_lo*p + 1)/p
+    return _x1*(1 - numpy.minimum(1, (_x1/B_write + _x0*(F_hi - F_lo)/B_tier)**(-1.0)))
 
 def _derive_reuse_tier_value_rate(B_tier, B_write, C_tier, F_hi, F_lo, Q, S_gpu, c_cap, c_gpu, c_wear, p, r):
     _x0 = F_hi - F_lo

@@ -98,7 +98,7 @@ tier_served = (F_hi - F_lo) * tier_admitted
 #: bytes per second actually written (never above B_write, since admitted x writes / B_write <= 1)
 tier_writes_carried = tier_writes * tier_admitted
 #: bytes per second the tier cannot take (counted, never priced: nothing is written)
-tier_writes_dropped = tier_writes - tier_writes_carried
+tier_writes_dropped = tier_writes * (1 - tier_admitted)  # = tier_writes - tier_writes_carried, never below 0
 #: net value of the tier per second at purchase cost, $/s: GPU time its hits save, less
 #: amortised capacity and wear on the bytes actually written
 tier_value_rate = (r_res * tier_served * S_gpu * c_gpu - c_cap * C_tier
