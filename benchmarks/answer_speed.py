@@ -11,6 +11,7 @@ Run: ``python benchmarks/answer_speed.py [--runs 5] [--book]`` from the reposito
 """
 import argparse
 import json
+import os
 import pathlib
 import shutil
 import statistics
@@ -22,11 +23,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 COMPARE = [sys.executable, "-m", "kvmath", "compare", "--model", "llama-3.1-70b", "--gpu",
            "h100-sxm", "--tier", "nvme", "--tokens", "32768"]
 IMPORT = [sys.executable, "-c", "import sympy, numpy"]
+#: this checkout's kvmath, also in the book's kernels (not an installed copy elsewhere)
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def wall(cmd):
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, cwd=ROOT, env=ENV, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
 
@@ -43,7 +46,7 @@ def main():
     out = {"cli_compare_s": statistics.median(cli), "import_sympy_numpy_s": statistics.median(imp)}
     out["cli_over_import"] = out["cli_compare_s"] / out["import_sympy_numpy_s"]
     grid = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "evaluate_grid.py")], cwd=ROOT,
-                          check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+                          env=ENV, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
     out["grid_ratio"] = json.loads(grid)["lambdified_over_handwritten"]
     if args.book:
         book = [str(pathlib.Path(sys.executable).parent / "jupyter-book"), "build", ".", "--all",
