@@ -77,16 +77,16 @@ class Link:
     duplex_retained: float = 1.0  #: fraction of that left while the reverse direction is busy
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Efficiency:
     item: A[str, Text]
     quantity: A[str, OneOf("prefill", "prefill-fp8", "hbm", "link", "duplex")]
     measured_value: A[float | None, Pos]
     peak_value: A[float | None, Pos]
-    same_as: A[str | None, Text]
+    same_as: A[str, Text] = ""
     kind: A[str, OneOf("measurement", "assumption")]
-    source: A[str | None, Text]
-    source_location: A[str | None, Text]
+    source: A[str, Text] = ""
+    source_location: A[str, Text] = ""
     retrieved: A[str, Date]
     conditions: A[str, Text]
     value: float = float("nan")  #: measured/peak, capped at 1
