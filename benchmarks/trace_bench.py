@@ -16,6 +16,7 @@
 """
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -32,16 +33,22 @@ from kvmath import cachesim as C  # noqa: E402
 from kvmath import traces as T  # noqa: E402
 
 CHILD = """
-import json, resource, sys, time
+import json, os, resource, sys, time
 sys.path.insert(0, {root!r})
 t0 = time.perf_counter()
 from kvmath import cachesim as C, traces as T
-tr = T.load({path!r}, sample_rate={rate!r})
+t1 = time.perf_counter()
+tr = T.load({path!r}, sample_rate={rate!r}, full_positions={full!r})
+t2 = time.perf_counter()
 curve = C.lru_curve(tr)
+t3 = time.perf_counter()
 caps = {caps!r}
 b, t = curve.at(caps)
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
-print(json.dumps({{"seconds": time.perf_counter() - t0, "sampled_accesses": len(tr.hashes),
+cpu = os.times()
+print(json.dumps({{"seconds": t3 - t0, "import_s": t1 - t0, "load_s": t2 - t1,
+                  "curve_s": t3 - t2, "cpu_s": cpu.user + cpu.system,
+                  "sampled_accesses": len(tr.hashes),
                   "requests": tr.n_requests, "block": b.tolist(), "token": t.tolist(),
                   "peak_rss_bytes": int(hwm) * 1024}}))
 """
@@ -70,6 +77,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--rate", type=float, default=0.01)
+    ap.add_argument("--full-positions", type=int, default=1,
+                    help="leading block positions kept at rate 1 (stratified SHARDS; 0: plain)")
     ap.add_argument("--tiled", help="reuse this tiled trace file instead of writing one")
     args = ap.parse_args()
 
@@ -106,7 +115,8 @@ def main():
             w_t += cut.prompt_tokens.sum()
         b_exact, t_exact_curve = b_mix / w_b, t_mix / w_t
         out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT), path=path,
-                                                                  rate=args.rate, caps=caps)],
+                                                                  rate=args.rate, full=args.full_positions,
+                                                                  caps=caps)],
                              capture_output=True, text=True, check=True)
         child = json.loads(out.stdout)
         size = Path(path).stat().st_size
@@ -117,8 +127,11 @@ def main():
                                "target_s": 2.0},
         "shards_tiled": {"requests": child["requests"], "tiles": tiles,
                          "file_bytes_gz": size, "write_s": round(t_write, 2),
-                         "sample_rate": args.rate, "sampled_accesses": child["sampled_accesses"],
+                         "sample_rate": args.rate, "full_positions": args.full_positions,
+                         "sampled_accesses": child["sampled_accesses"],
                          "seconds": round(child["seconds"], 2), "target_s": 30,
+                         **{k: round(child[k], 2) for k in ("import_s", "load_s", "curve_s",
+                                                            "cpu_s")},
                          "peak_rss_bytes": child["peak_rss_bytes"], "target_bytes": 2 ** 30,
                          "max_abs_error_block": float(np.abs(np.array(child["block"]) - b_exact).max()),
                          "max_abs_error_token": float(np.abs(np.array(child["token"])
@@ -129,6 +142,7 @@ def main():
                          "max_abs_error_token_above_resolution": float(np.abs(
                              np.array(child["token"]) - t_exact_curve)[np.array(caps) >= 1 / args.rate].max()),
                          "target_error": 0.01},
+        "load_average_1min": os.getloadavg()[0], "cores": os.cpu_count(),
         "peak_rss_parent_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }))
 

@@ -4,9 +4,17 @@ Layout: :mod:`kvmath.symbols` (symbols), :mod:`kvmath.derive` (SymPy derivations
 :mod:`kvmath.tables` (sourced data tables), :mod:`kvmath.evaluate` (lambdified
 numbers), :mod:`kvmath.cli` (command line).
 """
-from .evaluate import compare, crossings, sweep
 from .tables import DataError, bundled, resolve_gpu, resolve_model, resolve_tier
 
 __all__ = ["compare", "crossings", "sweep", "DataError", "bundled", "resolve_gpu",
            "resolve_model", "resolve_tier"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    """compare, crossings, sweep on first use: the SymPy derivations behind them take seconds
+    to import, which modules that never need them (traces, cachesim) should not pay."""
+    if name in ("compare", "crossings", "sweep"):
+        from . import evaluate
+        return getattr(evaluate, name)
+    raise AttributeError(f"module 'kvmath' has no attribute {name!r}")

@@ -22,10 +22,11 @@ from .traces import Trace
 
 
 # ------------------------------------------------------------------ stack distances
-def _prefix_dominance(ys, a, s):
-    """For each query q, #{j < a[q] : ys[j] < s[q]} (merge-sort tree, O(n log^2 n) vectorised)."""
+def _prefix_dominance(ys, a, s, w=None):
+    """For each query q, #{j < a[q] : ys[j] < s[q]} (merge-sort tree, O(n log^2 n) vectorised);
+    with weights w, the sum of w[j] over those j instead of their count."""
     n = len(ys)
-    out = np.zeros(len(a), dtype=np.int64)
+    out = np.zeros(len(a), dtype=np.int64 if w is None else float)
     if n == 0 or len(a) == 0:
         return out
     m = int(ys.max()) + 2
@@ -36,9 +37,16 @@ def _prefix_dominance(ys, a, s):
     while (1 << k) <= n:
         sel = (a >> k) & 1 == 1
         if sel.any():
-            keys = np.sort((j >> k) * m + ys)
             blk = (a[sel] >> (k + 1)) << 1
-            out[sel] += np.searchsorted(keys, blk * m + s[sel], "left") - (blk << k)
+            if w is None:
+                keys = np.sort((j >> k) * m + ys)
+                out[sel] += np.searchsorted(keys, blk * m + s[sel], "left") - (blk << k)
+            else:
+                keys = (j >> k) * m + ys
+                o = np.argsort(keys, kind="stable")
+                cw = np.r_[0.0, np.cumsum(w[o])]
+                i = np.searchsorted(keys[o], blk * m + s[sel], "left")
+                out[sel] += cw[i] - cw[blk << k]
         k += 1
     return out
 
@@ -47,7 +55,10 @@ def stack_distances(trace: Trace):
     """(D, E) per kept access, in trace order: LRU stack distance and prefix distance, blocks.
 
     np.inf marks a block never seen before (or, for E, a prefix with such a block). On a
-    SHARDS sample the distances are those of the sample scaled by 1 / sample_rate.
+    SHARDS sample a distance counts each distinct kept block by its weight
+    (:meth:`Trace.weights`: 1 / sample_rate, or 1 in the fully kept stratum), an unbiased
+    estimate of the distinct blocks in between (Horvitz-Thompson); plain SHARDS scales the
+    sample's distance by 1 / R, the same when every weight is 1 / R.
     """
     n = len(trace.hashes)
     if n == 0:
@@ -63,18 +74,28 @@ def stack_distances(trace: Trace):
     nxt[by[:-1][same]] = by[1:][same]
     seen = prev >= 0
     p, s = prev[seen], start[seen]
-    repeats = (np.searchsorted(np.sort(nxt), s, "left")
-               - _prefix_dominance(nxt, p + 1, s))  # j in (p, s) used again before s
-    d_seq = np.full(n, n + 1, dtype=np.int64)  # n + 1 stands for "never seen"
-    d_seq[seen] = (s - p - 1) - repeats + 1
-    d = np.empty(n, dtype=np.int64)
+    if trace.sample_rate >= 1:
+        repeats = (np.searchsorted(np.sort(nxt), s, "left")
+                   - _prefix_dominance(nxt, p + 1, s))  # j in (p, s) used again before s
+        d_seq = np.full(n, np.inf)
+        d_seq[seen] = (s - p - 1) - repeats + 1
+    else:
+        w = trace.weights()[order]
+        cw = np.r_[0.0, np.cumsum(w)]
+        o = np.argsort(nxt, kind="stable")
+        cwn = np.r_[0.0, np.cumsum(w[o])]
+        repeats = (cwn[np.searchsorted(nxt[o], s, "left")]
+                   - _prefix_dominance(nxt, p + 1, s, w))
+        d_seq = np.full(n, np.inf)
+        d_seq[seen] = (cw[s] - cw[p + 1]) - repeats + w[seen]
+    d = np.empty(n)
     d[order] = d_seq
-    # prefix distance: running max along each request (trace order is head first)
-    key = trace.rid * (n + 2) + d
-    e = np.maximum.accumulate(key) - trace.rid * (n + 2)
-    scale = 1.0 / trace.sample_rate
-    as_float = lambda x: np.where(x > n, np.inf, x * scale)  # noqa: E731
-    return as_float(d), as_float(e)
+    # prefix distance: running max along each request (trace order is head first), on ranks
+    values, rank = np.unique(d, return_inverse=True)  # inf sorts last
+    rank = rank.reshape(-1).astype(np.int64)
+    key = trace.rid * (len(values) + 1) + rank
+    e = values[np.maximum.accumulate(key) - trace.rid * (len(values) + 1)]
+    return d, e
 
 
 @dataclass
@@ -115,32 +136,43 @@ class Curve:
 
 
 def lru_curve(trace: Trace, distances=None):
-    """The exact LRU hit-rate curve at every capacity (steps at each distinct prefix distance)."""
+    """The exact LRU hit-rate curve at every capacity (steps at each distinct prefix distance).
+
+    On a stratified SHARDS sample (see :func:`kvmath.traces.shards_keep`) each access counts
+    by its weight, and SHARDS_adj (Waldspurger et al., FAST'15, sec. 4.2) is applied to the
+    hash-sampled stratum: its totals are known exactly, and the difference between them and
+    the weighted sample is credited to the smallest distance (hot blocks).
+    """
     _, e = distances if distances is not None else stack_distances(trace)
     tokens = trace.access_tokens().astype(float)
+    w = trace.weights()
     hashed = np.minimum(trace.n_blocks * trace.block_tokens, trace.prompt_tokens).sum()
     coverage = hashed / trace.prompt_tokens.sum()  # share of prompt tokens inside hashed blocks
     finite = np.isfinite(e)
     order = np.argsort(e[finite], kind="stable")
     ef = e[finite][order]
-    cum_b = np.cumsum(np.ones_like(ef))
-    cum_t = np.cumsum(tokens[finite][order])
+    cum_b = np.cumsum(w[finite][order])
+    cum_t = np.cumsum((tokens * w)[finite][order])
     last = np.r_[ef[1:] != ef[:-1], True] if len(ef) else np.zeros(0, bool)
-    nb, nt = float(len(e)), float(tokens.sum())
+    nb, nt = float(w.sum()), float((tokens * w).sum())
     adj_b = adj_t = 0.0
     if trace.sample_rate < 1:
-        # SHARDS_adj (Waldspurger et al., FAST'15, sec. 4.2): the sample holds more or fewer
-        # accesses than R x all; credit the difference to the smallest distance (hot blocks)
-        nb_all = trace.sample_rate * float(trace.n_blocks.sum())
-        nt_all = trace.sample_rate * float(hashed)
-        adj_b, adj_t, nb, nt = nb_all - nb, nt_all - nt, nb_all, nt_all
+        full = trace.pos < trace.full_positions  # kept whole: totals exact
+        n_full = np.minimum(trace.n_blocks, trace.full_positions)
+        t_full = np.minimum(trace.prompt_tokens, n_full * trace.block_tokens)
+        nb_all = float(trace.n_blocks.sum())
+        nt_all = float(hashed)
+        adj_b = (nb_all - n_full.sum()) - float(w[~full].sum())
+        adj_t = (nt_all - t_full.sum()) - float((tokens * w)[~full].sum())
+        nb, nt = nb_all, nt_all
     nb, nt = max(nb, 1.0), max(nt, 1.0)
     clip = lambda x: np.clip(x, 0.0, 1.0)  # noqa: E731
     return Curve(capacity_blocks=ef[last], block_hit_rate=clip((cum_b[last] + adj_b) / nb),
                  token_hit_rate=clip((cum_t[last] + adj_t) / nt) * coverage,
                  block_tokens=trace.block_tokens,
-                 max_block_hit_rate=float(clip((finite.sum() + adj_b) / nb)),
-                 max_token_hit_rate=float(clip((tokens[finite].sum() + adj_t) / nt) * coverage),
+                 max_block_hit_rate=float(clip((w[finite].sum() + adj_b) / nb)),
+                 max_token_hit_rate=float(clip(((tokens * w)[finite].sum() + adj_t) / nt)
+                                          * coverage),
                  sample_rate=trace.sample_rate,
                  base_block_hit_rate=float(clip(adj_b / nb)),
                  base_token_hit_rate=float(clip(adj_t / nt) * coverage))
@@ -385,11 +417,6 @@ class HitCost:
                 "feasible": bool(demand <= self.gpus)}
 
 
-#: share of the node's HBM kept for the running batch's own KV and activations (an assumption,
-#: not a sourced figure: engines typically let the prefix cache use what the batch leaves)
-RUNNING_BATCH_RESERVE = 0.2
-
-
 def kv_block_bytes(model, gpu, tp, block_tokens):
     """KV bytes of one block: compare's kv_bytes_per_token x block_tokens."""
     from .evaluate import compare
@@ -398,35 +425,33 @@ def kv_block_bytes(model, gpu, tp, block_tokens):
                    tp=tp)["kv_bytes_per_token"] * block_tokens
 
 
-def node_tiers(node, model, tp=None, reserve=RUNNING_BATCH_RESERVE, remote_bytes=None):
-    """Default tier specs of a node from ``nodes.csv``: HBM (all GPUs' HBM less the weights of
-    each TP group and the running-batch reserve), host DRAM, the NVMe array, and optionally a
-    remote pool of remote_bytes over the node's RDMA path. Bandwidths come from the tier paths
-    (``tiers.csv``) with every GPU of the node moving data at once; NVMe writes are assumed as
-    fast as reads (no write bandwidth is in the data); NVMe endurance is prices.csv's
-    nvme_drive_writes_lifetime (an assumption)."""
-    from .evaluate import architecture_values, path_values
+def node_tiers(node, model, tp=None, remote_bytes=None, batch_seqs=None, batch_context=None,
+               **plan_kw):
+    """Tier specs of a node for the replay, from :func:`kvmath.reuse.node_capacities`: the
+    same capacities and bandwidths as the analytic plan (HBM after the activation reserve,
+    weights and a running batch of batch_seqs sequences of batch_context tokens; host DRAM;
+    the NVMe array with drives.csv's write bandwidth and rated endurance), and optionally a
+    remote pool of remote_bytes over the node's RDMA path. plan_kw: the other options of
+    node_capacities (gpu, compute_dtype, gpu_memory_utilization, activation_reserve,
+    writes_within_rating)."""
+    from .evaluate import path_values
+    from .reuse import node_capacities
     from .tables import bundled, prices
-    cat = bundled()
-    gpu = cat.gpus[node.gpu]
-    tp = tp or node.gpus
-    v = architecture_values(model)
-    hbm_total = node.gpus * gpu.hbm_capacity_bytes
-    hbm = max(hbm_total * (1 - reserve) - v["N_tot"] * v["b_w"] * node.gpus / tp, 0.0)
-
-    def node_Bps(tier):
-        return path_values(cat.tiers[tier], gpu, node.gpus)[0] * node.gpus
-
-    specs = [TierSpec("hbm", hbm, gpu.hbm_bandwidth_Bps * node.gpus,
-                      gpu.hbm_bandwidth_Bps * node.gpus),
-             TierSpec("host-dram", node.host_dram_bytes, node_Bps("host-dram"),
-                      node_Bps("host-dram"), "host-dram")]
-    if node.nvme_drives:
-        bw = node_Bps("nvme")
-        specs.append(TierSpec("nvme", node.nvme_drives * node.nvme_drive_bytes, bw, bw, "nvme",
-                              drive_bytes=node.nvme_drive_bytes,
-                              rated_drive_writes=prices()["nvme_drive_writes_lifetime"].value))
+    nc = node_capacities(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context,
+                         **plan_kw)
+    t, drive = nc["tiers"], nc["drive"]
+    specs = [TierSpec("hbm", t["hbm"]["capacity_bytes"], t["hbm"]["read_Bps"],
+                      t["hbm"]["write_Bps"]),
+             TierSpec("host-dram", t["host-dram"]["capacity_bytes"], t["host-dram"]["read_Bps"],
+                      t["host-dram"]["write_Bps"], "host-dram")]
+    if "nvme" in t:
+        lifetime = drive.lifetime_drive_writes if drive else \
+            prices()["nvme_drive_writes_lifetime"].value
+        specs.append(TierSpec("nvme", t["nvme"]["capacity_bytes"], t["nvme"]["read_Bps"],
+                              t["nvme"]["write_Bps"], "nvme", drive_bytes=node.nvme_drive_bytes,
+                              rated_dwpd=drive.drive_writes_per_day if drive else None,
+                              rated_drive_writes=lifetime))
     if remote_bytes:
-        bw = node_Bps("rdma")
+        bw = path_values(bundled().tiers["rdma"], nc["gpu"], node.gpus)[0] * node.gpus
         specs.append(TierSpec("remote", remote_bytes, bw, bw, "rdma"))
     return specs

@@ -31,6 +31,9 @@ class _Parser(argparse.ArgumentParser):
 MAX_INT = 10 ** 9
 
 
+#: pause distribution of reuse and tiers: pauses.csv row fitted to the conversation trace
+DEFAULT_PAUSE = "conversation-fitted"
+
 def _positive_int(text):
     try:
         value = int(text)
@@ -105,7 +108,8 @@ def build_parser():
     r.add_argument("--tokens", type=_positive_int, help="tokens in the cached prefix (required)")
     r.add_argument("--tp", type=_positive_int, help="tensor-parallel GPUs (default: smallest that fits)")
     r.add_argument("--pause", help="pause distribution: bundled name or path to a pauses CSV row "
-                   "(default chat-lognormal)")
+                   "(default %s, fitted to Mooncake's conversation trace; chat-lognormal is the "
+                   "assumed what-if)" % DEFAULT_PAUSE)
     _plan_options(r)
     r.add_argument("--resume-rate", type=_positive_float, metavar="PER_S",
                    help="resumes per second on the node: also price holding at opportunity cost "
@@ -123,7 +127,8 @@ def build_parser():
     t.add_argument("--gpu", help="bundled GPU name or gpus CSV row (default: the node's GPU)")
     t.add_argument("--tp", type=_positive_int, help="tensor-parallel GPUs (default: all of the node)")
     t.add_argument("--pause", help="pause distribution: bundled name or path to a pauses CSV row "
-                   "(default chat-lognormal)")
+                   "(default %s, fitted to Mooncake's conversation trace; chat-lognormal is the "
+                   "assumed what-if)" % DEFAULT_PAUSE)
     _plan_options(t)
     t.add_argument("--gpu-memory-utilization", type=_fraction, metavar="F",
                    help="fraction of HBM the engine uses (default: vLLM's, plan_defaults.csv)")
@@ -340,7 +345,7 @@ def _scenario(args, keys, required):
         if getattr(args, key) is None:
             raise UsageError(f"--{key.replace('_', '-')} is required (on the command line or "
                              f"as key '{key}' in a --scenario file)")
-    args.pause = args.pause or "chat-lognormal"
+    args.pause = args.pause or DEFAULT_PAUSE
     args.compute_dtype = args.compute_dtype or "bf16"
 
 
@@ -456,4 +461,7 @@ def main(argv=None):
         print(f"kvmath: error: {exc}", file=sys.stderr)
     except KeyError as exc:
         print(f"kvmath: error: {exc.args[0]}", file=sys.stderr)
+    except OverflowError:  # a last guard: magnitudes the checks above let through
+        print("kvmath: error: an input is out of range (a number overflowed); check the "
+              "magnitudes of the options and of the model and GPU rows", file=sys.stderr)
     return USAGE_ERROR

@@ -143,10 +143,14 @@ def architecture_values(model: Model, kv_dtype: str | None = None, weight_dtype:
         v["d_qk"] = v["d_v"] = model.head_dim
         v["e_kv"] = fn("e_kv_gqa").take(v)
     n_lin, n_tot, _ = _param_fns(model.attention)
-    v["N_lin"] = float(n_lin.take(v))
-    v["N_tot"] = float(n_tot.take(v))
-    v["N_xa"] = float(fn("params_routed_active").take(v))
-    v["N_xs"] = float(fn("params_routed_stored").take(v))
+    try:
+        v["N_lin"] = float(n_lin.take(v))
+        v["N_tot"] = float(n_tot.take(v))
+        v["N_xa"] = float(fn("params_routed_active").take(v))
+        v["N_xs"] = float(fn("params_routed_stored").take(v))
+    except OverflowError:
+        raise ScenarioError(f"{model.name}: its parameter count overflows a float; check the "
+                            "magnitudes of the model row's sizes") from None
     return v
 
 

@@ -180,6 +180,55 @@ def hbm_tier_capacity(node, gpu, model, tp, kv_batch_bytes, batch_seqs, utilisat
         "Q_batch": kv_batch_bytes}))
 
 
+def node_capacities(node, model, gpu=None, tp=None, compute_dtype="bf16", batch_seqs=None,
+                    batch_context=None, gpu_memory_utilization=None, activation_reserve=None,
+                    writes_within_rating=False):
+    """Capacity (B) and read/write bandwidth (B/s, node totals) of a node's KV tiers, the one
+    source for both the analytic plan (:func:`tier_plan`) and the trace replay
+    (:func:`kvmath.cachesim.node_tiers`).
+
+    HBM: what :func:`hbm_tier_capacity` leaves after the activation reserve, the weights and
+    the running batch (batch_seqs sequences of batch_context tokens; defaults in
+    plan_defaults.csv), moved at the GPUs' HBM bandwidth. Host DRAM: the node's DRAM over
+    the host-dram path. NVMe: the drive array, read and write bandwidth from drives.csv
+    (capped by the host path), and with writes_within_rating the write bandwidth capped at
+    the drives' rated drive writes per day.
+    """
+    cat = bundled()
+    gpu = gpu or cat.gpus[node.gpu]
+    tp = tp or node.gpus
+    if tp > node.gpus:
+        raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+    d = plan_defaults()
+    util = gpu_memory_utilization or d["gpu_memory_utilization"].value
+    reserve = d["activation_reserve_fraction"].value if activation_reserve is None \
+        else activation_reserve
+    batch_seqs = d["batch_seqs"].value if batch_seqs is None else batch_seqs
+    if batch_seqs and not batch_context:
+        raise ScenarioError("a running batch needs its context length (batch_context tokens)")
+    drive = node_drive(node)
+    q_batch = (compare(model, gpu, cat.tiers["host-dram"], batch_context, tp=tp,
+                       compute_dtype=compute_dtype)["kv_bytes"] if batch_seqs else 0.0)
+    hbm = hbm_tier_capacity(node, gpu, model, tp, q_batch, batch_seqs, util, reserve)
+    dram_bw = path_values(cat.tiers["host-dram"], gpu, node.gpus)[0] * node.gpus
+    nvme_read, nvme_write = _nvme_bandwidths(node, gpu, drive) if node.nvme_drives else (0.0, 0.0)
+    if writes_within_rating and drive and node.nvme_drives:  # admit only what the rating allows
+        nvme_write = min(nvme_write, float(rfn("endurance_write_budget").take({
+            "DWPD_rated": drive.drive_writes_per_day, "n_drives": node.nvme_drives,
+            "C_drive": node.nvme_drive_bytes})))
+    hbm_bw = gpu.hbm_bandwidth_Bps * node.gpus
+    tiers = {"hbm": {"capacity_bytes": max(hbm, 0.0), "read_Bps": hbm_bw, "write_Bps": hbm_bw},
+             "host-dram": {"capacity_bytes": node.host_dram_bytes, "read_Bps": dram_bw,
+                           "write_Bps": dram_bw}}
+    if node.nvme_drives:
+        tiers["nvme"] = {"capacity_bytes": node.nvme_drives * node.nvme_drive_bytes,
+                         "read_Bps": nvme_read, "write_Bps": nvme_write}
+    return {"tiers": tiers, "drive": drive, "gpu": gpu, "tp": tp, "hbm_free_bytes": hbm,
+            "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
+            "batch_seqs": batch_seqs, "batch_context_tokens": batch_context,
+            "batch_seq_kv_bytes": q_batch}
+
+
 def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, compute_dtype="bf16",
               batch_seqs=None, batch_context=None, gpu_memory_utilization=None,
               activation_reserve=None, gpu_price=None, writes_within_rating=False,
@@ -197,31 +246,23 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
     tp = tp or node.gpus
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
-    d = plan_defaults()
-    util = gpu_memory_utilization or d["gpu_memory_utilization"].value
-    reserve = d["activation_reserve_fraction"].value if activation_reserve is None \
-        else activation_reserve
-    batch_seqs = d["batch_seqs"].value if batch_seqs is None else batch_seqs
-    batch_context = batch_context or tokens
-    drive = node_drive(node)
     base = compare(model, gpu, cat.tiers["host-dram"], tokens, tp=tp, compute_dtype=compute_dtype)
     q = base["kv_bytes"]
     if not math.isfinite(resume_rate * q * 86400 / pause.return_probability):
         raise ScenarioError(f"--resume-rate {resume_rate:g} overflows the plan's traffic "
                             "(expected a rate whose bytes per second are finite)")
-    q_batch = (compare(model, gpu, cat.tiers["host-dram"], batch_context, tp=tp,
-                       compute_dtype=compute_dtype)["kv_bytes"] if batch_seqs else 0.0)
-    hbm = hbm_tier_capacity(node, gpu, model, tp, q_batch, batch_seqs, util, reserve)
-    dram_bw = path_values(cat.tiers["host-dram"], gpu, node.gpus)[0] * node.gpus
-    nvme_read, nvme_write = _nvme_bandwidths(node, gpu, drive) if node.nvme_drives else (0.0, 0.0)
-    if writes_within_rating and drive and node.nvme_drives:  # admit only what the rating allows
-        nvme_write = min(nvme_write, float(rfn("endurance_write_budget").take({
-            "DWPD_rated": drive.drive_writes_per_day, "n_drives": node.nvme_drives,
-            "C_drive": node.nvme_drive_bytes})))
-    capacities = {"hbm": max(hbm, 0.0), "host-dram": node.host_dram_bytes,
-                  "nvme": node.nvme_drives * node.nvme_drive_bytes}
-    bandwidths = {"hbm": (math.inf, math.inf), "host-dram": (dram_bw, dram_bw),
-                  "nvme": (nvme_read, nvme_write)}
+    nc = node_capacities(node, model, gpu=gpu, tp=tp, compute_dtype=compute_dtype,
+                         batch_seqs=batch_seqs, batch_context=batch_context or tokens,
+                         gpu_memory_utilization=gpu_memory_utilization,
+                         activation_reserve=activation_reserve,
+                         writes_within_rating=writes_within_rating)
+    util, reserve, batch_seqs = nc["gpu_memory_utilization"], nc["activation_reserve_fraction"], \
+        nc["batch_seqs"]
+    batch_context, q_batch, hbm, drive = nc["batch_context_tokens"], nc["batch_seq_kv_bytes"], \
+        nc["hbm_free_bytes"], nc["drive"]
+    capacities = {name: t["capacity_bytes"] for name, t in nc["tiers"].items()}
+    bandwidths = {name: (t["read_Bps"], t["write_Bps"]) for name, t in nc["tiers"].items()}
+    bandwidths["hbm"] = (math.inf, math.inf)  # a hit in HBM moves nothing
     c_gpu = gpu_second_price(gpu_price)
     rows, tau_prev = [], 0.0
     for name, cap in capacities.items():

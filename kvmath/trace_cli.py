@@ -39,10 +39,21 @@ def add_parser(subparsers):
                    help="uses before a block is written to NVMe, --policy selective (default 2)")
     t.add_argument("--remote-bytes", type=_positive(float), metavar="B",
                    help="add a remote pool of this many bytes over RDMA")
+    t.add_argument("--batch-seqs", type=_positive(int), metavar="N",
+                   help="sequences in the node's running batch, whose KV stays in HBM "
+                   "(default: plan_defaults.csv, as kvmath tiers)")
+    t.add_argument("--batch-context", type=_positive(int), metavar="TOKENS",
+                   help="context of each running sequence (default: the trace's mean prompt "
+                   "plus output tokens)")
     t.add_argument("--sample-rate", type=_positive(float), metavar="R",
                    help="SHARDS sampling rate for the LRU curve (0 < R < 1; default exact)")
     t.add_argument("--json", action="store_true", help="print one JSON object")
     return t
+
+
+def batch_context_of(trace):
+    """Default context of a running sequence: the trace's mean prompt + output tokens."""
+    return int(math.ceil((trace.prompt_tokens + trace.output_tokens).mean()))
 
 
 def analyse(args):
@@ -66,7 +77,9 @@ def analyse(args):
     stats = T.reuse_stats(trace)
     curve = C.lru_curve(T.load(args.file, args.sample_rate) if args.sample_rate else trace)
     block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens)
-    specs = C.node_tiers(node, model, tp=tp, remote_bytes=args.remote_bytes)
+    batch_context = args.batch_context or batch_context_of(trace)
+    specs = C.node_tiers(node, model, tp=tp, remote_bytes=args.remote_bytes,
+                         batch_seqs=args.batch_seqs, batch_context=batch_context)
     cost = C.HitCost(model, gpu, specs, tp, node.gpus)
     rep = C.replay(trace, specs, block_bytes, policy=args.policy, ttl_s=args.ttl,
                    min_uses=args.min_uses, cost=cost)
@@ -83,6 +96,7 @@ def analyse(args):
         "policy": args.policy, "requests": trace.n_requests,
         "prompt_tokens": int(trace.prompt_tokens.sum()), "duration_s": trace.duration_s,
         "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
+        "batch_context_tokens": batch_context,
         "max_token_hit_rate": stats["max_token_hit_rate"],
         "max_block_hit_rate": stats["max_block_hit_rate"],
         "reuse": {k: v for k, v in stats.items() if k not in ("trace", "requests")},

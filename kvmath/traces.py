@@ -12,9 +12,10 @@ Two formats are read, gzipped or not:
   ``session_id``.
 
 A trace needs ``ceil`` or ``floor`` of prompt_tokens / block_tokens hashes (the last, partial
-block hashed or not), distinct within a request, and non-decreasing timestamps. Files stream
-through DuckDB; only per-request columns and the (optionally SHARDS-sampled) block accesses
-reach numpy. A bad file raises :class:`TraceError` naming the file, line and field.
+block hashed or not), distinct within a request, and non-decreasing timestamps. A file is
+parsed once, by DuckDB, into a table (DuckDB spills to disk past its memory limit); per-request
+columns, then block accesses in chunks of requests, reach numpy, where the accesses are checked
+and optionally sampled (stratified SHARDS, :func:`shards_keep`), so only the kept ones stay. A bad file raises :class:`TraceError` naming the file, line and field.
 Blank lines in JSONL are not records and are passed over, as JSONL readers do.
 """
 from __future__ import annotations
@@ -34,34 +35,27 @@ MOONCAKE_BLOCK_TOKENS = 512
 BUNDLED = {"conversation": "conversation_trace.jsonl.gz", "synthetic": "synthetic_trace.jsonl.gz"}
 MOONCAKE_COMMIT = "3b5a594133958449a1feaf1c9e0fc1b553e34a28"
 MOONCAKE_SOURCE = f"https://github.com/kvcache-ai/Mooncake/tree/{MOONCAKE_COMMIT}/FAST25-release/traces"
-#: SHARDS spatial sampling: a block is kept iff mix(hash) < R * 2^32, where mix folds the
-#: 64-bit hash to 32 bits, adds a seed and applies MurmurHash3's 32-bit finaliser (fmix32)
+#: SHARDS spatial sampling (Waldspurger et al., "Efficient MRC Construction with SHARDS",
+#: FAST'15): a block is kept iff mix(hash) < R * 2^32, where mix folds the 64-bit hash to 32
+#: bits, adds a seed and applies MurmurHash3's 32-bit finaliser (fmix32). Stratified here: the
+#: blocks at the first positions of a request are kept at rate 1 (see :func:`shards_keep`)
 SHARDS_MODULUS = 2 ** 32
 SHARDS_SEED = 0x9E3779B9
 
 
-def _mix_sql(h):
-    """The sampling hash as a DuckDB expression of a UBIGINT column (no overflow: 32x32 bits)."""
-    m = SHARDS_MODULUS
-    x = f"((xor({h} % {m}, {h} >> 32) + {SHARDS_SEED}) % {m})"
-    x = f"xor({x}, {x} >> 16)"
-    x = f"(({x}) * {0x85EBCA6B} % {m})"
-    x = f"xor({x}, {x} >> 13)"
-    x = f"(({x}) * {0xC2B2AE35} % {m})"
-    return f"xor({x}, {x} >> 16)"
-
-
 def _mix(h):
-    """The same sampling hash in numpy."""
+    """The sampling hash of 64-bit block hashes, as uint32 (arithmetic wraps mod 2^32)."""
     h = np.asarray(h, dtype=np.uint64)
-    m = np.uint64(SHARDS_MODULUS)
-    x = ((h % m) ^ (h >> np.uint64(32))) + np.uint64(SHARDS_SEED)
-    x %= m
-    x ^= x >> np.uint64(16)
-    x = (x * np.uint64(0x85EBCA6B)) % m
-    x ^= x >> np.uint64(13)
-    x = (x * np.uint64(0xC2B2AE35)) % m
-    return x ^ (x >> np.uint64(16))
+    x = h.astype(np.uint32)
+    x ^= (h >> np.uint64(32)).astype(np.uint32)
+    x += np.uint32(SHARDS_SEED)
+    x ^= x >> np.uint32(16)
+    x *= np.uint32(0x85EBCA6B)
+    x ^= x >> np.uint32(13)
+    x *= np.uint32(0xC2B2AE35)
+    x ^= x >> np.uint32(16)
+    return x
+
 
 _FORMATS = {
     "mooncake": {"timestamp": ("DOUBLE", "number"), "input_length": ("BIGINT", "integer"),
@@ -93,7 +87,8 @@ class Trace:
     Per request (length n_requests): ``timestamp_s``, ``prompt_tokens``, ``output_tokens``,
     ``n_blocks`` (hashes in the request before sampling). Per kept access: ``rid`` (request
     index), ``pos`` (block position in its request), ``hashes``. ``sample_rate`` < 1 means
-    the accesses are a SHARDS spatial sample.
+    the accesses are a stratified SHARDS sample: blocks at positions below ``full_positions``
+    all kept (weight 1), the others hash-sampled at sample_rate (weight 1 / sample_rate).
     """
     name: str
     timestamp_s: np.ndarray
@@ -105,6 +100,7 @@ class Trace:
     hashes: np.ndarray
     block_tokens: int
     sample_rate: float = 1.0
+    full_positions: int = 0
 
     @property
     def n_requests(self):
@@ -113,6 +109,12 @@ class Trace:
     @property
     def duration_s(self):
         return float(self.timestamp_s[-1] - self.timestamp_s[0])
+
+    def weights(self):
+        """Accesses each kept access stands for (1, or 1 / sample_rate in the sampled stratum)."""
+        if self.sample_rate >= 1:
+            return np.ones(len(self.hashes))
+        return np.where(self.pos < self.full_positions, 1.0, 1.0 / self.sample_rate)
 
     def access_tokens(self):
         """Tokens each kept access covers (the last block of a prompt may be partial)."""
@@ -275,17 +277,36 @@ def _parquet_problem(con, path, src):
                          "prompt_tokens / block_tokens distinct non-negative block_hashes")
 
 
-def load(name_or_path, sample_rate=None):
+def _first_repeat(h, rid, mixed):
+    """The first request (index) repeating a hash, or None. Keys (request, 32-bit mix of the
+    hash) are sorted; only if two keys collide are the full hashes compared."""
+    keys = (rid - rid[0]).astype(np.uint64) << np.uint64(32) | mixed.astype(np.uint64)
+    keys.sort()
+    if not (keys[1:] == keys[:-1]).any():
+        return None
+    o = np.lexsort((h, rid))  # a collision of the mix or a real repeat: check exactly
+    dup = (h[o][1:] == h[o][:-1]) & (rid[o][1:] == rid[o][:-1])
+    return int(rid[o][1:][dup].min()) if dup.any() else None
+
+
+#: requests per chunk when block accesses are fetched from DuckDB (bounds numpy's working set)
+CHUNK_REQUESTS = 100_000
+
+
+def load(name_or_path, sample_rate=None, full_positions=1):
     """Read a trace (bundled name or path) into a :class:`Trace`.
 
-    sample_rate R in (0, 1): keep only the blocks whose hash SHARDS-samples in (see
-    :func:`_mix`), filtered inside DuckDB so a trace larger than memory streams.
+    The file is parsed once, into a DuckDB table; block accesses reach numpy in chunks of
+    :data:`CHUNK_REQUESTS` requests. sample_rate R in (0, 1): a *stratified* SHARDS sample
+    (see :func:`shards_keep`): the blocks at positions below full_positions of their request
+    are all kept, the others only if their hash samples in.
     """
     import duckdb
 
     path = resolve_path(name_or_path)
     if sample_rate is not None and not 0 < sample_rate <= 1:
         raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
+    sampled = sample_rate is not None and sample_rate < 1
     fmt, _ = _detect(path)
     src = _source_sql(path, fmt)
     con = duckdb.connect()
@@ -293,10 +314,13 @@ def load(name_or_path, sample_rate=None):
         con.execute("SET enable_progress_bar = false")
     except duckdb.Error:
         pass  # in Jupyter without ipywidgets DuckDB shows none and refuses the setting
+    cheap_bad = _BAD_ROW.replace(" OR len(list_distinct(hashes)) != len(hashes)", "")
     try:
         try:
-            per = con.execute(f"SELECT ts_s, prompt, output, len(hashes) AS n, bt, coalesce({_BAD_ROW}, true) "
-                              f"AS bad FROM ({src})").fetchnumpy()
+            con.execute(f"CREATE TEMP TABLE t AS SELECT ts_s, prompt, output, hashes, bt, "
+                        f"coalesce({cheap_bad}, true) AS bad FROM ({src})")
+            per = con.execute("SELECT ts_s, prompt, output, len(hashes) AS n, bt, bad "
+                              "FROM t").fetchnumpy()
             bts = np.unique(np.asarray(per["bt"]))
             bad = bool(np.asarray(per["bad"]).astype(bool).any()) or len(bts) > 1
         except duckdb.Error as exc:
@@ -323,32 +347,49 @@ def load(name_or_path, sample_rate=None):
                                  "timestamp goes backwards (expected requests in arrival order)")
             _locate_jsonl(path, fmt)
         n_blocks = np.asarray(per["n"], dtype=np.int64)
-        if sample_rate is None or sample_rate >= 1:
-            acc = con.execute(f"SELECT unnest(hashes) AS h FROM ({src})").fetchnumpy()
-            hashes = np.asarray(acc["h"], dtype=np.uint64)
-            rid = np.repeat(np.arange(n_req, dtype=np.int64), n_blocks)
-            starts = np.concatenate([[0], np.cumsum(n_blocks)[:-1]])
-            pos = (np.arange(len(hashes), dtype=np.int64) - starts[rid]).astype(np.int32)
-            rate = 1.0
-        else:
-            threshold = int(sample_rate * SHARDS_MODULUS)
-            acc = con.execute(
-                f"SELECT rid, pos, h FROM (SELECT rid, unnest(hashes) AS h, "
-                f"unnest(range(len(hashes))) AS pos FROM (SELECT row_number() OVER () - 1 AS rid, "
-                f"hashes FROM ({src}))) WHERE {_mix_sql('h')} < {threshold}").fetchnumpy()
-            hashes = np.asarray(acc["h"], dtype=np.uint64)
-            rid = np.asarray(acc["rid"], dtype=np.int64)
-            pos = np.asarray(acc["pos"], dtype=np.int32)
-            rate = threshold / SHARDS_MODULUS
+        prompt = np.asarray(per["prompt"], dtype=np.int64)
+        output = np.asarray(per["output"], dtype=np.int64)
+        del per
+        rate = 1.0
+        if sampled:
+            rate = int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS
+        offsets = np.r_[0, np.cumsum(n_blocks)]
+        hashes, rid, pos = [], [], []
+        for a in range(0, n_req, CHUNK_REQUESTS):
+            b = min(a + CHUNK_REQUESTS, n_req)
+            h = np.asarray(con.execute(f"SELECT unnest(hashes) AS h FROM t WHERE rowid >= {a} "
+                                       f"AND rowid < {b}").fetchnumpy()["h"], dtype=np.uint64)
+            if len(h) != offsets[b] - offsets[a]:
+                raise TraceError(path, None, None, "block hashes read back out of step with "
+                                 "their requests")
+            r = np.repeat(np.arange(a, b, dtype=np.int64), n_blocks[a:b])
+            p = (np.arange(offsets[a], offsets[b], dtype=np.int64) - offsets[r]).astype(np.int32)
+            mixed = _mix(h)
+            if len(h):
+                rep = _first_repeat(h, r, mixed)
+                if rep is not None:
+                    if fmt == "parquet":
+                        raise TraceError(path, rep + 1, "block_hashes", "expected distinct "
+                                         "hashes within a request (a hash names a whole prefix)")
+                    _locate_jsonl(path, fmt)
+                    raise TraceError(path, None, "hash_ids", "a request repeats a block hash "
+                                     "(expected distinct hashes within a request)")
+            if sampled:
+                keep = mixed < np.uint32(int(rate * SHARDS_MODULUS))
+                keep |= p < full_positions
+                h, r, p = h[keep], r[keep], p[keep]
+            hashes.append(h), rid.append(r), pos.append(p)
+        hashes, rid, pos = np.concatenate(hashes), np.concatenate(rid), np.concatenate(pos)
     except duckdb.Error as exc:
         raise TraceError(path, None, None, f"not a readable trace ({str(exc).splitlines()[0]})"
                          ) from None
     finally:
         con.close()
     return Trace(name=str(name_or_path), timestamp_s=ts,
-                 prompt_tokens=np.asarray(per["prompt"], dtype=np.int64),
-                 output_tokens=np.asarray(per["output"], dtype=np.int64), n_blocks=n_blocks,
-                 rid=rid, pos=pos, hashes=hashes, block_tokens=block_tokens, sample_rate=rate)
+                 prompt_tokens=prompt,
+                 output_tokens=output, n_blocks=n_blocks,
+                 rid=rid, pos=pos, hashes=hashes, block_tokens=block_tokens, sample_rate=rate,
+                 full_positions=full_positions if sampled else 0)
 
 
 def from_requests(requests, block_tokens=MOONCAKE_BLOCK_TOKENS, name="in-memory"):
@@ -362,17 +403,28 @@ def from_requests(requests, block_tokens=MOONCAKE_BLOCK_TOKENS, name="in-memory"
     return Trace(name, ts, prompt, np.zeros_like(prompt), n, rid, pos, hashes, block_tokens)
 
 
-def shards_keep(hashes, sample_rate):
-    """The SHARDS sampling predicate of :func:`load`, in numpy (same hash, same blocks)."""
-    return _mix(hashes) < np.uint64(int(sample_rate * SHARDS_MODULUS))
+def shards_keep(hashes, sample_rate, pos=None, full_positions=0):
+    """Which accesses a stratified SHARDS sample keeps: every block at a position below
+    full_positions of its request (a hash names a whole prefix, so a block's position is fixed
+    and the strata partition the blocks), and the others iff their hash samples in at rate R.
+
+    The first blocks of requests are few and very hot (one shared head per conversation or
+    system prompt); a 1% hash sample keeps or misses them whole, which moves the curve by
+    their share of accesses. Sampling them at rate 1 removes that error for little cost.
+    """
+    keep = _mix(hashes) < np.uint64(int(sample_rate * SHARDS_MODULUS))
+    if pos is not None and full_positions > 0:
+        keep |= np.asarray(pos) < full_positions
+    return keep
 
 
-def sample(trace, sample_rate):
-    """A SHARDS spatial sample of an in-memory trace."""
-    keep = shards_keep(trace.hashes, sample_rate)
+def sample(trace, sample_rate, full_positions=1):
+    """A stratified SHARDS sample of an in-memory trace (the same blocks as :func:`load`)."""
+    keep = shards_keep(trace.hashes, sample_rate, trace.pos, full_positions)
     return Trace(trace.name, trace.timestamp_s, trace.prompt_tokens, trace.output_tokens,
                  trace.n_blocks, trace.rid[keep], trace.pos[keep], trace.hashes[keep],
-                 trace.block_tokens, int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS)
+                 trace.block_tokens, int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS,
+                 full_positions)
 
 
 # ------------------------------------------------------------------ reuse analytics

@@ -1,9 +1,10 @@
-"""Write kvmath/data/traces/pauses_fitted.csv: pause distributions fitted to the bundled traces.
+"""Write kvmath/data/traces/pauses_fitted.csv: pause distributions fitted to the bundled traces,
+and the same rows (NAME-fitted) into kvmath/data/pauses.csv, where conversation-fitted is the
+default pause of ``reuse`` and ``tiers``.
 
     PYTHONPATH=$PWD python scripts/fit_pauses.py
 
-Rows have the columns of kvmath/data/pauses.csv, so any of them can become a default there;
-tests/test_traces.py fails if the file drifts from what kvmath.traces.fit_pauses computes.
+tests/test_traces.py fails if either file drifts from what kvmath.traces.fit_pauses computes.
 """
 import csv
 import sys
@@ -23,7 +24,15 @@ def main():
         w.writeheader()
         for name in sorted(BUNDLED):
             w.writerow(fit_pauses(name))
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    bundled = ROOT / "kvmath" / "data" / "pauses.csv"
+    with open(bundled, newline="") as fh:
+        others = [r for r in csv.DictReader(fh) if not r["name"].endswith("-fitted")]
+    with open(bundled, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=PAUSE_ROW_FIELDS, lineterminator="\n")
+        w.writeheader()
+        for row in [fit_pauses(name) for name in sorted(BUNDLED)] + others:
+            w.writerow(row)
+    print(f"wrote {OUT.relative_to(ROOT)} and the fitted rows of {bundled.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

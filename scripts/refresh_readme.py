@@ -12,7 +12,7 @@ from pathlib import Path
 from kvmath.cli import main
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-PATTERN = re.compile(r"(```sh\n\.venv/bin/python -m kvmath ((?:compare|reuse|tiers) [^\n]+)\n```"
+PATTERN = re.compile(r"(```sh\n\.venv/bin/python -m kvmath ((?:compare|reuse|tiers|trace) [^\n]+)\n```"
                      r"\n\n```text\n)(.*?)(```)", flags=re.S)
 
 

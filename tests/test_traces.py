@@ -117,11 +117,43 @@ def test_shards_sample_matches_sql_and_exact_curve(conversation):
     assert err_blocks < 0.01 and err_tokens < 0.01
 
 
+def test_stratified_sample_keeping_every_block_is_exact(conversation):
+    # every position in the rate-1 stratum: all weights 1, so the weighted distances and
+    # curve must equal the exact ones (tests the weighted path, not the sampling)
+    whole = T.sample(conversation, 0.01, full_positions=10 ** 6)
+    assert len(whole.hashes) == len(conversation.hashes)
+    d_w, e_w = C.stack_distances(whole)
+    d, e = C.stack_distances(conversation)
+    assert np.array_equal(d_w, d) and np.array_equal(e_w, e)
+    assert C.curve_error(C.lru_curve(whole), C.lru_curve(conversation)) == (0.0, 0.0)
+
+
+def test_stratified_sample_keeps_first_blocks(conversation):
+    s = T.sample(conversation, 0.01)
+    assert np.array_equal(np.unique(s.rid[s.pos == 0]), np.flatnonzero(conversation.n_blocks))
+    w = s.weights()
+    assert set(np.unique(w)) <= {1.0, 1 / s.sample_rate}
+    # Horvitz-Thompson: the weighted sample stands for about as many accesses as the trace
+    # (the hash-sampled stratum holds ~2,700 accesses: 3 s.d. = 6% of it)
+    assert w.sum() == pytest.approx(len(conversation.hashes), rel=0.06)
+
+
 def test_fitted_pauses_file_is_current():
     with open(data_path("traces/pauses_fitted.csv"), newline="") as fh:
         rows = {r["name"]: r for r in csv.DictReader(fh)}
+    with open(data_path("pauses.csv"), newline="") as fh:
+        bundled = {r["name"]: r for r in csv.DictReader(fh)}
     for name in T.BUNDLED:
         assert rows[f"{name}-fitted"] == T.fit_pauses(name), "run scripts/fit_pauses.py"
+        assert bundled[f"{name}-fitted"] == rows[f"{name}-fitted"], "run scripts/fit_pauses.py"
+
+
+def test_default_pause_is_the_measured_one():
+    from kvmath.cli import DEFAULT_PAUSE
+    from kvmath.tables import pauses
+    assert DEFAULT_PAUSE == "conversation-fitted"
+    assert pauses()[DEFAULT_PAUSE].source.kind == "measurement"
+    assert pauses()["chat-lognormal"].source.kind == "assumption"
 
 
 def test_lognormal_fit_recovers_parameters():
