@@ -20,6 +20,7 @@ Conventions (all stated in the book's arithmetic chapter):
 """
 import sympy as sp
 
+from . import symcache as C
 from .symbols import (
     B, B_gpu, B_hbm, B_node, C_hbm, E, E_sh, I_exp, I_ffn, K, K_e, L_dense, L_full, L_moe,
     L_win, N_lin, N_node, N_tot, N_xa, N_xs, P, T, V, W, b_kv, b_w, c_lay, c_split, c_tok, d,
@@ -112,7 +113,7 @@ t_recompute = sp.Max(t_compute, t_weights)
 #: recompute of n_seq equal prompts in one batch: the compute adds up, the weights are read once, s
 t_recompute_batch = sp.Max(n_seq * t_compute, t_weights)
 #: the prefill efficiency a measured compute-bound prefill time implies
-eta_implied = sp.solve(sp.Eq(t_compute, t_meas), eta)[0]
+eta_implied = C.solve(sp.Eq(t_compute, t_meas), eta)[0]
 #: KV copies one replica's reload carries through a node-shared hop: rho_n (1 when read once
 #: and fanned out), but never more than the copies its GPUs on this node hold
 node_copies = sp.Min(rho_n, rho * sp.Min(K, N_node) / K)
@@ -139,7 +140,7 @@ bandwidth_at_size = s_xfer / t_transfer
 #: the same with q_io transfers in flight (a drive's queue), never above the link, B/s
 bandwidth_at_size_qd = sp.Min(B, q_io * s_xfer / t_transfer)
 #: transfer size at which a link reaches half its asymptotic bandwidth, B
-half_bandwidth_size = sp.solve(sp.Eq(bandwidth_at_size, B / 2), s_xfer)[0]
+half_bandwidth_size = C.solve(sp.Eq(bandwidth_at_size, B / 2), s_xfer)[0]
 #: reload minus recompute: negative where reload wins, s
 t_advantage = t_reload - t_recompute
 
@@ -151,7 +152,7 @@ hbm_slack = u_hbm * C_hbm - weights_per_gpu - n_seq * kv_bytes_per_gpu
 # ---------------------------------------------------------------- the one division
 #: the model's prefill FLOPs per byte of KV moved, linear term only, for a token every
 #: layer holds (T <= W), FLOP/B
-model_flops_per_kv_byte = sp.simplify(flops_linear / (T * kv_bytes_per_token * rho))
+model_flops_per_kv_byte = C.simplify(flops_linear / (T * kv_bytes_per_token * rho))
 #: the same at prefix length T, attention and windows included, FLOP/B
 model_flops_per_kv_byte_at_T = flops_prefill / kv_bytes_total
 #: the GPU's achieved FLOP/s per byte/s of the reload path (K GPUs, K links), FLOP/B
@@ -190,13 +191,13 @@ def quadratic_coefficients(expr):
         raise ValueError(f"expected degree <= 2 in T, got {poly.degree()}")
     coeffs = poly.all_coeffs()
     coeffs = [sp.Integer(0)] * (3 - len(coeffs)) + coeffs
-    return tuple(sp.simplify(c) for c in coeffs)
+    return tuple(C.simplify(c) for c in coeffs)
 
 
 #: the core regime (every layer full attention, compute-bound): reload - recompute = 0
 core_advantage = sp.expand((t_reload - t_compute).subs(L_win, 0))
 #: its two closed-form roots in T (one is negative when t_0 > 0)
-core_crossings = sp.solve(sp.Eq(core_advantage, 0), T)
+core_crossings = C.solve(sp.Eq(core_advantage, 0), T)
 
 #: Mooncake (FAST'25) Eq. 2 in its own symbols: reuse pays when B/G exceeds this.
 #: l layers cancel; n prefix length, d hidden size, g GQA group size, s bytes per

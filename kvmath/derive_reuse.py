@@ -9,6 +9,7 @@ Sizing follows Little's law: caches held = offloads per second x mean holding ti
 """
 import sympy as sp
 
+from . import symcache as C
 from .symbols import Bytes, K, S_gpu, c_cap, c_gpu, c_wear, lam, mu, p_ret, r_res, sigma, tau
 
 _t = sp.Symbol("t", positive=True)
@@ -22,7 +23,7 @@ F_logn = (1 + sp.erf((sp.log(tau) - mu) / (sigma * sp.sqrt(2)))) / 2
 
 def mean_min(F):
     """E[min(pause, tau)] = integral of the survival function from 0 to tau."""
-    return sp.simplify(sp.integrate((1 - F).subs(tau, _t), (_t, 0, tau)))
+    return C.simplify(C.integrate((1 - F).subs(tau, _t), (_t, 0, tau)))
 
 
 #: expected time a returning conversation's cache is held, exponential pause, s
@@ -53,13 +54,13 @@ def net_value(F, hold_return):
 value_exp = net_value(F_exp, hold_return_exp)
 value_logn = net_value(F_logn, hold_return_logn)
 #: first-order condition for the best TTL: d value / d tau = 0
-dvalue_exp = sp.simplify(sp.diff(value_exp, tau))
+dvalue_exp = C.simplify(sp.diff(value_exp, tau))
 dvalue_logn = sp.diff(value_logn, tau)
 #: the best TTL for an exponential pause, in closed form, s
-tau_opt_exp = sp.solve(sp.Eq(dvalue_exp, 0), tau)
+tau_opt_exp = C.solve(sp.Eq(dvalue_exp, 0), tau)
 #: the break-even return probability: value = 0 solved for p (linear in p)
-p_breakeven_exp = sp.solve(sp.Eq(value_exp, 0), p_ret)[0]
-p_breakeven_logn = sp.solve(sp.Eq(value_logn, 0), p_ret)[0]
+p_breakeven_exp = C.solve(sp.Eq(value_exp, 0), p_ret)[0]
+p_breakeven_logn = C.solve(sp.Eq(value_logn, 0), p_ret)[0]
 
 # ------------------------------------------------------------------ Little's law
 #: offloads per second when r resumes per second arrive and a fraction p of turns return
@@ -98,7 +99,7 @@ tier_served = (F_hi - F_lo) * tier_admitted
 #: bytes per second actually written (never above B_write, since admitted x writes / B_write <= 1)
 tier_writes_carried = tier_writes * tier_admitted
 #: bytes per second the tier cannot take (counted, never priced: nothing is written)
-tier_writes_dropped = tier_writes - tier_writes_carried
+tier_writes_dropped = tier_writes * (1 - tier_admitted)  # = tier_writes - tier_writes_carried, never below 0
 #: net value of the tier per second at purchase cost, $/s: GPU time its hits save, less
 #: amortised capacity and wear on the bytes actually written
 tier_value_rate = (r_res * tier_served * S_gpu * c_gpu - c_cap * C_tier
@@ -109,8 +110,8 @@ tier_value_rate_fixed = r_res * tier_served * S_gpu * c_gpu - c_wear * tier_writ
 # ------------------------------------------------------------------ holding priced by opportunity
 #: on a fixed node a held cache costs the cache it displaces: the marginal hits a tier gains
 #: per extra byte held at its TTL edge (d hits / d tau over d bytes held / d tau), per second
-marginal_hits_per_byte_exp = sp.simplify(sp.diff(r_res * F_exp, tau) / sp.diff(held_exp * Bytes, tau))
-marginal_hits_per_byte_logn = sp.simplify(sp.diff(r_res * F_logn, tau)
+marginal_hits_per_byte_exp = C.simplify(sp.diff(r_res * F_exp, tau) / sp.diff(held_exp * Bytes, tau))
+marginal_hits_per_byte_logn = C.simplify(sp.diff(r_res * F_logn, tau)
                                           / sp.diff(held_logn * Bytes, tau))
 #: opportunity price of holding one byte for one second, $/(B s): those hits' saved GPU time
 c_cap_opportunity_exp = marginal_hits_per_byte_exp * S_gpu * c_gpu

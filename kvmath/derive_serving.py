@@ -16,6 +16,7 @@ new arguments, never a second copy of a formula.
 """
 import sympy as sp
 
+from . import symcache as C
 from . import derive as D
 from .symbols import (B, B_hbm, K, L_full, L_win, N_lin, N_tot, P, T, b_dec, b_w, eta, n_new,
                       t_0, t_req, x_split)
@@ -36,7 +37,7 @@ ttft_recompute = D.t_recompute.subs(T, T + n_new)
 #: CachedAttention's condition: loading hides behind compute iff this is <= 0, s
 overlap_slack = t_load - t_new
 #: new tokens needed to hide the load of a T-token history (full attention), tokens
-n_hide = [r for r in sp.solve(sp.Eq(overlap_slack.subs(L_win, 0), 0), n_new)]
+n_hide = [r for r in C.solve(sp.Eq(overlap_slack.subs(L_win, 0), 0), n_new)]
 
 # ------------------------------------------------------------------ split (Cake)
 #: KV bytes each GPU loads for the history's tokens x..T
@@ -48,7 +49,7 @@ t_split_load = t_0 + split_load_bytes / B
 #: split time for a given x: both run at once, s
 t_split = sp.Max(t_split_compute, t_split_load)
 #: the balance point where both parts take equal time (full attention), tokens
-x_balance = sp.solve(sp.Eq(t_split_compute.subs(L_win, 0),
+x_balance = C.solve(sp.Eq(t_split_compute.subs(L_win, 0),
                            t_split_load.subs(L_win, 0)), x_split)
 
 # ------------------------------------------------------------------ busy server
@@ -56,7 +57,7 @@ x_balance = sp.solve(sp.Eq(t_split_compute.subs(L_win, 0),
 t_decode_step = N_tot * b_w / (K * B_hbm)
 #: prefill tokens that ride along in a memory-bound decode step for free (ridge point
 #: minus the decode batch), tokens
-p_free = sp.simplify(t_decode_step * K * eta * P / (2 * N_lin) - b_dec)
+p_free = C.simplify(t_decode_step * K * eta * P / (2 * N_lin) - b_dec)
 #: marginal GPU time of recomputing T tokens inside a busy server, s
 t_recompute_marginal = sp.Max(0, D.t_compute - D.t_compute.subs(T, p_free))
 #: effective bandwidth of a reload issued in chunks of s bytes (fixed cost t_0 per chunk), B/s

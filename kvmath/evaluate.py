@@ -1,7 +1,8 @@
-"""Numeric evaluation: lambdified derivations applied to the data tables.
+"""Numeric evaluation: the derivations' generated numpy code applied to the data tables.
 
-Every number here comes from an expression in :mod:`kvmath.derive` through
-``sympy.lambdify``; no formula is written a second time.
+Every number here comes from an expression in :mod:`kvmath.derive` (and its siblings), printed
+once into :mod:`kvmath._numeric` by ``scripts/generate_numeric.py``; no formula is written a
+second time, and no answer imports SymPy.
 """
 from __future__ import annotations
 
@@ -10,49 +11,83 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-import sympy as sp
 
-from . import derive as D
+from . import _numeric
 from .tables import DTYPE_BYTES, GPU_HOST_LINK, Gpu, Model, Tier, bundled
 
 
-_erf_vec = np.vectorize(math.erf, otypes=[float])
-
-
-def _erf(x):
-    """Error function for scalars and arrays (numpy has none; scipy is not a dependency)."""
-    return math.erf(x) if np.ndim(x) == 0 else _erf_vec(x)
-
-
 class Numeric:
-    """A lambdified expression, called by keyword with one value or numpy array per symbol.
+    """A numeric expression, called by keyword with one value or numpy array per symbol.
 
-    ``f = Numeric(expr); f(T=..., B=...)``. Missing or unknown keywords raise TypeError.
+    ``Numeric.generated(key)``: the generated function of a catalogued expression
+    (:mod:`kvmath.numeric_catalogue`); ``Numeric(expr)``: any other SymPy expression,
+    lambdified on the spot (the book's ad-hoc expressions). ``f(T=..., B=...)``; missing
+    keywords raise TypeError; ``f.take(values)`` picks its arguments from a larger dict.
     """
 
-    def __init__(self, expr, name=""):
-        self.expr = expr
+    def __init__(self, expr=None, name="", *, func=None, arg_names=None, key=None):
         self.name = name
-        self.symbols = tuple(sorted(expr.free_symbols, key=lambda s: s.name))
-        self.arg_names = tuple(s.name for s in self.symbols)
-        self._f = sp.lambdify(self.symbols, expr, modules=[{"erf": _erf}, "numpy"])
+        self._key = key
+        if func is None:
+            import sympy as sp
+            self._expr = expr
+            symbols = tuple(sorted(expr.free_symbols, key=lambda s: s.name))
+            func = sp.lambdify(symbols, expr, modules=[{"erf": _numeric._erf}, "numpy"])
+            arg_names = tuple(s.name for s in symbols)
+        self._f = func
+        self.arg_names = tuple(arg_names)
+
+    @classmethod
+    def generated(cls, key, name=""):
+        """The generated function for a key of :mod:`kvmath.numeric_catalogue`."""
+        func, args = _numeric.FUNCS[key]
+        return cls(name=name or key, func=func, arg_names=args, key=key)
+
+    @property
+    def expr(self):
+        """The SymPy expression (imports the derivations)."""
+        if self._key is not None:
+            from .numeric_catalogue import expression
+            return expression(self._key)
+        return self._expr
+
+    @property
+    def symbols(self):
+        return tuple(sorted(self.expr.free_symbols, key=lambda s: s.name))
 
     def __call__(self, **values):
         missing = [n for n in self.arg_names if n not in values]
         if missing:
             raise TypeError(f"{self.name or self.expr}: missing values for {', '.join(missing)}")
-        out = self._f(*(values[n] for n in self.arg_names))
-        # scalars come back as plain Python numbers (numpy scalars print as np.float64(...))
-        return out.item() if isinstance(out, np.generic) else out
+        return self.take(values)
 
     def take(self, values):
         """Call with the subset of a larger dict that this expression needs."""
-        return self(**{n: values[n] for n in self.arg_names})
+        out = self._f(*[values[n] for n in self.arg_names])
+        # scalars come back as plain Python numbers (numpy scalars print as np.float64(...))
+        return out.item() if isinstance(out, np.generic) else out
 
 
 @lru_cache(maxsize=None)
 def numeric_of(module, name):
-    """The lambdified version of ``<module>.<name>`` (a list of them for a list of roots)."""
+    """The numeric version of ``<module>.<name>`` (a list of them for a list of roots).
+
+    module: a derivation module or its name (``"kvmath.derive_reuse"``); catalogued
+    expressions come from the generated code without importing the module.
+    """
+    modname = module if isinstance(module, str) else module.__name__
+    key = f"{modname.rsplit('.', 1)[-1]}.{name}"
+    if key in _numeric.FUNCS:
+        return Numeric.generated(key, name)
+    if f"{key}[0]" in _numeric.FUNCS:
+        out, i = [], 0
+        while f"{key}[{i}]" in _numeric.FUNCS:
+            out.append(Numeric.generated(f"{key}[{i}]", f"{name}[{i}]"))
+            i += 1
+        return out
+    if isinstance(module, str):
+        import importlib
+        module = importlib.import_module(module)
     expr = getattr(module, name)
     if isinstance(expr, list):
         return [Numeric(e, f"{name}[{i}]") for i, e in enumerate(expr)]
@@ -60,15 +95,16 @@ def numeric_of(module, name):
 
 
 def fn(name):
-    """The lambdified version of ``kvmath.derive.<name>``."""
-    return numeric_of(D, name)
+    """The numeric version of ``kvmath.derive.<name>``."""
+    return numeric_of("kvmath.derive", name)
 
 
 @lru_cache(maxsize=None)
 def _param_fns(attention):
-    attn = D.attn_params_mla if attention == "mla" else D.attn_params_gqa
-    return (Numeric(D.params_active_matmul(attn), "N_lin"), Numeric(D.params_total(attn), "N_tot"),
-            Numeric(attn, "attention params"))
+    attn = "mla" if attention == "mla" else "gqa"
+    return (Numeric.generated(f"derive.params_active_matmul({attn})", "N_lin"),
+            Numeric.generated(f"derive.params_total({attn})", "N_tot"),
+            fn(f"attn_params_{attn}"))
 
 
 class ScenarioError(ValueError):
@@ -281,12 +317,9 @@ def numeric_crossings(advantage, t_max, t_min=1.0, points=1024, iterations=48):
 
 @lru_cache(maxsize=None)
 def _regime_fns():
-    out = []
-    for name, expr, conds in D.regimes():
-        coeffs = tuple(Numeric(c, f"{name} coefficient") for c in D.quadratic_coefficients(expr))
-        checks = tuple(Numeric(c, f"{name} condition") for c in conds)
-        out.append((name, coeffs, checks))
-    return out
+    return [(name, tuple(Numeric.generated(k, f"{name} coefficient") for k in coeffs),
+             tuple(Numeric.generated(k, f"{name} condition") for k in checks))
+            for name, coeffs, checks in _numeric.REGIMES]
 
 
 def _efficiency(gpu, compute_dtype, efficiency):

@@ -10,18 +10,16 @@ Every number comes through lambdify from the SymPy expressions.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Annotated as A
 
 import numpy as np
 
-from . import derive_prefill as DP
 from .evaluate import Numeric, ScenarioError, fn, scenario_values
-from .tables import DataError, _read, bundled, data_path
+from .schema import DataError, Date, FieldError, NonNeg, OneOf, Pos, Text, load_table
+from .tables import bundled, data_path
 
-FIT_FIELDS = ("gpu", "parameter", "value", "unit", "kind", "method", "calibration_rows",
-              "fitted", "notes")
-ALLREDUCE_FIELDS = ("gpu", "busbw_Bps", "latency_s", "kind", "source", "source_location",
-                    "retrieved", "notes")
 PARAMETERS = ("eta_g", "m_half", "t_kern", "eta_norm", "eta_rope", "eta_act", "eta_add", "t_kng",
               "eta_a", "T_a")
 #: fractions that must lie in (0, 1]
@@ -32,21 +30,49 @@ BYTES_ACT = 2.0  # BF16 activations
 PARTS = ("gemm_s", "nongemm_s", "attention_s", "allreduce_s", "moe_s", "lm_head_s")
 
 
+@dataclass(frozen=True)
+class FitRow:
+    gpu: A[str, Text]
+    parameter: A[str, OneOf(*PARAMETERS)]
+    value: A[float, NonNeg]
+    unit: A[str, Text]
+    kind: A[str, OneOf("measurement", "assumption")]
+    method: A[str, Text]
+    calibration_rows: A[str, Text]
+    fitted: A[str, Date]
+    notes: A[str, Text] = ""
+
+    def check(self):
+        if self.value == 0 and self.parameter not in ("m_half", "t_kern", "t_kng", "T_a"):
+            raise FieldError("value", f"expected a positive number for {self.parameter}, got 0")
+        if self.parameter in FRACTIONS and self.value > 1:
+            raise FieldError("value", f"expected a fraction in (0, 1] for {self.parameter}, got {self.value}")
+
+
+@dataclass(frozen=True)
+class AllReduce:
+    gpu: A[str, Text]
+    busbw_Bps: A[float, Pos]
+    latency_s: A[float, NonNeg]
+    kind: A[str, OneOf("measurement", "assumption")]
+    source: A[str | None, Text]
+    source_location: A[str | None, Text]
+    retrieved: A[str, Date]
+    notes: A[str, Text] = ""
+
+    def check(self):
+        for name in ("source", "source_location") if self.kind == "measurement" else ():
+            if not getattr(self, name):
+                raise FieldError(name, "missing value (expected text for a measurement)")
+
+
 @lru_cache(maxsize=None)
 def fitted_parameters(path=None):
     """{gpu: {parameter: value}} from prefill_fit.csv; DataError on a bad or missing value."""
     path = path or data_path("prefill_fit.csv")
     out = {}
-    for r in _read(path, FIT_FIELDS):
-        gpu, name = r.text("gpu"), r.choice("parameter", set(PARAMETERS))
-        r.choice("kind", {"measurement", "assumption"})
-        r.date("fitted")
-        value = r.number("value", allow_zero=name in ("m_half", "t_kern", "t_kng", "T_a"))
-        if name in FRACTIONS and value > 1:
-            raise r.err("value", f"expected a fraction in (0, 1] for {name}, got {value}")
-        if name in out.setdefault(gpu, {}):
-            raise r.err("parameter", f"duplicate {name} for GPU {gpu!r}")
-        out[gpu][name] = value
+    for r in load_table(path, FitRow, key=("gpu", "parameter")).values():
+        out.setdefault(r.gpu, {})[r.parameter] = r.value
     for gpu, params in out.items():
         missing = [p for p in PARAMETERS if p not in params]
         if missing:
@@ -57,26 +83,16 @@ def fitted_parameters(path=None):
 @lru_cache(maxsize=None)
 def allreduce_figures(path=None):
     """{gpu: (busbw B/s, latency s)} from allreduce.csv."""
-    path = path or data_path("allreduce.csv")
-    out = {}
-    for r in _read(path, ALLREDUCE_FIELDS):
-        kind = r.choice("kind", {"measurement", "assumption"})
-        if kind == "measurement":
-            r.text("source")
-            r.text("source_location")
-        r.date("retrieved")
-        out[r.text("gpu")] = (r.number("busbw_Bps"), r.number("latency_s", allow_zero=True))
-    return out
+    rows = load_table(path or data_path("allreduce.csv"), AllReduce, key="gpu")
+    return {g: (r.busbw_Bps, r.latency_s) for g, r in rows.items()}
 
 
 @lru_cache(maxsize=None)
 def _numeric(attention, part):
-    parts = DP.parts_mla if attention == "mla" else DP.parts_gqa
-    if part == "weights_floor_s":
-        expr = DP.weights_floor_mla if attention == "mla" else DP.weights_floor_gqa
-    else:
-        expr = parts[part]
-    return Numeric(expr, f"{attention} {part}")
+    attention = "mla" if attention == "mla" else "gqa"
+    key = (f"derive_prefill.weights_floor_{attention}" if part == "weights_floor_s"
+           else f"derive_prefill.parts_{attention}.{part}")
+    return Numeric.generated(key, f"{attention} {part}")
 
 
 def _resolve(model, gpu):

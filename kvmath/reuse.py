@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import numpy as np
 
-from . import derive_reuse as DR
 from .evaluate import ScenarioError, compare, min_tp, numeric_of, path_values
 from .tables import Tier, bundled, prices
 from .tables_node import node_drive, plan_defaults
@@ -21,7 +20,7 @@ TIER_MEDIUM = {"host-dram": "ddr5", "rdma": "ddr5"}  # other tiers' names start 
 
 def rfn(name):
     """The lambdified version of ``kvmath.derive_reuse.<name>``."""
-    return numeric_of(DR, name)
+    return numeric_of("kvmath.derive_reuse", name)
 
 
 def pause_values(pause):

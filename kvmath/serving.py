@@ -4,13 +4,12 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from . import derive_serving as DS
 from .evaluate import Numeric, numeric_of, scenario_values
 
 
 def sfn(name):
     """The lambdified version of ``kvmath.derive_serving.<name>``."""
-    return numeric_of(DS, name)
+    return numeric_of("kvmath.derive_serving", name)
 
 
 def _first_positive(fns, values):
@@ -78,9 +77,8 @@ def busy(model, gpu, tier, tokens, decode_batch=0, request_overhead_s=0.0, chunk
 
 @lru_cache(maxsize=None)
 def _busy_coeffs():
-    from .derive import quadratic_coefficients
-    return tuple(Numeric(c, "busy coefficient")
-                 for c in quadratic_coefficients(DS.busy_advantage))
+    return tuple(Numeric.generated(f"derive_serving.busy_advantage.a{i}", "busy coefficient")
+                 for i in (2, 1, 0))
 
 
 def short_crossing(values):

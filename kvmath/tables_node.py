@@ -9,24 +9,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
+from typing import Annotated as A
 
-from .tables import (DataError, Source, _read, _source, _unique, bundled, data_path, load_nodes,
-                     load_prices, nodes)
+from .schema import DataError, FieldError, Pos, PosInt, Source, Text, load_table
+from .tables import bundled, data_path, load_nodes, load_prices, nodes, single
 
 DAYS_PER_YEAR = 365.25
 
 
 @dataclass(frozen=True)
 class Drive:
-    name: str
-    description: str
-    capacity_bytes: float
-    read_Bps: float  #: sequential read, B/s
-    write_Bps: float  #: sequential write, B/s
-    drive_writes_per_day: float  #: rated endurance, full-capacity writes per day
-    warranty_years: float  #: years the endurance rating covers
-    pcie_gen: int
+    name: A[str, Text]
+    description: A[str, Text]
+    capacity_bytes: A[float, Pos]
+    read_Bps: A[float, Pos]  #: sequential read, B/s
+    write_Bps: A[float, Pos]  #: sequential write, B/s
+    drive_writes_per_day: A[float, Pos]  #: rated endurance, full-capacity writes per day
+    warranty_years: A[float, Pos]  #: years the endurance rating covers
+    pcie_gen: A[int, PosInt]
     source: Source
 
     @property
@@ -35,20 +35,8 @@ class Drive:
         return self.drive_writes_per_day * DAYS_PER_YEAR * self.warranty_years
 
 
-DRIVE_FIELDS = ("name", "description", "capacity_bytes", "read_Bps", "write_Bps",
-                "drive_writes_per_day", "warranty_years", "pcie_gen", "kind", "source",
-                "source_location", "retrieved", "verified_via", "notes")
-
-
 def load_drives(path):
-    rows = _read(path, DRIVE_FIELDS)
-    items = [Drive(name=r.text("name"), description=r.text("description"),
-                   capacity_bytes=r.number("capacity_bytes"), read_Bps=r.number("read_Bps"),
-                   write_Bps=r.number("write_Bps"),
-                   drive_writes_per_day=r.number("drive_writes_per_day"),
-                   warranty_years=r.number("warranty_years"), pcie_gen=r.integer("pcie_gen"),
-                   source=_source(r)) for r in rows]
-    return _unique(rows, items)
+    return load_table(path, Drive)
 
 
 @lru_cache(maxsize=None)
@@ -69,13 +57,15 @@ def plan_defaults():
 
 
 def _check_drive(path, index, node):
-    if node.drive and node.drive not in drives():
-        raise DataError(path, index, "drive", f"unknown drive {node.drive!r}; bundled: "
-                        f"{', '.join(sorted(drives()))}")
-    if node.drive and node.nvme_drive_bytes != drives()[node.drive].capacity_bytes:
-        raise DataError(path, index, "nvme_drive_bytes", f"expected the capacity of drive "
-                        f"{node.drive!r} ({drives()[node.drive].capacity_bytes:g}), got "
-                        f"{node.nvme_drive_bytes:g}")
+    try:
+        if node.drive and node.drive not in drives():
+            raise FieldError("drive", f"unknown drive {node.drive!r}; bundled: "
+                             f"{', '.join(sorted(drives()))}")
+        if node.drive and node.nvme_drive_bytes != drives()[node.drive].capacity_bytes:
+            raise FieldError("nvme_drive_bytes", f"expected the capacity of drive {node.drive!r} "
+                             f"({drives()[node.drive].capacity_bytes:g}), got {node.nvme_drive_bytes:g}")
+    except FieldError as exc:
+        raise DataError(path, index, exc.field, str(exc)) from None
     return node
 
 
@@ -88,16 +78,9 @@ def checked_nodes():
 
 def resolve_node(name_or_path):
     """A bundled node by name, or the single row of a nodes CSV file in the bundled format."""
-    items = checked_nodes()
-    if name_or_path in items:
-        return items[name_or_path]
-    if Path(name_or_path).suffix == ".csv" or Path(name_or_path).exists():
-        cat = bundled()
-        loaded = load_nodes(name_or_path, set(cat.gpus), set(cat.links))
-        if len(loaded) != 1:
-            raise DataError(name_or_path, None, None, f"expected exactly one row, found {len(loaded)}")
-        return _check_drive(name_or_path, 1, next(iter(loaded.values())))
-    raise KeyError(f"unknown node {name_or_path!r}; bundled: {', '.join(sorted(items))}")
+    cat = bundled()
+    return _check_drive(name_or_path, 1, single(name_or_path, checked_nodes(), lambda p: load_nodes(
+        p, set(cat.gpus), set(cat.links)), "node"))
 
 
 def node_for_gpu(gpu_name):

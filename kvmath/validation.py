@@ -9,88 +9,61 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Annotated as A
 
-from .derive import bandwidth_at_size
-from .evaluate import Numeric, compare, fn, scenario_values
-from .tables import DataError, _read, bundled, data_path, resolve_model
+from .evaluate import compare, fn, scenario_values
+from .schema import Date, FieldError, Flag, OneOf, Pos, PosInt, Text, load_table
+from .tables import bundled, data_path, resolve_model
 
-VALIDATION_FIELDS = ("id", "source_key", "quantity", "measured_value", "model", "gpu", "tp",
-                     "ep", "dp_attention", "tokens", "batch", "compute_dtype", "link", "count", "transfer_bytes",
-                     "tolerance_factor", "expect", "tolerance_reason", "in_sample",
-                     "read_from_plot", "conditions", "source", "source_location", "retrieved")
-QUANTITIES = {"ttft_s", "prefill_s", "bandwidth_Bps", "kv_bytes"}
+QUANTITIES = ("ttft_s", "prefill_s", "bandwidth_Bps", "kv_bytes")
+_NEEDS = {"ttft_s": ("model", "gpu", "tp", "tokens"), "prefill_s": ("model", "gpu", "tp", "tokens"),
+          "kv_bytes": ("model", "tokens"), "bandwidth_Bps": ("link", "count")}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Measurement:
-    id: str
-    source_key: str
-    quantity: str
-    measured_value: float
-    model: str
-    gpu: str
-    tp: int | None  #: GPUs of one replica (all of them under data-parallel attention)
-    ep: int | None  #: expert-parallel ranks (None: experts tensor-parallel over tp)
-    dp_attention: bool
-    tokens: int | None
-    batch: int
-    compute_dtype: str
-    link: str
-    count: int | None
-    transfer_bytes: float | None
-    tolerance_factor: float
-    expect: str
-    tolerance_reason: str
-    in_sample: bool
-    read_from_plot: bool
-    conditions: str
-    source: str
-    source_location: str
-    retrieved: str
+    id: A[str, Text]
+    source_key: A[str, Text]
+    quantity: A[str, OneOf(*QUANTITIES)]
+    measured_value: A[float, Pos]
+    model: A[str, Text] = ""
+    gpu: A[str, Text] = ""
+    tp: A[int | None, PosInt] = None  #: GPUs of one replica (all of them under data-parallel attention)
+    ep: A[int | None, PosInt] = None  #: expert-parallel ranks (None: experts tensor-parallel over tp)
+    dp_attention: A[bool, Flag] = False
+    tokens: A[int | None, PosInt] = None
+    batch: A[int, PosInt] = 1
+    compute_dtype: A[str, Text] = "bf16"
+    link: A[str, Text] = ""
+    count: A[int | None, PosInt] = None
+    transfer_bytes: A[float | None, Pos] = None
+    tolerance_factor: A[float, Pos]
+    expect: A[str, OneOf("pass", "fail")]
+    tolerance_reason: A[str, Text]
+    in_sample: A[bool, Flag]
+    read_from_plot: A[bool, Flag]
+    conditions: A[str, Text]
+    source: A[str, Text]
+    source_location: A[str, Text]
+    retrieved: A[str, Date]
+
+    def check(self, cat):
+        if self.tolerance_factor < 1:
+            raise FieldError("tolerance_factor", "expected a factor >= 1")
+        if self.model and self.model not in cat.models and not validation_model_path(self.model).exists():
+            raise FieldError("model", f"unknown model {self.model!r} (neither bundled nor in "
+                             "kvmath/data/validation_models/)")
+        for name, names, what in (("gpu", cat.gpus, "GPU"), ("link", cat.links, "link")):
+            if getattr(self, name) and getattr(self, name) not in names:
+                raise FieldError(name, f"unknown {what} {getattr(self, name)!r}")
+        for name in _NEEDS[self.quantity]:
+            if getattr(self, name) in (None, ""):
+                raise FieldError(name, f"required for quantity {self.quantity}")
 
 
 def load_validation(path=None):
-    path = path or data_path("validation.csv")
-    cat = bundled()
-    out = []
-    for r in _read(path, VALIDATION_FIELDS):
-        q = r.choice("quantity", QUANTITIES)
-        m = Measurement(
-            id=r.text("id"), source_key=r.text("source_key"), quantity=q,
-            measured_value=r.number("measured_value"), model=r.text("model", required=False),
-            gpu=r.text("gpu", required=False), tp=r.integer("tp", required=False),
-            ep=r.integer("ep", required=False),
-            dp_attention=(r.choice("dp_attention", {"true", "false"}, required=False) == "true"),
-            tokens=r.integer("tokens", required=False),
-            batch=r.integer("batch", required=False) or 1,
-            compute_dtype=r.text("compute_dtype", required=False) or "bf16",
-            link=r.text("link", required=False), count=r.integer("count", required=False),
-            transfer_bytes=r.number("transfer_bytes", required=False),
-            tolerance_factor=r.number("tolerance_factor"), expect=r.choice("expect", {"pass", "fail"}),
-            tolerance_reason=r.text("tolerance_reason"), in_sample=r.boolean("in_sample"),
-            read_from_plot=r.boolean("read_from_plot"), conditions=r.text("conditions"),
-            source=r.text("source"), source_location=r.text("source_location"),
-            retrieved=r.date("retrieved"))
-        if m.tolerance_factor < 1:
-            raise r.err("tolerance_factor", "expected a factor >= 1")
-        if m.model and m.model not in cat.models and not validation_model_path(m.model).exists():
-            raise r.err("model", f"unknown model {m.model!r} (neither bundled nor in "
-                        "kvmath/data/validation_models/)")
-        if m.gpu and m.gpu not in cat.gpus:
-            raise r.err("gpu", f"unknown GPU {m.gpu!r}")
-        if m.link and m.link not in cat.links:
-            raise r.err("link", f"unknown link {m.link!r}")
-        needs = {"ttft_s": ("model", "gpu", "tp", "tokens"),
-                 "prefill_s": ("model", "gpu", "tp", "tokens"), "kv_bytes": ("model", "tokens"),
-                 "bandwidth_Bps": ("link", "count")}[q]
-        for name in needs:
-            if getattr(m, name) in (None, ""):
-                raise r.err(name, f"required for quantity {q}")
-        out.append(m)
-    ids = [m.id for m in out]
-    if len(set(ids)) != len(ids):
-        raise DataError(path, None, "id", "duplicate ids")
-    return out
+    return list(load_table(path or data_path("validation.csv"), Measurement, key="id",
+                           cat=bundled()).values())
 
 
 def validation_model_path(name):
@@ -110,7 +83,7 @@ def measurements():
 
 @lru_cache(maxsize=None)
 def _bw_at_size():
-    return Numeric(bandwidth_at_size, "bandwidth_at_size")
+    return fn("bandwidth_at_size")
 
 
 def predict(m: Measurement, overrides=None):

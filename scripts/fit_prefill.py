@@ -15,7 +15,6 @@ eta_g bounded by the GPU's measured matmul ceiling, MAMF) and one for the memory
 fraction of datasheet HBM bandwidth per op class, bounded by 1, and a shared fixed kernel cost).
 Attention: eta_a T/(T + T_a) fitted to the rows of kvmath/data/attention_kernels.csv.
 """
-from __future__ import annotations
 
 import argparse
 import csv
@@ -28,7 +27,11 @@ from scipy.optimize import least_squares
 
 from kvmath import derive_prefill as DP
 from kvmath.evaluate import numeric_of
-from kvmath.tables import DataError, _read, bundled, data_path
+from dataclasses import dataclass, make_dataclass
+from typing import Annotated as A
+
+from kvmath.schema import Date, OneOf, Pos, PosInt, Text, load_table
+from kvmath.tables import DataError, bundled, data_path
 
 FIT_DATE = "2026-11-30"
 CALIBRATION = ("Llama-2-7b-hf", "Llama-2-70b-hf", "Qwen-72B")
@@ -44,10 +47,13 @@ MEM_OPS = {"input_layernorm": "eta_norm", "post_attention_layernorm": "eta_norm"
 MEM_CLASSES = ("eta_norm", "eta_rope", "eta_act", "eta_add")
 #: phi-2 (parallel attention and MLP) has no post-attention norm
 OPTIONAL_OPS = ("post_attention_layernorm",)
-VIDUR_FIELDS = tuple(f"{op}_ms_median" for op in ("emb", *MEM_OPS, *GEMM_OPS)
-                     if op not in OPTIONAL_OPS) + (
-    "n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size", "use_gated_mlp",
-    "num_tokens", "num_tensor_parallel_workers")
+#: one row of a Vidur MLP profile: operator times (ms) and the shapes they ran at
+VidurRow = make_dataclass("VidurRow", [
+    *((f"{op}_ms_median", A[float, Pos]) for op in ("emb", *MEM_OPS, *GEMM_OPS) if op not in OPTIONAL_OPS),
+    *((f, A[int, PosInt]) for f in ("n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size")),
+    ("use_gated_mlp", A[str, OneOf("True", "False")]),
+    *((f, A[int, PosInt]) for f in ("num_tokens", "num_tensor_parallel_workers")),
+    *((f"{op}_ms_median", A[float | None, Pos], None) for op in OPTIONAL_OPS)], frozen=True)
 B_ACT = 2.0  # fp16 activations in the profiles
 
 
@@ -58,21 +64,19 @@ def vidur_path(gpu, model):
 def load_profile(gpu, model):
     """Per-row arrays of one Vidur file: shapes per TP rank and times in seconds."""
     path = vidur_path(gpu, model)
-    rows = _read(path, VIDUR_FIELDS, tuple(f"{op}_ms_median" for op in OPTIONAL_OPS))
     out = {k: [] for k in ("m", "tp", "d", "nq", "nkv", "dh", "I", "gated", *GEMM_OPS, *MEM_OPS)}
-    for r in rows:
-        d, nq = r.integer("n_embd"), r.integer("n_head")
-        out["m"].append(r.integer("num_tokens"))
-        out["tp"].append(r.integer("num_tensor_parallel_workers"))
-        out["d"].append(d)
-        out["nq"].append(nq)
-        out["nkv"].append(r.integer("n_kv_head"))
-        out["dh"].append(d // nq)
-        out["I"].append(r.integer("n_expanded_embd"))
-        out["gated"].append(r.choice("use_gated_mlp", {"True", "False"}) == "True")
+    for r in load_table(path, VidurRow, key=None):
+        out["m"].append(r.num_tokens)
+        out["tp"].append(r.num_tensor_parallel_workers)
+        out["d"].append(r.n_embd)
+        out["nq"].append(r.n_head)
+        out["nkv"].append(r.n_kv_head)
+        out["dh"].append(r.n_embd // r.n_head)
+        out["I"].append(r.n_expanded_embd)
+        out["gated"].append(r.use_gated_mlp == "True")
         for op in (*GEMM_OPS, *MEM_OPS):
-            absent = op in OPTIONAL_OPS and f"{op}_ms_median" not in r.data
-            out[op].append(np.nan if absent else r.number(f"{op}_ms_median") * 1e-3)
+            ms = getattr(r, f"{op}_ms_median")
+            out[op].append(np.nan if ms is None else ms * 1e-3)
     return {k: np.array(v) for k, v in out.items()}
 
 
@@ -159,18 +163,24 @@ def fit_mem(gpu, profiles):
     return out, len(t)
 
 
-ATTN_FIELDS = ("gpu", "kernel", "seqlen_tokens", "flops_per_s", "head_dim", "kind",
-               "read_from_plot", "source", "source_location", "retrieved", "notes")
+@dataclass(frozen=True)
+class AttentionRow:
+    gpu: A[str, Text]
+    kernel: A[str, Text]
+    seqlen_tokens: A[float, Pos]
+    flops_per_s: A[float, Pos]
+    head_dim: A[int, PosInt]
+    kind: A[str, OneOf("measurement", "assumption")]
+    read_from_plot: A[str, OneOf("true", "false")]
+    source: A[str, Text]
+    source_location: A[str, Text]
+    retrieved: A[str, Date]
+    notes: A[str, Text] = ""
 
 
 def attention_rows():
-    rows = []
-    for r in _read(data_path("attention_kernels.csv"), ATTN_FIELDS):
-        r.choice("kind", {"measurement", "assumption"})
-        r.date("retrieved")
-        rows.append(dict(gpu=r.text("gpu"), kernel=r.text("kernel"),
-                         T=r.number("seqlen_tokens"), flops=r.number("flops_per_s")))
-    return rows
+    return [dict(gpu=r.gpu, kernel=r.kernel, T=r.seqlen_tokens, flops=r.flops_per_s)
+            for r in load_table(data_path("attention_kernels.csv"), AttentionRow, key=None)]
 
 
 def fit_attention(gpu):

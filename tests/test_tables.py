@@ -50,8 +50,8 @@ def test_gpu_peaks_are_dense():
 # ---------------------------------------------------------------- model rows
 @pytest.mark.parametrize("overrides,field,message", [
     (dict(layers=""), "layers", "missing value"),
-    (dict(layers="-4"), "layers", "positive number"),
-    (dict(layers="0"), "layers", "positive number"),
+    (dict(layers="-4"), "layers", "positive integer"),
+    (dict(layers="0"), "layers", "positive integer"),
     (dict(hidden_size="4096.5"), "hidden_size", "integer"),
     (dict(hidden_size="big"), "hidden_size", "expected a number"),
     (dict(kv_dtype="int3"), "kv_dtype", "expected one of"),

@@ -1,0 +1,53 @@
+"""The generated numeric code (kvmath/_numeric.py) is the SymPy derivations, and the answer
+path never touches SymPy."""
+import json
+import math
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import sympy as sp
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import generate_numeric  # noqa: E402
+
+from kvmath import _numeric  # noqa: E402
+from kvmath.evaluate import Numeric  # noqa: E402
+from kvmath.numeric_catalogue import entries  # noqa: E402
+
+
+def test_generated_code_is_current():
+    """Regenerating from kvmath/derive*.py gives the committed file byte for byte
+    (run scripts/generate_numeric.py after changing a derivation)."""
+    assert generate_numeric.render() == (ROOT / "kvmath" / "_numeric.py").read_text()
+
+
+@pytest.mark.parametrize("key,expr", entries()[::7], ids=lambda x: x if isinstance(x, str) else "")
+def test_generated_equals_lambdify(key, expr):
+    """At a point of positive values, the generated function equals SymPy's own lambdify to
+    1e-12 relative (cse reorders floating-point operations, nothing more)."""
+    rng = np.random.default_rng(len(key))
+    values = {s.name: float(rng.uniform(0.2, 0.9)) for s in expr.free_symbols}
+    got = Numeric.generated(key).take(values)
+    want = Numeric(expr).take(values)
+    assert got == pytest.approx(want, rel=1e-12, nan_ok=True), key
+
+
+def test_every_catalogued_key_generated():
+    assert list(_numeric.FUNCS) == [k for k, _ in entries()]
+
+
+def test_answer_path_imports_no_sympy():
+    """`kvmath compare` (bands, calibrated prefill, engines) runs without importing SymPy or
+    any derivation module."""
+    code = ("import sys, io, contextlib; from kvmath.cli import main; "
+            "out = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out): rc = main(['compare', '--model', 'deepseek-v3',"
+            " '--gpu', 'h200', '--tier', 'nvme', '--tokens', '16000', '--json'])\n"
+            "print(rc, sorted(m for m in sys.modules if m.startswith(('sympy', 'kvmath.derive'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout.split(None, 1)
+    assert out[0] == "0" and out[1].strip() == "[]"
