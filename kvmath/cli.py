@@ -69,16 +69,18 @@ def build_parser():
     p.add_argument("--version", action="version", version=version_line())
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     c = sub.add_parser("compare", help="reload against recompute for one scenario")
-    c.add_argument("--model", required=True, help="bundled model name or path to a models CSV row")
-    c.add_argument("--gpu", required=True, help="bundled GPU name or path to a gpus CSV row")
-    c.add_argument("--tier", required=True, help="tier: host-dram, nvme, rdma, ...")
-    c.add_argument("--tokens", required=True, type=_positive_int, help="tokens in the cached prefix")
+    c.add_argument("--model", help="bundled model name or path to a models CSV row (required)")
+    c.add_argument("--gpu", help="bundled GPU name or path to a gpus CSV row (required)")
+    c.add_argument("--tier", help="tier: host-dram, nvme, rdma, ... (required)")
+    c.add_argument("--tokens", type=_positive_int, help="tokens in the cached prefix (required)")
+    c.add_argument("--scenario", metavar="FILE.toml",
+                   help="a TOML file of these options (keys with _ for -); flags override it")
     c.add_argument("--tp", type=_positive_int,
                    help="tensor-parallel GPUs of attention (default: the sourced deployment, "
                    "else the smallest that holds the weights and the batch's KV)")
     c.add_argument("--ep", type=_positive_int,
                    help="GPUs the routed experts are spread over (default: the deployment's, else --tp)")
-    c.add_argument("--batch", type=_positive_int, default=1,
+    c.add_argument("--batch", type=_positive_int,
                    help="sequences of --tokens tokens whose KV must fit beside the weights (default 1)")
     c.add_argument("--engine", default=None, metavar="NAME",
                    help="engine profile: bundled name (kvmath list) or path to an engines CSV row")
@@ -93,7 +95,7 @@ def build_parser():
     c.add_argument("--efficiency", type=_fraction, metavar="F",
                    help="prefill efficiency, achieved fraction of dense peak (0 < F <= 1)")
     c.add_argument("--kv-dtype", choices=sorted(DTYPE_BYTES), help="KV element type (default: model's)")
-    c.add_argument("--prefill", choices=["calibrated", "ideal"], default="calibrated",
+    c.add_argument("--prefill", choices=["calibrated", "ideal"],
                    help="prefill model: calibrated on measured operator times (default), or the "
                    "ideal flat roofline upper bound")
     c.add_argument("--allow-beyond-context", action="store_true",
@@ -388,6 +390,8 @@ def _drive_rating(plan):
     return f"{d.drive_writes_per_day:g} ({d.name})"
 
 
+_COMPARE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "ep", "batch", "engine",
+                 "concurrent_reloads", "compute_dtype", "prefill", "kv_dtype")
 _REUSE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "pause", "node", "resume_rate",
                "compute_dtype", "gpu_price")
 _TIERS_KEYS = ("model", "gpu", "tokens", "tp", "pause", "node", "resume_rate", "compute_dtype",
@@ -489,6 +493,16 @@ def run(argv=None):
         plan = _run_tiers(args)
         print(_dump(plan) if args.json else _tiers_human(plan))
         return 0
+    from .scenario import merge
+    merge(args, args.scenario, _COMPARE_KEYS)
+    for key in ("model", "gpu", "tier", "tokens"):
+        if getattr(args, key) is None:
+            raise UsageError(f"--{key} is required (on the command line or as key '{key}' in "
+                             "a --scenario file)")
+    if args.kv_dtype is not None and args.kv_dtype not in DTYPE_BYTES:
+        raise UsageError(f"kv_dtype: expected one of {', '.join(sorted(DTYPE_BYTES))}, "
+                         f"got {args.kv_dtype!r}")
+    args.batch, args.prefill = args.batch or 1, args.prefill or "calibrated"
     from .uncertainty import band
     b = band(resolve_model(args.model), resolve_gpu(args.gpu), resolve_tier(args.tier),
                      args.tokens, tp=args.tp,

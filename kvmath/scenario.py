@@ -61,6 +61,12 @@ def _dtype(v):
     raise ValueError("expected one of bf16, fp8")
 
 
+def _prefill(v):
+    if v in ("calibrated", "ideal"):
+        return v
+    raise ValueError("expected one of calibrated, ideal")
+
+
 def _boolean(v):
     if isinstance(v, bool):
         return v
@@ -72,9 +78,11 @@ KEYS = {"model": _text, "gpu": _text, "tier": _text, "tokens": _positive_int, "t
         "pause": _text, "node": _text, "resume_rate": _positive, "compute_dtype": _dtype,
         "gpu_price": _positive, "gpu_memory_utilization": _fraction,
         "activation_reserve": _reserve, "batch_seqs": _count, "batch_context": _positive_int,
-        "writes_within_rating": _boolean}
+        "writes_within_rating": _boolean, "ep": _positive_int, "batch": _positive_int,
+        "engine": _text, "concurrent_reloads": _positive, "prefill": _prefill,
+        "kv_dtype": _text}
 #: keys that name a file when they end in .csv (read relative to the scenario)
-PATH_KEYS = ("model", "gpu", "node", "pause")
+PATH_KEYS = ("model", "gpu", "node", "pause", "engine")
 
 
 def load_scenario(path, allowed):

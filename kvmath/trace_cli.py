@@ -29,8 +29,10 @@ def add_parser(subparsers):
                               "request trace")
     t.add_argument("file", metavar="FILE", help="bundled trace (conversation, synthetic) or a "
                    "Mooncake/generic JSONL(.gz) or Parquet trace")
-    t.add_argument("--model", required=True, help="bundled model name or path to a models CSV row")
-    t.add_argument("--node", default="dgx-h100", help="bundled node name (default dgx-h100)")
+    t.add_argument("--model", help="bundled model name or path to a models CSV row (required)")
+    t.add_argument("--node", help="bundled node name (default dgx-h100)")
+    t.add_argument("--scenario", metavar="FILE.toml",
+                   help="a TOML file of model, node, tp, batch_seqs, batch_context; flags override it")
     t.add_argument("--tp", type=_positive(int), help="tensor-parallel GPUs (default: all of the node)")
     t.add_argument("--policy", choices=POLICIES, default="lru", help="tier policy (default lru)")
     t.add_argument("--ttl", type=_positive(float), metavar="S", default=600.0,
@@ -138,7 +140,13 @@ def _human(r):
 
 def run(args):
     """Run ``kvmath trace``; returns the exit status."""
-    from .cli import _dump
+    from .cli import UsageError, _dump
+    from .scenario import merge
+    merge(args, args.scenario, ("model", "node", "tp", "batch_seqs", "batch_context"))
+    if args.model is None:
+        raise UsageError("--model is required (on the command line or as key 'model' in a "
+                         "--scenario file)")
+    args.node = args.node or "dgx-h100"
     result = analyse(args)
     print(_dump(result) if args.json else _human(result))
     return 0

@@ -195,3 +195,18 @@ def test_malformed_pause_file(capsys, tmp_path):
     code, _, err = run(capsys, "reuse", "--model", "llama-3.1-70b", "--gpu", "h100-sxm",
                        "--tier", "nvme", "--tokens", "100", "--pause", str(path))
     assert code == 2 and "field 'return_probability'" in err
+
+
+def test_compare_reads_a_scenario_file(capsys, tmp_path):
+    """One TOML scenario for compare too; flags override it; a bad key is one line."""
+    path = tmp_path / "s.toml"
+    path.write_text('model = "llama-3.1-8b"\ngpu = "h100-sxm"\ntier = "nvme"\ntokens = 8192\n'
+                    'engine = "ideal"\n')
+    code, out, _ = run(capsys, "compare", "--scenario", str(path), "--json")
+    r = json.loads(out)
+    assert code == 0 and r["engine"] == "ideal" and r["tokens"] == 8192
+    code, out, _ = run(capsys, "compare", "--scenario", str(path), "--tokens", "4096", "--json")
+    assert json.loads(out)["tokens"] == 4096
+    path.write_text('model = "llama-3.1-8b"\nflavour = 3\n')
+    code, out, err = run(capsys, "compare", "--scenario", str(path))
+    assert code == 2 and "field 'flavour'" in err and err.count("\n") == 1
