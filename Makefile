@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test unit nbval book browser bench refresh-notebooks clean
+.PHONY: venv test unit nbval book pdf browser bench refresh-notebooks clean
 
 venv: $(STAMP)
 
@@ -23,6 +23,7 @@ test: venv
 	$(PY) -m pytest -q tests --ignore=tests/browser
 	$(PY) -m pytest -q --nbval book -p no:cacheprovider
 	$(MAKE) book
+	if command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]; then $(MAKE) pdf; fi
 	$(PY) -m pytest -q tests/browser
 
 unit: venv
@@ -31,6 +32,10 @@ unit: venv
 book: venv
 	$(VENV)/bin/jupyter-book build . --all -W -n --keep-going
 	@echo "Book built: open $(CURDIR)/_build/html/index.html"
+
+# One PDF of the built book (system Chromium, offline), stamped with version and commit.
+pdf: venv
+	$(PY) scripts/build_pdf.py --out _build/kvmath.pdf
 
 bench: venv
 	$(PY) benchmarks/evaluate_grid.py
