@@ -131,6 +131,9 @@ def _derive_eta_implied(K, K_e, L_full, L_win, N_lin, N_xa, P, T, W, d_qk, d_v, 
     _x13 = 2*W
     return (K*_x1 + K_e*(N_lin*_x0 - _x1 - _x10*_x13 + _x10 + _x11*_x7 + _x11*_x9 + _x12*_x7 + _x12*_x9 - _x13*_x8 + _x3*d_qk + _x3*d_v + _x4*d_qk + _x4*d_v + _x8))/(K*K_e*P*t_meas)
 
+def _derive_default_concurrent_reloads(K, N_node):
+    return numpy.maximum(1, N_node/K)
+
 def _derive_node_copies(K, N_node, rho, rho_n):
     return numpy.minimum(rho_n, rho*numpy.minimum(K, N_node)/K)
 
@@ -1337,6 +1340,7 @@ FUNCS = {
     'derive.t_recompute': (_derive_t_recompute, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
     'derive.t_recompute_batch': (_derive_t_recompute_batch, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q', 'n_seq')),
     'derive.eta_implied': (_derive_eta_implied, ('K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'd_qk', 'd_v', 'n_q', 't_meas')),
+    'derive.default_concurrent_reloads': (_derive_default_concurrent_reloads, ('K', 'N_node')),
     'derive.node_copies': (_derive_node_copies, ('K', 'N_node', 'rho', 'rho_n')),
     'derive.t_node_hop': (_derive_t_node_hop, ('B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'e_kv', 'n_c', 'rho', 'rho_n')),
     'derive.t_gpu_hop': (_derive_t_gpu_hop, ('B_gpu', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho')),

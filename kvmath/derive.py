@@ -114,6 +114,8 @@ t_recompute = sp.Max(t_compute, t_weights)
 t_recompute_batch = sp.Max(n_seq * t_compute, t_weights)
 #: the prefill efficiency a measured compute-bound prefill time implies
 eta_implied = C.solve(sp.Eq(t_compute, t_meas), eta)[0]
+#: replicas reloading at once through one node's shared hops when every replica is busy
+default_concurrent_reloads = sp.Max(1, N_node / K)
 #: KV copies one replica's reload carries through a node-shared hop: rho_n (1 when read once
 #: and fanned out), but never more than the copies its GPUs on this node hold
 node_copies = sp.Min(rho_n, rho * sp.Min(K, N_node) / K)

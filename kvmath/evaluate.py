@@ -261,7 +261,7 @@ def path_values(tier: Tier, gpu: Gpu, tp: int, rho=1.0, concurrent=None, engine=
 
 def default_concurrency(gpu: Gpu, tp: int):
     """Replicas reloading at once through one node's shared hops: every replica busy."""
-    return max(1.0, gpu.gpus_per_node / tp)
+    return float(fn("default_concurrent_reloads")(N_node=gpu.gpus_per_node, K=tp))
 
 
 def crossings(values):

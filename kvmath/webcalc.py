@@ -65,7 +65,7 @@ SCENARIO_EXPRESSIONS = {
     "bandwidth_at_size": D.bandwidth_at_size,
     "bandwidth_at_size_qd": D.bandwidth_at_size_qd,
     "B_path": D.B_path,
-    "default_concurrency": sp.Max(1, D.N_node / D.K),  # kvmath.evaluate.default_concurrency
+    "default_concurrency": D.default_concurrent_reloads,
     "fixed_cost": D.fixed_cost,
     "weights_per_gpu": D.weights_per_gpu,
     "hbm_slack": D.hbm_slack,
