@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .evaluate import architecture_values, fit_transfer_curve, fn
-from .tables import CURVE_FIELDS, DataError, load_transfer_curves, resolve_model
+from .tables import CURVE_FIELDS, DataError, resolve_model, transfer_curves
 
 PREFILL_FIELDS = ("model", "gpu", "tp", "tokens", "prefill_s", "kind", "source",
                   "source_location", "retrieved", "conditions")
@@ -268,7 +268,7 @@ def main(argv=None):
             d = Path(args.dir)
             report = {}
             if (d / "transfer_curves.csv").exists():
-                for name, pts in load_transfer_curves(d / "transfer_curves.csv").items():
+                for name, pts in transfer_curves(d / "transfer_curves.csv").items():
                     if len(pts) >= 2:
                         report[name] = analyse_transfer(pts, args.link_peak)
             if (d / "prefill_measurements.csv").exists() and args.peak_flops:

@@ -279,7 +279,7 @@ def _list():
     for t in cat.tiers.values():
         out.append(f"  {t.name:<16} {' -> '.join(h.link for h in t.hops)}")
     from .tables import nodes, pauses
-    from .tables_serving import deployments, engines
+    from .tables import deployments, engines
     out.append("engines:")
     for e in engines().values():
         out.append(f"  {e.name:<22} {e.layout}, {e.engine}")
@@ -385,7 +385,7 @@ def _tiers_human(plan):
 
 
 def _drive_rating(plan):
-    from .tables_node import drives
+    from .tables import drives
     d = drives()[plan["drive"]]
     return f"{d.drive_writes_per_day:g} ({d.name})"
 
@@ -413,7 +413,7 @@ def _scenario(args, keys, required):
 def _node_and_gpu(args, need_node=True):
     """(node, gpu): --node, else a bundled node with --gpu's GPU, else dgx-h100 (node None
     when not needed and not given)."""
-    from .tables_node import node_for_gpu, resolve_node
+    from .tables import node_for_gpu, resolve_node
     gpu = resolve_gpu(args.gpu) if args.gpu else None
     if not need_node and not args.node:
         node = None
@@ -435,7 +435,7 @@ def _node_and_gpu(args, need_node=True):
 def _run_reuse(args):
     from .reuse import reuse, tier_plan
     from .tables import resolve_pause
-    from .tables_node import node_drive
+    from .tables import node_drive
     _scenario(args, _REUSE_KEYS, ("model", "gpu", "tier", "tokens"))
     model, tier, pause = resolve_model(args.model), resolve_tier(args.tier), resolve_pause(args.pause)
     node, gpu = _node_and_gpu(args, need_node=args.resume_rate is not None)

@@ -205,11 +205,11 @@ class PathHop:
 
 
 def _engine(engine):
-    from .tables_serving import engines
+    from .tables import engines
     if engine is None:
         return engines()[DEFAULT_ENGINE]
     if isinstance(engine, str):
-        from .tables_serving import resolve_engine
+        from .tables import resolve_engine
         return resolve_engine(engine)
     return engine
 
@@ -349,13 +349,13 @@ def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype
     else the given TP, else the smallest TP whose HBM holds the weights plus the KV of
     ``batch`` sequences of ``tokens`` tokens within the usable fraction. ScenarioError when
     the given TP cannot hold them (naming a TP that would)."""
-    from .tables_serving import deployments
+    from .tables import deployments
     dep = deployments().get((model.name, gpu.name)) if tp is None else None
     weight_dtype = model.weight_dtype
     if dep is not None:
         layout = Layout(dep.tp, ep or dep.ep, dep.dp_attention, dep.weight_dtype,
                         compute_dtype or dep.compute_dtype, kv_dtype or dep.kv_dtype,
-                        f"deployment: {dep.source.source}")
+                        f"deployment: {dep.source}")
     else:
         if compute_dtype is None:  # fp8 weights compute in fp8 where the GPU has fp8 tensor cores
             compute_dtype = ("fp8" if weight_dtype == "fp8" and gpu.fp8_dense_flops is not None

@@ -22,7 +22,7 @@ import math
 from . import cachesim as C
 from . import traces as T
 from .reuse import tier_plan
-from .tables import Pause, Source, bundled
+from .tables import Pause, bundled
 
 
 def _rel(plan, replay):
@@ -32,10 +32,10 @@ def _rel(plan, replay):
 
 def trace_pause(trace, stats, fit):
     """A pauses.csv-like Pause fitted to a trace (lognormal median and sigma, return prob.)."""
-    return Pause(f"{trace.name}-fitted", "lognormal", fit["median_s"], fit["sigma"],
-                 stats["return_probability"],
-                 Source("measurement", trace.name, "kvmath.traces.fit_lognormal of its pauses",
-                        "2026-11-30"))
+    return Pause(name=f"{trace.name}-fitted", distribution="lognormal", median_s=fit["median_s"],
+                 sigma=fit["sigma"], return_probability=stats["return_probability"], kind="measurement",
+                 source=trace.name, source_location="kvmath.traces.fit_lognormal of its pauses",
+                 retrieved="2026-11-30")
 
 
 def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_context=None,

@@ -10,14 +10,12 @@ Every number comes through lambdify from the SymPy expressions.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Annotated as A
 
 import numpy as np
 
 from .evaluate import Numeric, ScenarioError, fn, scenario_values
-from .schema import DataError, Date, FieldError, NonNeg, OneOf, Pos, Text, load_table
+from .schema import DataError, FieldError, Row, read
 from .tables import bundled, data_path
 
 PARAMETERS = ("eta_g", "m_half", "t_kern", "eta_norm", "eta_rope", "eta_act", "eta_add", "t_kng",
@@ -30,18 +28,7 @@ BYTES_ACT = 2.0  # BF16 activations
 PARTS = ("gemm_s", "nongemm_s", "attention_s", "allreduce_s", "moe_s", "lm_head_s")
 
 
-@dataclass(frozen=True)
-class FitRow:
-    gpu: A[str, Text]
-    parameter: A[str, OneOf(*PARAMETERS)]
-    value: A[float, NonNeg]
-    unit: A[str, Text]
-    kind: A[str, OneOf("measurement", "assumption")]
-    method: A[str, Text]
-    calibration_rows: A[str, Text]
-    fitted: A[str, Date]
-    notes: A[str, Text] = ""
-
+class FitRow(Row, table="prefill_fit"):
     def check(self):
         if self.value == 0 and self.parameter not in ("m_half", "t_kern", "t_kng", "T_a"):
             raise FieldError("value", f"expected a positive number for {self.parameter}, got 0")
@@ -49,21 +36,11 @@ class FitRow:
             raise FieldError("value", f"expected a fraction in (0, 1] for {self.parameter}, got {self.value}")
 
 
-@dataclass(frozen=True)
-class AllReduce:
-    gpu: A[str, Text]
-    busbw_Bps: A[float, Pos]
-    latency_s: A[float, NonNeg]
-    kind: A[str, OneOf("measurement", "assumption")]
-    source: A[str | None, Text]
-    source_location: A[str | None, Text]
-    retrieved: A[str, Date]
-    notes: A[str, Text] = ""
-
+class AllReduce(Row, table="allreduce"):
     def check(self):
-        for name in ("source", "source_location") if self.kind == "measurement" else ():
-            if not getattr(self, name):
-                raise FieldError(name, "missing value (expected text for a measurement)")
+        if self.kind == "measurement" and not (self.source and self.source_location):
+            raise FieldError("source" if not self.source else "source_location",
+                             "missing value (expected text for a measurement)")
 
 
 @lru_cache(maxsize=None)
@@ -71,7 +48,7 @@ def fitted_parameters(path=None):
     """{gpu: {parameter: value}} from prefill_fit.csv; DataError on a bad or missing value."""
     path = path or data_path("prefill_fit.csv")
     out = {}
-    for r in load_table(path, FitRow, key=("gpu", "parameter")).values():
+    for r in read(FitRow, path).values():
         out.setdefault(r.gpu, {})[r.parameter] = r.value
     for gpu, params in out.items():
         missing = [p for p in PARAMETERS if p not in params]
@@ -83,7 +60,7 @@ def fitted_parameters(path=None):
 @lru_cache(maxsize=None)
 def allreduce_figures(path=None):
     """{gpu: (busbw B/s, latency s)} from allreduce.csv."""
-    rows = load_table(path or data_path("allreduce.csv"), AllReduce, key="gpu")
+    rows = read(AllReduce, path)
     return {g: (r.busbw_Bps, r.latency_s) for g, r in rows.items()}
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .evaluate import ScenarioError, compare, min_tp, numeric_of, path_values
 from .tables import Tier, bundled, prices
-from .tables_node import node_drive, plan_defaults
+from .tables import node_drive, plan_defaults
 
 SECONDS_PER_MONTH = 365.25 * 86400 / 12
 #: which price prices a tier's capacity

@@ -11,14 +11,13 @@
 """
 from __future__ import annotations
 
-import csv
 import math
 from functools import lru_cache
 
 from .evaluate import Layout, compare, crossings, fn, scenario_values
-from .tables import bundled, data_path
+from .schema import table
+from .tables import bundled
 from .validation import measurements, predict
-
 
 @lru_cache(maxsize=None)
 def efficiency_range():
@@ -35,10 +34,9 @@ def efficiency_range():
 def calibrated_error(gpu_name):
     """90th-percentile |error| of the calibrated operator model on held-out profiles (the
     largest over the GPU's held-out profiles; H100's for GPUs without profiles)."""
-    with open(data_path("prefill_heldout.csv"), newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r["set"] == "held-out"]
-    own = [float(r["p90_abs_error"]) for r in rows if r["gpu"] == gpu_name]
-    return max(own or [float(r["p90_abs_error"]) for r in rows if r["gpu"] == "h100-sxm"])
+    rows = [r for r in table("prefill_heldout").values() if r.set == "held-out"]
+    own = [r.p90_abs_error for r in rows if r.gpu == gpu_name]
+    return max(own or [r.p90_abs_error for r in rows if r.gpu == "h100-sxm"])
 
 
 @lru_cache(maxsize=None)

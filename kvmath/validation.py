@@ -7,12 +7,10 @@ outside their tolerance, so a change that silently "fixes" them is noticed.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Annotated as A
 
 from .evaluate import compare, fn, scenario_values
-from .schema import Date, FieldError, Flag, OneOf, Pos, PosInt, Text, load_table
+from .schema import FieldError, Row, read
 from .tables import bundled, data_path, resolve_model
 
 QUANTITIES = ("ttft_s", "prefill_s", "bandwidth_Bps", "kv_bytes")
@@ -20,50 +18,20 @@ _NEEDS = {"ttft_s": ("model", "gpu", "tp", "tokens"), "prefill_s": ("model", "gp
           "kv_bytes": ("model", "tokens"), "bandwidth_Bps": ("link", "count")}
 
 
-@dataclass(frozen=True, kw_only=True)
-class Measurement:
-    id: A[str, Text]
-    source_key: A[str, Text]
-    quantity: A[str, OneOf(*QUANTITIES)]
-    measured_value: A[float, Pos]
-    model: A[str, Text] = ""
-    gpu: A[str, Text] = ""
-    tp: A[int | None, PosInt] = None  #: GPUs of one replica (all of them under data-parallel attention)
-    ep: A[int | None, PosInt] = None  #: expert-parallel ranks (None: experts tensor-parallel over tp)
-    dp_attention: A[bool, Flag] = False
-    tokens: A[int | None, PosInt] = None
-    batch: A[int, PosInt] = 1
-    compute_dtype: A[str, Text] = "bf16"
-    link: A[str, Text] = ""
-    count: A[int | None, PosInt] = None
-    transfer_bytes: A[float | None, Pos] = None
-    tolerance_factor: A[float, Pos]
-    expect: A[str, OneOf("pass", "fail")]
-    tolerance_reason: A[str, Text]
-    in_sample: A[bool, Flag]
-    read_from_plot: A[bool, Flag]
-    conditions: A[str, Text]
-    source: A[str, Text]
-    source_location: A[str, Text]
-    retrieved: A[str, Date]
-
-    def check(self, cat):
+class Measurement(Row, table="validation"):
+    def check(self):
         if self.tolerance_factor < 1:
             raise FieldError("tolerance_factor", "expected a factor >= 1")
-        if self.model and self.model not in cat.models and not validation_model_path(self.model).exists():
+        if self.model and self.model not in bundled().models and not validation_model_path(self.model).exists():
             raise FieldError("model", f"unknown model {self.model!r} (neither bundled nor in "
                              "kvmath/data/validation_models/)")
-        for name, names, what in (("gpu", cat.gpus, "GPU"), ("link", cat.links, "link")):
-            if getattr(self, name) and getattr(self, name) not in names:
-                raise FieldError(name, f"unknown {what} {getattr(self, name)!r}")
         for name in _NEEDS[self.quantity]:
             if getattr(self, name) in (None, ""):
                 raise FieldError(name, f"required for quantity {self.quantity}")
 
 
 def load_validation(path=None):
-    return list(load_table(path or data_path("validation.csv"), Measurement, key="id",
-                           cat=bundled()).values())
+    return list(read(Measurement, path).values())
 
 
 def validation_model_path(name):

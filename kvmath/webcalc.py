@@ -182,7 +182,7 @@ def _gpu(g, cat):
 def scenario_data(cat=None):
     """The bundled tables as symbol values, through the same functions compare() uses."""
     from .prefill import DEFAULT_IMBALANCE
-    from .tables_serving import deployments, engines
+    from .tables import deployments, engines
     cat = cat or bundled()
     models = {}
     for m in cat.models.values():
@@ -210,7 +210,7 @@ def scenario_data(cat=None):
         deps.setdefault(model, {})[gpu] = {
             "tp": d.tp, "ep": d.ep, "dp_attention": d.dp_attention, "weight_dtype": d.weight_dtype,
             "compute_dtype": d.compute_dtype, "kv_dtype": d.kv_dtype,
-            "reason": f"deployment: {d.source.source}"}
+            "reason": f"deployment: {d.source}"}
     return {"models": models, "gpus": {g.name: _gpu(g, cat) for g in cat.gpus.values()},
             "links": links, "tiers": tiers, "gpu_host_link": GPU_HOST_LINK,
             "engines": engs, "default_engine": DEFAULT_ENGINE, "deployments": deps,

@@ -27,10 +27,7 @@ from scipy.optimize import least_squares
 
 from kvmath import derive_prefill as DP
 from kvmath.evaluate import numeric_of
-from dataclasses import dataclass, make_dataclass
-from typing import Annotated as A
-
-from kvmath.schema import Date, OneOf, Pos, PosInt, Text, load_table
+from kvmath.schema import read, row_type, table
 from kvmath.tables import DataError, bundled, data_path
 
 FIT_DATE = "2026-11-30"
@@ -47,13 +44,7 @@ MEM_OPS = {"input_layernorm": "eta_norm", "post_attention_layernorm": "eta_norm"
 MEM_CLASSES = ("eta_norm", "eta_rope", "eta_act", "eta_add")
 #: phi-2 (parallel attention and MLP) has no post-attention norm
 OPTIONAL_OPS = ("post_attention_layernorm",)
-#: one row of a Vidur MLP profile: operator times (ms) and the shapes they ran at
-VidurRow = make_dataclass("VidurRow", [
-    *((f"{op}_ms_median", A[float, Pos]) for op in ("emb", *MEM_OPS, *GEMM_OPS) if op not in OPTIONAL_OPS),
-    *((f, A[int, PosInt]) for f in ("n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size")),
-    ("use_gated_mlp", A[str, OneOf("True", "False")]),
-    *((f, A[int, PosInt]) for f in ("num_tokens", "num_tensor_parallel_workers")),
-    *((f"{op}_ms_median", A[float | None, Pos], None) for op in OPTIONAL_OPS)], frozen=True)
+
 B_ACT = 2.0  # fp16 activations in the profiles
 
 
@@ -65,7 +56,7 @@ def load_profile(gpu, model):
     """Per-row arrays of one Vidur file: shapes per TP rank and times in seconds."""
     path = vidur_path(gpu, model)
     out = {k: [] for k in ("m", "tp", "d", "nq", "nkv", "dh", "I", "gated", *GEMM_OPS, *MEM_OPS)}
-    for r in load_table(path, VidurRow, key=None):
+    for r in read(row_type("vidur_mlp"), path):
         out["m"].append(r.num_tokens)
         out["tp"].append(r.num_tensor_parallel_workers)
         out["d"].append(r.n_embd)
@@ -163,24 +154,9 @@ def fit_mem(gpu, profiles):
     return out, len(t)
 
 
-@dataclass(frozen=True)
-class AttentionRow:
-    gpu: A[str, Text]
-    kernel: A[str, Text]
-    seqlen_tokens: A[float, Pos]
-    flops_per_s: A[float, Pos]
-    head_dim: A[int, PosInt]
-    kind: A[str, OneOf("measurement", "assumption")]
-    read_from_plot: A[str, OneOf("true", "false")]
-    source: A[str, Text]
-    source_location: A[str, Text]
-    retrieved: A[str, Date]
-    notes: A[str, Text] = ""
-
-
 def attention_rows():
     return [dict(gpu=r.gpu, kernel=r.kernel, T=r.seqlen_tokens, flops=r.flops_per_s)
-            for r in load_table(data_path("attention_kernels.csv"), AttentionRow, key=None)]
+            for r in table("attention_kernels")]
 
 
 def fit_attention(gpu):

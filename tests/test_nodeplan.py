@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 from kvmath import bundled
 from kvmath.cli import main
 from kvmath.reuse import _weights_bytes, held_caches, rfn, tier_plan
-from kvmath.tables import Pause, Source, pauses
-from kvmath.tables_node import checked_nodes, drives, plan_defaults, resolve_node
+from kvmath.tables import Pause, pauses
+from kvmath.tables import nodes, drives, plan_defaults, resolve_node
 
 CAT = bundled()
 M70 = CAT.models["llama-3.1-70b"]
-NODE = checked_nodes()["dgx-h100"]
+NODE = nodes()["dgx-h100"]
 PAUSE = pauses()["chat-lognormal"]
 HEADER = open(bundled().data_dir / "nodes.csv").readline()
 TIER_KEYS = {"write_Bps", "write_bandwidth_Bps", "dropped_write_Bps", "drive_writes_per_day",
@@ -112,7 +112,8 @@ def test_compute_demand_by_hand_and_limit():
 
 def test_opportunity_price_is_marginal_hits_per_byte():
     """Exponential pause: finite difference of hits over bytes held at tau."""
-    pz = Pause("x", "exponential", 30.0, None, 0.7, Source("assumption", "t", "t", "2026-11-30"))
+    pz = Pause(name="x", distribution="exponential", median_s=30.0, sigma=None, return_probability=0.7,
+               kind="assumption", source="t", source_location="t", retrieved="2026-11-30")
     lam, q, r, tau, h = math.log(2) / 30, 1e10, 2.0, 40.0, 1e-3
     hits = lambda t: r * (1 - math.exp(-lam * t))  # noqa: E731
     held = lambda t: held_caches(pz, t, r) * q  # noqa: E731
@@ -123,9 +124,9 @@ def test_opportunity_price_is_marginal_hits_per_byte():
 
 def test_defaults_are_labelled():
     d = plan_defaults()
-    assert d["gpu_memory_utilization"].source.kind == "config"
-    assert d["batch_seqs"].source.kind == "assumption"
-    assert d["activation_reserve_fraction"].source.kind == "assumption"
+    assert d["gpu_memory_utilization"].kind == "config"
+    assert d["batch_seqs"].kind == "assumption"
+    assert d["activation_reserve_fraction"].kind == "assumption"
 
 
 # ------------------------------------------------------------------ command line

@@ -11,11 +11,11 @@ from kvmath import bundled
 from kvmath import derive_reuse as DR
 from kvmath import symbols as S
 from kvmath.reuse import best_ttl, reuse, rfn, tier_plan, ttl_filling, held_caches
-from kvmath.tables import Pause, Source, nodes, pauses
+from kvmath.tables import Pause, nodes, pauses
 
 CAT = bundled()
 H100 = CAT.gpus["h100-sxm"]
-SRC = Source("assumption", "test", "test", "2026-11-30")
+SRC = dict(kind="assumption", source="test", source_location="test", retrieved="2026-11-30")
 
 
 def test_lognormal_holding_time_matches_numeric_integral():
@@ -85,7 +85,7 @@ def test_more_saving_means_longer_ttl_and_lower_breakeven(saving, k):
 
 def test_littles_law_in_the_limit():
     """Keeping every cache until it returns (p = 1, tau large): held = rate x mean pause."""
-    pz = Pause("x", "exponential", 30.0, None, 1.0, SRC)
+    pz = Pause(name="x", distribution="exponential", median_s=30.0, sigma=None, return_probability=1.0, **SRC)
     held = held_caches(pz, 1e9, 2.0)
     assert held == pytest.approx(2.0 * 30.0 / math.log(2), rel=1e-9)
 

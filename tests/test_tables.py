@@ -2,8 +2,11 @@
 import pytest
 
 from kvmath import DataError, bundled, resolve_gpu, resolve_model
-from kvmath.tables import (DTYPE_BYTES, KINDS, data_path, load_efficiencies, load_links,
-                           load_tiers)
+from kvmath.schema import resource, row_type, table
+from kvmath.tables import (DTYPE_BYTES, Link, Model, TierRow, data_path, efficiencies_of, read,
+                           tiers_of)
+
+KINDS = set(next(f for f in resource("gpus")["schema"]["fields"] if f["name"] == "kind")["constraints"]["enum"])
 
 from conftest import bundled_rows, write_csv
 
@@ -58,7 +61,7 @@ def test_gpu_peaks_are_dense():
     (dict(weight_dtype="bf17"), "weight_dtype", "expected one of"),
     (dict(attention="linear"), "attention", "expected one of"),
     (dict(num_key_value_heads="5"), "num_key_value_heads", "divisible"),
-    (dict(window_layers="4"), "window", "required when window_layers"),
+    (dict(window_layers="4"), "window", "when window_layers"),
     (dict(window_layers="40", window="128"), "window_layers", "at most layers"),
     (dict(retrieved="yesterday"), "retrieved", "YYYY-MM-DD"),
     (dict(source=""), "source", "missing value"),
@@ -127,11 +130,10 @@ def test_file_with_two_rows(tmp_path):
 
 
 def test_duplicate_names(tmp_path):
-    from kvmath.tables import load_models
     header, rows = bundled_rows("models.csv")
     path = write_csv(tmp_path / "dup.csv", header, [rows[0], rows[0]])
     with pytest.raises(DataError, match="duplicate") as info:
-        load_models(path)
+        read(Model, path)
     assert info.value.row == 2
 
 
@@ -165,11 +167,11 @@ def test_link_errors(tmp_path):
     header, rows = bundled_rows("links.csv")
     bad = dict(rows[0], scope="per-rack")
     with pytest.raises(DataError, match="expected one of") as info:
-        load_links(write_csv(tmp_path / "l.csv", header, [bad]))
+        read(Link, write_csv(tmp_path / "l.csv", header, [bad]))
     assert info.value.field == "scope"
     bad = dict(rows[0], latency_s="-1")
     with pytest.raises(DataError, match="non-negative") as info:
-        load_links(write_csv(tmp_path / "l.csv", header, [bad]))
+        read(Link, write_csv(tmp_path / "l.csv", header, [bad]))
     assert info.value.field == "latency_s"
 
 
@@ -177,7 +179,7 @@ def test_tier_unknown_hop(tmp_path):
     header, rows = bundled_rows("tiers.csv")
     bad = dict(rows[0], hop="tape-drive")
     with pytest.raises(DataError, match="unknown link") as info:
-        load_tiers(write_csv(tmp_path / "t.csv", header, [bad]), {"pcie-gen5-x16"})
+        tiers_of(read(TierRow, write_csv(tmp_path / "t.csv", header, [bad])))
     assert info.value.field == "hop" and info.value.row == 1
 
 
@@ -186,16 +188,39 @@ def test_efficiency_errors(tmp_path):
     assumption = next(r for r in rows if r["same_as"])
     bad = dict(assumption, same_as="no-such-gpu")
     with pytest.raises(DataError, match="no measured") as info:
-        load_efficiencies(write_csv(tmp_path / "e.csv", header, [bad]))
+        efficiencies_of(write_csv(tmp_path / "e.csv", header, [bad]))
     assert info.value.field == "same_as"
     measured = next(r for r in rows if r["kind"] == "measurement")
     with pytest.raises(DataError) as info:
-        load_efficiencies(write_csv(tmp_path / "e.csv", header, [dict(measured, source="")]))
+        efficiencies_of(write_csv(tmp_path / "e.csv", header, [dict(measured, source="")]))
     assert info.value.field == "source"
 
 
 def test_dtypes_known():
     assert DTYPE_BYTES["bf16"] == 2 and DTYPE_BYTES["fp8"] == 1
+    for name in ("weight_dtype", "kv_dtype"):
+        field = next(f for f in resource("models")["schema"]["fields"] if f["name"] == name)
+        assert set(field["constraints"]["enum"]) == set(DTYPE_BYTES)
+
+
+def test_every_table_in_the_package_validates():
+    """Every bundled CSV is a resource of the data package, and each reads cleanly."""
+    import json
+    package = json.loads(data_path("datapackage.json").read_text())
+    paths = {r["path"] for r in package["resources"]}
+    assert {p.name for p in data_path("").glob("*.csv")} <= paths
+    for r in package["resources"]:
+        assert table(r["name"]), r["name"]
+    for path in data_path("vidur").glob("*.csv"):  # one resource, a file per GPU and model
+        assert read(row_type("vidur_mlp"), path)
+
+
+@pytest.mark.parametrize("name", ["gpus", "links", "models", "nodes", "drives", "engines",
+                                  "deployments", "prices", "pauses", "thresholds", "plan_defaults"])
+def test_sourced_tables_require_their_source_fields(name):
+    fields = {f["name"]: f for f in resource(name)["schema"]["fields"]}
+    for f in ("kind", "source", "source_location", "retrieved"):
+        assert fields[f]["constraints"]["required"], (name, f)
 
 
 def test_data_ships_inside_package():

@@ -152,8 +152,8 @@ def test_default_pause_is_the_measured_one():
     from kvmath.cli import DEFAULT_PAUSE
     from kvmath.tables import pauses
     assert DEFAULT_PAUSE == "conversation-fitted"
-    assert pauses()[DEFAULT_PAUSE].source.kind == "measurement"
-    assert pauses()["chat-lognormal"].source.kind == "assumption"
+    assert pauses()[DEFAULT_PAUSE].kind == "measurement"
+    assert pauses()["chat-lognormal"].kind == "assumption"
 
 
 def test_lognormal_fit_recovers_parameters():

@@ -5,7 +5,7 @@ import pytest
 from kvmath import bundled
 from kvmath.calibrate import (CURVE_FIELDS, CalibrationError, analyse_prefill, analyse_transfer,
                               main as calibrate_main, measure_file_read, measure_h2d, write_rows)
-from kvmath.tables import load_transfer_curves, transfer_curves
+from kvmath.tables import transfer_curves
 from kvmath import compare
 from kvmath.uncertainty import band, bandwidth_range, efficiency_range, tornado
 from kvmath.validation import measurements, predict, table
@@ -120,7 +120,7 @@ def test_file_read_runs_anywhere(tmp_path):
     row = measure_file_read(data, block_bytes=1 << 20)
     assert row["bandwidth_Bps"] > 0 and row["kind"] == "measurement"
     out = write_rows([row], tmp_path / "out" / "transfer_curves.csv", CURVE_FIELDS)
-    curves = load_transfer_curves(out)  # the written file validates in the bundled format
+    curves = transfer_curves(out)  # the written file validates in the bundled format
     assert curves["calibrated-file-read"][0].bandwidth_Bps == pytest.approx(row["bandwidth_Bps"])
 
 
