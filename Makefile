@@ -29,7 +29,10 @@ test: venv
 unit: venv
 	$(PY) -m pytest -q tests --ignore=tests/browser
 
+# Every build executes every chapter: scripts/execute_book.py runs them in parallel into the
+# execution cache, which the build then reads (execute_notebooks: cache).
 book: venv
+	$(PY) scripts/execute_book.py
 	$(VENV)/bin/jupyter-book build . --all -W -n --keep-going
 	@echo "Book built: open $(CURDIR)/_build/html/index.html"
 

@@ -1,7 +1,8 @@
 /* The book's calculator: user interface only.
  *
- * Every formula comes from kvcalc-formulas.js and every number from kvcalc-data.js, both
- * generated at build time by kvmath.webcalc from the SymPy expressions and the bundled tables.
+ * Every formula comes from kvcalc-formulas.js (printed from the SymPy expressions by
+ * kvmath.webcalc_formulas into kvmath/_kvcalc_formulas.js) and every number from kvcalc-data.js
+ * (written at build time by kvmath.webcalc from the bundled tables).
  * This file reads the state from the query string (parameter names = the CLI's flag names,
  * symbol names for a reader's own values), evaluates, and shows each result in an element whose
  * id is its `compare --json` key, with the full-precision value in data-value.
@@ -18,7 +19,7 @@
   const CHOICES = ["model", "gpu", "tier", "engine", "prefill", "kv-dtype", "compute-dtype"];
   const NUMBERS = ["tokens", "tp", "ep", "batch", "concurrent-reloads", "efficiency", "bandwidth"];
   const FLAGS = ["allow-beyond-context"];
-  const SYMBOLS = D.inputs.map(i => i.symbol);
+  const SYMBOLS = F.inputs.map(i => i.symbol);
   const S = F.scenario;
 
   class ScenarioError extends Error {}
@@ -414,7 +415,7 @@
                                 type: "checkbox"})));
     const own = el("details", {class: "kvcalc-own"}, el("summary", {}, "Your own values for the model and GPU rows"));
     const grid = el("div", {class: "kvcalc-form"});
-    for (const i of D.inputs) {
+    for (const i of F.inputs) {
       if (!SYMBOLS.includes(i.symbol)) continue;
       grid.append(number(i.symbol, `${i.meaning} (${i.symbol}${i.unit ? ", " + i.unit : ""})`));
     }

@@ -2,6 +2,8 @@
 
 * ``config-inited``: every page's footer shows the kvmath version, git commit and build date
   (``html_theme_options['extra_footer']``, a sphinx-book-theme option).
+* ``config-inited``: empties the execution cache unless it was executed from the inputs as they
+  are now (``book_inputs``), so the chapters are executed again rather than shown stale.
 * ``builder-inited``: writes the calculator's generated JavaScript (formulas from the SymPy
   expressions, data from the bundled tables; :mod:`kvmath.webcalc`) into a build-time static
   folder and adds it to the pages, so no formula or number is typed into JavaScript.
@@ -27,6 +29,14 @@ def _footer(app, config):
     config.html_theme_options = opts
 
 
+def _fresh_cache(app, config):
+    from book_inputs import cache_is_current
+
+    cache = Path(app.outdir).parent / ".jupyter_cache"
+    if cache.exists() and not cache_is_current(cache):
+        shutil.rmtree(cache)
+
+
 def _calculator_files(app):
     from kvmath.webcalc import write_static
 
@@ -42,6 +52,7 @@ def _calculator_files(app):
 
 def setup(app):
     app.connect("config-inited", _footer)
+    app.connect("config-inited", _fresh_cache)
     app.connect("builder-inited", _calculator_files)
     # _static/kvmath.css is added to every page by jupyter-book (it adds each CSS file there)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

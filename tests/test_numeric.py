@@ -19,6 +19,11 @@ from kvmath.evaluate import Numeric  # noqa: E402
 from kvmath.numeric_catalogue import entries  # noqa: E402
 
 
+def test_generated_formulas_js_is_current():
+    """The calculator's committed formulas are the SymPy expressions printed today."""
+    assert generate_numeric.render_formulas() == (ROOT / "kvmath" / "_kvcalc_formulas.js").read_text()
+
+
 def test_generated_code_is_current():
     """Regenerating from kvmath/derive*.py gives the committed file byte for byte
     (run scripts/generate_numeric.py after changing a derivation)."""

@@ -15,9 +15,9 @@ import sympy as sp
 from kvmath import derive as D
 from kvmath.evaluate import TP_CANDIDATES, default_concurrency
 from kvmath.tables import bundled
-from kvmath.webcalc import (ARCHITECTURE_EXPRESSIONS, COMPARE_EXPRESSIONS, PREFILL_PARTS,
-                            SCENARIO_EXPRESSIONS, generate, js_function, scenario_data,
-                            write_static)
+from kvmath.webcalc import generate, scenario_data, write_static
+from kvmath.webcalc_formulas import (ARCHITECTURE_EXPRESSIONS, COMPARE_EXPRESSIONS, PREFILL_PARTS,
+                                     SCENARIO_EXPRESSIONS, js_function)
 
 from calc_scenarios import mismatches, scenarios
 
