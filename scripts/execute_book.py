@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "_ext"))
 from book_inputs import CACHE, STAMP, inputs_digest  # noqa: E402
 
-TIMINGS = ROOT / "_build" / "chapter-seconds.json"
+#: each chapter's last execution time, to start the longest first (kept outside _build)
+TIMINGS = ROOT / ".chapter-seconds.json"
 INIT = ("import builtins, os, matplotlib, matplotlib.pyplot\n"
         "builtins._kvmath_rc, builtins._kvmath_cwd = matplotlib.rcParams.copy(), os.getcwd()")
 RESET = ("%reset -f\nimport builtins as _b, os as _os, warnings as _w, matplotlib as _m\n"
