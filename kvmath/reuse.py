@@ -6,6 +6,7 @@ amortised over the months in that table. Pause distributions come from
 """
 from __future__ import annotations
 
+import copy
 import math
 from functools import lru_cache
 from types import MappingProxyType
@@ -26,7 +27,7 @@ def rfn(name):
     return numeric_of("kvmath.derive_reuse", name)
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=512, typed=True)
 def _compared(model, gpu, tier, tokens, tp, compute_dtype):
     """:func:`kvmath.evaluate.compare` of one scenario, once per process and read-only: a plan,
     and each step of the search for its compute limit, ask for the same few scenarios."""
@@ -256,6 +257,23 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
     caches its reads and writes can carry together (time-shared); the rest are dropped,
     counted and recomputed. Defaults of the HBM reserve and batch: kvmath/data/plan_defaults.csv.
     """
+    args = (node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
+            batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
+            writes_within_rating, find_limit)
+    try:
+        hash(args)
+    except TypeError:  # an input that cannot be remembered: plan it afresh
+        return _tier_plan.__wrapped__(*args)
+    return copy.deepcopy(_tier_plan(*args))  # the caller's own copy of the remembered plan
+
+
+@lru_cache(maxsize=1024, typed=True)
+def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
+               batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
+               writes_within_rating, find_limit):
+    """:func:`tier_plan`, once per process for each set of inputs (the rows and frozen tables
+    fix the plan): a chapter asks for the same plans in several places, and a sweep of the
+    NVMe tier's value for the plans a sweep of the plans already made."""
     cat = bundled()
     gpu = gpu or cat.gpus[node.gpu]
     tp = tp or node.gpus
