@@ -473,6 +473,34 @@ def recompute_fn(model, gpu, layout, values, prefill="calibrated"):
     return "calibrated", calibrated_fn(model, gpu, compute_dtype=layout.compute_dtype, **kw)
 
 
+_CROSSINGS = {}
+
+
+def _calibrated_crossings(model, gpu, layout, values, rec, t_max):
+    """numeric_crossings of reload against the calibrated recompute (a list, tokens).
+
+    They depend on the scenario's values, not on its prompt length (below the context
+    window), and a bisection costs far more than the rest of a comparison: each set of
+    inputs is solved once per process (the calibrated fit is fixed by model, GPU and layout).
+    """
+    try:
+        key = (model, gpu, layout, t_max,
+               tuple(sorted((k, type(x), x) for k, x in values.items())))
+        hash(key)
+    except TypeError:  # a value that cannot be remembered: solve afresh
+        key = None
+    if key is None or key not in _CROSSINGS:
+        t_reload = fn("t_reload")
+        roots = tuple(numeric_crossings(lambda t: t_reload.take({**values, "T": t}) - rec(t),
+                                        t_max))
+        if key is None:
+            return list(roots)
+        if len(_CROSSINGS) >= 4096:
+            _CROSSINGS.clear()
+        _CROSSINGS[key] = roots
+    return list(_CROSSINGS[key])
+
+
 def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
             kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None, ep=None,
             batch=1, allow_beyond_context=False, prefill="calibrated"):
@@ -499,9 +527,8 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
     min_bw = (float(fn("breakeven_bandwidth_at").take({**at, "t_rec": recompute}))
               if recompute > v["t_0"] else math.inf)
     if prefill_name == "calibrated":
-        t_reload = fn("t_reload")
-        cross = numeric_crossings(lambda t: t_reload.take({**v, "T": t}) - rec(t),
-                                  max(float(model.max_context_tokens), float(tokens)))
+        cross = _calibrated_crossings(model, gpu, layout, v, rec,
+                                      max(float(model.max_context_tokens), float(tokens)))
     else:
         cross = crossings(v)
     slack, w_gpu, kv_gpu = _hbm_slack(model, gpu, layout, tokens, batch, eng.hbm_usable_fraction)

@@ -39,8 +39,13 @@ def trace_pause(trace, stats, fit):
 
 
 def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_context=None,
-                   policy="lru", trace=None):
-    """Plan and replay on one node, and their per-tier errors (a JSON-ready dict)."""
+                   policy="lru", trace=None, replay=None):
+    """Plan and replay on one node, and their per-tier errors (a JSON-ready dict).
+
+    replay: a :func:`kvmath.cachesim.replay` of the same trace already run (a caller that
+    also priced its hits), used instead of replaying again; ValueError unless it ran on this
+    plan's tiers, block size and policy.
+    """
     from .trace_cli import batch_context_of
     trace = trace or T.load(trace_name)
     stats = T.reuse_stats(trace)
@@ -57,7 +62,11 @@ def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_cont
     specs = C.node_tiers(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context)
     gpu = bundled().gpus[node.gpu]
     block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens)
-    rep = C.replay(trace, specs, block_bytes, policy=policy)
+    if replay is None:
+        rep = C.replay(trace, specs, block_bytes, policy=policy)
+    else:
+        _check_same_replay(replay, trace, specs, block_bytes, policy)
+        rep = replay
     prompt_per_s = stats["prompt_tokens"] / duration
     by_name = {t["tier"]: t for t in rep["tiers"]}
     rows = []
@@ -86,6 +95,19 @@ def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_cont
             "replay_shared_prefix_token_share": stats["hit_tokens_shared_prefix"],
             "replay_continuation_token_share": stats["hit_tokens_continuation"],
             "tiers": rows, "plan": plan, "replay": rep}
+
+
+def _check_same_replay(rep, trace, specs, block_bytes, policy):
+    """ValueError unless rep replayed this trace on these tiers, blocks and policy."""
+    ran = [(t["tier"], t["capacity_bytes"], t["read_bandwidth_Bps"], t["write_bandwidth_Bps"])
+           for t in rep["tiers"]]
+    want = [(s.name, s.capacity_bytes, s.read_Bps, s.write_Bps) for s in specs]
+    same = (ran == want and rep["block_bytes"] == block_bytes and rep["policy"] == policy
+            and rep["ttl_s"] is None and rep["requests"] == trace.n_requests
+            and rep["duration_s"] == trace.duration_s)
+    if not same:
+        raise ValueError("the replay given ran on other tiers, block size, policy or trace "
+                         "than this plan; replay again (pass replay=None)")
 
 
 def max_abs(rows, key):

@@ -6,7 +6,11 @@ amortised over the months in that table. Pause distributions come from
 """
 from __future__ import annotations
 
+import copy
 import math
+from functools import lru_cache
+from types import MappingProxyType
+
 import numpy as np
 
 from .evaluate import ScenarioError, compare, min_tp, numeric_of, path_values
@@ -21,6 +25,13 @@ TIER_MEDIUM = {"host-dram": "ddr5", "rdma": "ddr5"}  # other tiers' names start 
 def rfn(name):
     """The lambdified version of ``kvmath.derive_reuse.<name>``."""
     return numeric_of("kvmath.derive_reuse", name)
+
+
+@lru_cache(maxsize=512, typed=True)
+def _compared(model, gpu, tier, tokens, tp, compute_dtype):
+    """:func:`kvmath.evaluate.compare` of one scenario, once per process and read-only: a plan,
+    and each step of the search for its compute limit, ask for the same few scenarios."""
+    return MappingProxyType(compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype))
 
 
 def pause_values(pause):
@@ -135,8 +146,11 @@ def best_ttl(value, v, kind):
 def ttl_filling(pause, resume_rate, kv_bytes, capacity_bytes, start_tau=0.0):
     """Largest TTL whose caches, aged from start_tau to it, fit in capacity_bytes (s)."""
     base = held_caches(pause, start_tau, resume_rate) if start_tau > 0 else 0.0
-    def used(t):
-        return (held_caches(pause, t, resume_rate) - base) * kv_bytes
+    held, values = rfn(f"held_{_kind(pause)}"), {**pause_values(pause), "r": resume_rate}
+
+    def used(t):  # held_caches, with the function and the pause's values looked up once
+        values["tau"] = t
+        return (held.take(values) - base) * kv_bytes
     lo, hi = max(start_tau, 1e-6), max(start_tau, 1.0) * 2
     if used(lo) >= capacity_bytes:
         return start_tau
@@ -146,6 +160,8 @@ def ttl_filling(pause, resume_rate, kv_bytes, capacity_bytes, start_tau=0.0):
             return math.inf
     for _ in range(200):
         mid = (lo + hi) / 2
+        if mid == lo or mid == hi:  # lo and hi are adjacent floats: nothing can change now
+            break
         if used(mid) < capacity_bytes:
             lo = mid
         else:
@@ -207,8 +223,8 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype="bf16", batch_
     if batch_seqs and not batch_context:
         raise ScenarioError("a running batch needs its context length (batch_context tokens)")
     drive = node_drive(node)
-    q_batch = (compare(model, gpu, cat.tiers["host-dram"], batch_context, tp=tp,
-                       compute_dtype=compute_dtype)["kv_bytes"] if batch_seqs else 0.0)
+    q_batch = (_compared(model, gpu, cat.tiers["host-dram"], batch_context, tp,
+                         compute_dtype)["kv_bytes"] if batch_seqs else 0.0)
     hbm = hbm_tier_capacity(node, gpu, model, tp, q_batch, batch_seqs, util, reserve)
     dram_bw = path_values(cat.tiers["host-dram"], gpu, node.gpus)[0] * node.gpus
     nvme_read, nvme_write = _nvme_bandwidths(node, gpu, drive) if node.nvme_drives else (0.0, 0.0)
@@ -241,12 +257,29 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
     caches its reads and writes can carry together (time-shared); the rest are dropped,
     counted and recomputed. Defaults of the HBM reserve and batch: kvmath/data/plan_defaults.csv.
     """
+    args = (node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
+            batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
+            writes_within_rating, find_limit)
+    try:
+        hash(args)
+    except TypeError:  # an input that cannot be remembered: plan it afresh
+        return _tier_plan.__wrapped__(*args)
+    return copy.deepcopy(_tier_plan(*args))  # the caller's own copy of the remembered plan
+
+
+@lru_cache(maxsize=1024, typed=True)
+def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
+               batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
+               writes_within_rating, find_limit):
+    """:func:`tier_plan`, once per process for each set of inputs (the rows and frozen tables
+    fix the plan): a chapter asks for the same plans in several places, and a sweep of the
+    NVMe tier's value for the plans a sweep of the plans already made."""
     cat = bundled()
     gpu = gpu or cat.gpus[node.gpu]
     tp = tp or node.gpus
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
-    base = compare(model, gpu, cat.tiers["host-dram"], tokens, tp=tp, compute_dtype=compute_dtype)
+    base = _compared(model, gpu, cat.tiers["host-dram"], tokens, tp, compute_dtype)
     q = base["kv_bytes"]
     if not math.isfinite(resume_rate * q * 86400 / pause.return_probability):
         raise ScenarioError(f"--resume-rate {resume_rate:g} overflows the plan's traffic "
@@ -272,7 +305,7 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
         f_prev = _cdf_or(pause, tau_prev, 0.0, 1.0)
         f_now = _cdf_or(pause, tau, 0.0, 1.0)
         tier_name = "host-dram" if name == "hbm" else name
-        r = compare(model, gpu, cat.tiers[tier_name], tokens, tp=tp, compute_dtype=compute_dtype)
+        r = _compared(model, gpu, cat.tiers[tier_name], tokens, tp, compute_dtype)
         b_read, b_write = bandwidths[name]
         row = {"tier": name, "capacity_bytes": cap, "caches_held": cap / q,
                "ttl_from_s": tau_prev, "ttl_to_s": tau,

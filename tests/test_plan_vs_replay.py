@@ -50,3 +50,13 @@ def test_errors_are_plan_minus_replay(result):
     assert result["plan_hit_share"] <= result["replay_continuation_token_share"] + 1e-9
     assert 0 < max_abs(result["tiers"], "hit_share_error") < 1
     assert all(math.isfinite(r["plan_read_Bps"]) for r in result["tiers"])
+
+
+def test_a_replay_already_run_is_reused_only_if_it_matches(result):
+    again = plan_vs_replay("conversation", MODEL, NODE, replay=result["replay"])
+    assert again["tiers"] == result["tiers"]
+    with pytest.raises(ValueError, match="replay given"):
+        plan_vs_replay("conversation", MODEL, NODE, policy="selective", replay=result["replay"])
+    smaller = {**result["replay"], "tiers": result["replay"]["tiers"][:2]}
+    with pytest.raises(ValueError, match="replay given"):
+        plan_vs_replay("conversation", MODEL, NODE, replay=smaller)
