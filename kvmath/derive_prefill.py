@@ -29,6 +29,7 @@ experts on ``ep`` ranks, each expert split ``K_e`` ways. ``m = n_seq T`` tokens.
 import sympy as sp
 
 from . import derive as D
+from . import symcache as C
 from .symbols import (
     B_hbm, E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, P, T, V, b_w, d, d_h,
     d_nope, d_rope, d_v, k_top, n_kv, n_q, n_seq, r_kv, r_q,
@@ -92,7 +93,7 @@ t_gemm = t_kern + sp.Max(t_gemm_compute, t_gemm_floor)
 
 def gemm(m, k, n):
     """t_gemm for m tokens through a k x n weight (SymPy expressions in, expression out)."""
-    return t_gemm.subs({m_tok: m, k_in: k, n_out: n}, simultaneous=True)
+    return C.subs(t_gemm, {m_tok: m, k_in: k, n_out: n})
 
 
 def gemm_parts(m, k, n):

@@ -1,4 +1,4 @@
-"""SymPy's solve, simplify and integrate, remembered by their inputs across processes.
+"""SymPy's solve, simplify, integrate and simultaneous subs, remembered by their inputs across processes.
 
 The derivations (kvmath/derive*.py) solve and simplify at import. The answer path never imports
 them (it runs kvmath/_numeric.py), but every book chapter and test does, and the same inputs
@@ -53,4 +53,10 @@ def _remembered(fn):
     return call
 
 
+def subs_simultaneous(expr, mapping):
+    """expr.subs(mapping, simultaneous=True): slow where the result has Max/Min to compare."""
+    return expr.subs(mapping, simultaneous=True)
+
+
 solve, simplify, integrate = (_remembered(f) for f in (sp.solve, sp.simplify, sp.integrate))
+subs = _remembered(subs_simultaneous)

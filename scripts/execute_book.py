@@ -33,8 +33,12 @@ from book_inputs import CACHE, STAMP, inputs_digest  # noqa: E402
 
 #: each chapter's last execution time, to start the longest first (kept outside _build)
 TIMINGS = ROOT / ".chapter-seconds.json"
-INIT = ("import builtins, os, matplotlib, matplotlib.pyplot\n"
-        "builtins._kvmath_rc, builtins._kvmath_cwd = matplotlib.rcParams.copy(), os.getcwd()")
+#: once per kernel: matplotlib's settings and the working directory to restore before each
+#: chapter, and a rarer cyclic garbage collection (SymPy and matplotlib make many objects that
+#: live long; it changes no output)
+INIT = ("import builtins, gc, os, matplotlib, matplotlib.pyplot\n"
+        "builtins._kvmath_rc, builtins._kvmath_cwd = matplotlib.rcParams.copy(), os.getcwd()\n"
+        "gc.freeze()\ngc.set_threshold(200_000, 50, 50)")
 RESET = ("%reset -f\nimport builtins as _b, os as _os, warnings as _w, matplotlib as _m\n"
          "with _w.catch_warnings():\n    _w.simplefilter('ignore')\n    _m.rcParams.update(_b._kvmath_rc)\n"
          "_os.chdir(_b._kvmath_cwd)\ndel _b, _os, _w, _m")
