@@ -2,8 +2,8 @@
 
 * ``cli_compare_s`` and ``import_sympy_numpy_s``: medians of ``--runs`` wall times each, the
   two taken in turn in one run (target: ratio <= 1.5);
-* ``grid_ratio``: generated / hand-written numpy on the 1,008,000-point grid
-  (benchmarks/evaluate_grid.py; target <= 1.2);
+* ``grid_ratio``: generated / hand-written numpy on the 1,008,000-point grid, runs taken in
+  turn (benchmarks/evaluate_grid.py; target <= 1.2);
 * with ``--book``: ``make book`` from clean (``_build`` removed) and again (a rebuild), s
   (targets 60 and 30); both execute every chapter (``scripts/execute_book.py``, then
   ``jupyter-book build`` reads the execution cache).
