@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 
 from .evaluate import Numeric, ScenarioError, fn, scenario_values
-from .schema import DataError, FieldError, Row, read
+from .schema import DataError, FieldError, Row, read, row_type
 from .tables import bundled, data_path
 
 PARAMETERS = ("eta_g", "m_half", "t_kern", "eta_norm", "eta_rope", "eta_act", "eta_add", "t_kng",
@@ -36,13 +36,6 @@ class FitRow(Row, table="prefill_fit"):
             raise FieldError("value", f"expected a fraction in (0, 1] for {self.parameter}, got {self.value}")
 
 
-class AllReduce(Row, table="allreduce"):
-    def check(self):
-        if self.kind == "measurement" and not (self.source and self.source_location):
-            raise FieldError("source" if not self.source else "source_location",
-                             "missing value (expected text for a measurement)")
-
-
 @lru_cache(maxsize=None)
 def fitted_parameters(path=None):
     """{gpu: {parameter: value}} from prefill_fit.csv; DataError on a bad or missing value."""
@@ -60,7 +53,7 @@ def fitted_parameters(path=None):
 @lru_cache(maxsize=None)
 def allreduce_figures(path=None):
     """{gpu: (busbw B/s, latency s)} from allreduce.csv."""
-    rows = read(AllReduce, path)
+    rows = read(row_type("allreduce"), path)
     return {g: (r.busbw_Bps, r.latency_s) for g, r in rows.items()}
 
 

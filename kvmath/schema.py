@@ -69,6 +69,12 @@ class Row:
     def check(self):
         pass
 
+    def _sourced(self):
+        """Every table: a measurement names its source and where in it."""
+        for name in ("source", "source_location") if getattr(self, "kind", None) == "measurement" else ():
+            if getattr(self, name, "x") in (None, ""):
+                raise FieldError(name, "missing value (expected text for a measurement)")
+
 
 def row_type(name):
     """The registered row type of table ``name``, or a plain one."""
@@ -92,7 +98,7 @@ def _words(f):
         return "a fraction in (0, 1]" if c.get("maximum") == 1 else "a positive number"
     if t in ("number", "integer") and "minimum" in c:
         return {("number", 0): "a non-negative number", ("integer", 0): "a non-negative integer",
-                ("integer", 1): "a positive integer"}[t, c["minimum"]]
+                ("integer", 1): "a positive integer"}.get((t, c["minimum"]), f"a {t} >= {c['minimum']}")
     return {"date": "a date YYYY-MM-DD", "boolean": "one of false, true", "number": "a number",
             "integer": "an integer"}.get(t, "text")
 
@@ -182,6 +188,7 @@ def read(cls, path=None):
                 if getattr(item, name) not in (None, "", *known):
                     raise FieldError(name, f"unknown {what} {getattr(item, name)!r}; "
                                      f"expected one of {', '.join(sorted(known))}")
+            item._sourced()
             item.check()
         except FieldError as exc:
             raise DataError(path, i, exc.field, str(exc)) from None

@@ -44,7 +44,6 @@ class Efficiency(Row, table="efficiencies"):
     value: float = float("nan")  #: measured/peak, capped at 1
 
     def check(self):
-        _need(self, ("source", "source_location") if self.kind == "measurement" else (), "text for a measurement")
         _need(self, () if self.same_as else ("measured_value", "peak_value"), "a positive number")
 
 

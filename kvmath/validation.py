@@ -20,8 +20,6 @@ _NEEDS = {"ttft_s": ("model", "gpu", "tp", "tokens"), "prefill_s": ("model", "gp
 
 class Measurement(Row, table="validation"):
     def check(self):
-        if self.tolerance_factor < 1:
-            raise FieldError("tolerance_factor", "expected a factor >= 1")
         if self.model and self.model not in bundled().models and not validation_model_path(self.model).exists():
             raise FieldError("model", f"unknown model {self.model!r} (neither bundled nor in "
                              "kvmath/data/validation_models/)")
