@@ -13,6 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "_build" / ".jupyter_cache"
 STAMP = CACHE / "kvmath-inputs.sha256"
+#: Sphinx's parsed pages: stale once the chapters are executed again
+DOCTREES = ROOT / "_build" / ".doctrees"
 INPUTS = ("kvmath/**/*", "book/*.ipynb", "requirements.txt", "pyproject.toml")
 
 

@@ -37,6 +37,7 @@ def _fresh_cache(app, config):
     cache = Path(app.outdir).parent / ".jupyter_cache"
     if cache.exists() and not cache_is_current(cache):
         shutil.rmtree(cache)
+        shutil.rmtree(app.doctreedir, ignore_errors=True)  # pages parsed from those outputs too
 
 
 def _calculator_files(app):

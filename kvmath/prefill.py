@@ -15,25 +15,15 @@ from functools import lru_cache
 import numpy as np
 
 from .evaluate import Numeric, ScenarioError, fn, scenario_values
-from .schema import DataError, FieldError, Row, read, row_type
-from .tables import bundled, data_path
+from .schema import DataError, read, row_type
+from .tables import FitRow, bundled, data_path
 
 PARAMETERS = ("eta_g", "m_half", "t_kern", "eta_norm", "eta_rope", "eta_act", "eta_add", "t_kng",
               "eta_a", "T_a")
-#: fractions that must lie in (0, 1]
-FRACTIONS = ("eta_g", "eta_norm", "eta_rope", "eta_act", "eta_add", "eta_a")
 #: load imbalance across expert-parallel ranks: busiest rank's tokens over the mean (assumption)
 DEFAULT_IMBALANCE = 1.0
 BYTES_ACT = 2.0  # BF16 activations
 PARTS = ("gemm_s", "nongemm_s", "attention_s", "allreduce_s", "moe_s", "lm_head_s")
-
-
-class FitRow(Row, table="prefill_fit"):
-    def check(self):
-        if self.value == 0 and self.parameter not in ("m_half", "t_kern", "t_kng", "T_a"):
-            raise FieldError("value", f"expected a positive number for {self.parameter}, got 0")
-        if self.parameter in FRACTIONS and self.value > 1:
-            raise FieldError("value", f"expected a fraction in (0, 1] for {self.parameter}, got {self.value}")
 
 
 @lru_cache(maxsize=None)

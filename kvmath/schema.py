@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
+import inspect
 import json
 from functools import lru_cache
 from importlib import resources
@@ -43,10 +44,14 @@ def data_path(name):
 
 
 @lru_cache(maxsize=None)
+def package():
+    """The data package descriptor (kvmath/data/datapackage.json)."""
+    return json.loads(data_path("datapackage.json").read_text(encoding="utf-8"))
+
+
 def resource(name):
     """The data package's descriptor of table ``name``."""
-    pkg = json.loads(data_path("datapackage.json").read_text(encoding="utf-8"))
-    return {r["name"]: r for r in pkg["resources"]}[name]
+    return next(r for r in package()["resources"] if r["name"] == name)
 
 
 class Row:
@@ -58,12 +63,11 @@ class Row:
     def __init_subclass__(cls, table, **kw):
         super().__init_subclass__(**kw)
         fields = resource(table)["schema"]["fields"]
-        cls.__annotations__ = {f["name"]: TYPES[f["type"]] for f in fields} | cls.__dict__.get("__annotations__", {})
+        cls.__annotations__ = {f["name"]: TYPES[f["type"]] for f in fields} | inspect.get_annotations(cls)
         for f in fields:
             if not _required(f):
                 setattr(cls, f["name"], f.get("default"))
-        cls.table = table
-        Row.types.setdefault(table, cls)
+        cls.table, Row.types[table] = table, cls
         dataclasses.dataclass(frozen=True, kw_only=True)(cls)
 
     def check(self):
@@ -77,8 +81,9 @@ class Row:
 
 
 def row_type(name):
-    """The registered row type of table ``name``, or a plain one."""
-    return Row.types.get(name) or type(name, (Row,), {"__module__": __name__}, table=name)
+    """The row type of table ``name`` (:mod:`kvmath.tables` declares one for every table)."""
+    from . import tables  # noqa: F401
+    return Row.types[name]
 
 
 def _required(f):

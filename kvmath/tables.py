@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from pathlib import Path
 
-from .schema import DataError, FieldError, Row, data_path, read, resource, row_type, table
+from .schema import DataError, FieldError, Row, data_path, package, read, resource, row_type, table
 
 __all__ = ["DataError", "data_path", "read"]
 #: bytes per element of each dtype; mxfp4 is 4-bit values plus one 8-bit scale per 32
@@ -114,6 +114,34 @@ class PlanDefault(Row, table="plan_defaults"):
     def check(self):
         if self.name in ("gpu_memory_utilization", "activation_reserve_fraction") and not 0 < self.value <= 1:
             raise FieldError("value", f"{self.name}: expected a fraction in (0, 1]")
+
+
+class FitRow(Row, table="prefill_fit"):
+    def check(self):  # the efficiencies (eta_*) are fractions; the rest may be 0
+        if self.parameter.startswith("eta_") and not 0 < self.value <= 1:
+            raise FieldError("value", f"expected a fraction in (0, 1] for {self.parameter}, got {self.value}")
+
+
+class Measurement(Row, table="validation"):
+    def check(self):
+        needs = {"ttft_s": ("model", "gpu", "tp", "tokens"), "prefill_s": ("model", "gpu", "tp", "tokens"),
+                 "kv_bytes": ("model", "tokens"), "bandwidth_Bps": ("link", "count")}
+        if self.model and self.model not in table("models") and not validation_model_path(self.model).exists():
+            raise FieldError("model", f"unknown model {self.model!r} (neither bundled nor in "
+                             "kvmath/data/validation_models/)")
+        for name in (n for n in needs[self.quantity] if getattr(self, n) in (None, "")):
+            raise FieldError(name, f"required for quantity {self.quantity}")
+
+
+def validation_model_path(name):
+    """Models measured in published work but not bundled live in data/validation_models/."""
+    return data_path("validation_models") / f"{name}.csv"
+
+
+# every other table: a plain row type, named for pickling (TransferCurves, Prices, ...)
+for _r in (r for r in package()["resources"] if r["name"] not in Row.types):
+    _name = "".join(w.title() for w in _r["name"].split("_"))
+    globals()[_name] = type(_name, (Row,), {"__module__": __name__, "__qualname__": _name}, table=_r["name"])
 
 
 CURVE_FIELDS = tuple(f["name"] for f in resource("transfer_curves")["schema"]["fields"])

@@ -10,31 +10,12 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .evaluate import compare, fn, scenario_values
-from .schema import FieldError, Row, read
-from .tables import bundled, data_path, resolve_model
-
-QUANTITIES = ("ttft_s", "prefill_s", "bandwidth_Bps", "kv_bytes")
-_NEEDS = {"ttft_s": ("model", "gpu", "tp", "tokens"), "prefill_s": ("model", "gpu", "tp", "tokens"),
-          "kv_bytes": ("model", "tokens"), "bandwidth_Bps": ("link", "count")}
-
-
-class Measurement(Row, table="validation"):
-    def check(self):
-        if self.model and self.model not in bundled().models and not validation_model_path(self.model).exists():
-            raise FieldError("model", f"unknown model {self.model!r} (neither bundled nor in "
-                             "kvmath/data/validation_models/)")
-        for name in _NEEDS[self.quantity]:
-            if getattr(self, name) in (None, ""):
-                raise FieldError(name, f"required for quantity {self.quantity}")
+from .schema import read
+from .tables import Measurement, bundled, resolve_model, validation_model_path
 
 
 def load_validation(path=None):
     return list(read(Measurement, path).values())
-
-
-def validation_model_path(name):
-    """Models measured in published work but not bundled live in data/validation_models/."""
-    return data_path("validation_models") / f"{name}.csv"
 
 
 def model_of(name):

@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "_ext"))
-from book_inputs import CACHE, STAMP, inputs_digest  # noqa: E402
+from book_inputs import CACHE, DOCTREES, STAMP, inputs_digest  # noqa: E402
 
 #: each chapter's last execution time, to start the longest first (kept outside _build)
 TIMINGS = ROOT / ".chapter-seconds.json"
@@ -60,6 +60,7 @@ def worker(todo, done):
     book = chapters()[0].parent
     client = NotebookClient(nbformat.v4.new_notebook(), timeout=600, kernel_name="python3",
                             allow_errors=False, record_timing=False,  # cell metadata is hashed
+                            shutdown_kernel="immediate",  # nothing is left to save
                             resources={"metadata": {"path": str(book)}})
     def run(code):  # in a scratch notebook: execute_cell stores the cell back into client.nb
         client.nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
@@ -87,13 +88,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1))
     args = parser.parse_args(argv)
-    from jupyter_cache import get_cache
-    from jupyter_cache.base import CacheBundleIn
-    paths = chapters()
+    paths, digest = chapters(), inputs_digest()  # the inputs as they are when execution starts
     seconds = json.loads(TIMINGS.read_text()) if TIMINGS.exists() else {}
     paths.sort(key=lambda p: -seconds.get(p.name, 1e9))  # longest first
     shutil.rmtree(CACHE, ignore_errors=True)
-    cache = get_cache(str(CACHE))
+    shutil.rmtree(DOCTREES, ignore_errors=True)  # a build after this one must read every chapter again
     todo, done = mp.Queue(), mp.Queue()
     for p in paths:
         todo.put(p)
@@ -101,6 +100,9 @@ def main(argv=None):
     for w in workers:
         todo.put(None)
         w.start()
+    from jupyter_cache import get_cache  # after the workers start: they need none of it
+    from jupyter_cache.base import CacheBundleIn
+    cache = get_cache(str(CACHE))
     t0, failed = time.perf_counter(), []
     for _ in paths:
         while True:
@@ -109,7 +111,7 @@ def main(argv=None):
                 break
             except queue.Empty:
                 if not any(w.is_alive() for w in workers):
-                    failed.append("every worker stopped before all chapters ran")
+                    failed.append("every worker stopped before all chapters ran (see the errors above)")
                     break
         if failed and failed[-1].startswith("every worker"):
             break
@@ -122,10 +124,12 @@ def main(argv=None):
         print(f"executed {Path(path).relative_to(ROOT)} in {took:.1f} s", flush=True)
     for w in workers:
         w.join()
+    if inputs_digest() != digest:
+        failed.append("an input changed while the chapters ran: run again")
     if failed:
         print("\n".join(["chapters that failed:", *failed]), file=sys.stderr)
         return 1
-    STAMP.write_text(inputs_digest())
+    STAMP.write_text(digest)
     TIMINGS.write_text(json.dumps(seconds, indent=1, sort_keys=True))
     print(f"{len(paths)} chapters in {time.perf_counter() - t0:.1f} s on {len(workers)} workers")
     return 0

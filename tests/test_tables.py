@@ -232,3 +232,21 @@ def test_attention_kind_labels():
     assert m["llama-2-7b"].attention_kind == "MHA"
     assert m["llama-3.1-8b"].attention_kind == "GQA"
     assert m["deepseek-v3"].attention_kind == "MLA"
+
+
+def test_row_types_do_not_depend_on_import_order():
+    """Reading a table first thing still applies its declared rules (FitRow, Measurement)."""
+    import subprocess
+    import sys
+    code = ("from kvmath.schema import table\nt = table('prefill_fit'); v = table('validation')\n"
+            "print(type(next(iter(t.values()))).__name__, type(next(iter(v.values()))).__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["FitRow", "Measurement"]
+
+
+def test_rows_pickle():
+    import pickle
+    for name in ("deployments", "prices", "gpus", "transfer_curves"):
+        rows = table(name)
+        row = next(iter(rows.values())) if isinstance(rows, dict) else rows[0]
+        assert pickle.loads(pickle.dumps(row)) == row
