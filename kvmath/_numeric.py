@@ -48,7 +48,7 @@ def _derive_attn_params_gqa(d, d_h, n_kv, n_q):
 def _derive_attn_params_mla(d, d_nope, d_rope, d_v, n_q, r_kv, r_q):
     _x0 = d*n_q
     _x1 = d_nope + d_rope
-    return _x0*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.select([numpy.greater(r_q, 0),True], [_x1*n_q*r_q + d*r_q,_x0*_x1], default=numpy.nan)
+    return _x0*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x1*n_q*r_q + d*r_q, _x0*_x1)
 
 def _derive_mlp_params_dense(I_ffn, d):
     return 3*I_ffn*d
@@ -350,7 +350,7 @@ def _derive_prefill_attn_proj_mla(B_hbm, K_d, P, T, b_w, d, d_nope, d_rope, d_v,
     _x10 = _x2*_x4
     _x11 = d_nope + d_rope
     _x12 = _x11*r_q
-    return 3*t_kern + numpy.select([numpy.greater(r_q, 0),True], [2*t_kern + numpy.maximum(_x10*_x12, _x12*_x8) + numpy.maximum(_x3*r_q, _x6*r_q),t_kern + numpy.maximum(_x11*_x5, _x11*_x7)], default=numpy.nan) + numpy.maximum(_x0*_x1, _x1*_x2) + numpy.maximum(_x10*_x9, _x8*_x9) + numpy.maximum(_x5*d_v, _x7*d_v)
+    return 3*t_kern + numpy.where(numpy.greater(r_q, 0), 2*t_kern + numpy.maximum(_x10*_x12, _x12*_x8) + numpy.maximum(_x3*r_q, _x6*r_q), t_kern + numpy.maximum(_x11*_x5, _x11*_x7)) + numpy.maximum(_x0*_x1, _x1*_x2) + numpy.maximum(_x10*_x9, _x8*_x9) + numpy.maximum(_x5*d_v, _x7*d_v)
 
 def _derive_prefill_mlp_dense(B_hbm, I_ffn, K_d, P, T, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = I_ffn*d/K_d
@@ -383,10 +383,10 @@ def _derive_prefill_moe_router_shared(B_hbm, E, E_sh, I_exp, K_d, P, T, b_w, d, 
     _x3 = 2*_x2
     _x4 = E_sh*I_exp*d/K_d
     _x5 = _x1*_x4
-    return t_kern + numpy.select([numpy.equal(E_sh, 0),True], [0,2*t_kern + numpy.maximum(_x5, _x3*_x4) + numpy.maximum(2*_x5, 4*_x2*_x4)], default=numpy.nan) + numpy.maximum(_x0*_x1, _x0*_x3)
+    return t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x5, _x3*_x4) + numpy.maximum(2*_x5, 4*_x2*_x4)) + numpy.maximum(_x0*_x1, _x0*_x3)
 
 def _derive_prefill_moe_all_to_all(T, b_act, busbw, d, ep, k_top, n_seq, t_ar):
-    return numpy.select([numpy.less_equal(ep, 1),True], [0,2*T*b_act*d*k_top*n_seq*(ep - 1)/(busbw*ep) + 2*t_ar], default=numpy.nan)
+    return numpy.where(numpy.less_equal(ep, 1), 0, 2*T*b_act*d*k_top*n_seq*(ep - 1)/(busbw*ep) + 2*t_ar)
 
 def _derive_prefill_eta_attention(T, T_a, eta_a):
     return T*eta_a/(T + T_a)
@@ -435,8 +435,8 @@ def _derive_prefill_parts_gqa_attention_s(K_d, L_full, L_win, P_a, T, T_a, W, d_
 
 def _derive_prefill_parts_gqa_allreduce_s(K_d, K_x, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
     _x0 = T*b_act*d*n_seq/busbw
-    _x1 = numpy.select([numpy.less_equal(K_d, 1),True], [0,t_ar + _x0*(2*K_d - 2)/K_d], default=numpy.nan)
-    return L_dense*_x1 + L_moe*numpy.select([numpy.less_equal(K_x, 1),True], [0,t_ar + _x0*(2*K_x - 2)/K_x], default=numpy.nan) + _x1*(L_full + L_win)
+    _x1 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + _x0*(2*K_d - 2)/K_d)
+    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_full + L_win)
 
 def _derive_prefill_parts_gqa_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
     _x0 = E*d
@@ -453,7 +453,7 @@ def _derive_prefill_parts_gqa_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T
     _x11 = I_exp*_x9/K_x
     _x12 = E_sh*I_exp*d/K_d
     _x13 = _x1*_x12
-    return L_moe*(3*t_kern + numpy.select([numpy.equal(E_sh, 0),True], [0,2*t_kern + numpy.maximum(_x13, _x12*_x8) + numpy.maximum(2*_x13, 4*_x12*_x7)], default=numpy.nan) + numpy.select([numpy.less_equal(ep, 1),True], [0,2*_x6*_x9*b_act*d*k_top*(ep - 1)/busbw + 2*t_ar], default=numpy.nan) + numpy.maximum(_x2, _x0*_x8) + numpy.maximum(6*_x0*_x11*_x3*_x4*_x5*f_imb*(_x10*_x6 + m_half), 3*_x11*_x2*(1 - (1 - _x10)**_x6)))
+    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x12*_x8) + numpy.maximum(2*_x13, 4*_x12*_x7)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x9*b_act*d*k_top*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x2, _x0*_x8) + numpy.maximum(6*_x0*_x11*_x3*_x4*_x5*f_imb*(_x10*_x6 + m_half), 3*_x11*_x2*(1 - (1 - _x10)**_x6)))
 
 def _derive_prefill_parts_gqa_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = V*d/K_d
@@ -479,7 +479,7 @@ def _derive_prefill_parts_mla_gemm_s(B_hbm, I_ffn, K_d, L_dense, L_full, L_win, 
     _x16 = _x12*_x7
     _x17 = d_nope + d_rope
     _x18 = _x17*r_q
-    return L_dense*(_x0 + numpy.maximum(_x5, _x8*_x9) + numpy.maximum(2*_x5, 4*_x6*_x9*d)) + (L_full + L_win)*(3*t_kern + numpy.select([numpy.greater(r_q, 0),True], [_x0 + numpy.maximum(_x14*_x18, _x16*_x18) + numpy.maximum(_x3*r_q, _x8*r_q),t_kern + numpy.maximum(_x11*_x17, _x13*_x17)], default=numpy.nan) + numpy.maximum(_x10*_x2, _x10*_x7) + numpy.maximum(_x11*d_v, _x13*d_v) + numpy.maximum(_x14*_x15, _x15*_x16))
+    return L_dense*(_x0 + numpy.maximum(_x5, _x8*_x9) + numpy.maximum(2*_x5, 4*_x6*_x9*d)) + (L_full + L_win)*(3*t_kern + numpy.where(numpy.greater(r_q, 0), _x0 + numpy.maximum(_x14*_x18, _x16*_x18) + numpy.maximum(_x3*r_q, _x8*r_q), t_kern + numpy.maximum(_x11*_x17, _x13*_x17)) + numpy.maximum(_x10*_x2, _x10*_x7) + numpy.maximum(_x11*d_v, _x13*d_v) + numpy.maximum(_x14*_x15, _x15*_x16))
 
 def _derive_prefill_parts_mla_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, k_top, n_q, n_seq, t_kng):
     _x0 = K_d**(-1.0)
@@ -498,8 +498,8 @@ def _derive_prefill_parts_mla_attention_s(K_d, L_full, L_win, P_a, T, T_a, W, d_
 
 def _derive_prefill_parts_mla_allreduce_s(K_d, K_x, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
     _x0 = T*b_act*d*n_seq/busbw
-    _x1 = numpy.select([numpy.less_equal(K_d, 1),True], [0,t_ar + _x0*(2*K_d - 2)/K_d], default=numpy.nan)
-    return L_dense*_x1 + L_moe*numpy.select([numpy.less_equal(K_x, 1),True], [0,t_ar + _x0*(2*K_x - 2)/K_x], default=numpy.nan) + _x1*(L_full + L_win)
+    _x1 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + _x0*(2*K_d - 2)/K_d)
+    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_full + L_win)
 
 def _derive_prefill_parts_mla_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
     _x0 = E*d
@@ -516,7 +516,7 @@ def _derive_prefill_parts_mla_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T
     _x11 = I_exp*_x9/K_x
     _x12 = E_sh*I_exp*d/K_d
     _x13 = _x1*_x12
-    return L_moe*(3*t_kern + numpy.select([numpy.equal(E_sh, 0),True], [0,2*t_kern + numpy.maximum(_x13, _x12*_x8) + numpy.maximum(2*_x13, 4*_x12*_x7)], default=numpy.nan) + numpy.select([numpy.less_equal(ep, 1),True], [0,2*_x6*_x9*b_act*d*k_top*(ep - 1)/busbw + 2*t_ar], default=numpy.nan) + numpy.maximum(_x2, _x0*_x8) + numpy.maximum(6*_x0*_x11*_x3*_x4*_x5*f_imb*(_x10*_x6 + m_half), 3*_x11*_x2*(1 - (1 - _x10)**_x6)))
+    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x12*_x8) + numpy.maximum(2*_x13, 4*_x12*_x7)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x9*b_act*d*k_top*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x2, _x0*_x8) + numpy.maximum(6*_x0*_x11*_x3*_x4*_x5*f_imb*(_x10*_x6 + m_half), 3*_x11*_x2*(1 - (1 - _x10)**_x6)))
 
 def _derive_prefill_parts_mla_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = V*d/K_d
@@ -529,7 +529,7 @@ def _derive_prefill_t_prefill_gqa(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x
     _x3 = T*n_seq
     _x4 = _x3*b_act
     _x5 = _x4/busbw
-    _x6 = numpy.select([numpy.less_equal(K_d, 1),True], [0,_x2*_x5*(2*K_d - 2) + t_ar], default=numpy.nan)
+    _x6 = numpy.where(numpy.less_equal(K_d, 1), 0, _x2*_x5*(2*K_d - 2) + t_ar)
     _x7 = K_x**(-1.0)
     _x8 = _x5*d
     _x9 = b_w/B_hbm
@@ -568,7 +568,7 @@ def _derive_prefill_t_prefill_gqa(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x
     _x42 = k_top/E
     _x43 = I_exp*_x33
     _x44 = _x10*_x43
-    return L_dense*_x6 + L_dense*(_x26 + numpy.maximum(_x27, _x29*_x30) + numpy.maximum(2*_x27, _x30*_x31)) + L_dense*(3*_x18*_x20 + _x25 + 6*t_kng) + L_moe*(_x20*(_x32*_x33 + _x34*k_top) + _x22*_x23*k_top + _x25 + 7*t_kng) + L_moe*(3*t_kern + numpy.select([numpy.equal(E_sh, 0),True], [0,_x26 + numpy.maximum(_x44, _x38*_x43) + numpy.maximum(2*_x44, _x31*_x43*d)], default=numpy.nan) + numpy.select([numpy.less_equal(ep, 1),True], [0,2*_x41*_x8*k_top*(ep - 1) + 2*t_ar], default=numpy.nan) + numpy.maximum(_x40, _x29*_x39) + numpy.maximum(6*I_exp*_x15*_x39*_x41*_x7*f_imb*(_x3*_x42 + m_half), _x34*_x40*_x41*(1 - (1 - _x42)**_x3))) + L_moe*numpy.select([numpy.less_equal(K_x, 1),True], [0,_x7*_x8*(2*K_x - 2) + t_ar], default=numpy.nan) + _x0*_x6 + _x0*t_kern + _x0*(_x26 + numpy.maximum(_x35*_x36, _x17*_x2*_x28*d_h) + numpy.maximum(_x36*_x37, _x37*_x38*d_h)) + t_kern + numpy.maximum(_x10*_x11, 2*_x11*_x15*d*(m_half + n_seq)) + _x1*_x17*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x16) + (1/2)*_x16*(_x16 + 1)))/(P_a*T*eta_a)
+    return L_dense*_x6 + L_dense*(_x26 + numpy.maximum(_x27, _x29*_x30) + numpy.maximum(2*_x27, _x30*_x31)) + L_dense*(3*_x18*_x20 + _x25 + 6*t_kng) + L_moe*(_x20*(_x32*_x33 + _x34*k_top) + _x22*_x23*k_top + _x25 + 7*t_kng) + L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, _x26 + numpy.maximum(_x44, _x38*_x43) + numpy.maximum(2*_x44, _x31*_x43*d)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x41*_x8*k_top*(ep - 1) + 2*t_ar) + numpy.maximum(_x40, _x29*_x39) + numpy.maximum(6*I_exp*_x15*_x39*_x41*_x7*f_imb*(_x3*_x42 + m_half), _x34*_x40*_x41*(1 - (1 - _x42)**_x3))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x7*_x8*(2*K_x - 2) + t_ar) + _x0*_x6 + _x0*t_kern + _x0*(_x26 + numpy.maximum(_x35*_x36, _x17*_x2*_x28*d_h) + numpy.maximum(_x36*_x37, _x37*_x38*d_h)) + t_kern + numpy.maximum(_x10*_x11, 2*_x11*_x15*d*(m_half + n_seq)) + _x1*_x17*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x16) + (1/2)*_x16*(_x16 + 1)))/(P_a*T*eta_a)
 
 def _derive_prefill_t_prefill_mla(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_nope, d_qk, d_rope, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_q, n_seq, r_dt, r_kv, r_q, t_ar, t_kern, t_kng):
     _x0 = L_full + L_win
@@ -577,7 +577,7 @@ def _derive_prefill_t_prefill_mla(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x
     _x3 = T*n_seq
     _x4 = _x3*b_act
     _x5 = _x4/busbw
-    _x6 = numpy.select([numpy.less_equal(K_d, 1),True], [0,_x2*_x5*(2*K_d - 2) + t_ar], default=numpy.nan)
+    _x6 = numpy.where(numpy.less_equal(K_d, 1), 0, _x2*_x5*(2*K_d - 2) + t_ar)
     _x7 = K_x**(-1.0)
     _x8 = _x5*d
     _x9 = b_w/B_hbm
@@ -619,20 +619,20 @@ def _derive_prefill_t_prefill_mla(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x
     _x45 = _x16*_x24
     _x46 = d_nope + d_rope
     _x47 = _x46*r_q
-    return L_dense*_x6 + L_dense*(_x23 + numpy.maximum(I_ffn*_x11, _x14*_x25) + numpy.maximum(I_ffn*_x26, 4*_x2*_x25)) + L_dense*(3*I_ffn*_x1*_x18 + _x22 + 6*t_kng) + L_moe*(_x18*(_x27*_x28 + _x29*k_top) + _x20*_x21*k_top + _x22 + 7*t_kng) + L_moe*(_x30 + numpy.select([numpy.equal(E_sh, 0),True], [0,_x23 + numpy.maximum(_x10*_x36, _x14*_x24*_x37) + numpy.maximum(_x26*_x37, 4*_x36*_x38)], default=numpy.nan) + numpy.select([numpy.less_equal(ep, 1),True], [0,2*_x34*_x8*k_top*(ep - 1) + 2*t_ar], default=numpy.nan) + numpy.maximum(_x32, _x31*_x33) + numpy.maximum(6*I_exp*_x12*_x31*_x34*_x7*f_imb*(_x3*_x35 + m_half), _x29*_x32*_x34*(1 - (1 - _x35)**_x3))) + L_moe*numpy.select([numpy.less_equal(K_x, 1),True], [0,_x7*_x8*(2*K_x - 2) + t_ar], default=numpy.nan) + _x0*_x6 + _x0*t_kern + _x0*(_x30 + numpy.select([numpy.greater(r_q, 0),True], [_x23 + numpy.maximum(_x10*r_q, _x40*r_q) + numpy.maximum(_x44*_x47, _x45*_x47),t_kern + numpy.maximum(_x41*_x46, _x42*_x46)], default=numpy.nan) + numpy.maximum(_x10*_x39, _x39*_x40) + numpy.maximum(_x41*d_v, _x42*d_v) + numpy.maximum(_x43*_x44, _x43*_x45)) + t_kern + numpy.maximum(V*_x11, V*_x12*_x14*(m_half + n_seq)) + _x16*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x15) + (1/2)*_x15*(_x15 + 1)))/(P_a*T*eta_a)
+    return L_dense*_x6 + L_dense*(_x23 + numpy.maximum(I_ffn*_x11, _x14*_x25) + numpy.maximum(I_ffn*_x26, 4*_x2*_x25)) + L_dense*(3*I_ffn*_x1*_x18 + _x22 + 6*t_kng) + L_moe*(_x18*(_x27*_x28 + _x29*k_top) + _x20*_x21*k_top + _x22 + 7*t_kng) + L_moe*(_x30 + numpy.where(numpy.equal(E_sh, 0), 0, _x23 + numpy.maximum(_x10*_x36, _x14*_x24*_x37) + numpy.maximum(_x26*_x37, 4*_x36*_x38)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x34*_x8*k_top*(ep - 1) + 2*t_ar) + numpy.maximum(_x32, _x31*_x33) + numpy.maximum(6*I_exp*_x12*_x31*_x34*_x7*f_imb*(_x3*_x35 + m_half), _x29*_x32*_x34*(1 - (1 - _x35)**_x3))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x7*_x8*(2*K_x - 2) + t_ar) + _x0*_x6 + _x0*t_kern + _x0*(_x30 + numpy.where(numpy.greater(r_q, 0), _x23 + numpy.maximum(_x10*r_q, _x40*r_q) + numpy.maximum(_x44*_x47, _x45*_x47), t_kern + numpy.maximum(_x41*_x46, _x42*_x46)) + numpy.maximum(_x10*_x39, _x39*_x40) + numpy.maximum(_x41*d_v, _x42*d_v) + numpy.maximum(_x43*_x44, _x43*_x45)) + t_kern + numpy.maximum(V*_x11, V*_x12*_x14*(m_half + n_seq)) + _x16*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x15) + (1/2)*_x15*(_x15 + 1)))/(P_a*T*eta_a)
 
 def _derive_prefill__floor_moe(B_hbm, E, E_sh, I_exp, K_d, K_x, T, b_w, d, ep, k_top, n_seq):
     _x0 = b_w*d/B_hbm
     _x1 = E*_x0
     _x2 = 3*I_exp
-    return _x1 + numpy.select([numpy.equal(E_sh, 0),True], [0,E_sh*_x0*_x2/K_d], default=numpy.nan) + _x1*_x2*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep)
+    return _x1 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*_x0*_x2/K_d) + _x1*_x2*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep)
 
 def _derive_prefill__floor_rest(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, V, b_w, d, ep, k_top, n_seq):
     _x0 = b_w*d/B_hbm
     _x1 = _x0/K_d
     _x2 = 3*_x1
     _x3 = E*_x0
-    return I_ffn*L_dense*_x2 + L_moe*(3*I_exp*_x3*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x3 + numpy.select([numpy.equal(E_sh, 0),True], [0,E_sh*I_exp*_x2], default=numpy.nan)) + V*_x1
+    return I_ffn*L_dense*_x2 + L_moe*(3*I_exp*_x3*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x3 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x2)) + V*_x1
 
 def _derive_prefill_weights_floor_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_win, T, V, b_w, d, d_h, ep, k_top, n_kv, n_q, n_seq):
     _x0 = K_d**(-1.0)
@@ -642,7 +642,7 @@ def _derive_prefill_weights_floor_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_
     _x4 = _x0*n_q
     _x5 = _x1*d_h
     _x6 = E*_x1
-    return I_ffn*L_dense*_x3 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.select([numpy.equal(E_sh, 0),True], [0,E_sh*I_exp*_x3], default=numpy.nan)) + V*_x2 + (L_full + L_win)*(_x4*_x5 + _x5*(2*_x0*numpy.maximum(K_d, n_kv) + _x4))
+    return I_ffn*L_dense*_x3 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x3)) + V*_x2 + (L_full + L_win)*(_x4*_x5 + _x5*(2*_x0*numpy.maximum(K_d, n_kv) + _x4))
 
 def _derive_prefill_weights_floor_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_win, T, V, b_w, d, d_nope, d_rope, d_v, ep, k_top, n_q, n_seq, r_kv, r_q):
     _x0 = K_d**(-1.0)
@@ -654,7 +654,7 @@ def _derive_prefill_weights_floor_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_
     _x6 = _x3*n_q
     _x7 = _x0*_x1*n_q
     _x8 = d_nope + d_rope
-    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x5*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x5 + numpy.select([numpy.equal(E_sh, 0),True], [0,E_sh*I_exp*_x4], default=numpy.nan)) + V*_x3 + (L_full + L_win)*(_x2*(d_rope + r_kv) + _x6*d_v + _x7*r_kv*(d_nope + d_v) + numpy.select([numpy.greater(r_q, 0),True], [_x2*r_q + _x7*_x8*r_q,_x6*_x8], default=numpy.nan))
+    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x5*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x5 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + V*_x3 + (L_full + L_win)*(_x2*(d_rope + r_kv) + _x6*d_v + _x7*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*r_q + _x7*_x8*r_q, _x6*_x8))
 
 def _derive_reuse_F_exp(lambda_, tau):
     return 1 - numpy.exp(-lambda_*tau)
@@ -1170,13 +1170,13 @@ def _derive_params_active_matmul_mla(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_m
     _x0 = 3*d
     _x1 = d*n_q
     _x2 = d_nope + d_rope
-    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + (L_full + L_win)*(_x1*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.select([numpy.greater(r_q, 0),True], [_x2*n_q*r_q + d*r_q,_x1*_x2], default=numpy.nan))
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + (L_full + L_win)*(_x1*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*n_q*r_q + d*r_q, _x1*_x2))
 
 def _derive_params_total_mla(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, V, d, d_nope, d_rope, d_v, n_q, r_kv, r_q, tied):
     _x0 = 3*d
     _x1 = d*n_q
     _x2 = d_nope + d_rope
-    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + V*d*(2 - tied) + (L_full + L_win)*(_x1*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.select([numpy.greater(r_q, 0),True], [_x2*n_q*r_q + d*r_q,_x1*_x2], default=numpy.nan))
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + V*d*(2 - tied) + (L_full + L_win)*(_x1*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*n_q*r_q + d*r_q, _x1*_x2))
 
 def _derive_regimes_compute_T_W_a2(K, L_full, L_win, P, d_qk, d_v, eta, n_q):
     return n_q*(-L_full*d_qk - L_full*d_v - L_win*d_qk - L_win*d_v)/(K*P*eta)

@@ -39,7 +39,8 @@ def _erf(x):
 
 
 class Printer(NumPyPrinter):
-    """numpy printer with elementwise Min/Max (no stacked temporaries) and erf."""
+    """numpy printer with elementwise Min/Max (no stacked temporaries), Piecewise as numpy.where
+    and erf."""
 
     def _minmax(self, expr, fname):
         args = [self._print(a) for a in expr.args]
@@ -53,6 +54,14 @@ class Printer(NumPyPrinter):
 
     def _print_Max(self, expr):
         return self._minmax(expr, "maximum")
+
+    def _print_Piecewise(self, expr):
+        """Nested numpy.where (numpy.select costs about 30 us on scalars, where 4 us); NaN where no
+        condition holds, as numpy.select's default."""
+        out = "numpy.nan"
+        for e, c in reversed(expr.args):
+            out = self._print(e) if c == sp.true else f"numpy.where({self._print(c)}, {self._print(e)}, {out})"
+        return out
 
     def _print_erf(self, expr):
         return f"_erf({self._print(expr.args[0])})"
