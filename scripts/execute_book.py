@@ -62,6 +62,7 @@ def worker(todo, done):
                             allow_errors=False, record_timing=False,  # cell metadata is hashed
                             shutdown_kernel="immediate",  # nothing is left to save
                             resources={"metadata": {"path": str(book)}})
+
     def run(code):  # in a scratch notebook: execute_cell stores the cell back into client.nb
         client.nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
         client.execute_cell(client.nb.cells[0], 0)
@@ -116,12 +117,12 @@ def main(argv=None):
         if failed and failed[-1].startswith("every worker"):
             break
         if took is None:
-            failed.append(f"{Path(path).relative_to(ROOT)}: {nb}")
+            failed.append(f"{os.path.relpath(path, ROOT)}: {nb}")
             continue
         seconds[Path(path).name] = round(took, 2)
         cache.cache_notebook_bundle(CacheBundleIn(nb, path, data={"execution_seconds": took}),
                                     check_validity=False, overwrite=True)
-        print(f"executed {Path(path).relative_to(ROOT)} in {took:.1f} s", flush=True)
+        print(f"executed {os.path.relpath(path, ROOT)} in {took:.1f} s", flush=True)
     for w in workers:
         w.join()
     if inputs_digest() != digest:
