@@ -15,8 +15,8 @@ from functools import lru_cache
 import numpy as np
 
 from .evaluate import Numeric, ScenarioError, fn, scenario_values
-from .schema import DataError, read, row_type
-from .tables import FitRow, bundled, data_path
+from .schema import DataError, read
+from .tables import Allreduce, FitRow, bundled, data_path
 
 PARAMETERS = ("eta_g", "m_half", "t_kern", "eta_norm", "eta_rope", "eta_act", "eta_add", "t_kng",
               "eta_a", "T_a")
@@ -43,7 +43,7 @@ def fitted_parameters(path=None):
 @lru_cache(maxsize=None)
 def allreduce_figures(path=None):
     """{gpu: (busbw B/s, latency s)} from allreduce.csv."""
-    rows = read(row_type("allreduce"), path)
+    rows = read(Allreduce, path)
     return {g: (r.busbw_Bps, r.latency_s) for g, r in rows.items()}
 
 

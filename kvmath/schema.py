@@ -5,7 +5,7 @@ primary and foreign keys, and the source fields of sourced rows; a field with a 
 may be left out of the header, and an empty cell is missing. pydantic-core (pydantic v2's
 engine, imported at the first read) validates each row, which becomes a :class:`Row`. Any
 failure is one :class:`DataError` line: file, row (1 = first data row), field, what was
-expected and what was found. The header may start with a byte-order mark.
+expected and what was found.
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ class DataError(ValueError):
 
     def __init__(self, path, row, field_name, message):
         self.path, self.row, self.field, self.message = str(path), row, field_name, message
-        where = f"{path}" + (f", row {row}" if row is not None else "")
-        super().__init__(where + (f", field '{field_name}'" if field_name else "") + f": {message}")
+        super().__init__(f"{path}" + (f", row {row}" if row else "") +
+                         (f", field '{field_name}'" if field_name else "") + f": {message}")
 
 
 class FieldError(ValueError):
@@ -45,13 +45,13 @@ def data_path(name):
 
 @lru_cache(maxsize=None)
 def package():
-    """The data package descriptor (kvmath/data/datapackage.json)."""
-    return json.loads(data_path("datapackage.json").read_text(encoding="utf-8"))
+    """The data package's (kvmath/data/datapackage.json) table descriptors by name."""
+    return {r["name"]: r for r in json.loads(data_path("datapackage.json").read_text("utf-8"))["resources"]}
 
 
 def resource(name):
     """The data package's descriptor of table ``name``."""
-    return next(r for r in package()["resources"] if r["name"] == name)
+    return package()[name]
 
 
 class Row:
@@ -64,34 +64,17 @@ class Row:
         super().__init_subclass__(**kw)
         fields = resource(table)["schema"]["fields"]
         cls.__annotations__ = {f["name"]: TYPES[f["type"]] for f in fields} | inspect.get_annotations(cls)
-        for f in fields:
-            if not _required(f):
-                setattr(cls, f["name"], f.get("default"))
+        for f in (f for f in fields if not _required(f)):
+            setattr(cls, f["name"], f.get("default"))
         cls.table, Row.types[table] = table, cls
         dataclasses.dataclass(frozen=True, kw_only=True)(cls)
 
     def check(self):
         pass
 
-    def _sourced(self):
-        """Every table: a measurement names its source and where in it."""
-        for name in ("source", "source_location") if getattr(self, "kind", None) == "measurement" else ():
-            if getattr(self, name, "x") in (None, ""):
-                raise FieldError(name, "missing value (expected text for a measurement)")
-
-
-def row_type(name):
-    """The row type of table ``name`` (:mod:`kvmath.tables` declares one for every table)."""
-    from . import tables  # noqa: F401
-    return Row.types[name]
-
 
 def _required(f):
     return f.get("constraints", {}).get("required", False)
-
-
-def _nullable(f):
-    return not _required(f) and f.get("default") is None
 
 
 def _words(f):
@@ -109,37 +92,25 @@ def _words(f):
 
 
 def _core(cs, f):
-    """pydantic-core schema of one field."""
+    """pydantic-core schema of one field; a field with neither a default nor a requirement may be empty."""
     c, t = f.get("constraints", {}), f["type"]
-    bounds = {k: c[j] for j, k in (("minimum", "ge"), ("maximum", "le"), ("exclusiveMinimum", "gt")) if j in c}
     if "enum" in c or t == "boolean":
         enum = cs.literal_schema(sorted(c.get("enum", ["false", "true"])))
-        return enum if "enum" in c else cs.no_info_after_validator_function(lambda v: v == "true", enum)
-    if t == "date":
-        return cs.no_info_after_validator_function(lambda v: datetime.date.fromisoformat(v) and v, cs.str_schema())
-    return {"number": lambda: cs.float_schema(allow_inf_nan=False, **bounds),
-            "integer": lambda: cs.int_schema(**bounds)}.get(t, cs.str_schema)()
+        s = enum if "enum" in c else cs.no_info_after_validator_function(lambda v: v == "true", enum)
+    elif t == "date":
+        s = cs.no_info_after_validator_function(lambda v: datetime.date.fromisoformat(v) and v, cs.str_schema())
+    else:
+        bounds = {k: c[j] for j, k in (("minimum", "ge"), ("maximum", "le"), ("exclusiveMinimum", "gt")) if j in c}
+        s = {"number": lambda: cs.float_schema(allow_inf_nan=False, **bounds),
+             "integer": lambda: cs.int_schema(strict=False, **bounds)}.get(t, cs.str_schema)()
+    return s if _required(f) or "default" in f else cs.nullable_schema(s)
 
 
 @lru_cache(maxsize=None)
 def _validator(name):
     from pydantic_core import SchemaValidator, core_schema as cs
-    return SchemaValidator(cs.typed_dict_schema({f["name"]: cs.typed_dict_field(
-        cs.nullable_schema(_core(cs, f)) if _nullable(f) else _core(cs, f), required=_required(f))
-        for f in resource(name)["schema"]["fields"]}))
-
-
-def _error(path, i, fields, exc):
-    e = exc.errors()[0]
-    name, raw = e["loc"][0], e["input"]
-    if e["type"] == "missing":
-        return DataError(path, i, name, f"missing value (expected {_words(fields[name])})")
-    if e["type"].endswith("_parsing") and fields[name]["type"] in ("number", "integer"):
-        try:
-            float(raw)
-        except ValueError:
-            return DataError(path, i, name, f"expected a number, got {raw!r}")
-    return DataError(path, i, name, f"expected {_words(fields[name])}, got {raw!r}")
+    return SchemaValidator(cs.typed_dict_schema({f["name"]: cs.typed_dict_field(_core(cs, f), required=_required(f))
+                                                 for f in resource(name)["schema"]["fields"]}))
 
 
 def _rows(path):
@@ -154,10 +125,34 @@ def _rows(path):
         raise DataError(path, None, None, f"not a readable CSV file ({exc})") from None
 
 
+def _item(cls, fields, data):
+    """One row as ``cls``; raises FieldError. An empty cell is None where the field may be empty,
+    else its default (or missing)."""
+    from pydantic_core import ValidationError
+    if None in data.values():
+        raise FieldError(next(k for k, v in data.items() if v is None),
+                         "missing value (the row has fewer values than the header)")
+    d = {k: v.strip() or None for k, v in data.items()}
+    try:
+        return cls(**_validator(cls.table).validate_python(
+            {k: v for k, v in d.items() if v is not None or "default" not in fields[k]}))
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        f, raw = fields[e["loc"][0]], e["input"]
+        if e["type"] == "missing" or raw is None:
+            raise FieldError(f["name"], f"missing value (expected {_words(f)})") from None
+        if e["type"].endswith("_parsing") and f["type"] in ("number", "integer"):
+            try:
+                float(raw)
+            except ValueError:
+                raise FieldError(f["name"], f"expected a number, got {raw!r}") from None
+        raise FieldError(f["name"], f"expected {_words(f)}, got {raw!r}") from None
+
+
 def read(cls, path=None):
     """Rows of a CSV file (the bundled one by default) as ``cls`` items: a dict by the table's
     primary key (a tuple when it has several fields), or a list in file order when it has none.
-    Foreign keys are checked against the bundled tables."""
+    Foreign keys are checked against the bundled tables; a measurement must name its source."""
     schema = resource(cls.table)["schema"]
     path = Path(path or data_path(resource(cls.table)["path"]))
     fields = {f["name"]: f for f in schema["fields"]}
@@ -171,29 +166,21 @@ def read(cls, path=None):
         raise DataError(path, None, name, "missing column")
     if not rows:
         raise DataError(path, None, None, "no rows")
-    from pydantic_core import ValidationError
     refs = [(fk["fields"][0], resource(fk["reference"]["resource"])["title"], table(fk["reference"]["resource"]))
             for fk in schema.get("foreignKeys", ())]
     keys, items, seen = schema.get("primaryKey", ()), [], {}
     for i, data in enumerate(rows, start=1):
         if None in data:
             raise DataError(path, i, None, "more values than header fields")
-        if None in data.values():
-            raise DataError(path, i, next(k for k, v in data.items() if v is None),
-                            "missing value (the row has fewer values than the header)")
-        # an empty cell is None where the field may be empty, else its default (or missing)
-        d = {k: v.strip() or None for k, v in data.items()}
         try:
-            item = cls(**_validator(cls.table).validate_python(
-                {k: v for k, v in d.items() if v is not None or _nullable(fields[k])}))
-        except ValidationError as exc:
-            raise _error(path, i, fields, exc) from None
-        try:
+            item = _item(cls, fields, data)
             for name, what, known in refs:
                 if getattr(item, name) not in (None, "", *known):
                     raise FieldError(name, f"unknown {what} {getattr(item, name)!r}; "
                                      f"expected one of {', '.join(sorted(known))}")
-            item._sourced()
+            for name in ("source", "source_location") if getattr(item, "kind", "") == "measurement" else ():
+                if getattr(item, name, "x") in (None, ""):
+                    raise FieldError(name, "missing value (expected text for a measurement)")
             item.check()
         except FieldError as exc:
             raise DataError(path, i, exc.field, str(exc)) from None
@@ -208,4 +195,5 @@ def read(cls, path=None):
 @lru_cache(maxsize=None)
 def table(name):
     """The bundled table ``name``, read once."""
-    return read(row_type(name))
+    from . import tables  # noqa: F401  (declares a row type for every table)
+    return read(Row.types[name])

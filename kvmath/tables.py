@@ -2,8 +2,7 @@
 
 Fields, units, constraints and keys are declared once, in the data package
 (``kvmath/data/datapackage.json``); a class here adds only what a schema cannot say: rules
-across fields (``check``) and derived properties. A malformed file raises :class:`DataError`
-naming the file, the row and the field, and what was expected.
+across fields (``check``) and derived properties.
 """
 from __future__ import annotations
 
@@ -11,19 +10,23 @@ from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from pathlib import Path
 
-from .schema import DataError, FieldError, Row, data_path, package, read, resource, row_type, table
+from .schema import DataError, FieldError, Row, data_path, package, read, resource, table
 
-__all__ = ["DataError", "data_path", "read"]
 #: bytes per element of each dtype; mxfp4 is 4-bit values plus one 8-bit scale per 32
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
 #: hop name that stands for the GPU's own host link in a tier
 GPU_HOST_LINK = "gpu-host-link"
-DAYS_PER_YEAR = 365.25
 
 
-def _need(row, names, what):
-    for name in (n for n in names if getattr(row, n) in (None, "")):
+def _need(row, when, names, what):
+    """When ``when`` holds, each of ``names`` must have a value."""
+    for name in (n for n in names if when and getattr(row, n) in (None, "")):
         raise FieldError(name, f"missing value (expected {what})")
+
+
+def _at_most(row, name, limit):
+    if getattr(row, name) > getattr(row, limit):
+        raise FieldError(name, f"expected at most {limit} ({getattr(row, limit)})")
 
 
 class Gpu(Row, table="gpus"):
@@ -44,7 +47,7 @@ class Efficiency(Row, table="efficiencies"):
     value: float = float("nan")  #: measured/peak, capped at 1
 
     def check(self):
-        _need(self, () if self.same_as else ("measured_value", "peak_value"), "a positive number")
+        _need(self, not self.same_as, ("measured_value", "peak_value"), "a positive number")
 
 
 class TierRow(Row, table="tiers"):
@@ -56,21 +59,20 @@ class TierRow(Row, table="tiers"):
 
 class Model(Row, table="models"):
     def check(self):
-        needs = {"gqa": ("num_key_value_heads", "head_dim"),
-                 "mla": ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")}
-        _need(self, needs[self.attention], f"a positive integer for attention {self.attention}")
+        for kind, names in (("gqa", ("num_key_value_heads", "head_dim")),
+                            ("mla", ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"))):
+            _need(self, self.attention == kind, names, f"a positive integer for attention {kind}")
         if self.attention == "gqa" and self.num_attention_heads % self.num_key_value_heads:
             raise FieldError("num_key_value_heads", f"num_attention_heads ({self.num_attention_heads}) "
                              f"must be divisible by num_key_value_heads ({self.num_key_value_heads})")
-        for name in (n for n in ("window_layers", "dense_layers") if getattr(self, n) > self.layers):
-            raise FieldError(name, f"expected at most layers ({self.layers})")
-        _need(self, ("window",) if self.window_layers else (), "tokens when window_layers > 0")
-        _need(self, ("intermediate_size",) if self.dense_layers else (), "a positive integer when dense_layers > 0")
+        _at_most(self, "window_layers", "layers")
+        _at_most(self, "dense_layers", "layers")
+        _need(self, self.window_layers, ("window",), "tokens when window_layers > 0")
+        _need(self, self.dense_layers, ("intermediate_size",), "a positive integer when dense_layers > 0")
+        _need(self, self.dense_layers < self.layers, ("moe_intermediate_size", "num_experts", "experts_per_token"),
+              "a positive integer when dense_layers < layers (MoE layers)")
         if self.dense_layers < self.layers:
-            _need(self, ("moe_intermediate_size", "num_experts", "experts_per_token"),
-                  "a positive integer when dense_layers < layers (MoE layers)")
-            if self.experts_per_token > self.num_experts:
-                raise FieldError("experts_per_token", f"expected at most num_experts ({self.num_experts})")
+            _at_most(self, "experts_per_token", "num_experts")
 
     @property
     def is_moe(self):
@@ -95,13 +97,13 @@ class Node(Row, table="nodes"):
 class Drive(Row, table="drives"):
     @property
     def lifetime_drive_writes(self):
-        """Full-capacity writes over the rated life (DWPD x days of the warranty)."""
-        return self.drive_writes_per_day * DAYS_PER_YEAR * self.warranty_years
+        """Full-capacity writes over the rated life (DWPD x 365.25 days x years of the warranty)."""
+        return self.drive_writes_per_day * 365.25 * self.warranty_years
 
 
 class Pause(Row, table="pauses"):
     def check(self):
-        _need(self, ("sigma",) if self.distribution == "lognormal" else (), "a positive number for lognormal")
+        _need(self, self.distribution == "lognormal", ("sigma",), "a positive number for lognormal")
 
 
 class Engine(Row, table="engines"):
@@ -124,13 +126,12 @@ class FitRow(Row, table="prefill_fit"):
 
 class Measurement(Row, table="validation"):
     def check(self):
-        needs = {"ttft_s": ("model", "gpu", "tp", "tokens"), "prefill_s": ("model", "gpu", "tp", "tokens"),
-                 "kv_bytes": ("model", "tokens"), "bandwidth_Bps": ("link", "count")}
         if self.model and self.model not in table("models") and not validation_model_path(self.model).exists():
             raise FieldError("model", f"unknown model {self.model!r} (neither bundled nor in "
                              "kvmath/data/validation_models/)")
-        for name in (n for n in needs[self.quantity] if getattr(self, n) in (None, "")):
-            raise FieldError(name, f"required for quantity {self.quantity}")
+        _need(self, True, {"ttft_s": ("model", "gpu", "tp", "tokens"), "prefill_s": ("model", "gpu", "tp", "tokens"),
+                           "kv_bytes": ("model", "tokens"), "bandwidth_Bps": ("link", "count")}[self.quantity],
+              f"a value for quantity {self.quantity}")
 
 
 def validation_model_path(name):
@@ -139,10 +140,9 @@ def validation_model_path(name):
 
 
 # every other table: a plain row type, named for pickling (TransferCurves, Prices, ...)
-for _r in (r for r in package()["resources"] if r["name"] not in Row.types):
-    _name = "".join(w.title() for w in _r["name"].split("_"))
-    globals()[_name] = type(_name, (Row,), {"__module__": __name__, "__qualname__": _name}, table=_r["name"])
-
+for _r in (r for r in package() if r not in Row.types):
+    _name = "".join(w.title() for w in _r.split("_"))
+    globals()[_name] = type(_name, (Row,), {"__module__": __name__, "__qualname__": _name}, table=_r)
 
 CURVE_FIELDS = tuple(f["name"] for f in resource("transfer_curves")["schema"]["fields"])
 #: the bundled tables by name: plan_defaults() is {name: row}, and so on
@@ -177,8 +177,7 @@ def efficiencies_of(path=None):
     """Efficiencies by (item, quantity), ``value`` = measured/peak capped at 1; a same_as row
     takes its item's value."""
     rows = read(Efficiency, path)
-    out = {k: replace(e, value=min(1.0, e.measured_value / e.peak_value))
-           for k, e in rows.items() if not e.same_as}
+    out = {k: replace(e, value=min(1.0, e.measured_value / e.peak_value)) for k, e in rows.items() if not e.same_as}
     for i, (k, e) in enumerate(rows.items(), start=1):
         if e.same_as and (e.same_as, e.quantity) not in out:
             raise DataError(path or data_path("efficiencies.csv"), i, "same_as",
@@ -205,20 +204,19 @@ class Catalogue:
     tiers: dict
     models: dict
     efficiencies: dict
-    data_dir: Path
 
 
 @lru_cache(maxsize=None)
 def bundled():
     """The catalogue shipped with the package, validated and cross-checked."""
-    eff, links = efficiencies_of(), {}
-    for name, link in table("links").items():
-        if (name, "link") not in eff:
-            raise DataError(data_path("efficiencies.csv"), None, "item", f"no link efficiency row for link {name!r}")
-        duplex = eff.get((name, "duplex"))
-        links[name] = replace(link, efficiency=eff[(name, "link")].value, duplex_retained=duplex.value if duplex else 1.0)
+    eff = efficiencies_of()
+    for name in (n for n in table("links") if (n, "link") not in eff):
+        raise DataError(data_path("efficiencies.csv"), None, "item", f"no link efficiency row for link {name!r}")
+    links = {n: replace(link, efficiency=eff[(n, "link")].value,
+                        duplex_retained=eff[(n, "duplex")].value if (n, "duplex") in eff else 1.0)
+             for n, link in table("links").items()}
     gpus = {n: _with_efficiency(g, eff, row=i) for i, (n, g) in enumerate(table("gpus").items(), start=1)}
-    return Catalogue(gpus, links, tiers_of(read(TierRow)), table("models"), eff, data_path(""))
+    return Catalogue(gpus, links, tiers_of(read(TierRow)), table("models"), eff)
 
 
 def resolve(cls, name_or_path, what=None):
@@ -242,22 +240,19 @@ resolve_pause = partial(resolve, Pause, what="pause distribution")
 def resolve_gpu(name_or_path):
     """A bundled GPU by name, or the single GPU in a CSV file in the bundled format."""
     cat = bundled()
-    if name_or_path in cat.gpus:
-        return cat.gpus[name_or_path]
-    return _with_efficiency(resolve(Gpu, name_or_path), cat.efficiencies, name_or_path, 1)
+    return cat.gpus.get(name_or_path) or _with_efficiency(resolve(Gpu, name_or_path), cat.efficiencies, name_or_path, 1)
 
 
 def resolve_tier(name):
-    tiers = bundled().tiers
-    if name not in tiers:
-        raise KeyError(f"unknown tier {name!r}; bundled: {', '.join(sorted(tiers))}")
-    return tiers[name]
+    if name not in bundled().tiers:
+        raise KeyError(f"unknown tier {name!r}; bundled: {', '.join(sorted(bundled().tiers))}")
+    return bundled().tiers[name]
 
 
 def transfer_curves(path=None):
     """Measured bandwidth against transfer size, grouped by curve name."""
     curves = {}
-    for p in read(row_type("transfer_curves"), path) if path else table("transfer_curves"):
+    for p in read(Row.types["transfer_curves"], path) if path else table("transfer_curves"):
         curves.setdefault(p.curve, []).append(p)
     return curves
 

@@ -27,8 +27,8 @@ from scipy.optimize import least_squares
 
 from kvmath import derive_prefill as DP
 from kvmath.evaluate import numeric_of
-from kvmath.schema import read, row_type, table
-from kvmath.tables import DataError, bundled, data_path
+from kvmath.schema import read, table
+from kvmath.tables import DataError, VidurMlp, bundled, data_path
 
 FIT_DATE = "2026-11-30"
 CALIBRATION = ("Llama-2-7b-hf", "Llama-2-70b-hf", "Qwen-72B")
@@ -56,7 +56,7 @@ def load_profile(gpu, model):
     """Per-row arrays of one Vidur file: shapes per TP rank and times in seconds."""
     path = vidur_path(gpu, model)
     out = {k: [] for k in ("m", "tp", "d", "nq", "nkv", "dh", "I", "gated", *GEMM_OPS, *MEM_OPS)}
-    for r in read(row_type("vidur_mlp"), path):
+    for r in read(VidurMlp, path):
         out["m"].append(r.num_tokens)
         out["tp"].append(r.num_tensor_parallel_workers)
         out["d"].append(r.n_embd)

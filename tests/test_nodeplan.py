@@ -10,14 +10,14 @@ from hypothesis import strategies as st
 from kvmath import bundled
 from kvmath.cli import main
 from kvmath.reuse import _weights_bytes, held_caches, rfn, tier_plan
-from kvmath.tables import Pause, pauses
+from kvmath.tables import Pause, data_path, pauses
 from kvmath.tables import nodes, drives, plan_defaults, resolve_node
 
 CAT = bundled()
 M70 = CAT.models["llama-3.1-70b"]
 NODE = nodes()["dgx-h100"]
 PAUSE = pauses()["chat-lognormal"]
-HEADER = open(bundled().data_dir / "nodes.csv").readline()
+HEADER = open(data_path("nodes.csv")).readline()
 TIER_KEYS = {"write_Bps", "write_bandwidth_Bps", "dropped_write_Bps", "drive_writes_per_day",
              "drive_lifetime_years", "read_Bps", "read_bandwidth_Bps",
              "capacity_usd_per_byte_s_purchase", "capacity_usd_per_byte_s_opportunity"}

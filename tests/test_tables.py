@@ -2,8 +2,8 @@
 import pytest
 
 from kvmath import DataError, bundled, resolve_gpu, resolve_model
-from kvmath.schema import resource, row_type, table
-from kvmath.tables import (DTYPE_BYTES, Link, Model, TierRow, data_path, efficiencies_of, read,
+from kvmath.schema import resource, table
+from kvmath.tables import (DTYPE_BYTES, Link, Model, TierRow, VidurMlp, data_path, efficiencies_of, read,
                            tiers_of)
 
 KINDS = set(next(f for f in resource("gpus")["schema"]["fields"] if f["name"] == "kind")["constraints"]["enum"])
@@ -212,7 +212,7 @@ def test_every_table_in_the_package_validates():
     for r in package["resources"]:
         assert table(r["name"]), r["name"]
     for path in data_path("vidur").glob("*.csv"):  # one resource, a file per GPU and model
-        assert read(row_type("vidur_mlp"), path)
+        assert read(VidurMlp, path)
 
 
 @pytest.mark.parametrize("name", ["gpus", "links", "models", "nodes", "drives", "engines",
