@@ -35,32 +35,24 @@ MAX_INT = 10 ** 9
 #: pause distribution of reuse and tiers: pauses.csv row fitted to the conversation trace
 DEFAULT_PAUSE = "conversation-fitted"
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0 or value > MAX_INT:
-        raise argparse.ArgumentTypeError(
-            f"expected a positive integer of at most {MAX_INT:,}, got {text!r}")
-    return value
+def _number(cast, ok, words):
+    """An argparse type: ``cast(text)`` when it satisfies ``ok``, else an error naming ``words``."""
+    def parse(text):
+        try:
+            value = cast(text)
+        except ValueError:
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {words}, got {text!r}")
+        return value
+    return parse
 
 
-def _positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (math.isfinite(value) and 0 < value <= 1e15):
-        raise argparse.ArgumentTypeError(f"expected a positive number of at most 1e15, got {text!r}")
-    return value
-
-
-def _fraction(text):
-    value = _positive_float(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}")
-    return value
+_positive_int = _number(int, lambda v: 0 < v <= MAX_INT, f"a positive integer of at most {MAX_INT:,}")
+_positive_float = _number(float, lambda v: math.isfinite(v) and 0 < v <= 1e15, "a positive number of at most 1e15")
+_fraction = _number(float, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
+_count = _number(int, lambda v: v >= 0, "a non-negative integer")
+_reserve = _number(float, lambda v: 0 <= v < 1, "a fraction in [0, 1)")
 
 
 def build_parser():
@@ -163,26 +155,6 @@ def _layout(r):
 
 def _band(pair):
     return f"[{fmt_time(pair[0])} to {fmt_time(pair[1])}]"
-
-
-def _count(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
-def _reserve(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
-    return value
 
 
 def _plan_options(p):
