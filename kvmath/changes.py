@@ -12,6 +12,7 @@ import json
 from functools import lru_cache
 
 from .evaluate import ScenarioError, compare
+from .reuse import _kind, best_ttl, pause_values, rfn
 from .tables import bundled, data_path
 
 #: the release whose published tables the What-changed page compares against
@@ -74,3 +75,15 @@ def cause(entry):
     if entry["old_tp"] != entry["new_tp"]:
         return "deployment that fits (TP), bytes per hop and concurrency"
     return "bytes per hop and concurrent reloads"
+
+
+def breakeven_then_now(r, pause):
+    """(previous release's, this release's) break-even return probability of a
+    :func:`kvmath.reuse.reuse` answer ``r``: then p*(tau) at the TTL best for the pause's own
+    return probability (an upper bound), now the least p*(tau) over tau (None: above 1)."""
+    kind = _kind(pause)
+    v = {**pause_values(pause), "S_gpu": r["saving_gpu_s"], "c_gpu": r["saving_usd"] / r["saving_gpu_s"],
+         "c_cap": r["capacity_usd_per_byte_s"], "c_wear": r["write_usd_per_byte"], "Q": r["kv_bytes"]}
+    tau = best_ttl(rfn(f"value_{kind}"), v, kind)
+    then = float(rfn(f"p_breakeven_{kind}").take({**v, "tau": tau if tau > 0 else pause.median_s}))
+    return then, r["p_breakeven"]

@@ -281,13 +281,22 @@ def _dump(result):
     return json.dumps(clean(with_version(result)))
 
 
+def _ttl_text(ttl):
+    return "none pays (do not offload)" if ttl == 0 else fmt_time(ttl) if math.isfinite(ttl) \
+        else "keep until return"
+
+
+def _p_text(p, r):
+    return f"{p:.3g}" if p is not None else "n/a" if r["saving_gpu_s"] <= 0 else "none: not even p = 1 pays"
+
+
 def _reuse_human(r):
     rows = [("scenario", f"{r['model']} on {r['tp']}x {r['gpu']}, tier {r['tier']}, "
                          f"{r['tokens']:,} tokens, pause {r['pause']}"),
             ("saving per reuse", f"{r['saving_gpu_s']:.3g} GPU-s (${r['saving_usd']:.3g})"),
-            ("best TTL", fmt_time(r["ttl_s"]) if math.isfinite(r["ttl_s"]) else "keep until return"),
+            ("best TTL", _ttl_text(r["ttl_s"])),
             ("hit probability", f"{r['hit_probability']:.3f} of returning conversations"),
-            ("break-even p", "n/a" if r["p_breakeven"] is None else f"{r['p_breakeven']:.3g}"),
+            ("break-even p", _p_text(r["p_breakeven"], r)),
             ("value per offload", f"${r['value_usd']:.3g}")]
     verdicts = [f"verdict: {r['verdict']} (holding priced at purchase cost)"]
     if r.get("value_usd_opportunity") is not None:
@@ -295,8 +304,8 @@ def _reuse_human(r):
         p = r["p_breakeven_opportunity"]
         rows += [("fixed node: hold", f"${r['capacity_usd_per_byte_s_opportunity']:.3g} per "
                   f"byte-second (the hits a held cache displaces on {r['node']})"),
-                 ("  best TTL", fmt_time(ttl) if math.isfinite(ttl) else "keep until return"),
-                 ("  break-even p", "n/a" if p is None else f"{p:.3g}"),
+                 ("  best TTL", _ttl_text(ttl)),
+                 ("  break-even p", _p_text(p, r)),
                  ("  value", f"${r['value_usd_opportunity']:.3g}")]
         verdicts.append(f"verdict on a fixed node: {r['verdict_opportunity']} "
                         "(holding priced at opportunity cost)")

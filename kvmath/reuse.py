@@ -104,14 +104,49 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
         return out
     tau = best_ttl(value, v, kind)
     at = {**v, "tau": tau}
-    out["ttl_s"] = tau
-    out["hit_probability"] = float(rfn(f"F_{kind}").take(at)) if tau > 0 else 0.0
-    out["value_usd"] = float(value.take(at)) if tau > 0 else 0.0
-    p_star = float(rfn(f"p_breakeven_{kind}").take({**at, "tau": tau if tau > 0 else
-                                                     pause_median(pause)}))
-    out["p_breakeven"] = p_star
-    out["verdict"] = ("offload" if out["value_usd"] > 0 else "do not offload")
+    pays = tau > 0 and float(value.take(at)) > 0
+    # no TTL pays: the best choice is not to write the cache at all (TTL 0, value 0)
+    out["ttl_s"] = tau if pays else 0.0
+    out["hit_probability"] = float(rfn(f"F_{kind}").take(at)) if pays else 0.0
+    out["value_usd"] = float(value.take(at)) if pays else 0.0
+    p_star = breakeven_p(kind, v)
+    out["p_breakeven"] = p_star if p_star <= 1 else None
+    out["verdict"] = ("offload" if pays else "do not offload" if p_star <= 1 else
+                      "do not offload: holding and writing the cache cost more than the saving "
+                      "even if every conversation returns")
     return out
+
+
+def breakeven_p(kind, v):
+    """The least return probability at which some TTL makes offloading pay.
+
+    The value is linear in p, so at each TTL one p sets it to zero (``p_breakeven_<kind>``);
+    the break-even is that p minimised over the TTL (above 1: no p pays). The minimum is found on
+    a grid of TTLs from 10 ms to 3 years, then refined by golden section on log TTL.
+    """
+    p_at = rfn(f"p_breakeven_{kind}")
+
+    def at(log_tau):  # p is positive wherever it is defined; at the shortest TTLs the
+        # denominator cancels to 0 or below in floating point, where no p pays
+        with np.errstate(all="ignore"):  # overflow at the longest TTLs is p = inf too
+            p = np.asarray(p_at.take({**v, "tau": np.exp(log_tau)}), dtype=float)
+        return np.where(np.isfinite(p) & (p > 0), p, np.inf)
+    log_taus = np.linspace(math.log(1e-2), math.log(1e8), 4001)
+    i = int(np.argmin(at(log_taus)))
+    lo, hi = log_taus[max(i - 1, 0)], log_taus[min(i + 1, len(log_taus) - 1)]
+    g = (math.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = at(a), at(b)
+    for _ in range(60):  # golden section: the bracket shrinks by 0.618 a step
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = at(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = at(b)
+    return float(min(fa, fb, at(log_taus[i])))
 
 
 def pause_median(pause):
@@ -121,11 +156,11 @@ def pause_median(pause):
 def best_ttl(value, v, kind):
     """TTL (s) maximising the expected net value; closed form for the exponential pause."""
     if kind == "exp":
+        if v["p"] >= 1:  # every conversation returns: the value's slope keeps one sign
+            return math.inf if rfn("dvalue_exp").take({**v, "tau": 1.0}) > 0 else 0.0
         roots = [f.take(v) for f in rfn("tau_opt_exp")]
         roots = [float(t.real) if isinstance(t, complex) else float(t) for t in roots]
         roots = [t for t in roots if math.isfinite(t) and t > 0]
-        if v["p"] >= 1:
-            return math.inf
         return roots[0] if roots else 0.0
     taus = np.geomspace(1e-2, 1e8, 4001)
     vals = value.take({**v, "tau": taus})
