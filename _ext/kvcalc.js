@@ -166,7 +166,7 @@
   function values(state) {
     const g = D.gpus[state.gpu];
     const eng = D.engines[state.engine || D.default_engine];
-    const layout = chooseLayout(state, eng.hbm_usable_fraction);
+    const layout = chooseLayout(state, eng.hbm_fit_fraction);
     const v = modelValues(state, layout.kv_dtype, layout.weight_dtype);
     v.K = layout.tp;
     v.K_e = layout.ep;
@@ -285,7 +285,7 @@
     const cross = prefillName === "calibrated"
       ? bracketRoots(adv, nc.t_min, Math.max(m.max_context_tokens, state.tokens), nc.points, nc.iterations)
       : bracketRoots(T => F.crossing.f(Object.assign({}, v, {T: T})), 1e-3, 1e12, 3000, 200);
-    const h = hbmSlack(state, sv.layout, D.engines[sv.engine].hbm_usable_fraction);
+    const h = hbmSlack(state, sv.layout, D.engines[sv.engine].hbm_fit_fraction);
     const path = sv.hops.map(hop => {
       const bytes = hop.scope === "per-node" ? v.n_c * r.node_hop_copies * r.kv_bytes_unique : r.kv_bytes_per_gpu;
       return Object.assign({}, hop, {bytes: bytes, time_s: bytes / hop.effective_Bps});

@@ -334,6 +334,14 @@ def _efficiency(gpu, compute_dtype, efficiency):
     return eff.value
 
 
+def hbm_fit_fraction(eng):
+    """Share of each GPU's HBM that weights and KV may fill: the engine's utilised fraction less
+    the activation reserve of plan_defaults.csv (activations, CUDA graphs, workspace), as the
+    tier plan reserves it."""
+    from .tables import plan_defaults
+    return eng.hbm_usable_fraction * (1 - plan_defaults()["activation_reserve_fraction"].value)
+
+
 def _hbm_slack(model, gpu, layout, tokens, batch, usable):
     v = architecture_values(model, layout.kv_dtype, layout.weight_dtype)
     v.update(K=layout.tp, K_e=layout.ep, rho=replication(model, layout.tp), n_seq=batch,
@@ -344,12 +352,14 @@ def _hbm_slack(model, gpu, layout, tokens, batch, usable):
 
 
 def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype=None,
-                  kv_dtype=None, usable=0.9, check_fit=True):
+                  kv_dtype=None, usable=None, check_fit=True):
     """How the model is served: a sourced deployment for (model, gpu) when no TP is given,
     else the given TP, else the smallest TP whose HBM holds the weights plus the KV of
-    ``batch`` sequences of ``tokens`` tokens within the usable fraction. ScenarioError when
+    ``batch`` sequences of ``tokens`` tokens within the usable fraction (default: the default
+    engine's :func:`hbm_fit_fraction`). ScenarioError when
     the given TP cannot hold them (naming a TP that would)."""
     from .tables import deployments
+    usable = hbm_fit_fraction(_engine(None)) if usable is None else usable
     dep = deployments().get((model.name, gpu.name)) if tp is None else None
     weight_dtype = model.weight_dtype
     if dep is not None:
@@ -407,7 +417,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     eng = _engine(engine)
     if layout is None:
         layout = choose_layout(model, gpu, tokens, tp, ep, batch, compute_dtype, kv_dtype,
-                               eng.hbm_usable_fraction, check_fit)
+                               hbm_fit_fraction(eng), check_fit)
     v = architecture_values(model, layout.kv_dtype, layout.weight_dtype)
     v["K"], v["K_e"] = layout.tp, layout.ep
     v["rho"] = replication(model, layout.tp)
@@ -531,7 +541,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
                                       max(float(model.max_context_tokens), float(tokens)))
     else:
         cross = crossings(v)
-    slack, w_gpu, kv_gpu = _hbm_slack(model, gpu, layout, tokens, batch, eng.hbm_usable_fraction)
+    slack, w_gpu, kv_gpu = _hbm_slack(model, gpu, layout, tokens, batch, hbm_fit_fraction(eng))
     unique = float(fn("kv_bytes_unique").take(at))
     node_copies = float(fn("node_copies").take(at))
     path = []
@@ -552,7 +562,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         "kv_bytes_per_gpu": float(fn("kv_bytes_per_gpu").take(at)),
         "kv_replication": v["rho"], "node_hop_copies": node_copies,
         "weights_bytes_per_gpu": w_gpu, "hbm_usable_bytes_per_gpu":
-            eng.hbm_usable_fraction * gpu.hbm_capacity_bytes, "hbm_free_bytes_per_gpu": slack,
+            hbm_fit_fraction(eng) * gpu.hbm_capacity_bytes, "hbm_free_bytes_per_gpu": slack,
         "prefill_flops": float(fn("flops_prefill").take(at)),
         "prefill_efficiency": v["eta"],
         "compute_s": compute, "weights_read_s": weights,

@@ -21,7 +21,7 @@ import json
 import math
 from pathlib import Path
 
-from .evaluate import (DEFAULT_ENGINE, TP_CANDIDATES, PREFILL_MODELS, ScenarioError,
+from .evaluate import (DEFAULT_ENGINE, hbm_fit_fraction, TP_CANDIDATES, PREFILL_MODELS, ScenarioError,
                        _efficiency, architecture_values, heads_fit)
 from .schema import data_path
 from .tables import DTYPE_BYTES, GPU_HOST_LINK, bundled
@@ -96,7 +96,7 @@ def scenario_data(cat=None):
         engs[e.name] = {k: getattr(e, k) for k in (
             "copy_tokens", "copy_spans_layers", "kv_split", "request_fixed_s",
             "replicated_read_once", "storage_io_bytes", "queue_depth", "request_steps",
-            "writes_overlap", "hbm_usable_fraction")}
+            "writes_overlap")} | {"hbm_fit_fraction": hbm_fit_fraction(e)}
     deps = {}
     for (model, gpu), d in deployments().items():
         deps.setdefault(model, {})[gpu] = {

@@ -30,11 +30,11 @@ def run(capsys, *argv):
 
 
 def test_hbm_tier_by_hand():
-    """8 x 80 GB x 0.92 used x 0.95 after the activation reserve, less one copy of the weights
+    """8 x 80 GiB x 0.92 used x 0.95 after the activation reserve, less one copy of the weights
     (TP 8) and 16 running 32k-token sequences of 10.74 GB."""
     plan = tier_plan(NODE, M70, 32768, 1.0, PAUSE, find_limit=False)
     kv = 327_680 * 32_768
-    expected = 8 * 80e9 * 0.92 * 0.95 - _weights_bytes(M70) - 16 * kv
+    expected = 8 * 80 * 2**30 * 0.92 * 0.95 - _weights_bytes(M70) - 16 * kv
     assert plan["hbm_free_bytes"] == pytest.approx(expected, rel=1e-12)
     assert plan["tiers"][0]["capacity_bytes"] == pytest.approx(expected, rel=1e-12)
     assert plan["batch_kv_bytes"] == 16 * kv
