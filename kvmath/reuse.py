@@ -18,6 +18,8 @@ from .tables import Tier, bundled, prices
 from .tables import node_drive, plan_defaults
 
 SECONDS_PER_MONTH = 365.25 * 86400 / 12
+#: the TTL at which "keep until return" (an infinite TTL) is evaluated: every pause is over, s
+KEEP_HORIZON_S = 1e12
 #: which price prices a tier's capacity
 TIER_MEDIUM = {"host-dram": "ddr5", "rdma": "ddr5"}  # other tiers' names start with nvme
 
@@ -99,11 +101,11 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
            "saving_usd": saving * v["c_gpu"], "capacity_usd_per_byte_s": c_cap,
            "write_usd_per_byte": c_wear, "return_probability": pause.return_probability}
     if saving <= 0:
-        out.update(ttl_s=0.0, p_breakeven=None, value_usd=0.0, hit_probability=0.0,
-                   verdict="do not offload: reload is not faster than recompute")
+        out.update(ttl_s=0.0, p_breakeven=None, offload_can_pay=False, value_usd=0.0,
+                   hit_probability=0.0, verdict="do not offload: reload is not faster than recompute")
         return out
     tau = best_ttl(value, v, kind)
-    at = {**v, "tau": tau}
+    at = {**v, "tau": tau if math.isfinite(tau) else KEEP_HORIZON_S}
     pays = tau > 0 and float(value.take(at)) > 0
     # no TTL pays: the best choice is not to write the cache at all (TTL 0, value 0)
     out["ttl_s"] = tau if pays else 0.0
@@ -111,6 +113,7 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
     out["value_usd"] = float(value.take(at)) if pays else 0.0
     p_star = breakeven_p(kind, v)
     out["p_breakeven"] = p_star if p_star <= 1 else None
+    out["offload_can_pay"] = p_star <= 1  # False: not even p = 1 repays holding and writing
     out["verdict"] = ("offload" if pays else "do not offload" if p_star <= 1 else
                       "do not offload: holding and writing the cache cost more than the saving "
                       "even if every conversation returns")
@@ -126,11 +129,11 @@ def breakeven_p(kind, v):
     """
     p_at = rfn(f"p_breakeven_{kind}")
 
-    def at(log_tau):  # p is positive wherever it is defined; at the shortest TTLs the
-        # denominator cancels to 0 or below in floating point, where no p pays
+    def at(log_tau):  # p >= 0 wherever it is defined (0 when holding and writing are free); at
+        # the shortest TTLs the denominator cancels to 0 or below in floating point: no p pays
         with np.errstate(all="ignore"):  # overflow at the longest TTLs is p = inf too
             p = np.asarray(p_at.take({**v, "tau": np.exp(log_tau)}), dtype=float)
-        return np.where(np.isfinite(p) & (p > 0), p, np.inf)
+        return np.where(np.isfinite(p) & (p >= 0), p, np.inf)
     log_taus = np.linspace(math.log(1e-2), math.log(1e8), 4001)
     i = int(np.argmin(at(log_taus)))
     lo, hi = log_taus[max(i - 1, 0)], log_taus[min(i + 1, len(log_taus) - 1)]
@@ -156,12 +159,17 @@ def pause_median(pause):
 def best_ttl(value, v, kind):
     """TTL (s) maximising the expected net value; closed form for the exponential pause."""
     if kind == "exp":
-        if v["p"] >= 1:  # every conversation returns: the value's slope keeps one sign
-            return math.inf if rfn("dvalue_exp").take({**v, "tau": 1.0}) > 0 else 0.0
-        roots = [f.take(v) for f in rfn("tau_opt_exp")]
-        roots = [float(t.real) if isinstance(t, complex) else float(t) for t in roots]
-        roots = [t for t in roots if math.isfinite(t) and t > 0]
-        return roots[0] if roots else 0.0
+        if v["p"] < 1 and v["c_cap"] > 0:
+            try:
+                roots = [f.take(v) for f in rfn("tau_opt_exp")]
+            except (ZeroDivisionError, OverflowError):  # holding too cheap to price: as below
+                roots = None
+            if roots is not None:
+                roots = [float(t.real) if isinstance(t, complex) else float(t) for t in roots]
+                roots = [t for t in roots if math.isfinite(t) and t > 0]
+                return roots[0] if roots else 0.0
+        # every conversation returns, or holding costs nothing: the value's slope keeps one sign
+        return math.inf if rfn("dvalue_exp").take({**v, "tau": 1.0}) > 0 else 0.0
     taus = np.geomspace(1e-2, 1e8, 4001)
     vals = value.take({**v, "tau": taus})
     i = int(np.argmax(vals))
@@ -441,9 +449,10 @@ def opportunity_price(pause, tau, saving_gpu_s, c_gpu, kv_bytes, resume_rate):
     the marginal hits one more byte would hold at the TTL edge tau (0 when tau is 0 or inf)."""
     if not (tau > 0 and math.isfinite(tau)) or saving_gpu_s <= 0:
         return 0.0
-    return float(rfn(f"c_cap_opportunity_{_kind(pause)}").take({
-        **pause_values(pause), "tau": tau, "r": resume_rate, "Q": kv_bytes,
-        "S_gpu": saving_gpu_s, "c_gpu": c_gpu}))
+    with np.errstate(over="ignore"):  # far past the pause, e^(lambda tau) overflows: the price is 0
+        return float(rfn(f"c_cap_opportunity_{_kind(pause)}").take({
+            **pause_values(pause), "tau": tau, "r": resume_rate, "Q": kv_bytes,
+            "S_gpu": saving_gpu_s, "c_gpu": c_gpu}))
 
 
 def _weights_bytes(model):

@@ -174,3 +174,34 @@ def test_never_paying_offload_reports_no_ttl_and_no_probability():
     assert r["saving_gpu_s"] > 0
     assert r["p_breakeven"] is None and r["ttl_s"] == 0 and r["value_usd"] == 0
     assert r["hit_probability"] == 0 and r["verdict"].startswith("do not offload")
+
+
+def test_exponential_pause_sure_to_return_keeps_the_cache():
+    """p = 1 with an exponential pause: the value rises with the TTL to its limit, so keep until
+    return (an infinite TTL, evaluated at the horizon, not as 0 x inf)."""
+    pz = Pause(**{**pauses()["chat-exponential"].__dict__, "return_probability": 1.0})
+    r = reuse(CAT.models["llama-3.1-8b"], H100, CAT.tiers["host-dram"], 8192, pz)
+    assert r["verdict"] == "offload" and math.isinf(r["ttl_s"])
+    assert r["value_usd"] > 0 and r["hit_probability"] == pytest.approx(1.0)
+    almost = Pause(**{**pz.__dict__, "return_probability": 0.9999999})
+    near = reuse(CAT.models["llama-3.1-8b"], H100, CAT.tiers["host-dram"], 8192, almost)
+    assert near["value_usd"] == pytest.approx(r["value_usd"], rel=1e-3)
+
+
+@pytest.mark.parametrize("kind", ["chat-exponential", "conversation-fitted"])
+def test_free_holding_breaks_even_at_zero(kind):
+    """Holding priced at nothing and DRAM writes free: any return probability pays."""
+    r = reuse(CAT.models["llama-3.1-8b"], H100, CAT.tiers["host-dram"], 8192, pauses()[kind], c_cap=0.0)
+    assert r["p_breakeven"] == 0 and r["offload_can_pay"] and r["verdict"] == "offload"
+    assert math.isinf(r["ttl_s"]) or r["ttl_s"] > 0
+
+
+@pytest.mark.parametrize("rate", ["0.1", "0.01", "0.001"])
+def test_reuse_on_a_fixed_node_with_an_exponential_pause_answers(rate, capsys):
+    """The opportunity price of holding underflows to 0 at low resume rates: still an answer."""
+    from kvmath.cli import main
+    code = main(["reuse", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+                 "--tokens", "8192", "--pause", "chat-exponential", "--resume-rate", rate, "--json"])
+    out = capsys.readouterr()
+    assert code == 0 and "Traceback" not in out.err
+    assert "NaN" not in out.out and "Infinity" not in out.out
