@@ -561,7 +561,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         "kv_bytes_unique": unique,
         "kv_bytes_per_gpu": float(fn("kv_bytes_per_gpu").take(at)),
         "kv_replication": v["rho"], "node_hop_copies": node_copies,
-        "weights_bytes_per_gpu": w_gpu, "hbm_usable_bytes_per_gpu":
+        "weights_bytes_per_gpu": w_gpu, "hbm_fit_bytes_per_gpu":
             hbm_fit_fraction(eng) * gpu.hbm_capacity_bytes, "hbm_free_bytes_per_gpu": slack,
         "prefill_flops": float(fn("flops_prefill").take(at)),
         "prefill_efficiency": v["eta"],
