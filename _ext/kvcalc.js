@@ -180,7 +180,8 @@
     v.B_hbm = gpuValue(state, "B_hbm", g.B_hbm);
     v.N_node = gpuValue(state, "N_node", g.N_node);
     v.n_c = "concurrent-reloads" in state ? state["concurrent-reloads"] : S.default_concurrency.f(v);
-    v.rho_n = eng.replicated_read_once ? 1 : v.rho;
+    const once = eng.replicated_read_once;  // kvmath.evaluate.reads_once
+    v.rho_n = (once === "always" || (once === "mla" && D.models[state.model].attention === "mla")) ? 1 : v.rho;
     let copy = null;
     if (eng.copy_tokens !== null) {
       v.c_tok = eng.copy_tokens;

@@ -242,8 +242,11 @@ def tier_path(tier: Tier, gpu: Gpu, engine=None, copy_bytes=None):
 
 
 def path_values(tier: Tier, gpu: Gpu, tp: int, rho=1.0, concurrent=None, engine=None,
-                copy_bytes=None):
+                copy_bytes=None, rho_n=None):
     """(B per GPU in B/s, first-byte latency in s, hops) of a tier's path.
+
+    rho_n: copies of each unique byte crossing node-shared hops (default: 1 if the engine
+    always reads replicated KV once, else rho; :func:`reads_once` decides it per model).
 
     Node-shared hops carry each replica's unique bytes (``rho_n`` copies) for the
     ``concurrent`` replicas reloading at once (default: the node's GPUs / tp).
@@ -253,10 +256,18 @@ def path_values(tier: Tier, gpu: Gpu, tp: int, rho=1.0, concurrent=None, engine=
     b_gpu = min((h.effective_Bps for h in hops if h.scope == "per-gpu"), default=math.inf)
     b_node = min((h.effective_Bps for h in hops if h.scope == "per-node"), default=math.inf)
     conc = concurrent if concurrent is not None else default_concurrency(gpu, tp)
-    rho_n = 1.0 if eng.replicated_read_once else rho
+    rho_n = rho_n if rho_n is not None else 1.0 if eng.replicated_read_once == "always" else rho
     bandwidth = float(fn("B_path")(B_gpu=b_gpu, B_node=b_node, K=tp, n_c=conc, rho=rho,
                                    rho_n=rho_n, N_node=gpu.gpus_per_node))
     return bandwidth, sum(h.latency_s for h in hops), hops
+
+
+def reads_once(eng, model):
+    """Whether the engine reads a replicated KV head or MLA latent across node hops once (rank 0
+    reads, then broadcasts) rather than once per rank: engines.csv says always, for MLA only
+    (LMCache's save_only_first_rank defaults to use_mla), or never."""
+    return eng.replicated_read_once == "always" or (eng.replicated_read_once == "mla"
+                                                   and model.attention == "mla")
 
 
 def default_concurrency(gpu: Gpu, tp: int):
@@ -430,13 +441,14 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     v["N_node"] = gpu.gpus_per_node
     v["n_c"] = (float(concurrent_reloads) if concurrent_reloads is not None
                 else default_concurrency(gpu, layout.tp))
-    v["rho_n"] = 1.0 if eng.replicated_read_once else v["rho"]
+    v["rho_n"] = 1.0 if reads_once(eng, model) else v["rho"]
     copy = None
     if eng.copy_tokens is not None:
         v.update(c_tok=eng.copy_tokens, c_split=2.0 if eng.kv_split else 1.0,
                  c_lay=float(v["L_full"] + v["L_win"]) if eng.copy_spans_layers else 1.0)
         copy = float(fn("copy_bytes").take(v))
-    v["B"], v["t_lat"], hops = path_values(tier, gpu, layout.tp, v["rho"], v["n_c"], eng, copy)
+    v["B"], v["t_lat"], hops = path_values(tier, gpu, layout.tp, v["rho"], v["n_c"], eng, copy,
+                                           v["rho_n"])
     v["t_req"] = eng.request_fixed_s
     v["n_step"] = eng.request_steps
     v["t_0"] = float(fn("fixed_cost").take(v))

@@ -44,10 +44,16 @@ def python(s):
         return None
 
 
+#: scenarios always checked: LMCache reads a replicated MLA latent once, replicated GQA heads per rank
+PINNED = [{"model": m, "gpu": "h200", "tier": "nvme", "tokens": 32768, "tp": 8, "engine": "lmcache"}
+          for m in ("deepseek-v3", "qwen3-30b-a3b")]
+
+
 def scenarios(n, seed=20261130, errors=0):
-    """n scenarios that compare evaluates (and `errors` that it refuses), with its results."""
+    """n scenarios that compare evaluates (the pinned ones first; and `errors` that it refuses),
+    with its results."""
     cat, rng = bundled(), random.Random(seed)
-    good, bad = [], []
+    good, bad = [(s, python(s)) for s in PINNED], []
     while len(good) < n or len(bad) < errors:
         m = cat.models[rng.choice(list(cat.models))]
         s = {"model": m.name, "gpu": rng.choice(list(cat.gpus)),

@@ -115,3 +115,18 @@ def test_per_gpu_hop_carries_each_gpus_bytes():
     r = compare(m, g, t, 32768, tp=4, engine="ideal")
     assert _hop(r, "pcie-gen5-x16")["bytes"] == 327_680 * 32768 / 4
     assert _hop(r, "host-dram-ddr5-4800-2s")["bytes"] == 2 * 327_680 * 32768  # 2 replicas
+
+
+@pytest.mark.parametrize("model,engine,copies", [
+    ("deepseek-v3", "lmcache", 1.0),          # MLA latent: rank 0 reads it, then broadcasts
+    ("deepseek-v3", "vllm-cross-layer", 8.0),  # every rank reads its replica
+    ("qwen3-30b-a3b", "lmcache", 2.0),         # GQA heads replicated at TP 8 > 4 KV heads: LMCache
+                                               # saves from rank 0 only for MLA (save_only_first_rank = use_mla)
+    ("qwen3-30b-a3b", "ideal", 1.0),           # the ideal engine always reads once
+])
+def test_replicated_kv_crosses_node_hops_once_only_where_the_engine_does(model, engine, copies):
+    from kvmath import bundled
+    from kvmath.evaluate import compare
+    cat = bundled()
+    r = compare(cat.models[model], cat.gpus["h200"], cat.tiers["nvme"], 32768, tp=8, engine=engine)
+    assert r["node_hop_copies"] == copies
