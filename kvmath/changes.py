@@ -26,9 +26,11 @@ def snapshot(release=PREVIOUS_RELEASE):
         return json.load(fh)
 
 
+@lru_cache(maxsize=None)
 def current_cell(model, gpu, tier, tokens, **kw):
     """The current verdict of one cell: compare() on the default layout, engine and prefill
-    model, or a one-word reason when the cell no longer exists ('beyond context', 'no fit')."""
+    model, or a one-word reason when the cell no longer exists ('beyond context', 'no fit').
+    Remembered per process (read it, do not change it): the page asks for cells twice."""
     cat = bundled()
     m = cat.models[model]
     if tokens > m.max_context_tokens:
