@@ -185,7 +185,7 @@
     let copy = null;
     if (eng.copy_tokens !== null) {
       v.c_tok = eng.copy_tokens;
-      v.c_split = eng.kv_split ? 2 : 1;
+      v.c_split = eng.kv_split && D.models[state.model].attention !== "mla" ? 2 : 1;  // MLA: one tensor
       v.c_lay = eng.copy_spans_layers ? v.L_full + v.L_win : 1;
       copy = S.copy_bytes.f(v);
     }

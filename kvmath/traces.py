@@ -556,7 +556,9 @@ def fit_pauses(name):
     return {
         "name": f"{name}-fitted", "distribution": "lognormal",
         "median_s": f"{fit['median_s']:.4g}", "sigma": f"{fit['sigma']:.4g}",
-        "return_probability": f"{stats['return_probability']:.4g}", "kind": "measurement",
+        "return_probability": f"{stats['return_probability']:.4g}",
+        # a fit to measured arrivals; the synthetic trace's arrivals are not measured
+        "kind": "assumption" if name == "synthetic" else "measurement",
         "source": f"{MOONCAKE_SOURCE}/{BUNDLED[name].removesuffix('.gz')}",
         "source_location": (f"lognormal maximum-likelihood fit (mean and s.d. of log) to "
                             f"{fit['n']} continuation pauses (kvmath.traces.fit_pauses; "

@@ -44,16 +44,17 @@ def python(s):
         return None
 
 
-#: scenarios always checked: LMCache reads a replicated MLA latent once, replicated GQA heads per rank
-PINNED = [{"model": m, "gpu": "h200", "tier": "nvme", "tokens": 32768, "tp": 8, "engine": "lmcache"}
-          for m in ("deepseek-v3", "qwen3-30b-a3b")]
+#: scenarios always checked: LMCache reads a replicated MLA latent once, replicated GQA heads per
+#: rank; a per-layer engine copies K and V apart, an MLA latent whole
+PINNED = [{"model": m, "gpu": "h200", "tier": "nvme", "tokens": 32768, "tp": 8, "engine": e}
+          for m in ("deepseek-v3", "qwen3-30b-a3b") for e in ("lmcache", "vllm-per-layer")]
 
 
 def scenarios(n, seed=20261130, errors=0):
-    """n scenarios that compare evaluates (the pinned ones first; and `errors` that it refuses),
-    with its results."""
+    """n scenarios that compare evaluates (the pinned ones first when n exceeds them; and
+    `errors` that it refuses), with its results."""
     cat, rng = bundled(), random.Random(seed)
-    good, bad = [(s, python(s)) for s in PINNED], []
+    good, bad = [(s, python(s)) for s in PINNED] if n > len(PINNED) else [], []
     while len(good) < n or len(bad) < errors:
         m = cat.models[rng.choice(list(cat.models))]
         s = {"model": m.name, "gpu": rng.choice(list(cat.gpus)),

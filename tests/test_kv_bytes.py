@@ -130,3 +130,15 @@ def test_replicated_kv_crosses_node_hops_once_only_where_the_engine_does(model, 
     cat = bundled()
     r = compare(cat.models[model], cat.gpus["h200"], cat.tiers["nvme"], 32768, tp=8, engine=engine)
     assert r["node_hop_copies"] == copies
+
+
+def test_an_mla_latent_is_copied_whole_where_gqa_copies_keys_and_values_apart():
+    """vllm-per-layer copies K and V apart (kv_split); an MLA latent is one tensor per layer."""
+    from kvmath import bundled
+    from kvmath.evaluate import scenario_values
+    cat = bundled()
+    mla, _ = scenario_values(cat.models["deepseek-v3"], cat.gpus["h200"], cat.tiers["nvme"], tp=8,
+                          engine="vllm-per-layer", tokens=32768)
+    gqa, _ = scenario_values(cat.models["llama-3.1-70b"], cat.gpus["h200"], cat.tiers["nvme"], tp=8,
+                          engine="vllm-per-layer", tokens=32768)
+    assert mla["c_split"] == 1.0 and gqa["c_split"] == 2.0
