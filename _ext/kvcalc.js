@@ -186,7 +186,8 @@
     if (eng.copy_tokens !== null) {
       v.c_tok = eng.copy_tokens;
       v.c_split = eng.kv_split && D.models[state.model].attention !== "mla" ? 2 : 1;  // MLA: one tensor
-      v.c_lay = eng.copy_spans_layers ? v.L_full + v.L_win : 1;
+      const spans = eng.copy_spans_layers;  // kvmath.evaluate.copies_span_layers
+      v.c_lay = spans === "always" || (spans === "uniform" && !(v.L_win > 0 && v.L_full > 0)) ? v.L_full + v.L_win : 1;
       copy = S.copy_bytes.f(v);
     }
     const hops = tierPath(state, eng, copy);

@@ -270,6 +270,14 @@ def reads_once(eng, model):
                                                    and model.attention == "mla")
 
 
+def copies_span_layers(eng, v):
+    """Whether one copy carries every layer: engines.csv says always, never, or for uniform
+    models only (no sliding-window hybrid: vLLM allocates cross-layer blocks only when every
+    layer has the same KV layout)."""
+    hybrid = v["L_win"] > 0 and v["L_full"] > 0
+    return eng.copy_spans_layers == "always" or (eng.copy_spans_layers == "uniform" and not hybrid)
+
+
 def default_concurrency(gpu: Gpu, tp: int):
     """Replicas reloading at once through one node's shared hops: every replica busy."""
     return float(fn("default_concurrent_reloads")(N_node=gpu.gpus_per_node, K=tp))
@@ -446,7 +454,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     if eng.copy_tokens is not None:
         # an MLA latent is one tensor per layer: no separate value copy to split off
         v.update(c_tok=eng.copy_tokens, c_split=2.0 if eng.kv_split and model.attention != "mla" else 1.0,
-                 c_lay=float(v["L_full"] + v["L_win"]) if eng.copy_spans_layers else 1.0)
+                 c_lay=float(v["L_full"] + v["L_win"]) if copies_span_layers(eng, v) else 1.0)
         copy = float(fn("copy_bytes").take(v))
     v["B"], v["t_lat"], hops = path_values(tier, gpu, layout.tp, v["rho"], v["n_c"], eng, copy,
                                            v["rho_n"])

@@ -47,7 +47,9 @@ def python(s):
 #: scenarios always checked: LMCache reads a replicated MLA latent once, replicated GQA heads per
 #: rank; a per-layer engine copies K and V apart, an MLA latent whole
 PINNED = [{"model": m, "gpu": "h200", "tier": "nvme", "tokens": 32768, "tp": 8, "engine": e}
-          for m in ("deepseek-v3", "qwen3-30b-a3b") for e in ("lmcache", "vllm-per-layer")]
+          for m in ("deepseek-v3", "qwen3-30b-a3b") for e in ("lmcache", "vllm-per-layer")] + [
+    {"model": m, "gpu": "h100-sxm", "tier": "host-dram", "tokens": 8192, "engine": "vllm-cross-layer"}
+    for m in ("gpt-oss-120b", "mistral-7b")]  # a sliding-window hybrid copies per layer; all-window does not
 
 
 def scenarios(n, seed=20261130, errors=0):

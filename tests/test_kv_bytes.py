@@ -142,3 +142,16 @@ def test_an_mla_latent_is_copied_whole_where_gqa_copies_keys_and_values_apart():
     gqa, _ = scenario_values(cat.models["llama-3.1-70b"], cat.gpus["h200"], cat.tiers["nvme"], tp=8,
                           engine="vllm-per-layer", tokens=32768)
     assert mla["c_split"] == 1.0 and gqa["c_split"] == 2.0
+
+
+@pytest.mark.parametrize("model,layers_per_copy", [("gpt-oss-120b", 1.0), ("mistral-7b", 32.0),
+                                                   ("llama-3.1-8b", 32.0)])
+def test_cross_layer_copies_only_for_uniform_models(model, layers_per_copy):
+    """vLLM allocates cross-layer blocks only when every layer shares one KV layout: gpt-oss
+    (half its layers windowed) copies per layer; all-windowed Mistral and Llama span layers."""
+    from kvmath import bundled
+    from kvmath.evaluate import scenario_values
+    cat = bundled()
+    v, _ = scenario_values(cat.models[model], cat.gpus["h100-sxm"], cat.tiers["host-dram"],
+                           engine="vllm-cross-layer", tokens=8192)
+    assert v["c_lay"] == layers_per_copy
