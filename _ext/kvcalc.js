@@ -185,9 +185,11 @@
     let copy = null;
     if (eng.copy_tokens !== null) {
       v.c_tok = eng.copy_tokens;
-      v.c_split = eng.kv_split && D.models[state.model].attention !== "mla" ? 2 : 1;  // MLA: one tensor
-      const spans = eng.copy_spans_layers;  // kvmath.evaluate.copies_span_layers
-      v.c_lay = spans === "always" || (spans === "uniform" && !(v.L_win > 0 && v.L_full > 0)) ? v.L_full + v.L_win : 1;
+      const mode = eng.copy_spans_layers;  // kvmath.evaluate.copies_span_layers
+      const spans = mode === "always" || (mode === "uniform" && !(v.L_win > 0 && v.L_full > 0));
+      // per-layer copies carry K and V apart (a packing engine falls back for a hybrid); MLA: one tensor
+      v.c_split = (eng.kv_split || (mode === "uniform" && !spans)) && D.models[state.model].attention !== "mla" ? 2 : 1;
+      v.c_lay = spans ? v.L_full + v.L_win : 1;
       copy = S.copy_bytes.f(v);
     }
     const hops = tierPath(state, eng, copy);

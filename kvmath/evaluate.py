@@ -452,9 +452,13 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     v["rho_n"] = 1.0 if reads_once(eng, model) else v["rho"]
     copy = None
     if eng.copy_tokens is not None:
-        # an MLA latent is one tensor per layer: no separate value copy to split off
-        v.update(c_tok=eng.copy_tokens, c_split=2.0 if eng.kv_split and model.attention != "mla" else 1.0,
-                 c_lay=float(v["L_full"] + v["L_win"]) if copies_span_layers(eng, v) else 1.0)
+        spans = copies_span_layers(eng, v)
+        # a copy of one layer in vLLM's per-layer layout carries K and V apart (an engine that
+        # packs layers falls back to it for a hybrid); an MLA latent is one tensor per layer
+        split = (eng.kv_split or (eng.copy_spans_layers == "uniform" and not spans)) \
+            and model.attention != "mla"
+        v.update(c_tok=eng.copy_tokens, c_split=2.0 if split else 1.0,
+                 c_lay=float(v["L_full"] + v["L_win"]) if spans else 1.0)
         copy = float(fn("copy_bytes").take(v))
     v["B"], v["t_lat"], hops = path_values(tier, gpu, layout.tp, v["rho"], v["n_c"], eng, copy,
                                            v["rho_n"])

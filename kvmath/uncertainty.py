@@ -6,7 +6,8 @@
 * Recompute, ideal model: from the lowest measured/predicted speed of the dense prefill rows
   of ``validation.csv`` up to the default efficiency (an upper bound).
 * Reload: the binding hop's efficiency moves over the spread of the measured/predicted
-  ratios of the validation rows on that link (known limits included), clamped to efficiency 1: a link never runs
+  ratios of the validation rows on that link (with the known limits a reload can meet),
+  clamped to efficiency 1: a link never runs
   above its datasheet or spec rate. A link without rows has no band.
 """
 from __future__ import annotations
@@ -41,11 +42,12 @@ def calibrated_error(gpu_name):
 
 @lru_cache(maxsize=None)
 def bandwidth_range(link):
-    """(low, high) factor on a link's effective bandwidth, from all its measurements: a known
-    limit (many NICs at once, small reads) is a real deviation a reload can meet, so it widens
-    the band rather than leave it."""
+    """(low, high) factor on a link's effective bandwidth, from its measurements: the rows
+    expected to hold, and the known limits a reload can meet (``widens_band``: many NICs at
+    once, large drive reads), not those of other copy sizes or buffers."""
     ratios = [m.measured_value / predict(m) for m in measurements()
-              if m.quantity == "bandwidth_Bps" and m.link == link]
+              if m.quantity == "bandwidth_Bps" and m.link == link
+              and (m.expect == "pass" or m.widens_band)]
     return (min(ratios + [1.0]), max(ratios + [1.0]))
 
 

@@ -155,3 +155,4 @@ def test_cross_layer_copies_only_for_uniform_models(model, layers_per_copy):
     v, _ = scenario_values(cat.models[model], cat.gpus["h100-sxm"], cat.tiers["host-dram"],
                            engine="vllm-cross-layer", tokens=8192)
     assert v["c_lay"] == layers_per_copy
+    assert v["c_split"] == (2.0 if layers_per_copy == 1 else 1.0)  # per-layer copies split K and V
