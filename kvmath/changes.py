@@ -68,6 +68,26 @@ def diff(release=PREVIOUS_RELEASE, gpus=None, tokens=None, attribute=True):
     return out
 
 
+def tp_moves(release=PREVIOUS_RELEASE):
+    """{(model, gpu, tokens): (then, now)} for every snapshot cell whose tensor-parallel degree
+    changed (the degree does not depend on the tier); cells beyond the context or fitting no
+    layout are left out. Only the layout is chosen, not the whole comparison."""
+    from .evaluate import choose_layout
+    cat, out = bundled(), {}
+    for row in snapshot(release)["rows"]:
+        key = (row["model"], row["gpu"], row["tokens"])
+        m = cat.models[row["model"]]
+        if key in out or row["tp"] is None or row["tokens"] > m.max_context_tokens:
+            continue
+        try:
+            now = choose_layout(m, cat.gpus[row["gpu"]], row["tokens"]).tp
+        except ScenarioError:
+            continue
+        if now != row["tp"]:
+            out[key] = (row["tp"], now)
+    return out
+
+
 def cause(entry):
     """Which change of this release flips a cell, in words."""
     if entry.get("winner_ideal_engine") == entry["old_winner"]:
