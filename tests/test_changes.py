@@ -25,3 +25,11 @@ def test_diff_finds_a_flip_and_its_cause(monkeypatch):
     assert [r["flipped"] for r in out] == [True, False, False]
     assert out[2]["new_winner"] == "beyond context"
     assert isinstance(cause(out[0]), str) and out[0]["winner_ideal_engine"] in ("reload", "recompute")
+
+
+def test_tp_moves_match_the_full_diff():
+    """Choosing only the layout finds the same TP moves as comparing every cell."""
+    from kvmath.changes import diff, tp_moves
+    full = {(r["model"], r["gpu"], r["tokens"]): (r["old_tp"], r["new_tp"]) for r in diff(attribute=False)
+            if r["new_tp"] is not None and r["old_tp"] is not None and r["new_tp"] != r["old_tp"]}
+    assert tp_moves() == full and full
