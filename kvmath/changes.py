@@ -102,7 +102,10 @@ def cause(entry):
 def breakeven_then_now(r, pause):
     """(previous release's, this release's) break-even return probability of a
     :func:`kvmath.reuse.reuse` answer ``r``: then p*(tau) at the TTL best for the pause's own
-    return probability (an upper bound), now the least p*(tau) over tau (None: above 1)."""
+    return probability (an upper bound), now the least p*(tau) over tau (None: above 1).
+    (None, None) when reload saves nothing: no probability is defined then."""
+    if r["saving_gpu_s"] <= 0:
+        return None, None
     kind = _kind(pause)
     v = {**pause_values(pause), "S_gpu": r["saving_gpu_s"], "c_gpu": r["saving_usd"] / r["saving_gpu_s"],
          "c_cap": r["capacity_usd_per_byte_s"], "c_wear": r["write_usd_per_byte"], "Q": r["kv_bytes"]}

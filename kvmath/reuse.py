@@ -152,10 +152,6 @@ def breakeven_p(kind, v):
     return float(min(fa, fb, at(log_taus[i])))
 
 
-def pause_median(pause):
-    return pause.median_s
-
-
 def best_ttl(value, v, kind):
     """TTL (s) maximising the expected net value; closed form for the exponential pause."""
     if kind == "exp":

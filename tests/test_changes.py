@@ -33,3 +33,15 @@ def test_tp_moves_match_the_full_diff():
     full = {(r["model"], r["gpu"], r["tokens"]): (r["old_tp"], r["new_tp"]) for r in diff(attribute=False)
             if r["new_tp"] is not None and r["old_tp"] is not None and r["new_tp"] != r["old_tp"]}
     assert tp_moves() == full and full
+
+
+def test_breakeven_then_now_without_saving():
+    """Where reload saves nothing neither definition gives a probability (no division by zero)."""
+    from kvmath.changes import breakeven_then_now
+    from kvmath.reuse import reuse
+    from kvmath.tables import pauses
+    from kvmath import bundled
+    cat = bundled()
+    r = reuse(cat.models["llama-2-7b"], cat.gpus["h100-sxm"], cat.tiers["nvme-1drive"], 4096,
+              pauses()["chat-lognormal"], tp=1)
+    assert r["saving_gpu_s"] < 0 and breakeven_then_now(r, pauses()["chat-lognormal"]) == (None, None)
