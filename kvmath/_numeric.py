@@ -135,10 +135,14 @@ def _derive_default_concurrent_reloads(K, N_node):
     return numpy.maximum(1, N_node/K)
 
 def _derive_node_copies(K, N_node, rho, rho_n):
-    return numpy.minimum(rho_n, rho*numpy.minimum(K, N_node)/K)
+    _x0 = K**(-1.0)
+    _x1 = numpy.minimum(K, N_node)
+    return numpy.minimum(_x0*_x1*rho, _x0*rho_n*numpy.maximum(_x1, rho))
 
 def _derive_t_node_hop(B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, n_c, rho, rho_n):
-    return b_kv*e_kv*n_c*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(rho_n, rho*numpy.minimum(K, N_node)/K)/B_node
+    _x0 = K**(-1.0)
+    _x1 = numpy.minimum(K, N_node)
+    return b_kv*e_kv*n_c*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x0*_x1*rho, _x0*rho_n*numpy.maximum(_x1, rho))/B_node
 
 def _derive_t_gpu_hop(B_gpu, K, L_full, L_win, T, W, b_kv, e_kv, rho):
     return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B_gpu*K)
@@ -147,13 +151,17 @@ def _derive_fixed_cost(B_hbm, K, K_e, N_tot, N_xs, b_w, n_step, t_lat, t_req):
     return t_lat + t_req + n_step*(N_xs*b_w/K_e + b_w*(N_tot - N_xs)/K)/B_hbm
 
 def _derive_t_reload_hops(B_gpu, B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, n_c, rho, rho_n, t_0):
-    _x0 = rho/K
-    _x1 = b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))
-    return t_0 + numpy.maximum(_x0*_x1/B_gpu, _x1*n_c*numpy.minimum(rho_n, _x0*numpy.minimum(K, N_node))/B_node)
+    _x0 = K**(-1.0)
+    _x1 = _x0*rho
+    _x2 = b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))
+    _x3 = numpy.minimum(K, N_node)
+    return t_0 + numpy.maximum(_x1*_x2/B_gpu, _x2*n_c*numpy.minimum(_x1*_x3, _x0*rho_n*numpy.maximum(_x3, rho))/B_node)
 
 def _derive_B_path(B_gpu, B_node, K, N_node, n_c, rho, rho_n):
-    _x0 = rho/K
-    return numpy.minimum(B_gpu, B_node*_x0/(n_c*numpy.minimum(rho_n, _x0*numpy.minimum(K, N_node))))
+    _x0 = numpy.minimum(K, N_node)
+    _x1 = K**(-1.0)
+    _x2 = _x1*rho
+    return numpy.minimum(B_gpu, B_node*_x2/(n_c*numpy.minimum(_x0*_x2, _x1*rho_n*numpy.maximum(_x0, rho))))
 
 def _derive_t_reload(B, K, L_full, L_win, T, W, b_kv, e_kv, rho, t_0):
     return t_0 + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)

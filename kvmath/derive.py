@@ -16,7 +16,8 @@ Conventions (all stated in the book's arithmetic chapter):
 * Bytes are counted per hop. A per-GPU hop (the GPU's host link) carries that
   GPU's bytes. A node-shared hop (drives, host DRAM) carries each replica's
   unique bytes rho_n times (1: a replicated head or MLA latent is read once and
-  fanned out), for each of the n_c replicas reloading at once.
+  fanned out; a replica spanning nodes carries through each node only what that
+  node's ranks hold), for each of the n_c replicas reloading at once.
 """
 import sympy as sp
 
@@ -116,9 +117,12 @@ t_recompute_batch = sp.Max(n_seq * t_compute, t_weights)
 eta_implied = C.solve(sp.Eq(t_compute, t_meas), eta)[0]
 #: replicas reloading at once through one node's shared hops when every replica is busy
 default_concurrent_reloads = sp.Max(1, N_node / K)
-#: KV copies one replica's reload carries through a node-shared hop: rho_n (1 when read once
-#: and fanned out), but never more than the copies its GPUs on this node hold
-node_copies = sp.Min(rho_n, rho * sp.Min(K, N_node) / K)
+#: KV copies (in units of the replica's unique KV) one replica's reload carries through a
+#: node-shared hop. The replica's min(K, N_node) GPUs on this node hold rho min(K, N_node) / K
+#: copies; read once (rho_n = 1) it carries only the distinct bytes among them,
+#: max(min(K, N_node), rho) / K (a replicated head's rho copies sit on adjacent ranks; MLA's
+#: latent, rho = K, is on every rank, so each node needs all of it)
+node_copies = sp.Min(rho_n * sp.Max(sp.Min(K, N_node), rho) / K, rho * sp.Min(K, N_node) / K)
 #: time of the node-shared hops: n_c replicas each move their copies of the KV, s
 t_node_hop = n_conc * node_copies * kv_bytes_unique / B_node
 #: time of the per-GPU hops: each GPU moves its own bytes, s

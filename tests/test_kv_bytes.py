@@ -156,3 +156,19 @@ def test_cross_layer_copies_only_for_uniform_models(model, layers_per_copy):
                            engine="vllm-cross-layer", tokens=8192)
     assert v["c_lay"] == layers_per_copy
     assert v["c_split"] == (2.0 if layers_per_copy == 1 else 1.0)  # per-layer copies split K and V
+
+
+@pytest.mark.parametrize("model,engine,copies", [
+    # Llama-3.1-405B, 8 KV heads at TP16 over two 8-GPU nodes: each head sits on two adjacent
+    # ranks, so one node's eight ranks hold heads 0-3 (or 4-7), half the unique KV, twice over
+    ("llama-3.1-405b", "ideal", 0.5),             # read once: the node's distinct half
+    ("llama-3.1-405b", "vllm-cross-layer", 1.0),  # per rank: 8 ranks x 1/8 of the unique KV each
+    # DeepSeek-V3's latent is on every rank: each node needs all of it
+    ("deepseek-v3", "lmcache", 1.0),
+    ("deepseek-v3", "vllm-cross-layer", 8.0),
+])
+def test_a_replica_spanning_two_nodes_carries_through_each_only_what_its_ranks_hold(model, engine, copies):
+    m, g, t = resolve_model(model), resolve_gpu("h100-sxm"), resolve_tier("nvme")
+    r = compare(m, g, t, 8192, tp=16, engine=engine)
+    assert r["node_hop_copies"] == copies
+    assert _hop(r, "nvme-gen4-x4-drive")["bytes"] == pytest.approx(copies * r["kv_bytes_unique"])
