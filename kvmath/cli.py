@@ -162,7 +162,8 @@ def _plan_options(p):
     p.add_argument("--node", help="bundled node name or path to a nodes CSV row (default: a "
                    "bundled node with the GPU of --gpu, else dgx-h100)")
     p.add_argument("--compute-dtype", choices=["bf16", "fp8"],
-                   help="dtype of the prefill matmuls (default bf16)")
+                   help="dtype of the prefill matmuls (default: the deployment's for the model "
+                   "and GPU, else fp8 only for fp8 weights; fp8 reads fp8 weights)")
     p.add_argument("--gpu-price", type=_positive_float, metavar="USD_PER_GPU_HOUR",
                    help="price of a GPU-hour (default: the bundled H100 price, prices.csv)")
 
@@ -388,7 +389,6 @@ def _scenario(args, keys, required):
             raise UsageError(f"--{key.replace('_', '-')} is required (on the command line or "
                              f"as key '{key}' in a --scenario file)")
     args.pause = args.pause or DEFAULT_PAUSE
-    args.compute_dtype = args.compute_dtype or "bf16"
 
 
 def _node_and_gpu(args, need_node=True):

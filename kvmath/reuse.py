@@ -13,9 +13,9 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .evaluate import ScenarioError, compare, min_tp, numeric_of, path_values
+from .evaluate import ScenarioError, choose_layout, compare, min_tp, numeric_of, path_values
 from .tables import Tier, bundled, prices
-from .tables import node_drive, plan_defaults
+from .tables import deployments, node_drive, plan_defaults
 
 SECONDS_PER_MONTH = 365.25 * 86400 / 12
 #: the TTL at which "keep until return" (an infinite TTL) is evaluated: every pause is over, s
@@ -96,7 +96,7 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
     kind = _kind(pause)
     value = rfn(f"value_{kind}")
     out = {"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "tp": tp,
-           "pause": pause.name, "kv_bytes": r["kv_bytes"], "recompute_s": r["recompute_s"],
+           "compute_dtype": r["compute_dtype"], "pause": pause.name, "kv_bytes": r["kv_bytes"], "recompute_s": r["recompute_s"],
            "reload_s": r["reload_s"], "saving_gpu_s": saving,
            "saving_usd": saving * v["c_gpu"], "capacity_usd_per_byte_s": c_cap,
            "write_usd_per_byte": c_wear, "return_probability": pause.return_probability}
@@ -227,15 +227,25 @@ def _cdf_or(pause, tau, at_zero, at_inf):
     return cdf(pause, tau) if math.isfinite(tau) else at_inf
 
 
-def hbm_tier_capacity(node, gpu, model, tp, kv_batch_bytes, batch_seqs, utilisation, reserve):
-    """HBM the paused caches may use (B; negative when the running batch does not fit)."""
+def hbm_tier_capacity(node, gpu, model, tp, kv_batch_bytes, batch_seqs, utilisation, reserve,
+                      weight_dtype=None):
+    """HBM the paused caches may use (B; negative when the running batch does not fit);
+    weights in weight_dtype (default: the model's)."""
     return float(rfn("hbm_tier_bytes").take({
         "N_gpus": node.gpus, "C_hbm": gpu.hbm_capacity_bytes, "u_hbm": utilisation,
-        "a_act": reserve, "W_bytes": _weights_bytes(model), "K": tp, "n_batch": batch_seqs,
+        "a_act": reserve, "W_bytes": _weights_bytes(model, weight_dtype), "K": tp, "n_batch": batch_seqs,
         "Q_batch": kv_batch_bytes}))
 
 
-def node_capacities(node, model, gpu=None, tp=None, compute_dtype="bf16", batch_seqs=None,
+def served_compute_dtype(model, gpu, compute_dtype=None):
+    """The compute dtype a node plan uses: the one given, else the sourced deployment's for
+    (model, gpu) (deployments.csv: FP8 compute reads FP8 weights), else None (the model's own
+    weights decide, :func:`kvmath.evaluate.choose_layout`)."""
+    dep = deployments().get((model.name, gpu.name))
+    return compute_dtype or (dep.compute_dtype if dep else None)
+
+
+def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_seqs=None,
                     batch_context=None, gpu_memory_utilization=None, activation_reserve=None,
                     writes_within_rating=False):
     """Capacity (B) and read/write bandwidth (B/s, node totals) of a node's KV tiers, the one
@@ -254,6 +264,7 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype="bf16", batch_
     tp = tp or node.gpus
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+    compute_dtype = served_compute_dtype(model, gpu, compute_dtype)
     d = plan_defaults()
     util = gpu_memory_utilization or d["gpu_memory_utilization"].value
     reserve = d["activation_reserve_fraction"].value if activation_reserve is None \
@@ -264,7 +275,8 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype="bf16", batch_
     drive = node_drive(node)
     q_batch = (_compared(model, gpu, cat.tiers["host-dram"], batch_context, tp,
                          compute_dtype)["kv_bytes"] if batch_seqs else 0.0)
-    hbm = hbm_tier_capacity(node, gpu, model, tp, q_batch, batch_seqs, util, reserve)
+    weight_dtype = choose_layout(model, gpu, tp=tp, compute_dtype=compute_dtype, check_fit=False).weight_dtype
+    hbm = hbm_tier_capacity(node, gpu, model, tp, q_batch, batch_seqs, util, reserve, weight_dtype)
     dram_bw = path_values(cat.tiers["host-dram"], gpu, node.gpus)[0] * node.gpus
     nvme_read, nvme_write = _nvme_bandwidths(node, gpu, drive) if node.nvme_drives else (0.0, 0.0)
     if writes_within_rating and drive and node.nvme_drives:  # admit only what the rating allows
@@ -284,7 +296,7 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype="bf16", batch_
             "batch_seq_kv_bytes": q_batch}
 
 
-def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, compute_dtype="bf16",
+def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, compute_dtype=None,
               batch_seqs=None, batch_context=None, gpu_memory_utilization=None,
               activation_reserve=None, gpu_price=None, writes_within_rating=False,
               find_limit=True):
@@ -318,7 +330,9 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
     tp = tp or node.gpus
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+    compute_dtype = served_compute_dtype(model, gpu, compute_dtype)
     base = _compared(model, gpu, cat.tiers["host-dram"], tokens, tp, compute_dtype)
+    compute_dtype = base["compute_dtype"]
     q = base["kv_bytes"]
     if not math.isfinite(resume_rate * q * 86400 / pause.return_probability):
         raise ScenarioError(f"--resume-rate {resume_rate:g} overflows the plan's traffic "
@@ -451,9 +465,9 @@ def opportunity_price(pause, tau, saving_gpu_s, c_gpu, kv_bytes, resume_rate):
             "S_gpu": saving_gpu_s, "c_gpu": c_gpu}))
 
 
-def _weights_bytes(model):
+def _weights_bytes(model, weight_dtype=None):
     from .evaluate import architecture_values
-    v = architecture_values(model)
+    v = architecture_values(model, weight_dtype=weight_dtype)
     return v["N_tot"] * v["b_w"]
 
 
