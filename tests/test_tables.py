@@ -25,6 +25,19 @@ def test_bundled_catalogue_complete():
     assert set(cat.links) >= links
 
 
+def test_one_drive_one_figure():
+    """A bundled node's drive link reads at its drive's rated read, and a drive link whose name
+    says a PCIe generation matches the drive's: the compare tiers and the tier plan price the
+    same drive (they once read a Micron 9400 at 7.0 GB/s and a 7450 PRO at 6.8 GB/s)."""
+    cat, drives = bundled(), table("drives")
+    for node in table("nodes").values():
+        link, drive = cat.links[node.nvme_drive_link], drives[node.drive]
+        assert link.bandwidth_Bps == drive.read_Bps, node.name
+        assert f"gen{drive.pcie_gen}" in link.name, node.name
+    for drive in drives.values():  # every drive's generation has a link at or above its read
+        assert cat.links[f"nvme-gen{drive.pcie_gen}-x4-drive"].bandwidth_Bps >= drive.read_Bps, drive.name
+
+
 @pytest.mark.parametrize("name", ["gpus.csv", "links.csv", "models.csv"])
 def test_every_row_has_a_source(name):
     header, rows = bundled_rows(name)
@@ -250,3 +263,16 @@ def test_rows_pickle():
         rows = table(name)
         row = next(iter(rows.values())) if isinstance(rows, dict) else rows[0]
         assert pickle.loads(pickle.dumps(row)) == row
+
+
+def test_host_memory_is_the_gpus_own_or_does_not_bind():
+    """A GB200 reloads from its Grace LPDDR5X; a GPU sold in other x86 hosts reads the DGX H100's
+    DDR5 (an assumption) only where its own host links, all busy, bind before that memory does,
+    so the assumption cannot move an answer at the default concurrency."""
+    cat = bundled()
+    assert cat.gpus["gb200"].host_memory_link == "grace-lpddr5x-gb200-tray"
+    for g in cat.gpus.values():
+        if g.host_memory_link == "host-dram-ddr5-4800-2s" and g.name not in ("h100-sxm", "h200"):
+            host, mem = cat.links[g.host_link], cat.links[g.host_memory_link]
+            assert g.gpus_per_node * host.bandwidth_Bps * host.efficiency <= \
+                mem.bandwidth_Bps * mem.efficiency, g.name

@@ -74,8 +74,8 @@ def test_band_contains_nominal_and_flags_flips():
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b", "qwen3-30b-a3b"])
 def test_band_stays_inside_physics(model, tier):
     """The fast end of a reload band never implies a link above its spec rate: a Gen4 x4 drive
-    never reads faster than 7.0 GB/s, so one drive shared by 8 replicas gives each at most
-    7.0/8 GB/s, whatever the measured spread."""
+    never reads faster than its rated 6.8 GB/s, so one drive shared by 8 replicas gives each at most
+    6.8/8 GB/s, whatever the measured spread."""
     g = CAT.gpus["h100-sxm"]
     b = band(CAT.models[model], g, CAT.tiers[tier], 8192)
     hop = next(h for h in b["nominal"]["path"] if h["link"] == b["binding_hop"])
