@@ -146,7 +146,8 @@
   function tierPath(state, eng, copy) {
     const g = D.gpus[state.gpu];
     return D.tiers[state.tier].map(hop => {
-      const host = hop.link === D.gpu_host_link, name = host ? g.host_link : hop.link;
+      const host = hop.link === D.gpu_host_link;
+      const name = host ? g.host_link : hop.link === D.gpu_host_memory ? g.host_memory_link : hop.link;
       const link = D.links[name];
       let one = link.B_one;
       if (host && eng.copy_tokens !== null && copy !== null) {

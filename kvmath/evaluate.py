@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import _numeric
-from .tables import DTYPE_BYTES, GPU_HOST_LINK, Gpu, Model, Tier, bundled
+from .tables import DTYPE_BYTES, GPU_HOST_LINK, GPU_HOST_MEMORY, Gpu, Model, Tier, bundled
 
 
 class Numeric:
@@ -227,7 +227,7 @@ def tier_path(tier: Tier, gpu: Gpu, engine=None, copy_bytes=None):
     hops = []
     for hop in tier.hops:
         host = hop.link == GPU_HOST_LINK
-        link = links[gpu.host_link if host else hop.link]
+        link = links[{GPU_HOST_LINK: gpu.host_link, GPU_HOST_MEMORY: gpu.host_memory_link}.get(hop.link, hop.link)]
         one = link.bandwidth_Bps * link.efficiency
         if host and eng.copy_tokens is not None and copy_bytes is not None:
             one = float(fn("bandwidth_at_size")(s=copy_bytes, B=one, t_0=link.latency_s))

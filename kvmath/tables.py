@@ -14,8 +14,8 @@ from .schema import DataError, FieldError, Row, data_path, package, read, resour
 
 #: bytes per element of each dtype; mxfp4 is 4-bit values plus one 8-bit scale per 32
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
-#: hop name that stands for the GPU's own host link in a tier
-GPU_HOST_LINK = "gpu-host-link"
+#: hop names that stand for the GPU's own host link and its host's memory in a tier
+GPU_HOST_LINK, GPU_HOST_MEMORY = "gpu-host-link", "gpu-host-memory"
 
 
 def _need(row, when, names, what):
@@ -52,9 +52,9 @@ class Efficiency(Row, table="efficiencies"):
 
 class TierRow(Row, table="tiers"):
     def check(self):
-        if self.hop not in (GPU_HOST_LINK, *table("links")):
+        if self.hop not in (GPU_HOST_LINK, GPU_HOST_MEMORY, *table("links")):
             raise FieldError("hop", f"unknown link {self.hop!r}; expected one of "
-                             f"{', '.join(sorted(table('links')))} or {GPU_HOST_LINK}")
+                             f"{', '.join(sorted(table('links')))}, {GPU_HOST_LINK} or {GPU_HOST_MEMORY}")
 
 
 class Model(Row, table="models"):

@@ -24,7 +24,7 @@ from pathlib import Path
 from .evaluate import (DEFAULT_ENGINE, hbm_fit_fraction, TP_CANDIDATES, PREFILL_MODELS, ScenarioError,
                        _efficiency, architecture_values, heads_fit)
 from .schema import data_path
-from .tables import DTYPE_BYTES, GPU_HOST_LINK, bundled
+from .tables import DTYPE_BYTES, GPU_HOST_LINK, GPU_HOST_MEMORY, bundled
 from .units import _TIME_UNITS
 from .version import version_info
 
@@ -68,7 +68,8 @@ def _gpu(g, cat):
             "prefill_efficiency": g.prefill_efficiency,
             "B_hbm": g.hbm_bandwidth_Bps * g.hbm_efficiency,  # as scenario_values sets it
             "B_peak": g.hbm_bandwidth_Bps, "C_hbm": g.hbm_capacity_bytes,
-            "N_node": g.gpus_per_node, "host_link": g.host_link, "calibrated": calibrated}
+            "N_node": g.gpus_per_node, "host_link": g.host_link, "host_memory_link": g.host_memory_link,
+            "calibrated": calibrated}
 
 
 def scenario_data(cat=None):
@@ -104,7 +105,7 @@ def scenario_data(cat=None):
             "compute_dtype": d.compute_dtype, "kv_dtype": d.kv_dtype,
             "reason": f"deployment: {d.source}"}
     return {"models": models, "gpus": {g.name: _gpu(g, cat) for g in cat.gpus.values()},
-            "links": links, "tiers": tiers, "gpu_host_link": GPU_HOST_LINK,
+            "links": links, "tiers": tiers, "gpu_host_link": GPU_HOST_LINK, "gpu_host_memory": GPU_HOST_MEMORY,
             "engines": engs, "default_engine": DEFAULT_ENGINE, "deployments": deps,
             "tp_candidates": list(TP_CANDIDATES), "prefill_models": list(PREFILL_MODELS),
             "default_imbalance": DEFAULT_IMBALANCE, "dtype_bytes": DTYPE_BYTES,
