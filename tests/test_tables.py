@@ -276,3 +276,19 @@ def test_host_memory_is_the_gpus_own_or_does_not_bind():
             host, mem = cat.links[g.host_link], cat.links[g.host_memory_link]
             assert g.gpus_per_node * host.bandwidth_Bps * host.efficiency <= \
                 mem.bandwidth_Bps * mem.efficiency, g.name
+
+
+def test_a_measured_efficiency_divides_by_the_peak_it_multiplies():
+    """A GPU's measured prefill fraction is over its own gpus.csv peak (and a link's over its
+    links.csv bandwidth, where the measurement is of that link), so fraction x peak gives back
+    the measurement, not a figure a rounded peak in the source inflates."""
+    cat = bundled()
+    for (item, quantity), e in cat.efficiencies.items():
+        if e.same_as or e.kind != "measurement":
+            continue
+        if quantity.startswith("prefill"):
+            assert e.peak_value == cat.gpus[item].dense_flops("fp8" if quantity.endswith("fp8") else "bf16"), item
+        # measured over four 200G NICs (twice one 400G NIC's peak); on one of a tray's two Graces
+        per_unit = {"nic-400g": 2, "grace-lpddr5x-gb200-tray": 0.5}
+        if quantity == "link" and item in cat.links:
+            assert e.peak_value == cat.links[item].bandwidth_Bps * per_unit.get(item, 1), item
