@@ -107,18 +107,19 @@
     const m = D.models[state.model], g = D.gpus[state.gpu];
     const tp = state.tp, ep = state.ep, kv = state["kv-dtype"];
     let compute = state["compute-dtype"], layout;
-    const dep = tp === undefined ? (D.deployments[state.model] || {})[state.gpu] : undefined;
+    const served = (D.deployments[state.model] || {})[state.gpu];  // also sets a given TP's dtypes
+    const dep = tp === undefined ? served : undefined;
     if (dep) {
       layout = {tp: dep.tp, ep: ep || dep.ep, dp_attention: dep.dp_attention,
                 weight_dtype: dep.weight_dtype, compute_dtype: compute || dep.compute_dtype,
                 kv_dtype: kv || dep.kv_dtype, reason: dep.reason};
     } else {
-      let weight = m.weight_dtype;
-      if (!compute) compute = weight === "fp8" && g.P.fp8 !== null ? "fp8" : "bf16";
+      let weight = served ? served.weight_dtype : m.weight_dtype;
+      if (!compute) compute = served ? served.compute_dtype : weight === "fp8" && g.P.fp8 !== null ? "fp8" : "bf16";
       if (compute === "fp8" && D.dtype_bytes[weight] > 1) weight = "fp8";
       const make = (k, why) => ({tp: k, ep: ep || k, dp_attention: Boolean(ep && ep > k),
                                  weight_dtype: weight, compute_dtype: compute,
-                                 kv_dtype: kv || m.kv_dtype, reason: why});
+                                 kv_dtype: kv || (served || m).kv_dtype, reason: why});
       if (tp !== undefined) {
         replication(state, tp);
         layout = make(tp, "given");
@@ -207,9 +208,10 @@
   /** kvmath.prefill.calibrated_values for compare's layout: every value of the parts but T. */
   function calibratedValues(state, layout) {
     const m = D.models[state.model], g = D.gpus[state.gpu], tp = layout.gpus;
-    let weight = m.weight_dtype;
+    const served = (D.deployments[state.model] || {})[state.gpu];  // as chooseLayout with this TP
+    let weight = served ? served.weight_dtype : m.weight_dtype;
     if (layout.compute_dtype === "fp8" && D.dtype_bytes[weight] > 1) weight = "fp8";
-    const v = modelValues(state, m.kv_dtype, weight);
+    const v = modelValues(state, (served || m).kv_dtype, weight);
     v.K = tp;
     v.K_e = tp;
     v.rho = replication(state, tp);

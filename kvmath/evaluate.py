@@ -375,26 +375,28 @@ def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype
     """How the model is served: a sourced deployment for (model, gpu) when no TP is given,
     else the given TP, else the smallest TP whose HBM holds the weights plus the KV of
     ``batch`` sequences of ``tokens`` tokens within the usable fraction (default: the default
-    engine's :func:`hbm_fit_fraction`). ScenarioError when
+    engine's :func:`hbm_fit_fraction`). A deployment also sets the dtypes under a given TP
+    (a TP changes the degree, not the precision it is served in). ScenarioError when
     the given TP cannot hold them (naming a TP that would)."""
     from .tables import deployments
     usable = hbm_fit_fraction(_engine(None)) if usable is None else usable
-    dep = deployments().get((model.name, gpu.name)) if tp is None else None
-    weight_dtype = model.weight_dtype
+    served = deployments().get((model.name, gpu.name))
+    dep = served if tp is None else None
+    weight_dtype = served.weight_dtype if served else model.weight_dtype
     if dep is not None:
         layout = Layout(dep.tp, ep or dep.ep, dep.dp_attention, dep.weight_dtype,
                         compute_dtype or dep.compute_dtype, kv_dtype or dep.kv_dtype,
                         f"deployment: {dep.source}")
     else:
         if compute_dtype is None:  # fp8 weights compute in fp8 where the GPU has fp8 tensor cores
-            compute_dtype = ("fp8" if weight_dtype == "fp8" and gpu.fp8_dense_flops is not None
-                             else "bf16")
+            compute_dtype = served.compute_dtype if served else (
+                "fp8" if weight_dtype == "fp8" and gpu.fp8_dense_flops is not None else "bf16")
         if compute_dtype == "fp8" and DTYPE_BYTES[weight_dtype] > 1:
             weight_dtype = "fp8"  # fp8 compute reads fp8 weights
         # experts spread wider than attention: each attention group serves its own requests
         # (data-parallel attention), as SGLang's --enable-dp-attention and vLLM's DP+EP do
         make = lambda k, why: Layout(k, ep or k, bool(ep and ep > k), weight_dtype,  # noqa: E731
-                                     compute_dtype, kv_dtype or model.kv_dtype, why)
+                                     compute_dtype, kv_dtype or (served or model).kv_dtype, why)
         if tp is not None:
             replication(model, tp)  # raises if tp does not fit the heads
             layout = make(tp, "given")

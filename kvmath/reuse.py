@@ -15,7 +15,7 @@ import numpy as np
 
 from .evaluate import ScenarioError, choose_layout, compare, min_tp, numeric_of, path_values
 from .tables import Tier, bundled, prices
-from .tables import deployments, node_drive, plan_defaults
+from .tables import node_drive, plan_defaults
 
 SECONDS_PER_MONTH = 365.25 * 86400 / 12
 #: the TTL at which "keep until return" (an infinite TTL) is evaluated: every pause is over, s
@@ -237,14 +237,6 @@ def hbm_tier_capacity(node, gpu, model, tp, kv_batch_bytes, batch_seqs, utilisat
         "Q_batch": kv_batch_bytes}))
 
 
-def served_compute_dtype(model, gpu, compute_dtype=None):
-    """The compute dtype a node plan uses: the one given, else the sourced deployment's for
-    (model, gpu) (deployments.csv: FP8 compute reads FP8 weights), else None (the model's own
-    weights decide, :func:`kvmath.evaluate.choose_layout`)."""
-    dep = deployments().get((model.name, gpu.name))
-    return compute_dtype or (dep.compute_dtype if dep else None)
-
-
 def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_seqs=None,
                     batch_context=None, gpu_memory_utilization=None, activation_reserve=None,
                     writes_within_rating=False):
@@ -264,7 +256,6 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     tp = tp or node.gpus
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
-    compute_dtype = served_compute_dtype(model, gpu, compute_dtype)
     d = plan_defaults()
     util = gpu_memory_utilization or d["gpu_memory_utilization"].value
     reserve = d["activation_reserve_fraction"].value if activation_reserve is None \
@@ -330,7 +321,6 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
     tp = tp or node.gpus
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
-    compute_dtype = served_compute_dtype(model, gpu, compute_dtype)
     base = _compared(model, gpu, cat.tiers["host-dram"], tokens, tp, compute_dtype)
     compute_dtype = base["compute_dtype"]
     q = base["kv_bytes"]

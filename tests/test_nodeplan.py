@@ -250,22 +250,22 @@ def test_bad_tiers_options(capsys, argv, message):
     assert code == 2 and out == "" and message in err
 
 
-def test_plan_serves_the_model_as_its_deployment_does():
-    """Llama-3.1-405B on a DGX H100 is served in FP8 at TP8 (deployments.csv): the plan holds its
-    FP8 weights, where bf16 ones would not fit; reuse and compare recompute DeepSeek-V3 on H200
-    in the same (FP8) dtype."""
-    from kvmath import bundled
-    from kvmath.evaluate import compare
-    from kvmath.reuse import node_capacities, reuse, tier_plan
-    from kvmath.tables import nodes, pauses
-    cat = bundled()
-    model, node = cat.models["llama-3.1-405b"], nodes()["dgx-h100"]
-    plan = tier_plan(node, model, 16000, 0.1, pauses()["conversation-fitted"])
-    assert plan["compute_dtype"] == "fp8" and plan["hbm_feasible"]
-    fp8 = node_capacities(node, model, batch_seqs=0)["hbm_free_bytes"]
-    weights_fp8 = 405.9e9  # about 406 GB of FP8 weights (1 B each) across the node
-    assert fp8 == pytest.approx(8 * cat.gpus["h100-sxm"].hbm_capacity_bytes * 0.92 * 0.95 - weights_fp8, rel=0.01)
-    ds, h200 = cat.models["deepseek-v3"], cat.gpus["h200"]
-    r = reuse(ds, h200, cat.tiers["host-dram"], 16000, pauses()["conversation-fitted"])
-    assert r["compute_dtype"] == "fp8"
-    assert r["recompute_s"] == compare(ds, h200, cat.tiers["host-dram"], 16000)["recompute_s"]
+@pytest.mark.parametrize("model,gpu", [("llama-3.1-405b", "h100-sxm"), ("qwen3-235b-a22b", "h100-sxm"),
+                                       ("deepseek-v3", "h200")])
+def test_every_command_serves_the_model_as_its_deployment_does(capsys, model, gpu):
+    """deployments.csv sets the precision a model is served in on a GPU, with or without --tp:
+    compare, reuse and tiers recompute in the same dtype and time (405B on H100 in FP8 at TP8,
+    where bf16 weights would not fit; reuse had forced bf16 and tiers had planned in bf16)."""
+    from kvmath.tables import deployments
+    dep = deployments()[(model, gpu)]
+    base = ["--model", model, "--gpu", gpu, "--tokens", 16000, "--json"]
+    seen = []
+    for argv in (["compare", "--tier", "host-dram"], ["compare", "--tier", "host-dram", "--tp", dep.tp],
+                 ["reuse", "--tier", "host-dram"], ["reuse", "--tier", "host-dram", "--tp", dep.tp],
+                 ["tiers", "--resume-rate", 0.1]):
+        code, out, err = run(capsys, *argv, *base)
+        assert code == 0, err
+        r = json.loads(out)
+        seen.append((r["compute_dtype"], r["recompute_s"]))
+    assert {s[0] for s in seen} == {dep.compute_dtype}
+    assert max(s[1] for s in seen) == pytest.approx(min(s[1] for s in seen), rel=1e-12)
