@@ -128,7 +128,8 @@ t_node_hop = n_conc * node_copies * kv_bytes_unique / B_node
 #: time of the per-GPU hops: each GPU moves its own bytes, s
 t_gpu_hop = kv_bytes_per_gpu / B_gpu
 #: the fixed cost of one reload: the hops' first-byte latency, the engine's request cost and
-#: n_step engine steps of waiting, each at least one weight read (a decode step's floor), s
+#: n_step engine steps between the finished load and the first token (the request's own forward
+#: step, plus any wait for a step boundary), each at least one weight read (a decode step's floor), s
 fixed_cost = t_lat + t_req + n_step * t_weights
 #: reload time, hop by hop: the fixed cost plus the slowest hop, s
 t_reload_hops = t_0 + sp.Max(t_node_hop, t_gpu_hop)

@@ -55,7 +55,7 @@ c_tok = sp.Symbol("c_tok", positive=True)  #: tokens one host-link copy moves (e
 c_lay = sp.Symbol("c_lay", positive=True)  #: layers one host-link copy spans (1 or all)
 c_split = sp.Symbol("c_split", positive=True)  #: 2 if keys and values are copied separately, else 1
 q_io = sp.Symbol("q_io", positive=True)  #: I/Os in flight (queue depth)
-n_step = sp.Symbol("n_step", nonnegative=True)  #: engine steps a finished reload waits
+n_step = sp.Symbol("n_step", nonnegative=True)  #: engine steps between a load and its first token
 u_hbm = sp.Symbol("u_hbm", positive=True)  #: usable fraction of HBM (weights, KV, batch)
 C_hbm = sp.Symbol("C_hbm", positive=True)  #: HBM capacity per GPU, B
 P = sp.Symbol("P", positive=True)  #: dense peak FLOP/s per GPU in the compute dtype
@@ -132,7 +132,7 @@ MEANING = {
     c_lay: ("layers one host-link copy spans", "layers"),
     c_split: ("2 if keys and values are copied separately, else 1", "1"),
     q_io: ("I/Os in flight", "1"),
-    n_step: ("engine steps a finished reload waits before its request runs", "steps"),
+    n_step: ("engine steps between a finished load and the first token (the request's own forward step, plus any wait)", "steps"),
     u_hbm: ("usable fraction of HBM", "1"),
     C_hbm: ("HBM capacity per GPU", "B"),
     P: ("dense peak FLOP/s per GPU", "FLOP/s"),

@@ -66,13 +66,26 @@ def predict(m: Measurement, overrides=None):
     return float(_bw_at_size()(s=m.transfer_bytes, B=bandwidth, t_0=link.latency_s))
 
 
+#: a ratio within this factor of an edge of its tolerance band, inside or out, is marginal:
+#: its verdict is weak evidence either way
+MARGIN_FACTOR = 1.05
+
+
+def marginal(ratio, tolerance_factor):
+    """Whether predicted/measured lies within MARGIN_FACTOR of either edge of [1/f, f]."""
+    return any(edge / MARGIN_FACTOR <= ratio <= edge * MARGIN_FACTOR
+               for edge in (tolerance_factor, 1 / tolerance_factor))
+
+
 def table():
-    """One dict per measurement: prediction, ratio predicted/measured, within tolerance."""
+    """One dict per measurement: prediction, ratio predicted/measured, within tolerance, and
+    whether that verdict is marginal."""
     rows = []
     for m in measurements():
         p = predict(m)
         ratio = p / m.measured_value
         within = 1 / m.tolerance_factor <= ratio <= m.tolerance_factor
         rows.append({"measurement": m, "predicted": p, "ratio": ratio, "within": within,
-                     "as_expected": within == (m.expect == "pass")})
+                     "as_expected": within == (m.expect == "pass"),
+                     "marginal": marginal(ratio, m.tolerance_factor)})
     return rows

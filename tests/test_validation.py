@@ -147,3 +147,25 @@ def test_calibrate_cli_file_and_analyse(tmp_path, capsys):
     data.write_bytes(b"\1" * (2 << 20))
     assert calibrate_main(["file", "--path", str(data), "--out", str(tmp_path / "r")]) == 0
     assert calibrate_main(["analyse", str(tmp_path / "r")]) == 0
+
+
+def test_marginal_is_within_the_margin_of_either_edge_inside_or_out():
+    from kvmath.validation import MARGIN_FACTOR, marginal
+    f = 1.5
+    assert marginal(f, f) and marginal(1 / f, f)
+    assert marginal(f * MARGIN_FACTOR * 0.999, f) and marginal(f / MARGIN_FACTOR * 1.001, f)
+    assert not marginal(1.0, f) and not marginal(f * MARGIN_FACTOR * 1.01, f)
+    assert not marginal(1 / f / (MARGIN_FACTOR * 1.01), f)
+
+
+def test_no_bandwidth_row_exceeds_its_links_line_rate():
+    """A measured bandwidth above the links' spec rate measures something else (DeepEP's
+    'bottleneck bandwidth' did): such a row cannot validate the link model."""
+    from kvmath import bundled
+    from kvmath.validation import measurements
+    links = bundled().links
+    # rows that measure another device of the link's class, with its own higher rating
+    other_device = {"gds-1m": "a Solidigm D7-P5520, rated 7.1 GB/s, against the bundled drive's 6.8"}
+    for m in measurements():
+        if m.quantity == "bandwidth_Bps" and m.id not in other_device:
+            assert m.measured_value <= links[m.link].bandwidth_Bps * m.count, m.id
