@@ -346,7 +346,7 @@ def _tiers_human(plan):
                      fmt_bytes(t["write_Bps"], 4) + "/s", share,
                      fmt_bytes(t["dropped_write_Bps"], 4) + "/s", dwpd])
     lines += columns(["tier", "capacity", "caches", "ages held", "resumes", "read", "write",
-                      "of write bw", "dropped", "drive w/day"], rows)
+                      "of write cap", "dropped", "drive w/day"], rows)
     lines.append(f"recomputed: {plan['recomputed_fraction']:.1%} of resumes, "
                  f"{plan['prefill_demand_gpu_s_per_s']:.3g} GPU-s of prefill per s on "
                  f"{plan['gpus']} GPUs")
