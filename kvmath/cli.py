@@ -12,6 +12,7 @@ import sys
 
 from . import trace_cli
 from .evaluate import ScenarioError, compare
+from .scenario import LARGEST, SMALLEST
 from .tables import DTYPE_BYTES, DataError, bundled, resolve_gpu, resolve_model, resolve_tier
 from .units import fmt_bytes, fmt_time, fmt_token_list
 from .version import version_line, with_version
@@ -49,8 +50,9 @@ def _number(cast, ok, words):
 
 
 _positive_int = _number(int, lambda v: 0 < v <= MAX_INT, f"a positive integer of at most {MAX_INT:,}")
-_positive_float = _number(float, lambda v: math.isfinite(v) and 0 < v <= 1e15, "a positive number of at most 1e15")
-_fraction = _number(float, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
+_positive_float = _number(float, lambda v: math.isfinite(v) and SMALLEST <= v <= LARGEST,
+                          f"a positive number from {SMALLEST:g} to {LARGEST:g}")
+_fraction = _number(float, lambda v: SMALLEST <= v <= 1, f"a fraction from {SMALLEST:g} to 1")
 _count = _number(int, lambda v: v >= 0, "a non-negative integer")
 _reserve = _number(float, lambda v: 0 <= v < 1, "a fraction in [0, 1)")
 
@@ -513,7 +515,7 @@ def main(argv=None):
         print(f"kvmath: error: {exc}", file=sys.stderr)
     except KeyError as exc:
         print(f"kvmath: error: {exc.args[0]}", file=sys.stderr)
-    except OverflowError:  # a last guard: magnitudes the checks above let through
-        print("kvmath: error: an input is out of range (a number overflowed); check the "
+    except (OverflowError, ZeroDivisionError):  # a last guard: magnitudes the checks let through
+        print("kvmath: error: an input is out of range (a number overflowed or underflowed); check the "
               "magnitudes of the options and of the model and GPU rows", file=sys.stderr)
     return USAGE_ERROR

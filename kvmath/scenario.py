@@ -37,16 +37,22 @@ def _count(v):
     raise ValueError("expected a non-negative integer")
 
 
+#: the magnitudes a real-valued option may take: beyond them products of inputs under- or
+#: overflow (a bandwidth of 1e-300 GB/s times an efficiency of 1e-300 is zero)
+SMALLEST, LARGEST = 1e-15, 1e15
+
+
 def _positive(v):
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+    if (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            and SMALLEST <= v <= LARGEST):
         return float(v)
-    raise ValueError("expected a positive number")
+    raise ValueError(f"expected a positive number from {SMALLEST:g} to {LARGEST:g}")
 
 
 def _fraction(v):
-    if _positive(v) <= 1:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and SMALLEST <= v <= 1:
         return float(v)
-    raise ValueError("expected a fraction in (0, 1]")
+    raise ValueError(f"expected a fraction from {SMALLEST:g} to 1")
 
 
 def _reserve(v):
