@@ -200,6 +200,7 @@
     v.t_lat = hops.reduce((a, h) => a + h.latency_s, 0);
     v.t_req = eng.request_fixed_s;
     v.n_step = eng.request_steps;
+    v.t_step = S.t_step_ideal.f(v);  // evaluate() re-times it with its prefill model
     v.t_0 = S.fixed_cost.f(v);
     if ("bandwidth" in state) v.B = state.bandwidth * D.flags.bandwidth.scale;
     return {v: v, hops: hops, layout: layout, engine: state.engine || D.default_engine, copy: copy};
@@ -282,8 +283,11 @@
       fail(`--tokens ${fmtInt(state.tokens)} exceeds ${state.model}'s context window of ` +
            `${fmtInt(m.max_context_tokens)} tokens (pass --allow-beyond-context to evaluate it anyway)`);
     }
-    const sv = values(state), v = sv.v, at = Object.assign({}, v, {T: state.tokens});
+    const sv = values(state), v = sv.v;
     const [prefillName, rec] = recomputeFn(state, sv);
+    v.t_step = rec(1);  // kvmath.evaluate.time_step: the step is the prefill model's one token
+    v.t_0 = S.fixed_cost.f(v);
+    const at = Object.assign({}, v, {T: state.tokens});
     const r = {};
     for (const [key, e] of Object.entries(F.outputs)) r[key] = e.f(at);
     r.recompute_s = rec(state.tokens);
@@ -291,7 +295,8 @@
     const nc = D.numeric_crossings;
     const cross = prefillName === "calibrated"
       ? bracketRoots(adv, nc.t_min, Math.max(m.max_context_tokens, state.tokens), nc.points, nc.iterations)
-      : bracketRoots(T => F.crossing.f(Object.assign({}, v, {T: T})), 1e-3, 1e12, 3000, 200);
+      : bracketRoots(T => F.crossing.f(Object.assign({}, v, {T: T})), 1e-3, 1e12, 3000, 200)
+          .filter(T => T >= nc.t_min);  // kvmath.evaluate.MIN_PREFIX_TOKENS
     const h = hbmSlack(state, sv.layout, D.engines[sv.engine].hbm_fit_fraction);
     const path = sv.hops.map(hop => {
       const bytes = hop.scope === "per-node" ? v.n_c * r.node_hop_copies * r.kv_bytes_unique : r.kv_bytes_per_gpu;
@@ -306,7 +311,7 @@
       concurrent_reloads: v.n_c, gpus_per_node: v.N_node, kv_replication: v.rho,
       weights_bytes_per_gpu: h.weights, hbm_free_bytes_per_gpu: h.slack,
       prefill_efficiency: v.eta, reload_bandwidth_Bps: v.B, reload_latency_s: v.t_lat,
-      request_fixed_s: v.t_req, reload_fixed_s: v.t_0, copy_bytes: sv.copy, path: path,
+      request_fixed_s: v.t_req, reload_step_s: v.t_step, reload_fixed_s: v.t_0, copy_bytes: sv.copy, path: path,
       winner: r.reload_s < r.recompute_s ? "reload" : "recompute",
       speedup: S.speedup.f({reload_s: r.reload_s, recompute_s: r.recompute_s}),
       breakeven_tokens: cross,

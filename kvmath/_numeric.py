@@ -147,8 +147,14 @@ def _derive_t_node_hop(B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, n_c, 
 def _derive_t_gpu_hop(B_gpu, K, L_full, L_win, T, W, b_kv, e_kv, rho):
     return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B_gpu*K)
 
-def _derive_fixed_cost(B_hbm, K, K_e, N_tot, N_xs, b_w, n_step, t_lat, t_req):
-    return t_lat + t_req + n_step*(N_xs*b_w/K_e + b_w*(N_tot - N_xs)/K)/B_hbm
+def _derive_fixed_cost(n_step, t_lat, t_req, t_step):
+    return n_step*t_step + t_lat + t_req
+
+def _derive_t_step_ideal(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, b_w, d_qk, d_v, eta, n_q):
+    _x0 = K_e**(-1.0)
+    _x1 = K**(-1.0)
+    _x2 = 2*N_xa
+    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x2 + _x1*(2*N_lin - _x2 + 2*n_q*(L_full + L_win)*(d_qk + d_v)))/(P*eta))
 
 def _derive_t_reload_hops(B_gpu, B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, n_c, rho, rho_n, t_0):
     _x0 = K**(-1.0)
@@ -884,7 +890,29 @@ def _derive_serving_t_new(K, L_full, L_win, N_lin, P, T, W, d_qk, d_v, eta, n, n
 def _derive_serving_t_load(B, K, L_full, L_win, T, W, b_kv, e_kv, rho):
     return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
 
-def _derive_serving_ttft_serial(B, K, L_full, L_win, N_lin, P, T, W, b_kv, d_qk, d_v, e_kv, eta, n, n_q, rho, t_0):
+def _derive_serving_t_forward_new(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, W, b_w, d_qk, d_v, eta, n, n_q):
+    _x0 = K**(-1.0)
+    _x1 = 2*n
+    _x2 = L_full*n_q
+    _x3 = _x2*n
+    _x4 = _x2*n**2
+    _x5 = T*_x1*_x2
+    _x6 = L_win*n_q
+    _x7 = _x6*d_qk
+    _x8 = W*_x1
+    _x9 = _x6*d_v
+    _x10 = numpy.minimum(T, W)
+    _x11 = _x10*_x7
+    _x12 = _x10*_x9
+    _x13 = numpy.minimum(W, T + n)
+    _x14 = _x13*_x7
+    _x15 = _x13*_x9
+    _x16 = 2*W
+    _x17 = _x10**2
+    _x18 = _x13**2
+    return numpy.maximum((_x0*b_w*(N_tot - N_xs) + N_xs*b_w/K_e)/B_hbm, _x0*(N_lin*_x1 + _x11*_x16 - _x11 + _x12*_x16 - _x12 - _x14*_x16 + _x14 - _x15*_x16 + _x15 - _x17*_x7 - _x17*_x9 + _x18*_x7 + _x18*_x9 + _x3*d_qk + _x3*d_v + _x4*d_qk + _x4*d_v + _x5*d_qk + _x5*d_v + _x7*_x8 + _x8*_x9)/(P*eta))
+
+def _derive_serving_ttft_serial(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, W, b_kv, b_w, d_qk, d_v, e_kv, eta, n, n_q, rho, t_lat, t_req):
     _x0 = K**(-1.0)
     _x1 = L_full*T
     _x2 = numpy.minimum(T, W)
@@ -907,34 +935,38 @@ def _derive_serving_ttft_serial(B, K, L_full, L_win, N_lin, P, T, W, b_kv, d_qk,
     _x19 = 2*W
     _x20 = _x2**2
     _x21 = _x16**2
-    return t_0 + _x0*(N_lin*_x4 + _x10*_x11 - _x10*_x20 + _x10*_x21 + _x11*_x12 - _x12*_x20 + _x12*_x21 + _x14*_x19 - _x14 + _x15*_x19 - _x15 - _x17*_x19 + _x17 - _x18*_x19 + _x18 + _x6*d_qk + _x6*d_v + _x7*d_qk + _x7*d_v + _x8*d_qk + _x8*d_v)/(P*eta) + _x0*b_kv*e_kv*rho*(_x1 + _x3)/B
+    return t_lat + t_req + numpy.maximum((_x0*b_w*(N_tot - N_xs) + N_xs*b_w/K_e)/B_hbm, _x0*(N_lin*_x4 + _x10*_x11 - _x10*_x20 + _x10*_x21 + _x11*_x12 - _x12*_x20 + _x12*_x21 + _x14*_x19 - _x14 + _x15*_x19 - _x15 - _x17*_x19 + _x17 - _x18*_x19 + _x18 + _x6*d_qk + _x6*d_v + _x7*d_qk + _x7*d_v + _x8*d_qk + _x8*d_v)/(P*eta)) + _x0*b_kv*e_kv*rho*(_x1 + _x3)/B
 
-def _derive_serving_ttft_overlap(B, K, L_full, L_win, N_lin, P, T, W, b_kv, d_qk, d_v, e_kv, eta, n, n_q, rho, t_0):
+def _derive_serving_ttft_pipeline(L_full, L_win, forward_time, load_time, t_lat, t_req):
+    return t_lat + t_req + numpy.maximum(forward_time, load_time) + numpy.minimum(forward_time, load_time)/(L_full + L_win)
+
+def _derive_serving_ttft_overlap(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, W, b_kv, b_w, d_qk, d_v, e_kv, eta, n, n_q, rho, t_lat, t_req):
     _x0 = K**(-1.0)
     _x1 = L_full*T
     _x2 = numpy.minimum(T, W)
     _x3 = L_win*_x2
     _x4 = _x0*b_kv*e_kv*rho*(_x1 + _x3)/B
-    _x5 = 2*n
-    _x6 = L_full*n_q
-    _x7 = _x6*n
-    _x8 = _x6*n**2
-    _x9 = _x1*_x5*n_q
-    _x10 = L_win*n_q
-    _x11 = _x10*d_qk
-    _x12 = W*_x5
-    _x13 = _x10*d_v
-    _x14 = _x3*n_q
-    _x15 = _x14*d_qk
-    _x16 = _x14*d_v
-    _x17 = numpy.minimum(W, T + n)
-    _x18 = _x11*_x17
-    _x19 = _x13*_x17
-    _x20 = 2*W
-    _x21 = _x2**2
-    _x22 = _x17**2
-    _x23 = _x0*(N_lin*_x5 + _x11*_x12 - _x11*_x21 + _x11*_x22 + _x12*_x13 - _x13*_x21 + _x13*_x22 + _x15*_x20 - _x15 + _x16*_x20 - _x16 - _x18*_x20 + _x18 - _x19*_x20 + _x19 + _x7*d_qk + _x7*d_v + _x8*d_qk + _x8*d_v + _x9*d_qk + _x9*d_v)/(P*eta)
-    return t_0 + numpy.maximum(_x23, _x4) + numpy.minimum(_x23, _x4)/(L_full + L_win)
+    _x5 = (_x0*b_w*(N_tot - N_xs) + N_xs*b_w/K_e)/B_hbm
+    _x6 = 2*n
+    _x7 = L_full*n_q
+    _x8 = _x7*n
+    _x9 = _x7*n**2
+    _x10 = _x1*_x6*n_q
+    _x11 = L_win*n_q
+    _x12 = _x11*d_qk
+    _x13 = W*_x6
+    _x14 = _x11*d_v
+    _x15 = _x3*n_q
+    _x16 = _x15*d_qk
+    _x17 = _x15*d_v
+    _x18 = numpy.minimum(W, T + n)
+    _x19 = _x12*_x18
+    _x20 = _x14*_x18
+    _x21 = 2*W
+    _x22 = _x2**2
+    _x23 = _x18**2
+    _x24 = _x0*(N_lin*_x6 + _x10*d_qk + _x10*d_v + _x12*_x13 - _x12*_x22 + _x12*_x23 + _x13*_x14 - _x14*_x22 + _x14*_x23 + _x16*_x21 - _x16 + _x17*_x21 - _x17 - _x19*_x21 + _x19 - _x20*_x21 + _x20 + _x8*d_qk + _x8*d_v + _x9*d_qk + _x9*d_v)/(P*eta)
+    return t_lat + t_req + numpy.maximum(_x24, numpy.maximum(_x4, _x5)) + numpy.minimum(_x4, numpy.maximum(_x24, _x5))/(L_full + L_win)
 
 def _derive_serving_ttft_recompute(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_v, eta, n, n_q):
     _x0 = K_e**(-1.0)
@@ -1352,7 +1384,8 @@ FUNCS = {
     'derive.node_copies': (_derive_node_copies, ('K', 'N_node', 'rho', 'rho_n')),
     'derive.t_node_hop': (_derive_t_node_hop, ('B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'e_kv', 'n_c', 'rho', 'rho_n')),
     'derive.t_gpu_hop': (_derive_t_gpu_hop, ('B_gpu', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho')),
-    'derive.fixed_cost': (_derive_fixed_cost, ('B_hbm', 'K', 'K_e', 'N_tot', 'N_xs', 'b_w', 'n_step', 't_lat', 't_req')),
+    'derive.fixed_cost': (_derive_fixed_cost, ('n_step', 't_lat', 't_req', 't_step')),
+    'derive.t_step_ideal': (_derive_t_step_ideal, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
     'derive.t_reload_hops': (_derive_t_reload_hops, ('B_gpu', 'B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'e_kv', 'n_c', 'rho', 'rho_n', 't_0')),
     'derive.B_path': (_derive_B_path, ('B_gpu', 'B_node', 'K', 'N_node', 'n_c', 'rho', 'rho_n')),
     'derive.t_reload': (_derive_t_reload, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 't_0')),
@@ -1459,8 +1492,10 @@ FUNCS = {
     'derive_serving.flops_extend': (_derive_serving_flops_extend, ('L_full', 'L_win', 'N_lin', 'T', 'W', 'd_qk', 'd_v', 'n', 'n_q')),
     'derive_serving.t_new': (_derive_serving_t_new, ('K', 'L_full', 'L_win', 'N_lin', 'P', 'T', 'W', 'd_qk', 'd_v', 'eta', 'n', 'n_q')),
     'derive_serving.t_load': (_derive_serving_t_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho')),
-    'derive_serving.ttft_serial': (_derive_serving_ttft_serial, ('B', 'K', 'L_full', 'L_win', 'N_lin', 'P', 'T', 'W', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n', 'n_q', 'rho', 't_0')),
-    'derive_serving.ttft_overlap': (_derive_serving_ttft_overlap, ('B', 'K', 'L_full', 'L_win', 'N_lin', 'P', 'T', 'W', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n', 'n_q', 'rho', 't_0')),
+    'derive_serving.t_forward_new': (_derive_serving_t_forward_new, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n', 'n_q')),
+    'derive_serving.ttft_serial': (_derive_serving_ttft_serial, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'd_qk', 'd_v', 'e_kv', 'eta', 'n', 'n_q', 'rho', 't_lat', 't_req')),
+    'derive_serving.ttft_pipeline': (_derive_serving_ttft_pipeline, ('L_full', 'L_win', 'forward_time', 'load_time', 't_lat', 't_req')),
+    'derive_serving.ttft_overlap': (_derive_serving_ttft_overlap, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'd_qk', 'd_v', 'e_kv', 'eta', 'n', 'n_q', 'rho', 't_lat', 't_req')),
     'derive_serving.ttft_recompute': (_derive_serving_ttft_recompute, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n', 'n_q')),
     'derive_serving.overlap_slack': (_derive_serving_overlap_slack, ('B', 'K', 'L_full', 'L_win', 'N_lin', 'P', 'T', 'W', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n', 'n_q', 'rho')),
     'derive_serving.n_hide[0]': (_derive_serving_n_hide_0, ('B', 'L_full', 'N_lin', 'P', 'T', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),

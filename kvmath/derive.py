@@ -26,7 +26,7 @@ from .symbols import (
     B, B_gpu, B_hbm, B_node, C_hbm, E, E_sh, I_exp, I_ffn, K, K_e, L_dense, L_full, L_moe,
     L_win, N_lin, N_node, N_tot, N_xa, N_xs, P, T, V, W, b_kv, b_w, c_lay, c_split, c_tok, d,
     d_h, d_nope, d_qk, d_rope, d_v, e_kv, eta, k_top, n_conc, n_kv, n_q, n_seq, n_step, q_io, r_kv, r_q,
-    rho, rho_n, s_xfer, t_0, t_lat, t_meas, t_rec, t_req, tied, u_hbm,
+    rho, rho_n, s_xfer, t_0, t_lat, t_meas, t_rec, t_req, t_step, tied, u_hbm,
 )
 
 # ---------------------------------------------------------------- KV size
@@ -129,8 +129,11 @@ t_node_hop = n_conc * node_copies * kv_bytes_unique / B_node
 t_gpu_hop = kv_bytes_per_gpu / B_gpu
 #: the fixed cost of one reload: the hops' first-byte latency, the engine's request cost and
 #: n_step engine steps between the finished load and the first token (the request's own forward
-#: step, plus any wait for a step boundary), each at least one weight read (a decode step's floor), s
-fixed_cost = t_lat + t_req + n_step * t_weights
+#: step, plus any wait for a step boundary), each the forward pass of one token, timed by the same
+#: prefill model as the recompute (t_step; on the flat roofline at least one weight read), s
+fixed_cost = t_lat + t_req + n_step * t_step
+#: one engine step on the flat roofline: the prefill of one token, s
+t_step_ideal = t_recompute.subs(T, 1)
 #: reload time, hop by hop: the fixed cost plus the slowest hop, s
 t_reload_hops = t_0 + sp.Max(t_node_hop, t_gpu_hop)
 #: effective per-GPU bandwidth of a path: the one B with t_reload_hops = t_0 + KV per GPU / B

@@ -19,7 +19,7 @@ import sympy as sp
 from . import symcache as C
 from . import derive as D
 from .symbols import (B, B_hbm, K, L_full, L_win, N_lin, N_tot, P, T, b_dec, b_w, eta, n_new,
-                      t_0, t_req, x_split)
+                      t_0, t_lat, t_req, x_split)
 
 # ------------------------------------------------------------------ overlap (CachedAttention)
 #: FLOPs of the next turn's n tokens on top of a T-token history: F(T + n) - F(T)
@@ -28,10 +28,19 @@ flops_extend = sp.expand(D.flops_prefill.subs(T, T + n_new) - D.flops_prefill)
 t_new = flops_extend / (K * eta * P)
 #: time to move the history's KV to each GPU, s (no fixed latency)
 t_load = D.kv_bytes_per_gpu / B
-#: time to first token, reload then compute, one after the other, s
-ttft_serial = t_0 + t_load + t_new
-#: time to first token, layer-wise pipelined load and compute over L layers, s
-ttft_overlap = t_0 + sp.Max(t_load, t_new) + sp.Min(t_load, t_new) / (L_full + L_win)
+#: the new turn's forward pass on the flat roofline: its tokens' compute, at least one read of
+#: the weights. It is the reloaded request's own engine step, so a reload here adds only its
+#: path's first-byte latency and its request cost to the load, s
+t_forward_new = sp.Max(t_new, D.t_weights)
+#: time to first token, reload then the new turn's forward, one after the other, s
+ttft_serial = t_lat + t_req + t_load + t_forward_new
+#: a load and a forward pass of L equal layers, pipelined, written with their two times as
+#: symbols (SymPy would merge the forward's own max into the pipeline's), s
+load_time, forward_time = sp.symbols("load_time forward_time", nonnegative=True)
+ttft_pipeline = (t_lat + t_req + sp.Max(load_time, forward_time)
+                 + sp.Min(load_time, forward_time) / (L_full + L_win))
+#: time to first token, layer-wise pipelined load and forward over L layers, s
+ttft_overlap = ttft_pipeline.subs({load_time: t_load, forward_time: t_forward_new})
 #: time to first token, recomputing history and new tokens together, s
 ttft_recompute = D.t_recompute.subs(T, T + n_new)
 #: CachedAttention's condition: loading hides behind compute iff this is <= 0, s

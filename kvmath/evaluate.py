@@ -283,8 +283,14 @@ def default_concurrency(gpu: Gpu, tp: int):
     return float(fn("default_concurrent_reloads")(N_node=gpu.gpus_per_node, K=tp))
 
 
+#: the shortest prefix whose reload means anything, tokens: at one token the reload's own
+#: forward pass is the whole prefill, and recompute wins by the load's first byte
+MIN_PREFIX_TOKENS = 2.0
+
+
 def crossings(values):
-    """Prefix lengths (tokens, ascending) where reload time equals recompute time.
+    """Prefix lengths (tokens, ascending, from MIN_PREFIX_TOKENS) where reload time equals
+    recompute time.
 
     values: every symbol of t_advantage except T. Each smooth piece of the
     advantage is a quadratic in T whose roots are closed-form; a root counts
@@ -304,7 +310,7 @@ def crossings(values):
         else:
             continue
         for t in cands:
-            if t > 0 and all(bool(c.take({**values, "T": t})) for c in checks):
+            if t >= MIN_PREFIX_TOKENS and all(bool(c.take({**values, "T": t})) for c in checks):
                 roots.append(t)
     roots.sort()
     unique = []
@@ -314,7 +320,7 @@ def crossings(values):
     return unique
 
 
-def numeric_crossings(advantage, t_max, t_min=1.0, points=1024, iterations=48):
+def numeric_crossings(advantage, t_max, t_min=MIN_PREFIX_TOKENS, points=1024, iterations=48):
     """Roots of a smooth advantage(T) (vectorised, s) in [t_min, t_max], by sign changes on a
     log grid refined by bisection; for advantages that are not piecewise quadratics."""
     grid = np.geomspace(t_min, t_max, points)
@@ -466,6 +472,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
                                            v["rho_n"])
     v["t_req"] = eng.request_fixed_s
     v["n_step"] = eng.request_steps
+    v["t_step"] = float(fn("t_step_ideal").take(v))  # compare() re-times it with its prefill model
     v["t_0"] = float(fn("fixed_cost").take(v))
     if bandwidth_Bps is not None:
         v["B"] = bandwidth_Bps
@@ -508,6 +515,15 @@ def recompute_fn(model, gpu, layout, values, prefill="calibrated"):
     else:
         kw = dict(tp=layout.gpus, ep=None, dp_attention=False)
     return "calibrated", calibrated_fn(model, gpu, compute_dtype=layout.compute_dtype, **kw)
+
+
+def time_step(values, rec):
+    """Time the engine step of ``values`` (in place) with the recompute's prefill model ``rec``:
+    a reloaded request's own forward pass of one token costs what that model says a one-token
+    prefill costs, so a reload can never beat the prefill it would run anyway."""
+    values["t_step"] = float(rec(1.0))
+    values["t_0"] = float(fn("fixed_cost").take(values))
+    return values
 
 
 _CROSSINGS = {}
@@ -553,10 +569,11 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
                               check_fit=True)
     layout, eng = v.pop("layout"), v.pop("engine")
     copy = v.pop("copy_bytes")
-    at = {**v, "T": tokens}
     if efficiency is not None:
         prefill = "ideal"  # a flat efficiency is the flat model
     prefill_name, rec = recompute_fn(model, gpu, layout, v, prefill)
+    time_step(v, rec)
+    at = {**v, "T": tokens}
     recompute = float(rec(float(tokens)))
     reload = float(fn("t_reload").take(at))
     compute = float(fn("t_compute").take(at))
@@ -595,7 +612,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         "compute_s": compute, "weights_read_s": weights,
         "recompute_s": recompute, "reload_s": reload,
         "reload_bandwidth_Bps": v["B"], "reload_latency_s": v["t_lat"],
-        "request_fixed_s": v["t_req"], "reload_fixed_s": v["t_0"],
+        "request_fixed_s": v["t_req"], "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"],
         "copy_bytes": copy,
         "path": path,
         "winner": "reload" if reload < recompute else "recompute",
@@ -620,6 +637,7 @@ def sweep(model, gpu, tier, tokens, **kw):
         v.pop(key)
     t = np.asarray(tokens, dtype=float)
     _, rec = recompute_fn(model, gpu, layout, v, prefill)
+    time_step(v, rec)
     return fn("t_reload").take({**v, "T": t}), rec(t)
 
 

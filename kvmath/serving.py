@@ -25,8 +25,8 @@ def overlap(model, gpu, tier, tokens, new_tokens, tp=1, **kw):
     v, _ = scenario_values(model, gpu, tier, tp=tp, **kw)
     at = {**v, "T": float(tokens), "n": float(new_tokens)}
     out = {name: float(sfn(name).take(at)) for name in
-           ("t_load", "t_new", "ttft_serial", "ttft_overlap", "ttft_recompute")}
-    out["hides"] = out["t_load"] <= out["t_new"]
+           ("t_load", "t_new", "t_forward_new", "ttft_serial", "ttft_overlap", "ttft_recompute")}
+    out["hides"] = out["t_load"] <= out["t_forward_new"]
     out["n_hide_tokens"] = (_first_positive(sfn("n_hide"), at) if model.window_layers == 0
                             else None)
     best = min(("reload (overlapped)", out["ttft_overlap"]),

@@ -75,6 +75,7 @@ n_new = sp.Symbol("n", positive=True)  #: new tokens of the next turn
 x_split = sp.Symbol("x", nonnegative=True)  #: prefix tokens recomputed while the rest loads
 b_dec = sp.Symbol("b_dec", nonnegative=True)  #: sequences in the running decode batch
 t_req = sp.Symbol("t_req", nonnegative=True)  #: fixed software overhead of one reload request, s
+t_step = sp.Symbol("t_step", nonnegative=True)  #: one engine step of the reloading request, s
 
 # --- reuse and tiers ---------------------------------------------------------
 p_ret = sp.Symbol("p", positive=True)  #: probability the conversation returns at all
@@ -150,6 +151,8 @@ MEANING = {
     x_split: ("prefix tokens recomputed while the rest loads", "tokens"),
     b_dec: ("sequences in the running decode batch", "sequences"),
     t_req: ("fixed software overhead of one reload request", "s"),
+    t_step: ("one engine step of the reloading request: its forward pass of one token, timed by "
+             "the prefill model in use", "s"),
     p_ret: ("probability the conversation returns", "1"),
     tau: ("time-to-live of an offloaded cache", "s"),
     lam: ("rate of an exponential pause", "1/s"),

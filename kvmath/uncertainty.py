@@ -84,6 +84,7 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     b_lo, b_hi = reload_bandwidth_range(v, hops)
     at = {k: x for k, x in v.items() if k not in ("layout", "engine", "copy_bytes")}
     at["T"] = float(tokens)
+    at["t_0"] = nominal["reload_fixed_s"]  # its step timed by the nominal prefill model
     reload = (float(fn("t_reload").take({**at, "B": b_hi})),
               float(fn("t_reload").take({**at, "B": b_lo})))
     if nominal["prefill_model"] == "calibrated":

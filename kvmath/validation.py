@@ -72,7 +72,10 @@ MARGIN_FACTOR = 1.05
 
 
 def marginal(ratio, tolerance_factor):
-    """Whether predicted/measured lies within MARGIN_FACTOR of either edge of [1/f, f]."""
+    """Whether predicted/measured lies within MARGIN_FACTOR of either edge of [1/f, f]. A band
+    no wider than the margin (an arithmetic check) has no marginal zone."""
+    if tolerance_factor <= MARGIN_FACTOR:
+        return False
     return any(edge / MARGIN_FACTOR <= ratio <= edge * MARGIN_FACTOR
                for edge in (tolerance_factor, 1 / tolerance_factor))
 

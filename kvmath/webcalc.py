@@ -21,7 +21,7 @@ import json
 import math
 from pathlib import Path
 
-from .evaluate import (DEFAULT_ENGINE, hbm_fit_fraction, TP_CANDIDATES, PREFILL_MODELS, ScenarioError,
+from .evaluate import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, hbm_fit_fraction, TP_CANDIDATES, PREFILL_MODELS, ScenarioError,
                        _efficiency, architecture_values, heads_fit)
 from .schema import data_path
 from .tables import DTYPE_BYTES, GPU_HOST_LINK, GPU_HOST_MEMORY, bundled
@@ -115,7 +115,7 @@ def scenario_data(cat=None):
             "flags": {"efficiency": {"symbol": "eta", "scale": 1.0},
                       "bandwidth": {"symbol": "B", "scale": 1e9}},
             # numeric_crossings' grid for the calibrated model (kvmath.evaluate)
-            "numeric_crossings": {"points": 1024, "iterations": 48, "t_min": 1.0},
+            "numeric_crossings": {"points": 1024, "iterations": 48, "t_min": MIN_PREFIX_TOKENS},
             "defaults": dict(DEFAULTS), "version": version_info()}
 
 

@@ -52,6 +52,7 @@ SCENARIO_EXPRESSIONS = {
     "B_path": D.B_path,
     "default_concurrency": D.default_concurrent_reloads,
     "fixed_cost": D.fixed_cost,
+    "t_step_ideal": D.t_step_ideal,
     "weights_per_gpu": D.weights_per_gpu,
     "hbm_slack": D.hbm_slack,
     "breakeven_bandwidth_at": D.breakeven_bandwidth_at,

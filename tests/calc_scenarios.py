@@ -15,7 +15,7 @@ NUMERIC = ["recompute_s", "reload_s", "compute_s", "weights_read_s", "kv_bytes",
            "kv_bytes_per_gpu", "kv_bytes_unique", "kv_bytes_per_token", "node_hop_copies",
            "prefill_flops", "speedup", "min_reload_bandwidth_Bps", "model_flops_per_kv_byte",
            "model_flops_per_kv_byte_at_tokens", "gpu_flops_per_link_byte",
-           "reload_bandwidth_Bps", "reload_latency_s", "reload_fixed_s", "request_fixed_s",
+           "reload_bandwidth_Bps", "reload_latency_s", "reload_fixed_s", "reload_step_s", "request_fixed_s",
            "kv_replication", "prefill_efficiency", "concurrent_reloads", "hbm_free_bytes_per_gpu",
            "weights_bytes_per_gpu"]
 #: keys checked for equality

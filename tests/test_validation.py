@@ -156,6 +156,7 @@ def test_marginal_is_within_the_margin_of_either_edge_inside_or_out():
     assert marginal(f * MARGIN_FACTOR * 0.999, f) and marginal(f / MARGIN_FACTOR * 1.001, f)
     assert not marginal(1.0, f) and not marginal(f * MARGIN_FACTOR * 1.01, f)
     assert not marginal(1 / f / (MARGIN_FACTOR * 1.01), f)
+    assert not marginal(1.0, 1.01)  # an arithmetic check's band is narrower than the margin
 
 
 def test_no_bandwidth_row_exceeds_its_links_line_rate():
