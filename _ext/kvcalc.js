@@ -51,7 +51,10 @@
     for (const k of NUMBERS.concat(SYMBOLS)) {
       if (k in state && !Number.isFinite(state[k])) return `${k} must be a number`;
     }
-    if (!(state.tokens > 0)) return `--tokens must be positive, got ${state.tokens}`;
+    if (!(state.tokens >= D.numeric_crossings.t_min)) {  // kvmath.evaluate.MIN_PREFIX_TOKENS
+      return `--tokens must be at least ${D.numeric_crossings.t_min}, got ${state.tokens}: a ` +
+             "one-token prefix leaves nothing to reload beyond the request's own forward pass";
+    }
     for (const k of ["tp", "ep", "batch"]) {
       if (k in state && !(Number.isInteger(state[k]) && state[k] >= 1)) return `--${k} must be a positive integer`;
     }
@@ -248,6 +251,16 @@
     }];
   }
 
+  /** values() with the engine step timed by the prefill model in use (kvmath.evaluate.time_step):
+   *  the reloading request's own forward pass of one token. */
+  function timed(state) {
+    const sv = values(state);
+    const [prefillName, rec] = recomputeFn(state, sv);
+    sv.v.t_step = rec(1);
+    sv.v.t_0 = S.fixed_cost.f(sv.v);
+    return {sv: sv, prefillName: prefillName, rec: rec};
+  }
+
   /** Positive roots in T of an advantage: sign changes on a log grid, then bisection. */
   function bracketRoots(f, lo, hi, points, iterations) {
     const roots = [], l0 = Math.log10(lo), step = (Math.log10(hi) - l0) / (points - 1);
@@ -283,10 +296,7 @@
       fail(`--tokens ${fmtInt(state.tokens)} exceeds ${state.model}'s context window of ` +
            `${fmtInt(m.max_context_tokens)} tokens (pass --allow-beyond-context to evaluate it anyway)`);
     }
-    const sv = values(state), v = sv.v;
-    const [prefillName, rec] = recomputeFn(state, sv);
-    v.t_step = rec(1);  // kvmath.evaluate.time_step: the step is the prefill model's one token
-    v.t_0 = S.fixed_cost.f(v);
+    const {sv, prefillName, rec} = timed(state), v = sv.v;
     const at = Object.assign({}, v, {T: state.tokens});
     const r = {};
     for (const [key, e] of Object.entries(F.outputs)) r[key] = e.f(at);
@@ -344,7 +354,7 @@
     return `${Math.round(n)} B`;
   }
   function fmtTokens(ts) {
-    if (!ts.length) return "none: the same winner at every length";
+    if (!ts.length) return "none: the same winner at every length from 2 tokens";
     const w = ts.map(t => Math.round(t).toLocaleString("en-US"));
     const joined = w.length <= 2 ? w.join(" and ") : w.slice(0, -1).join(", ") + ", and " + w.at(-1);
     return joined + " tokens";
@@ -358,7 +368,7 @@
     node_hop_copies: x => sig3(x), hbm_free_bytes_per_gpu: fmtBytes,
     kv_bytes_per_token: n => `${Math.round(n).toLocaleString("en-US")} B`,
     min_reload_bandwidth_Bps: b => Number.isFinite(b) ? `${fmtBytes(b)}/s per GPU`
-      : "none suffices (latency alone loses)",
+      : "none suffices (the fixed cost, engine step included, alone loses)",
     reload_bandwidth_Bps: b => `${fmtBytes(b)}/s per GPU`,
     speedup: x => `${sig3(x)}×`, winner: w => w, breakeven_tokens: fmtTokens,
     prefill_flops: x => x.toPrecision(3) + " FLOP",
@@ -533,17 +543,19 @@
   }
 
   // ------------------------------------------------------------------ plot (SVG, log-log)
+  /** [T, recompute s, reload s] at each prompt length, as the chart draws them. */
+  function curve(state, lengths) {
+    const {sv, rec} = timed(state), v = sv.v;
+    return lengths.map(T => [T, rec(T), F.outputs.reload_s.f(Object.assign({}, v, {T: T}))]);
+  }
+
   function plot(box, state, r) {
-    const sv = values(state), rec = recomputeFn(state, sv)[1], v = sv.v;
     const W = Math.max(280, Math.round(box.getBoundingClientRect().width) || 640), H = Math.round(Math.min(360, W * 0.6));
     const pad = {l: 64, r: 28, t: 12, b: 44};
     const lx0 = Math.floor(Math.log10(Math.min(16, state.tokens / 10)));
     const lx1 = Math.ceil(Math.log10(Math.max(1e6, state.tokens * 10, ...r.breakeven_tokens.map(t => 3 * t))));
-    const n = 240, pts = [];
-    for (let i = 0; i <= n; i++) {
-      const T = Math.pow(10, lx0 + (lx1 - lx0) * i / n), at = Object.assign({}, v, {T: T});
-      pts.push([T, rec(T), F.outputs.reload_s.f(at)]);
-    }
+    const n = 240;
+    const pts = curve(state, Array.from({length: n + 1}, (_, i) => Math.pow(10, lx0 + (lx1 - lx0) * i / n)));
     const ys = pts.flatMap(p => [p[1], p[2]]).filter(y => y > 0 && Number.isFinite(y));
     const ly0 = Math.floor(Math.log10(Math.min(...ys))), ly1 = Math.ceil(Math.log10(Math.max(...ys)));
     const X = T => pad.l + (W - pad.l - pad.r) * (Math.log10(T) - lx0) / (lx1 - lx0);
@@ -599,7 +611,7 @@
   }
 
   // ------------------------------------------------------------------ start
-  window.kvcalc = {compute: compute, stateFrom: stateFrom, query: query};
+  window.kvcalc = {compute: compute, curve: curve, stateFrom: stateFrom, query: query};
   function start() {
     const root = document.getElementById("kvcalc");
     if (!root) return;

@@ -1058,20 +1058,20 @@ def _derive_serving_t_split_compute(K, K_e, L_full, L_win, N_lin, N_xa, P, W, d_
     _x2 = numpy.minimum(W, x)
     return (_x1/K_e + (N_lin*_x0 - _x1 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*x*(x + 1) + L_win*(W*(-_x2 + x) + (1/2)*_x2*(_x2 + 1))))/K)/(P*eta)
 
-def _derive_serving_t_split_load(B, K, L_full, L_win, T, W, b_kv, e_kv, rho, t_0, x):
+def _derive_serving_t_split_load(B, K, L_full, L_win, T, W, b_kv, e_kv, rho, t_lat, t_req, x):
     _x0 = b_kv*e_kv*rho
-    return t_0 + (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/(B*K)
+    return t_lat + t_req + (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/(B*K)
 
-def _derive_serving_t_split(B, K, K_e, L_full, L_win, N_lin, N_xa, P, T, W, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0, x):
+def _derive_serving_t_split(B, K, K_e, L_full, L_win, N_lin, N_xa, P, T, W, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_lat, t_req, x):
     _x0 = K**(-1.0)
     _x1 = b_kv*e_kv*rho
     _x2 = L_full*x
     _x3 = numpy.minimum(W, x)
     _x4 = 2*x
     _x5 = N_xa*_x4
-    return numpy.maximum(t_0 + _x0*(_x1*(L_full*T + L_win*numpy.minimum(T, W)) - _x1*(L_win*_x3 + _x2))/B, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(-_x3 + x) + (1/2)*_x3*(_x3 + 1)) + (1/2)*_x2*(x + 1))) + _x5/K_e)/(P*eta))
+    return numpy.maximum(t_lat + t_req + _x0*(_x1*(L_full*T + L_win*numpy.minimum(T, W)) - _x1*(L_win*_x3 + _x2))/B, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(-_x3 + x) + (1/2)*_x3*(_x3 + 1)) + (1/2)*_x2*(x + 1))) + _x5/K_e)/(P*eta))
 
-def _derive_serving_x_balance_0(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
+def _derive_serving_x_balance_0(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_lat, t_req):
     _x0 = 2*B
     _x1 = K*N_xa
     _x2 = L_full*n_q
@@ -1096,15 +1096,17 @@ def _derive_serving_x_balance_0(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk
     _x21 = N_xa*_x18
     _x22 = 4*_x8
     _x23 = B*_x22
-    _x24 = K*_x18*_x6*t_0
-    _x25 = L_full**2*_x14
-    _x26 = _x25*_x9*n_q**2
-    _x27 = _x25*_x7*n_q
-    _x28 = _x0*_x27
-    _x29 = 4*B*T*_x27
-    return (1/2)*(2*B*K_e*N_xa - K_e*N_lin*_x0 - K_e*_x8 - _x0*_x1 - _x3*_x4 - _x4*_x5 - numpy.sqrt(K**2*_x17 - K*K_e*_x10*_x13 + N_lin**2*_x18 + N_lin*_x14*_x23 + P**2*_x25*b_kv**2*e_kv**2*eta**2*rho**2 + _x1*_x22*_x4 + _x11*_x12 - _x11*_x15 + _x14*_x17 - _x15*_x23 + _x19*_x3 + _x19*_x5 + _x20*_x3 + _x20*_x5 - _x21*_x3 - _x21*_x5 + _x24*_x3 + _x24*_x5 + _x26*d_qk**2 + 2*_x26*d_qk*d_v + _x26*d_v**2 + _x28*d_qk + _x28*d_v + _x29*d_qk + _x29*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
+    _x24 = K*_x18*_x6
+    _x25 = _x24*t_lat
+    _x26 = _x24*t_req
+    _x27 = L_full**2*_x14
+    _x28 = _x27*_x9*n_q**2
+    _x29 = _x27*_x7*n_q
+    _x30 = _x0*_x29
+    _x31 = 4*B*T*_x29
+    return (1/2)*(2*B*K_e*N_xa - K_e*N_lin*_x0 - K_e*_x8 - _x0*_x1 - _x3*_x4 - _x4*_x5 - numpy.sqrt(K**2*_x17 - K*K_e*_x10*_x13 + N_lin**2*_x18 + N_lin*_x14*_x23 + P**2*_x27*b_kv**2*e_kv**2*eta**2*rho**2 + _x1*_x22*_x4 + _x11*_x12 - _x11*_x15 + _x14*_x17 - _x15*_x23 + _x19*_x3 + _x19*_x5 + _x20*_x3 + _x20*_x5 - _x21*_x3 - _x21*_x5 + _x25*_x3 + _x25*_x5 + _x26*_x3 + _x26*_x5 + _x28*d_qk**2 + 2*_x28*d_qk*d_v + _x28*d_v**2 + _x30*d_qk + _x30*d_v + _x31*d_qk + _x31*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
 
-def _derive_serving_x_balance_1(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
+def _derive_serving_x_balance_1(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_lat, t_req):
     _x0 = 2*B
     _x1 = K*N_xa
     _x2 = L_full*n_q
@@ -1129,13 +1131,15 @@ def _derive_serving_x_balance_1(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk
     _x21 = N_xa*_x18
     _x22 = 4*_x8
     _x23 = B*_x22
-    _x24 = K*_x18*_x6*t_0
-    _x25 = L_full**2*_x14
-    _x26 = _x25*_x9*n_q**2
-    _x27 = _x25*_x7*n_q
-    _x28 = _x0*_x27
-    _x29 = 4*B*T*_x27
-    return (1/2)*(2*B*K_e*N_xa - K_e*N_lin*_x0 - K_e*_x8 - _x0*_x1 - _x3*_x4 - _x4*_x5 + numpy.sqrt(K**2*_x17 - K*K_e*_x10*_x13 + N_lin**2*_x18 + N_lin*_x14*_x23 + P**2*_x25*b_kv**2*e_kv**2*eta**2*rho**2 + _x1*_x22*_x4 + _x11*_x12 - _x11*_x15 + _x14*_x17 - _x15*_x23 + _x19*_x3 + _x19*_x5 + _x20*_x3 + _x20*_x5 - _x21*_x3 - _x21*_x5 + _x24*_x3 + _x24*_x5 + _x26*d_qk**2 + 2*_x26*d_qk*d_v + _x26*d_v**2 + _x28*d_qk + _x28*d_v + _x29*d_qk + _x29*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
+    _x24 = K*_x18*_x6
+    _x25 = _x24*t_lat
+    _x26 = _x24*t_req
+    _x27 = L_full**2*_x14
+    _x28 = _x27*_x9*n_q**2
+    _x29 = _x27*_x7*n_q
+    _x30 = _x0*_x29
+    _x31 = 4*B*T*_x29
+    return (1/2)*(2*B*K_e*N_xa - K_e*N_lin*_x0 - K_e*_x8 - _x0*_x1 - _x3*_x4 - _x4*_x5 + numpy.sqrt(K**2*_x17 - K*K_e*_x10*_x13 + N_lin**2*_x18 + N_lin*_x14*_x23 + P**2*_x27*b_kv**2*e_kv**2*eta**2*rho**2 + _x1*_x22*_x4 + _x11*_x12 - _x11*_x15 + _x14*_x17 - _x15*_x23 + _x19*_x3 + _x19*_x5 + _x20*_x3 + _x20*_x5 - _x21*_x3 - _x21*_x5 + _x25*_x3 + _x25*_x5 + _x26*_x3 + _x26*_x5 + _x28*d_qk**2 + 2*_x28*d_qk*d_v + _x28*d_v**2 + _x30*d_qk + _x30*d_v + _x31*d_qk + _x31*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
 
 def _derive_serving_t_decode_step(B_hbm, K, N_tot, b_w):
     return N_tot*b_w/(B_hbm*K)
@@ -1502,10 +1506,10 @@ FUNCS = {
     'derive_serving.n_hide[1]': (_derive_serving_n_hide_1, ('B', 'L_full', 'N_lin', 'P', 'T', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
     'derive_serving.split_load_bytes': (_derive_serving_split_load_bytes, ('K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 'x')),
     'derive_serving.t_split_compute': (_derive_serving_t_split_compute, ('K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'W', 'd_qk', 'd_v', 'eta', 'n_q', 'x')),
-    'derive_serving.t_split_load': (_derive_serving_t_split_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 't_0', 'x')),
-    'derive_serving.t_split': (_derive_serving_t_split, ('B', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0', 'x')),
-    'derive_serving.x_balance[0]': (_derive_serving_x_balance_0, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
-    'derive_serving.x_balance[1]': (_derive_serving_x_balance_1, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
+    'derive_serving.t_split_load': (_derive_serving_t_split_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 't_lat', 't_req', 'x')),
+    'derive_serving.t_split': (_derive_serving_t_split, ('B', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_lat', 't_req', 'x')),
+    'derive_serving.x_balance[0]': (_derive_serving_x_balance_0, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_lat', 't_req')),
+    'derive_serving.x_balance[1]': (_derive_serving_x_balance_1, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_lat', 't_req')),
     'derive_serving.t_decode_step': (_derive_serving_t_decode_step, ('B_hbm', 'K', 'N_tot', 'b_w')),
     'derive_serving.p_free': (_derive_serving_p_free, ('B_hbm', 'N_lin', 'N_tot', 'P', 'b_dec', 'b_w', 'eta')),
     'derive_serving.t_recompute_marginal': (_derive_serving_t_recompute_marginal, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'W', 'b_dec', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),

@@ -360,8 +360,9 @@ class HitCost:
     lambdified expressions as ``compare``), tabulated once per block count.
 
     A run of hit blocks [a, b) from tier k saves R(b) - R(a) of recompute (R: recompute time of
-    a prefix, s) and costs the tier's reload of b - a blocks; a run whose reload is not faster
-    is recomputed. GPU-seconds are tp x seconds. Demand counts the prefill still run (misses and
+    a prefix, s; R(0) the one-token prefill, the request's own forward pass, which it runs
+    anyway) and costs the tier's reload of b - a blocks without an engine step of its own; a run
+    whose reload is not faster is recomputed. GPU-seconds are tp x seconds. Demand counts the prefill still run (misses and
     lost reloads) plus the reload time, in GPU-seconds per second.
     """
 
@@ -377,14 +378,17 @@ class HitCost:
         lengths = np.arange(1, nmax + 1) * bt
         any_tier = self._resolve("host-dram")
         _, rec = self._sweep(self.model, self.gpu, any_tier, lengths, tp=self.tp)
-        rec_blk = np.r_[0.0, rec]
+        # R(0) is the request's own forward pass (a one-token prefill), which it runs with or
+        # without a cache: a hit saves R(b) - R(a) beyond it, and a reload pays no step of its own
+        _, own = self._sweep(self.model, self.gpu, any_tier, np.array([1.0]), tp=self.tp)
+        rec_blk = np.r_[float(own[0]), rec]
         reload_blk = []
         for spec in self.tiers:
             if spec.reload_tier is None:
                 reload_blk.append(np.zeros(nmax + 1))
             else:
                 rl, _ = self._sweep(self.model, self.gpu, self._resolve(spec.reload_tier),
-                                    lengths, tp=self.tp)
+                                    lengths, own_step=False, tp=self.tp)
                 reload_blk.append(np.r_[0.0, rl])
         _, rec_prompt = self._sweep(self.model, self.gpu, any_tier,
                                     trace.prompt_tokens.astype(float), tp=self.tp)

@@ -227,15 +227,18 @@ def _human(r):
         ("one division", f"model {r['model_flops_per_kv_byte']:,.0f} FLOP/B vs GPU "
                          f"{r['gpu_flops_per_link_byte']:,.0f} FLOP/B: favours {division}"),
         ("break-even at", fmt_token_list(r["breakeven_tokens"])
-         if r["breakeven_tokens"] else "none (same winner at every length)"),
+         if r["breakeven_tokens"] else "none (same winner at every length from 2 tokens)"),
         ("min bandwidth", f"{r['min_reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU"
-         if math.isfinite(r["min_reload_bandwidth_Bps"]) else "none suffices (latency alone loses)"),
+         if math.isfinite(r["min_reload_bandwidth_Bps"])
+         else "none suffices (the fixed cost, engine step included, alone loses)"),
     ]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     loser = "recompute" if r["winner"] == "reload" else "reload"
     flips = " (the other wins somewhere inside the bands)" if r["verdict_flips_in_band"] else ""
-    lines.append(f"verdict: {r['winner']} wins, {r['speedup']:.3g}x faster than {loser}{flips}")
+    margin = (f"{r['speedup']:.3g}x faster than {loser}" if r["speedup"] >= 1.01
+              else f"by {100 * (r['speedup'] - 1):.2g} % (a tie in all but name)")
+    lines.append(f"verdict: {r['winner']} wins, {margin}{flips}")
     note = override_note(r)
     if note:
         lines.append(note)

@@ -53,8 +53,9 @@ n_hide = [r for r in C.solve(sp.Eq(overlap_slack.subs(L_win, 0), 0), n_new)]
 split_load_bytes = (D.kv_bytes_total - D.kv_bytes_total.subs(T, x_split)) / K
 #: the recompute part: prefill of the first x tokens (compute-bound), s
 t_split_compute = D.t_compute.subs(T, x_split)
-#: the load part, s
-t_split_load = t_0 + split_load_bytes / B
+#: the load part, s: the path's latency and the request cost, no engine step (the request's
+#: forward pass over the new turn follows either part)
+t_split_load = t_lat + t_req + split_load_bytes / B
 #: split time for a given x: both run at once, s
 t_split = sp.Max(t_split_compute, t_split_load)
 #: the balance point where both parts take equal time (full attention), tokens

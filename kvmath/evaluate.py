@@ -558,8 +558,10 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
             kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None, ep=None,
             batch=1, allow_beyond_context=False, prefill="calibrated"):
     """Reload against recompute for one scenario; a dict of plain numbers (units in keys)."""
-    if not tokens > 0:
-        raise ScenarioError(f"--tokens must be positive, got {tokens}")
+    if not tokens >= MIN_PREFIX_TOKENS:
+        raise ScenarioError(f"--tokens must be at least {MIN_PREFIX_TOKENS:g}, got {tokens}: a "
+                            "one-token prefix leaves nothing to reload beyond the request's own "
+                            "forward pass")
     if tokens > model.max_context_tokens and not allow_beyond_context:
         raise ScenarioError(f"--tokens {tokens:,} exceeds {model.name}'s context window of "
                             f"{model.max_context_tokens:,} tokens (pass --allow-beyond-context "
@@ -626,8 +628,10 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
     return _finite(result, f"{model.name} on {gpu.name}")
 
 
-def sweep(model, gpu, tier, tokens, **kw):
-    """Reload and recompute times (s) over an array of prefix lengths."""
+def sweep(model, gpu, tier, tokens, own_step=True, **kw):
+    """Reload and recompute times (s) over an array of prefix lengths. own_step=False leaves
+    the reloading request's own engine steps out of the reload (for a prefix whose forward pass
+    the request runs anyway, as when it also computes a suffix)."""
     prefill = kw.pop("prefill", "calibrated")
     if kw.get("efficiency") is not None:
         prefill = "ideal"
@@ -638,6 +642,8 @@ def sweep(model, gpu, tier, tokens, **kw):
     t = np.asarray(tokens, dtype=float)
     _, rec = recompute_fn(model, gpu, layout, v, prefill)
     time_step(v, rec)
+    if not own_step:
+        v["t_0"] = float(fn("fixed_cost").take({**v, "n_step": 0.0}))
     return fn("t_reload").take({**v, "T": t}), rec(t)
 
 

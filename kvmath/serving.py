@@ -27,8 +27,12 @@ def overlap(model, gpu, tier, tokens, new_tokens, tp=1, **kw):
     out = {name: float(sfn(name).take(at)) for name in
            ("t_load", "t_new", "t_forward_new", "ttft_serial", "ttft_overlap", "ttft_recompute")}
     out["hides"] = out["t_load"] <= out["t_forward_new"]
-    out["n_hide_tokens"] = (_first_positive(sfn("n_hide"), at) if model.window_layers == 0
-                            else None)
+    from .evaluate import fn
+    if out["t_load"] <= float(fn("t_weights").take(at)):  # the forward's floor already hides it
+        out["n_hide_tokens"] = 0.0
+    else:
+        out["n_hide_tokens"] = (_first_positive(sfn("n_hide"), at) if model.window_layers == 0
+                                else None)
     best = min(("reload (overlapped)", out["ttft_overlap"]),
                ("recompute", out["ttft_recompute"]), key=lambda kv: kv[1])
     out["best"] = best[0]
@@ -44,7 +48,7 @@ def split(model, gpu, tier, tokens, tp=1, **kw):
     reload = float(sfn("t_split").take({**at, "x": 0.0}))
     from .evaluate import fn
     recompute = float(fn("t_compute").take(at))
-    # x = T loads nothing and pays no reload fixed cost: pure recompute
+    # x = T loads nothing and pays no reload latency: pure recompute
     t_split = recompute if x >= tokens else float(sfn("t_split").take({**at, "x": x}))
     if recompute < t_split:  # a fixed cost larger than the whole recompute: split never pays
         x, t_split = float(tokens), recompute
@@ -71,6 +75,7 @@ def busy(model, gpu, tier, tokens, decode_batch=0, request_overhead_s=0.0, chunk
     marginal = float(sfn("t_recompute_marginal").take(at))
     reload = float(sfn("t_reload_busy").take(at))
     return {"free_tokens": p_free, "recompute_marginal_s": marginal, "reload_s": reload,
+            "reload_fixed_s": v["t_req"] + v["t_0"],
             "reload_bandwidth_Bps": v["B"], "winner": "reload" if reload < marginal else "recompute",
             "short_prompt_crossing_tokens": short_crossing(v)}
 

@@ -129,10 +129,19 @@ def tornado(model, gpu, tier, tokens, tp=None, output="speedup", **kw):
     b_lo, b_hi = (x / v["B"] for x in reload_bandwidth_range(v, hops))
     swings = {"prefill efficiency": ("eta", e_lo, e_hi), "reload bandwidth": ("B", b_lo, b_hi),
               "fixed cost": ("t_0", 0.5, 2.0), "HBM bandwidth": ("B_hbm", 0.5, 2.0)}
+    def moved(sym, factor):
+        """The values with one input scaled; the engine step (a one-token prefill on this flat
+        model) moves with the inputs it depends on, except when the fixed cost itself is swung."""
+        values = {**v, sym: v[sym] * factor}
+        if sym != "t_0":
+            values["t_step"] = float(fn("t_step_ideal").take(values))
+            values["t_0"] = float(fn("fixed_cost").take(values))
+        return values
+
     rows = []
     for label, (sym, lo, hi) in swings.items():
-        a = out({**v, sym: v[sym] * lo})
-        b = out({**v, sym: v[sym] * hi})
+        a = out(moved(sym, lo))
+        b = out(moved(sym, hi))
         # a crossing that appears or vanishes inside the range is the largest swing of all
         swing = math.inf if math.isnan(a) != math.isnan(b) else (
             0.0 if math.isnan(a) else abs(b - a))

@@ -8,7 +8,7 @@ import sympy as sp
 from kvmath import derive as D
 from kvmath import symbols as S
 from kvmath import bundled, compare
-from kvmath.evaluate import Numeric, crossings, fn, scenario_values
+from kvmath.evaluate import Numeric, ScenarioError, crossings, fn, scenario_values, sweep
 
 
 def exact_subs(expr, values):
@@ -111,11 +111,11 @@ def test_window_pairs_piecewise():
 
 def test_recompute_never_beats_weight_read():
     cat = bundled()
-    r = compare(cat.models["llama-3.1-70b"], cat.gpus["h100-sxm"], cat.tiers["host-dram"], 1,
+    r = compare(cat.models["llama-3.1-70b"], cat.gpus["h100-sxm"], cat.tiers["host-dram"], 2,
                 prefill="ideal")
     assert r["recompute_s"] == r["weights_read_s"] > r["compute_s"]
     calibrated = compare(cat.models["llama-3.1-70b"], cat.gpus["h100-sxm"],
-                         cat.tiers["host-dram"], 1)
+                         cat.tiers["host-dram"], 2)
     assert calibrated["prefill_model"] == "calibrated"
     assert calibrated["recompute_s"] > r["recompute_s"]  # the ideal is an upper bound on speed
 
@@ -126,3 +126,21 @@ def test_batch_recompute_reduces_to_single_prompt():
 
 def test_implied_efficiency_inverts_compute_time():
     assert sp.simplify(D.t_compute.subs(S.eta, D.eta_implied) - S.t_meas) == 0
+
+
+def test_a_one_token_reload_is_the_prefill_plus_its_load():
+    """The reloading request's own engine step is the prefill model's one-token forward pass,
+    under either prefill model and every engine that charges a step (the ideal profile charges
+    none); crossings start at two tokens, and a one-token prefix is refused."""
+    cat = bundled()
+    m, g, t = cat.models["llama-3.1-8b"], cat.gpus["h100-sxm"], cat.tiers["host-dram"]
+    for prefill in ("calibrated", "ideal"):
+        for engine in ("vllm-cross-layer", "lmcache", "sglang-hicache"):
+            r = compare(m, g, t, 2, prefill=prefill, engine=engine)
+            one = compare(m, g, t, 2, prefill=prefill, engine="ideal")
+            assert r["reload_step_s"] == pytest.approx(
+                float(sweep(m, g, t, [1.0], prefill=prefill, engine=engine)[1][0]), rel=1e-12)
+            assert r["reload_fixed_s"] >= r["reload_step_s"] and one["reload_fixed_s"] < r["reload_step_s"]
+            assert all(x >= 2 for x in r["breakeven_tokens"])
+    with pytest.raises(ScenarioError, match="at least 2"):
+        compare(m, g, t, 1)
