@@ -370,7 +370,9 @@
     min_reload_bandwidth_Bps: b => Number.isFinite(b) ? `${fmtBytes(b)}/s per GPU`
       : "none suffices (the fixed cost, engine step included, alone loses)",
     reload_bandwidth_Bps: b => `${fmtBytes(b)}/s per GPU`,
-    speedup: x => `${sig3(x)}×`, winner: w => w, breakeven_tokens: fmtTokens,
+    // as the CLI: a margin under 1 % is a tie in all but name
+    speedup: x => x >= D.tie_speedup ? `${sig3(x)}×` : `${sig3(100 * (x - 1))} % (a tie in all but name)`,
+    winner: w => w, breakeven_tokens: fmtTokens,
     prefill_flops: x => x.toPrecision(3) + " FLOP",
     model_flops_per_kv_byte: x => `${Math.round(x).toLocaleString("en-US")} FLOP/B`,
     model_flops_per_kv_byte_at_tokens: x => `${Math.round(x).toLocaleString("en-US")} FLOP/B`,
@@ -552,7 +554,7 @@
   function plot(box, state, r) {
     const W = Math.max(280, Math.round(box.getBoundingClientRect().width) || 640), H = Math.round(Math.min(360, W * 0.6));
     const pad = {l: 64, r: 28, t: 12, b: 44};
-    const lx0 = Math.floor(Math.log10(Math.min(16, state.tokens / 10)));
+    const lx0 = Math.log10(Math.max(D.numeric_crossings.t_min, Math.min(16, state.tokens / 10)));
     const lx1 = Math.ceil(Math.log10(Math.max(1e6, state.tokens * 10, ...r.breakeven_tokens.map(t => 3 * t))));
     const n = 240;
     const pts = curve(state, Array.from({length: n + 1}, (_, i) => Math.pow(10, lx0 + (lx1 - lx0) * i / n)));
@@ -573,9 +575,10 @@
       if (text !== undefined) e.textContent = text;
       svg.append(e); return e;
     };
-    for (let k = lx0; k <= lx1; k++) {
+    const k0 = Math.ceil(lx0);  // decade grid lines from the first decade on the axis
+    for (let k = k0; k <= lx1; k++) {
       add("line", {x1: X(10 ** k), x2: X(10 ** k), y1: pad.t, y2: H - pad.b, class: "grid"});
-      if ((k - lx0) % Math.ceil((lx1 - lx0) / Math.max(2, Math.floor(W / 70))) === 0) {
+      if ((k - k0) % Math.ceil((lx1 - k0) / Math.max(2, Math.floor(W / 70))) === 0) {
         const prefix = ["", "k", "M", "G", "T", "P"][Math.floor(k / 3)] ?? `e${k}`;
         const label = k < 0 ? String(10 ** k) : `${10 ** (k % 3)}${prefix}`;
         add("text", {x: X(10 ** k), y: H - pad.b + 16, "text-anchor": "middle"}, label);

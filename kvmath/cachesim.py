@@ -403,7 +403,7 @@ class HitCost:
         for r, k, a, b in runs:
             rec = (rec_prompt[r] if b == n_blocks[r] else rec_blk[b]) - rec_blk[a]
             rl = reload_blk[k][b - a]
-            if rl < rec:
+            if rl < rec or self.tiers[k].reload_tier is None:  # an HBM hit is never lost
                 saved[k] += rec - rl
                 reload_time += rl
             else:

@@ -14,7 +14,7 @@ from . import trace_cli
 from .evaluate import ScenarioError, compare
 from .scenario import LARGEST, SMALLEST
 from .tables import DTYPE_BYTES, DataError, bundled, resolve_gpu, resolve_model, resolve_tier
-from .units import fmt_bytes, fmt_time, fmt_token_list
+from .units import TIE_SPEEDUP, fmt_bytes, fmt_time, fmt_token_list
 from .version import version_line, with_version
 
 USAGE_ERROR = 2
@@ -236,7 +236,7 @@ def _human(r):
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     loser = "recompute" if r["winner"] == "reload" else "reload"
     flips = " (the other wins somewhere inside the bands)" if r["verdict_flips_in_band"] else ""
-    margin = (f"{r['speedup']:.3g}x faster than {loser}" if r["speedup"] >= 1.01
+    margin = (f"{r['speedup']:.3g}x faster than {loser}" if r["speedup"] >= TIE_SPEEDUP
               else f"by {100 * (r['speedup'] - 1):.2g} % (a tie in all but name)")
     lines.append(f"verdict: {r['winner']} wins, {margin}{flips}")
     note = override_note(r)

@@ -355,7 +355,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                "resume_fraction_by_capacity": f_now - f_prev,
                "read_bandwidth_Bps": b_read, "bandwidth_Bps": b_read,
                "write_bandwidth_Bps": b_write,
-               "reload_s": 0.0 if name == "hbm" else r["reload_s"]}
+               # an HBM hit moves nothing but still runs the request's one-token forward pass
+               "reload_s": r["reload_step_s"] if name == "hbm" else r["reload_s"]}
         if name == "hbm":  # a hit in HBM moves nothing and nothing is written to it
             row.update(resume_fraction=f_now - f_prev, read_Bps=0.0, write_Bps=0.0,
                        read_demand_Bps=0.0, write_demand_Bps=0.0, dropped_write_Bps=0.0,

@@ -50,6 +50,10 @@ def split(model, gpu, tier, tokens, tp=1, **kw):
     recompute = float(fn("t_compute").take(at))
     # x = T loads nothing and pays no reload latency: pure recompute
     t_split = recompute if x >= tokens else float(sfn("t_split").take({**at, "x": x}))
+    if 0 < x < tokens:  # the recompute part is a pass of its own: at least one read of the weights
+        t_split = max(t_split, float(fn("t_weights").take(at)))
+    if reload < t_split:  # that pass costs more than loading everything: pure reload
+        x, t_split = 0.0, reload
     if recompute < t_split:  # a fixed cost larger than the whole recompute: split never pays
         x, t_split = float(tokens), recompute
     return {"x_tokens": x, "t_split_s": t_split, "t_reload_s": reload, "t_recompute_s": recompute,

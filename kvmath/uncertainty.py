@@ -110,8 +110,11 @@ def tornado(model, gpu, tier, tokens, tp=None, output="speedup", **kw):
     """Swing of one output (``speedup`` of reload over recompute, or ``crossing``: the largest
     crossing length) of the flat model as each input moves across its range, others at nominal.
 
-    Inputs: prefill efficiency and path bandwidth (measured ranges), fixed cost and HBM
-    bandwidth (halved and doubled: no measured spread is bundled for them).
+    Inputs: prefill efficiency and path bandwidth (measured ranges), the engine's wait (its
+    steps, up to one more: an asynchronous load also waits for a step boundary, which the
+    profiles do not count) and HBM bandwidth (halved and doubled: no measured spread is bundled).
+    The engine step, a one-token prefill on this flat model, is re-timed as the inputs move, and
+    never drops below it.
     """
     v, hops = scenario_values(model, gpu, tier, tp=tp, **kw)
     for key in ("layout", "engine", "copy_bytes"):
@@ -127,15 +130,16 @@ def tornado(model, gpu, tier, tokens, tp=None, output="speedup", **kw):
     base = out(v)
     e_lo, e_hi = efficiency_range()
     b_lo, b_hi = (x / v["B"] for x in reload_bandwidth_range(v, hops))
+    steps = v["n_step"]
     swings = {"prefill efficiency": ("eta", e_lo, e_hi), "reload bandwidth": ("B", b_lo, b_hi),
-              "fixed cost": ("t_0", 0.5, 2.0), "HBM bandwidth": ("B_hbm", 0.5, 2.0)}
+              "engine wait": ("n_step", 1.0, (steps + 1) / steps if steps else 1.0),
+              "HBM bandwidth": ("B_hbm", 0.5, 2.0)}
     def moved(sym, factor):
-        """The values with one input scaled; the engine step (a one-token prefill on this flat
-        model) moves with the inputs it depends on, except when the fixed cost itself is swung."""
+        """The values with one input scaled, the engine step (a one-token prefill on this flat
+        model) and the fixed cost re-timed to match."""
         values = {**v, sym: v[sym] * factor}
-        if sym != "t_0":
-            values["t_step"] = float(fn("t_step_ideal").take(values))
-            values["t_0"] = float(fn("fixed_cost").take(values))
+        values["t_step"] = float(fn("t_step_ideal").take(values))
+        values["t_0"] = float(fn("fixed_cost").take(values))
         return values
 
     rows = []

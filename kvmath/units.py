@@ -1,6 +1,9 @@
 """Formatting numbers with SI units for people (tables, CLI): 1 GB = 1e9 B, 1 GB/s = 1e9 B/s."""
 import math
 
+#: a speed-up below this is reported as a tie in all but name (CLI and calculator)
+TIE_SPEEDUP = 1.01
+
 
 def fmt_bytes(n, digits=3):
     """SI bytes: 1 GB = 1e9 B."""

@@ -25,7 +25,7 @@ from .evaluate import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, hbm_fit_fraction, TP_C
                        _efficiency, architecture_values, heads_fit)
 from .schema import data_path
 from .tables import DTYPE_BYTES, GPU_HOST_LINK, GPU_HOST_MEMORY, bundled
-from .units import _TIME_UNITS
+from .units import TIE_SPEEDUP, _TIME_UNITS
 from .version import version_info
 
 #: the generated formulas file (scripts/generate_numeric.py)
@@ -116,6 +116,7 @@ def scenario_data(cat=None):
                       "bandwidth": {"symbol": "B", "scale": 1e9}},
             # numeric_crossings' grid for the calibrated model (kvmath.evaluate)
             "numeric_crossings": {"points": 1024, "iterations": 48, "t_min": MIN_PREFIX_TOKENS},
+            "tie_speedup": TIE_SPEEDUP,
             "defaults": dict(DEFAULTS), "version": version_info()}
 
 

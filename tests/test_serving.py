@@ -110,3 +110,15 @@ def test_short_crossing_equalises_costs():
     t = r["short_prompt_crossing_tokens"]
     at = busy(m, H100, CAT.tiers["host-dram"], t, decode_batch=32, request_overhead_s=1e-3)
     assert at["reload_s"] == pytest.approx(at["recompute_marginal_s"], rel=1e-9)
+
+
+@given(st.sampled_from(FULL), st.sampled_from(sorted(CAT.tiers)), st.floats(2, 2e5))
+@settings(max_examples=40)
+def test_a_split_that_recomputes_pays_a_weight_read(model, tier, t):
+    """A split's recompute part is a pass of its own: never faster than one read of the weights."""
+    m = CAT.models[model]
+    r = split(m, H100, CAT.tiers[tier], t, tp=1)
+    if 0 < r["x_tokens"] < t:
+        v, _ = scenario_values(m, H100, CAT.tiers[tier], tp=1)
+        from kvmath.evaluate import fn
+        assert r["t_split_s"] >= float(fn("t_weights").take({**v, "T": t})) * (1 - 1e-12)

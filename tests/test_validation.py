@@ -170,3 +170,15 @@ def test_no_bandwidth_row_exceeds_its_links_line_rate():
     for m in measurements():
         if m.quantity == "bandwidth_Bps" and m.id not in other_device:
             assert m.measured_value <= links[m.link].bandwidth_Bps * m.count, m.id
+
+
+def test_the_tornado_never_times_a_step_below_a_one_token_prefill():
+    """Every swung input re-times the engine step; the engine-wait row adds at most one step."""
+    from kvmath import bundled
+    from kvmath.uncertainty import tornado
+    cat = bundled()
+    base, rows = tornado(cat.models["llama-3.1-70b"], cat.gpus["h100-sxm"],
+                         cat.tiers["host-dram"], 32768, tp=4)
+    wait = next(r for r in rows if r["input"] == "engine wait")
+    assert wait["low_factor"] == 1.0 and wait["high_factor"] == 2.0
+    assert wait["at_low"] == base and wait["at_high"] < base
