@@ -362,8 +362,9 @@ class HitCost:
     A run of hit blocks [a, b) from tier k saves R(b) - R(a) of recompute (R: recompute time of
     a prefix, s; R(0) the one-token prefill, the request's own forward pass, which it runs
     anyway) and costs the tier's reload of b - a blocks without an engine step of its own; a run
-    whose reload is not faster is recomputed. GPU-seconds are tp x seconds. Demand counts the prefill still run (misses and
-    lost reloads) plus the reload time, in GPU-seconds per second.
+    whose reload is not faster is recomputed (an HBM run never is). GPU-seconds are tp x
+    seconds. Demand counts the prefill still run (misses, lost reloads and every request's own
+    forward pass) plus the reload time, in GPU-seconds per second.
     """
 
     def __init__(self, model, gpu, tiers, tp, gpus):
