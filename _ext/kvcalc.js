@@ -98,7 +98,7 @@
   function hbmSlack(state, layout, usable) {
     const g = D.gpus[state.gpu];
     const v = Object.assign(modelValues(state, layout.kv_dtype, layout.weight_dtype), {
-      K: layout.tp, K_e: layout.ep, rho: replication(state, layout.tp),
+      K: layout.tp, K_e: Math.max(layout.tp, layout.ep), rho: replication(state, layout.tp),
       n_seq: state.batch || 1, u_hbm: usable, C_hbm: gpuValue(state, "C_hbm", g.C_hbm),
       T: state.tokens});
     return {slack: S.hbm_slack.f(v), weights: S.weights_per_gpu.f(v),
@@ -110,6 +110,9 @@
     const m = D.models[state.model], g = D.gpus[state.gpu];
     const tp = state.tp, ep = state.ep, kv = state["kv-dtype"];
     let compute = state["compute-dtype"], layout;
+    if (ep !== undefined && ep > 1 && !m.is_moe) {
+      fail(`--ep ${ep}: ${state.model} has no routed experts to spread (expert parallelism applies to MoE models only)`);
+    }
     const served = (D.deployments[state.model] || {})[state.gpu];  // also sets a given TP's dtypes
     const dep = tp === undefined ? served : undefined;
     if (dep) {
@@ -120,7 +123,7 @@
       let weight = served ? served.weight_dtype : m.weight_dtype;
       if (!compute) compute = served ? served.compute_dtype : weight === "fp8" && g.P.fp8 !== null ? "fp8" : "bf16";
       if (compute === "fp8" && D.dtype_bytes[weight] > 1) weight = "fp8";
-      const make = (k, why) => ({tp: k, ep: ep || k, dp_attention: Boolean(ep && ep > k),
+      const make = (k, why) => ({tp: k, ep: ep || 1, dp_attention: Boolean(ep && ep > k),
                                  weight_dtype: weight, compute_dtype: compute,
                                  kv_dtype: kv || (served || m).kv_dtype, reason: why});
       if (tp !== undefined) {
@@ -135,10 +138,13 @@
         layout = make(k, "smallest TP that holds the weights and the batch's KV");
       }
     }
+    if (layout.ep > 1 && (layout.ep <= layout.tp ? layout.tp % layout.ep : layout.ep % layout.tp)) {
+      fail(`--ep ${layout.ep} and --tp ${layout.tp}: one must divide the other (experts split tp / ep ways, or ep / tp attention groups)`);
+    }
     const h = hbmSlack(state, layout, usable);
     if (h.slack < 0) {
       const fits = D.tp_candidates.filter(k => headsFit(state, k) && hbmSlack(state, Object.assign(
-        {}, layout, {tp: k, ep: Math.max(k, ep ? layout.ep : k)}), usable).slack >= 0);
+        {}, layout, {tp: k, ep: ep ? layout.ep : 1}), usable).slack >= 0);
       fail(`--tp ${layout.tp} cannot hold ${state.model} on ${state.gpu}` +
            (fits.length ? `; --tp ${fits[0]} fits` : ""));
     }
@@ -174,7 +180,7 @@
     const layout = chooseLayout(state, eng.hbm_fit_fraction);
     const v = modelValues(state, layout.kv_dtype, layout.weight_dtype);
     v.K = layout.tp;
-    v.K_e = layout.ep;
+    v.K_e = layout.gpus;
     v.rho = replication(state, layout.tp);
     const peak = g.P[layout.compute_dtype];
     if (peak === null) fail(`GPU ${state.gpu} has no ${layout.compute_dtype} tensor-core peak`);
@@ -228,7 +234,8 @@
     v.B_peak = g.B_peak;
     v.n_seq = 1;
     let ep;
-    if (layout.dp_attention) { v.K_d = layout.tp; ep = tp; } else { v.K_d = tp; ep = 1; }
+    // experts expert-parallel over layout.ep ranks, or sharded by TP (ep 1): evaluate.recompute_fn
+    if (layout.dp_attention) { v.K_d = layout.tp; ep = tp; } else { v.K_d = tp; ep = layout.ep > 1 ? layout.ep : 1; }
     v.ep = ep;
     v.K_x = ep > 1 ? Math.floor(tp / ep) : tp;
     if (!m.is_moe) { v.E = 1; v.k_top = 1; }

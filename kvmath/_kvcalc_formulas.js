@@ -88,7 +88,7 @@ window.KVCALC_FORMULAS = {
 )
 : (
    2*T*b_act*d*k_top*n_seq*(ep - 1)/(busbw*ep) + 2*t_ar
-)) + Math.max(E*b_w*d/B_hbm, 2*E*d*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(6*E*I_exp*d*f_imb*(m_half + T*k_top*n_seq/E)/(K_x*P*ep*eta_g*r_dt), 3*E*I_exp*b_w*d*(1 - Math.pow(1 - k_top/E, T*n_seq))/(B_hbm*K_x*ep)))); }},
+)) + Math.max(E*b_w*d/B_hbm, 2*E*d*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(3*E*I_exp*b_w*d*(1 - Math.pow(1 - k_top/E, T*n_seq))/(B_hbm*K_x*ep), 6*I_exp*d*f_imb*(E*m_half*(1 - Math.pow(1 - k_top/E, T*n_seq)) + T*k_top*n_seq)/(K_x*P*ep*eta_g*r_dt)))); }},
       "lm_head_s": {args: ["B_hbm", "K_d", "P", "V", "b_w", "d", "eta_g", "m_half", "n_seq", "r_dt", "t_kern"], f: function(v) { const {B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern} = v; return (t_kern + Math.max(V*b_w*d/(B_hbm*K_d), 2*V*d*(m_half + n_seq)/(K_d*P*eta_g*r_dt))); }}
     },
     "mla": {
@@ -126,7 +126,7 @@ window.KVCALC_FORMULAS = {
 )
 : (
    2*T*b_act*d*k_top*n_seq*(ep - 1)/(busbw*ep) + 2*t_ar
-)) + Math.max(E*b_w*d/B_hbm, 2*E*d*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(6*E*I_exp*d*f_imb*(m_half + T*k_top*n_seq/E)/(K_x*P*ep*eta_g*r_dt), 3*E*I_exp*b_w*d*(1 - Math.pow(1 - k_top/E, T*n_seq))/(B_hbm*K_x*ep)))); }},
+)) + Math.max(E*b_w*d/B_hbm, 2*E*d*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(3*E*I_exp*b_w*d*(1 - Math.pow(1 - k_top/E, T*n_seq))/(B_hbm*K_x*ep), 6*I_exp*d*f_imb*(E*m_half*(1 - Math.pow(1 - k_top/E, T*n_seq)) + T*k_top*n_seq)/(K_x*P*ep*eta_g*r_dt)))); }},
       "lm_head_s": {args: ["B_hbm", "K_d", "P", "V", "b_w", "d", "eta_g", "m_half", "n_seq", "r_dt", "t_kern"], f: function(v) { const {B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern} = v; return (t_kern + Math.max(V*b_w*d/(B_hbm*K_d), 2*V*d*(m_half + n_seq)/(K_d*P*eta_g*r_dt))); }}
     }
   },

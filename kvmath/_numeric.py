@@ -372,23 +372,26 @@ def _derive_prefill_mlp_dense(B_hbm, I_ffn, K_d, P, T, b_w, d, eta_g, m_half, n_
     _x2 = _x0*(T*n_seq + m_half)/(P*eta_g*r_dt)
     return 2*t_kern + numpy.maximum(_x1, 2*_x2) + numpy.maximum(2*_x1, 4*_x2)
 
-def _derive_prefill_m_expert(E, T, k_top, n_seq):
-    return T*k_top*n_seq/E
-
 def _derive_prefill_experts_touched(E, T, k_top, n_seq):
     return E*(1 - (1 - k_top/E)**(T*n_seq))
 
+def _derive_prefill_m_expert(E, T, k_top, n_seq):
+    _x0 = k_top/E
+    _x1 = T*n_seq
+    return _x0*_x1/(1 - (1 - _x0)**_x1)
+
 def _derive_prefill_moe_routed_compute(E, I_exp, K_x, P, T, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt):
-    return 6*E*I_exp*d*f_imb*(m_half + T*k_top*n_seq/E)/(K_x*P*ep*eta_g*r_dt)
+    _x0 = T*n_seq
+    return 6*I_exp*d*f_imb*(E*m_half*(1 - (1 - k_top/E)**_x0) + _x0*k_top)/(K_x*P*ep*eta_g*r_dt)
 
 def _derive_prefill_moe_routed_floor(B_hbm, E, I_exp, K_x, T, b_w, d, ep, k_top, n_seq):
     return 3*E*I_exp*b_w*d*(1 - (1 - k_top/E)**(T*n_seq))/(B_hbm*K_x*ep)
 
 def _derive_prefill_moe_routed(B_hbm, E, I_exp, K_x, P, T, b_w, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_kern):
-    _x0 = k_top/E
-    _x1 = T*n_seq
-    _x2 = E*I_exp*d/(K_x*ep)
-    return 2*t_kern + numpy.maximum(3*_x2*b_w*(1 - (1 - _x0)**_x1)/B_hbm, 6*_x2*f_imb*(_x0*_x1 + m_half)/(P*eta_g*r_dt))
+    _x0 = T*n_seq
+    _x1 = E*(1 - (1 - k_top/E)**_x0)
+    _x2 = I_exp*d/(K_x*ep)
+    return 2*t_kern + numpy.maximum(3*_x1*_x2*b_w/B_hbm, 6*_x2*f_imb*(_x0*k_top + _x1*m_half)/(P*eta_g*r_dt))
 
 def _derive_prefill_moe_router_shared(B_hbm, E, E_sh, I_exp, K_d, P, T, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = E*d
@@ -455,19 +458,20 @@ def _derive_prefill_parts_gqa_allreduce_s(K_d, K_x, L_dense, L_full, L_moe, L_wi
 def _derive_prefill_parts_gqa_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
     _x0 = E*d
     _x1 = b_w/B_hbm
-    _x2 = _x0*_x1
-    _x3 = P**(-1.0)
-    _x4 = eta_g**(-1.0)
-    _x5 = r_dt**(-1.0)
-    _x6 = T*n_seq
-    _x7 = _x3*_x4*_x5*(_x6 + m_half)
-    _x8 = 2*_x7
-    _x9 = ep**(-1.0)
-    _x10 = k_top/E
-    _x11 = I_exp*_x9/K_x
-    _x12 = E_sh*I_exp*d/K_d
-    _x13 = _x1*_x12
-    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x12*_x8) + numpy.maximum(2*_x13, 4*_x12*_x7)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x9*b_act*d*k_top*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x2, _x0*_x8) + numpy.maximum(6*_x0*_x11*_x3*_x4*_x5*f_imb*(_x10*_x6 + m_half), 3*_x11*_x2*(1 - (1 - _x10)**_x6)))
+    _x2 = T*n_seq
+    _x3 = 1/(P*eta_g*r_dt)
+    _x4 = _x3*(_x2 + m_half)
+    _x5 = 2*_x4
+    _x6 = ep**(-1.0)
+    _x7 = _x2*k_top
+    _x8 = E*(1 - (1 - k_top/E)**_x2)
+    _x9 = I_exp*d
+    _x10 = _x1*_x9
+    _x11 = _x6/K_x
+    _x12 = E_sh/K_d
+    _x13 = _x10*_x12
+    _x14 = _x12*_x9
+    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x14*_x5) + numpy.maximum(2*_x13, 4*_x14*_x4)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x7*b_act*d*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x0*_x1, _x0*_x5) + numpy.maximum(3*_x10*_x11*_x8, 6*_x11*_x3*_x9*f_imb*(_x7 + _x8*m_half)))
 
 def _derive_prefill_parts_gqa_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = V*d/K_d
@@ -518,19 +522,20 @@ def _derive_prefill_parts_mla_allreduce_s(K_d, K_x, L_dense, L_full, L_moe, L_wi
 def _derive_prefill_parts_mla_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
     _x0 = E*d
     _x1 = b_w/B_hbm
-    _x2 = _x0*_x1
-    _x3 = P**(-1.0)
-    _x4 = eta_g**(-1.0)
-    _x5 = r_dt**(-1.0)
-    _x6 = T*n_seq
-    _x7 = _x3*_x4*_x5*(_x6 + m_half)
-    _x8 = 2*_x7
-    _x9 = ep**(-1.0)
-    _x10 = k_top/E
-    _x11 = I_exp*_x9/K_x
-    _x12 = E_sh*I_exp*d/K_d
-    _x13 = _x1*_x12
-    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x12*_x8) + numpy.maximum(2*_x13, 4*_x12*_x7)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x9*b_act*d*k_top*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x2, _x0*_x8) + numpy.maximum(6*_x0*_x11*_x3*_x4*_x5*f_imb*(_x10*_x6 + m_half), 3*_x11*_x2*(1 - (1 - _x10)**_x6)))
+    _x2 = T*n_seq
+    _x3 = 1/(P*eta_g*r_dt)
+    _x4 = _x3*(_x2 + m_half)
+    _x5 = 2*_x4
+    _x6 = ep**(-1.0)
+    _x7 = _x2*k_top
+    _x8 = E*(1 - (1 - k_top/E)**_x2)
+    _x9 = I_exp*d
+    _x10 = _x1*_x9
+    _x11 = _x6/K_x
+    _x12 = E_sh/K_d
+    _x13 = _x10*_x12
+    _x14 = _x12*_x9
+    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x14*_x5) + numpy.maximum(2*_x13, 4*_x14*_x4)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x7*b_act*d*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x0*_x1, _x0*_x5) + numpy.maximum(3*_x10*_x11*_x8, 6*_x11*_x3*_x9*f_imb*(_x7 + _x8*m_half)))
 
 def _derive_prefill_parts_mla_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = V*d/K_d
@@ -539,101 +544,102 @@ def _derive_prefill_parts_mla_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half,
 def _derive_prefill_t_prefill_gqa(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_h, d_qk, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_kv, n_q, n_seq, r_dt, t_ar, t_kern, t_kng):
     _x0 = L_full + L_win
     _x1 = K_d**(-1.0)
-    _x2 = _x1*d
-    _x3 = T*n_seq
-    _x4 = _x3*b_act
-    _x5 = _x4/busbw
-    _x6 = numpy.where(numpy.less_equal(K_d, 1), 0, _x2*_x5*(2*K_d - 2) + t_ar)
+    _x2 = T*n_seq
+    _x3 = _x2*b_act
+    _x4 = d/busbw
+    _x5 = _x3*_x4
+    _x6 = numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x5*(2*K_d - 2) + t_ar)
     _x7 = K_x**(-1.0)
-    _x8 = _x5*d
-    _x9 = b_w/B_hbm
-    _x10 = _x9*d
-    _x11 = V*_x1
-    _x12 = P**(-1.0)
-    _x13 = eta_g**(-1.0)
-    _x14 = r_dt**(-1.0)
-    _x15 = _x12*_x13*_x14
-    _x16 = numpy.minimum(T, W)
-    _x17 = 2*n_q
-    _x18 = I_ffn*_x1
-    _x19 = _x4/B_peak
-    _x20 = _x19/eta_act
-    _x21 = _x19*d
-    _x22 = 4*_x21
-    _x23 = eta_add**(-1.0)
-    _x24 = 2*numpy.maximum(K_d, n_kv)
-    _x25 = _x1*_x19*d_h*(_x17 + _x24)/eta_rope + 6*_x21*_x23 + _x22/eta_norm
-    _x26 = 2*t_kern
-    _x27 = _x10*_x18
-    _x28 = _x12*_x13*_x14*(_x3 + m_half)
-    _x29 = 2*_x28
-    _x30 = _x18*d
-    _x31 = 4*_x28
-    _x32 = 3*I_exp
-    _x33 = E_sh*_x1
-    _x34 = _x32*_x7
+    _x8 = b_w/B_hbm
+    _x9 = _x8*d
+    _x10 = V*_x1
+    _x11 = 1/(P*eta_g*r_dt)
+    _x12 = _x11*d
+    _x13 = numpy.minimum(T, W)
+    _x14 = 2*n_q
+    _x15 = I_ffn*_x1
+    _x16 = B_peak**(-1.0)
+    _x17 = _x16*_x3
+    _x18 = _x17/eta_act
+    _x19 = _x17*d
+    _x20 = eta_add**(-1.0)
+    _x21 = 2*numpy.maximum(K_d, n_kv)
+    _x22 = _x1*d_h
+    _x23 = _x17*_x22*(_x14 + _x21)/eta_rope + 6*_x19*_x20 + 4*_x19/eta_norm
+    _x24 = 2*t_kern
+    _x25 = _x15*_x9
+    _x26 = _x11*(_x2 + m_half)
+    _x27 = 2*_x26
+    _x28 = _x15*d
+    _x29 = 4*_x26
+    _x30 = 3*I_exp
+    _x31 = E_sh*_x1
+    _x32 = _x30*_x7
+    _x33 = _x2*k_top
+    _x34 = _x33*b_act
     _x35 = _x1*n_q
-    _x36 = _x10*d_h
-    _x37 = _x1*_x24 + _x35
-    _x38 = _x29*d
+    _x36 = _x9*d_h
+    _x37 = _x1*_x21 + _x35
+    _x38 = _x27*d
     _x39 = E*d
-    _x40 = _x39*_x9
-    _x41 = ep**(-1.0)
-    _x42 = k_top/E
-    _x43 = I_exp*_x33
-    _x44 = _x10*_x43
-    return L_dense*_x6 + L_dense*(_x26 + numpy.maximum(_x27, _x29*_x30) + numpy.maximum(2*_x27, _x30*_x31)) + L_dense*(3*_x18*_x20 + _x25 + 6*t_kng) + L_moe*(_x20*(_x32*_x33 + _x34*k_top) + _x22*_x23*k_top + _x25 + 7*t_kng) + L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, _x26 + numpy.maximum(_x44, _x38*_x43) + numpy.maximum(2*_x44, _x31*_x43*d)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x41*_x8*k_top*(ep - 1) + 2*t_ar) + numpy.maximum(_x40, _x29*_x39) + numpy.maximum(6*I_exp*_x15*_x39*_x41*_x7*f_imb*(_x3*_x42 + m_half), _x34*_x40*_x41*(1 - (1 - _x42)**_x3))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x7*_x8*(2*K_x - 2) + t_ar) + _x0*_x6 + _x0*t_kern + _x0*(_x26 + numpy.maximum(_x35*_x36, _x17*_x2*_x28*d_h) + numpy.maximum(_x36*_x37, _x37*_x38*d_h)) + t_kern + numpy.maximum(_x10*_x11, 2*_x11*_x15*d*(m_half + n_seq)) + _x1*_x17*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x16) + (1/2)*_x16*(_x16 + 1)))/(P_a*T*eta_a)
+    _x40 = ep**(-1.0)
+    _x41 = E*(1 - (1 - k_top/E)**_x2)
+    _x42 = I_exp*_x31
+    _x43 = _x42*_x9
+    return L_dense*_x6 + L_dense*(_x24 + numpy.maximum(_x25, _x27*_x28) + numpy.maximum(2*_x25, _x28*_x29)) + L_dense*(3*_x15*_x18 + _x23 + 6*t_kng) + L_moe*(4*_x16*_x20*_x34*d + _x18*(_x30*_x31 + _x32*k_top) + _x23 + 7*t_kng) + L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, _x24 + numpy.maximum(_x43, _x38*_x42) + numpy.maximum(2*_x43, _x29*_x42*d)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x34*_x4*_x40*(ep - 1) + 2*t_ar) + numpy.maximum(_x27*_x39, _x39*_x8) + numpy.maximum(_x32*_x40*_x41*_x9, 6*I_exp*_x12*_x40*_x7*f_imb*(_x33 + _x41*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x5*_x7*(2*K_x - 2) + t_ar) + _x0*_x6 + _x0*t_kern + _x0*(_x24 + numpy.maximum(_x35*_x36, _x14*_x22*_x26*d) + numpy.maximum(_x36*_x37, _x37*_x38*d_h)) + t_kern + numpy.maximum(_x10*_x9, 2*_x10*_x12*(m_half + n_seq)) + _x1*_x14*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x13) + (1/2)*_x13*(_x13 + 1)))/(P_a*T*eta_a)
 
 def _derive_prefill_t_prefill_mla(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_nope, d_qk, d_rope, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_q, n_seq, r_dt, r_kv, r_q, t_ar, t_kern, t_kng):
     _x0 = L_full + L_win
     _x1 = K_d**(-1.0)
     _x2 = _x1*d
-    _x3 = T*n_seq
-    _x4 = _x3*b_act
-    _x5 = _x4/busbw
-    _x6 = numpy.where(numpy.less_equal(K_d, 1), 0, _x2*_x5*(2*K_d - 2) + t_ar)
-    _x7 = K_x**(-1.0)
-    _x8 = _x5*d
-    _x9 = b_w/B_hbm
-    _x10 = _x9*d
-    _x11 = _x1*_x10
-    _x12 = 1/(P*eta_g*r_dt)
-    _x13 = 2*_x1
-    _x14 = _x13*d
-    _x15 = numpy.minimum(T, W)
-    _x16 = _x13*n_q
-    _x17 = _x4/B_peak
-    _x18 = _x17/eta_act
-    _x19 = _x17*d
-    _x20 = 4*_x19
-    _x21 = eta_add**(-1.0)
-    _x22 = _x17*d_rope*(_x16 + 2)/eta_rope + 6*_x19*_x21 + _x20/eta_norm
-    _x23 = 2*t_kern
-    _x24 = _x12*(_x3 + m_half)
-    _x25 = I_ffn*_x24
-    _x26 = _x10*_x13
-    _x27 = 3*I_exp
-    _x28 = E_sh*_x1
-    _x29 = _x27*_x7
-    _x30 = 3*t_kern
-    _x31 = E*d
-    _x32 = _x31*_x9
-    _x33 = 2*_x24
-    _x34 = ep**(-1.0)
-    _x35 = k_top/E
-    _x36 = I_exp*_x28
-    _x37 = E_sh*I_exp
-    _x38 = _x24*d
-    _x39 = d_rope + r_kv
-    _x40 = _x33*d
-    _x41 = _x11*n_q
-    _x42 = _x16*_x38
-    _x43 = r_kv*(d_nope + d_v)
-    _x44 = _x1*_x9*n_q
-    _x45 = _x16*_x24
-    _x46 = d_nope + d_rope
-    _x47 = _x46*r_q
-    return L_dense*_x6 + L_dense*(_x23 + numpy.maximum(I_ffn*_x11, _x14*_x25) + numpy.maximum(I_ffn*_x26, 4*_x2*_x25)) + L_dense*(3*I_ffn*_x1*_x18 + _x22 + 6*t_kng) + L_moe*(_x18*(_x27*_x28 + _x29*k_top) + _x20*_x21*k_top + _x22 + 7*t_kng) + L_moe*(_x30 + numpy.where(numpy.equal(E_sh, 0), 0, _x23 + numpy.maximum(_x10*_x36, _x14*_x24*_x37) + numpy.maximum(_x26*_x37, 4*_x36*_x38)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x34*_x8*k_top*(ep - 1) + 2*t_ar) + numpy.maximum(_x32, _x31*_x33) + numpy.maximum(6*I_exp*_x12*_x31*_x34*_x7*f_imb*(_x3*_x35 + m_half), _x29*_x32*_x34*(1 - (1 - _x35)**_x3))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x7*_x8*(2*K_x - 2) + t_ar) + _x0*_x6 + _x0*t_kern + _x0*(_x30 + numpy.where(numpy.greater(r_q, 0), _x23 + numpy.maximum(_x10*r_q, _x40*r_q) + numpy.maximum(_x44*_x47, _x45*_x47), t_kern + numpy.maximum(_x41*_x46, _x42*_x46)) + numpy.maximum(_x10*_x39, _x39*_x40) + numpy.maximum(_x41*d_v, _x42*d_v) + numpy.maximum(_x43*_x44, _x43*_x45)) + t_kern + numpy.maximum(V*_x11, V*_x12*_x14*(m_half + n_seq)) + _x16*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x15) + (1/2)*_x15*(_x15 + 1)))/(P_a*T*eta_a)
+    _x3 = busbw**(-1.0)
+    _x4 = T*n_seq
+    _x5 = _x4*b_act
+    _x6 = _x3*_x5
+    _x7 = numpy.where(numpy.less_equal(K_d, 1), 0, _x2*_x6*(2*K_d - 2) + t_ar)
+    _x8 = K_x**(-1.0)
+    _x9 = _x8*d
+    _x10 = b_w/B_hbm
+    _x11 = _x10*d
+    _x12 = _x1*_x11
+    _x13 = 1/(P*eta_g*r_dt)
+    _x14 = 2*_x1
+    _x15 = _x14*d
+    _x16 = numpy.minimum(T, W)
+    _x17 = _x14*n_q
+    _x18 = B_peak**(-1.0)
+    _x19 = _x18*_x5
+    _x20 = _x19/eta_act
+    _x21 = _x19*d
+    _x22 = eta_add**(-1.0)
+    _x23 = _x19*d_rope*(_x17 + 2)/eta_rope + 6*_x21*_x22 + 4*_x21/eta_norm
+    _x24 = 2*t_kern
+    _x25 = _x13*(_x4 + m_half)
+    _x26 = I_ffn*_x25
+    _x27 = _x11*_x14
+    _x28 = 3*I_exp
+    _x29 = E_sh*_x1
+    _x30 = _x28*_x8
+    _x31 = 4*d
+    _x32 = _x4*k_top
+    _x33 = _x32*b_act
+    _x34 = 3*t_kern
+    _x35 = E*d
+    _x36 = 2*_x25
+    _x37 = ep**(-1.0)
+    _x38 = E*(1 - (1 - k_top/E)**_x4)
+    _x39 = I_exp*_x29
+    _x40 = E_sh*I_exp
+    _x41 = d_rope + r_kv
+    _x42 = _x36*d
+    _x43 = _x12*n_q
+    _x44 = _x17*_x25
+    _x45 = _x44*d
+    _x46 = r_kv*(d_nope + d_v)
+    _x47 = _x1*_x10*n_q
+    _x48 = d_nope + d_rope
+    _x49 = _x48*r_q
+    return L_dense*_x7 + L_dense*(_x24 + numpy.maximum(I_ffn*_x12, _x15*_x26) + numpy.maximum(I_ffn*_x27, 4*_x2*_x26)) + L_dense*(3*I_ffn*_x1*_x20 + _x23 + 6*t_kng) + L_moe*(_x18*_x22*_x31*_x33 + _x20*(_x28*_x29 + _x30*k_top) + _x23 + 7*t_kng) + L_moe*(_x34 + numpy.where(numpy.equal(E_sh, 0), 0, _x24 + numpy.maximum(_x11*_x39, _x15*_x25*_x40) + numpy.maximum(_x27*_x40, _x25*_x31*_x39)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x3*_x33*_x37*d*(ep - 1) + 2*t_ar) + numpy.maximum(_x10*_x35, _x35*_x36) + numpy.maximum(_x11*_x30*_x37*_x38, 6*I_exp*_x13*_x37*_x9*f_imb*(_x32 + _x38*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x6*_x9*(2*K_x - 2) + t_ar) + _x0*_x7 + _x0*t_kern + _x0*(_x34 + numpy.where(numpy.greater(r_q, 0), _x24 + numpy.maximum(_x11*r_q, _x42*r_q) + numpy.maximum(_x44*_x49, _x47*_x49), t_kern + numpy.maximum(_x43*_x48, _x45*_x48)) + numpy.maximum(_x11*_x41, _x41*_x42) + numpy.maximum(_x43*d_v, _x45*d_v) + numpy.maximum(_x44*_x46, _x46*_x47)) + t_kern + numpy.maximum(V*_x12, V*_x13*_x15*(m_half + n_seq)) + _x17*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x16) + (1/2)*_x16*(_x16 + 1)))/(P_a*T*eta_a)
 
 def _derive_prefill__floor_moe(B_hbm, E, E_sh, I_exp, K_d, K_x, T, b_w, d, ep, k_top, n_seq):
     _x0 = b_w*d/B_hbm
@@ -1426,8 +1432,8 @@ FUNCS = {
     'derive_prefill.attn_proj_gqa': (_derive_prefill_attn_proj_gqa, ('B_hbm', 'K_d', 'P', 'T', 'b_w', 'd', 'd_h', 'eta_g', 'm_half', 'n_kv', 'n_q', 'n_seq', 'r_dt', 't_kern')),
     'derive_prefill.attn_proj_mla': (_derive_prefill_attn_proj_mla, ('B_hbm', 'K_d', 'P', 'T', 'b_w', 'd', 'd_nope', 'd_rope', 'd_v', 'eta_g', 'm_half', 'n_q', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_kern')),
     'derive_prefill.mlp_dense': (_derive_prefill_mlp_dense, ('B_hbm', 'I_ffn', 'K_d', 'P', 'T', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
-    'derive_prefill.m_expert': (_derive_prefill_m_expert, ('E', 'T', 'k_top', 'n_seq')),
     'derive_prefill.experts_touched': (_derive_prefill_experts_touched, ('E', 'T', 'k_top', 'n_seq')),
+    'derive_prefill.m_expert': (_derive_prefill_m_expert, ('E', 'T', 'k_top', 'n_seq')),
     'derive_prefill.moe_routed_compute': (_derive_prefill_moe_routed_compute, ('E', 'I_exp', 'K_x', 'P', 'T', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt')),
     'derive_prefill.moe_routed_floor': (_derive_prefill_moe_routed_floor, ('B_hbm', 'E', 'I_exp', 'K_x', 'T', 'b_w', 'd', 'ep', 'k_top', 'n_seq')),
     'derive_prefill.moe_routed': (_derive_prefill_moe_routed, ('B_hbm', 'E', 'I_exp', 'K_x', 'P', 'T', 'b_w', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_kern')),

@@ -73,7 +73,8 @@ def build_parser():
                    help="tensor-parallel GPUs of attention (default: the sourced deployment, "
                    "else the smallest that holds the weights and the batch's KV)")
     c.add_argument("--ep", type=_positive_int,
-                   help="GPUs the routed experts are spread over (default: the deployment's, else --tp)")
+                   help="expert-parallel ranks of the routed experts, with all-to-all dispatch and combine; "
+                   "1 shards each expert by tensor parallelism (default: the deployment's, else 1)")
     c.add_argument("--batch", type=_positive_int,
                    help="sequences of --tokens tokens whose KV must fit beside the weights (default 1)")
     c.add_argument("--engine", default=None, metavar="NAME",
@@ -148,9 +149,9 @@ def build_parser():
 def _layout(r):
     parts = [f"{r['gpus']}x {r['gpu']}"]
     if r["dp_attention"]:
-        parts.append(f"attention data-parallel (TP {r['tp']}), experts over {r['ep']}")
+        parts.append(f"attention data-parallel (TP {r['tp']}), experts EP {r['ep']}")
     else:
-        parts.append(f"TP {r['tp']}" + (f", experts over {r['ep']}" if r["ep"] != r["tp"] else ""))
+        parts.append(f"TP {r['tp']}" + (f", experts EP {r['ep']}" if r["ep"] > 1 else ""))
     parts.append(f"{r['weight_dtype']} weights, {r['compute_dtype']} compute")
     return ", ".join(parts)
 
@@ -264,7 +265,8 @@ def _list():
     out.append("deployments:")
     for d in deployments().values():
         attn = "data-parallel attention" if d.dp_attention else f"TP {d.tp}"
-        out.append(f"  {d.model} on {d.gpu}: {d.weight_dtype} weights, {attn}, experts over {d.ep}")
+        out.append(f"  {d.model} on {d.gpu}: {d.weight_dtype} weights, {attn}, "
+                   + (f"experts EP {d.ep}" if d.ep > 1 else "experts sharded by TP"))
     out.append("nodes:")
     for n in nodes().values():
         out.append(f"  {n.name:<16} {n.description}")

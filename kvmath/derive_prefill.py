@@ -17,9 +17,10 @@ one fraction of peak. Here each operator has its own cost:
   FlashAttention throughput), on the BF16 peak.
 * Tensor-parallel all-reduce: two per layer of ``m d b_act`` bytes, ring time
   ``2 (K-1)/K bytes / busbw`` plus a latency (nccl-tests busbw definition).
-* MoE: each routed expert sees ``m k / E`` tokens (times an imbalance factor
-  across expert-parallel ranks); the routed weights read are those of the
-  experts touched, ``E (1 - (1 - k/E)^m)``; the router and shared experts are
+* MoE: only the experts the tokens touch are charged, ``E (1 - (1 - k/E)^m)``
+  of them per layer (uniform routing), each a GEMM of its own ``m k / touched``
+  tokens (times an imbalance factor across expert-parallel ranks), with the
+  touched experts' weight read as its floor; the router and shared experts are
   GEMMs of all m tokens.
 
 Parallel layout: the attention and dense parts of a request run on ``K_d`` GPUs
@@ -182,12 +183,15 @@ attn_proj_gqa = gemms(shapes_attn_gqa)
 attn_proj_mla = _mla(gemms)
 mlp_dense = gemms(shapes_mlp_dense)
 
-#: tokens each routed expert sees on average
-m_expert = m_all * k_top / E
-#: expected distinct experts a layer touches when m tokens each pick k of E
+#: expected distinct experts a layer touches when m tokens each pick k of E (uniform routing)
 experts_touched = E * (1 - (1 - k_top / E) ** m_all)
-#: routed experts on the busiest rank: grouped GEMMs (2 kernels) of E/ep experts, compute
-moe_routed_compute = f_imb * (E / ep) * 6 * d * I_exp / K_e * (m_expert + m_half) / (r_dt * eta_g * P)
+#: tokens each touched expert sees on average: the m k routed copies over the touched experts
+m_expert = m_all * k_top / experts_touched
+#: routed experts on the busiest rank: grouped GEMMs (2 kernels) of the experts_touched / ep
+#: experts a rank holds that the tokens reach, each at its own m_expert tokens; an expert no token
+#: reaches costs nothing (written without m_expert in a denominator)
+moe_routed_compute = (f_imb / ep * 6 * d * I_exp / K_e
+                      * (m_all * k_top + experts_touched * m_half) / (r_dt * eta_g * P))
 #: their weight-read floor: the touched experts' slices on one rank
 moe_routed_floor = experts_touched / ep * 3 * d * I_exp / K_e * b_w / B_hbm
 moe_routed = 2 * t_kern + sp.Max(moe_routed_compute, moe_routed_floor)

@@ -182,7 +182,9 @@ def replication(model: Model, tp: int):
 class Layout:
     """How a model is laid out on GPUs: attention TP, expert spread, dtypes, and why."""
     tp: int  #: GPUs that split one request's attention and KV (K)
-    ep: int  #: GPUs the routed experts are spread over (K_e)
+    ep: int  #: expert-parallel ranks: 1 = routed experts sharded by tensor parallelism over the
+    #: tp GPUs (vLLM's and SGLang's default); N > 1 = experts spread over N ranks with all-to-all
+    #: dispatch and combine (each split tp / N ways when N < tp)
     dp_attention: bool
     weight_dtype: str
     compute_dtype: str
@@ -193,6 +195,11 @@ class Layout:
     def gpus(self):
         """GPUs one replica occupies."""
         return max(self.tp, self.ep)
+
+    @property
+    def expert_gpus(self):
+        """GPUs the routed experts' weights are spread over (K_e): the replica's GPUs."""
+        return self.gpus
 
 
 @dataclass(frozen=True)
@@ -369,7 +376,7 @@ def hbm_fit_fraction(eng):
 
 def _hbm_slack(model, gpu, layout, tokens, batch, usable):
     v = architecture_values(model, layout.kv_dtype, layout.weight_dtype)
-    v.update(K=layout.tp, K_e=layout.ep, rho=replication(model, layout.tp), n_seq=batch,
+    v.update(K=layout.tp, K_e=layout.expert_gpus, rho=replication(model, layout.tp), n_seq=batch,
              u_hbm=usable, C_hbm=gpu.hbm_capacity_bytes, T=float(tokens))
     weights = float(fn("weights_per_gpu").take(v))
     kv = batch * float(fn("kv_bytes_per_gpu").take(v))
@@ -386,6 +393,11 @@ def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype
     the given TP cannot hold them (naming a TP that would)."""
     from .tables import deployments
     usable = hbm_fit_fraction(_engine(None)) if usable is None else usable
+    if ep is not None and (int(ep) != ep or ep < 1):
+        raise ScenarioError(f"--ep must be a positive integer, got {ep}")
+    if ep is not None and ep > 1 and not model.is_moe:
+        raise ScenarioError(f"--ep {ep}: {model.name} has no routed experts to spread "
+                            "(expert parallelism applies to MoE models only)")
     served = deployments().get((model.name, gpu.name))
     dep = served if tp is None else None
     weight_dtype = served.weight_dtype if served else model.weight_dtype
@@ -401,7 +413,7 @@ def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype
             weight_dtype = "fp8"  # fp8 compute reads fp8 weights
         # experts spread wider than attention: each attention group serves its own requests
         # (data-parallel attention), as SGLang's --enable-dp-attention and vLLM's DP+EP do
-        make = lambda k, why: Layout(k, ep or k, bool(ep and ep > k), weight_dtype,  # noqa: E731
+        make = lambda k, why: Layout(k, ep or 1, bool(ep and ep > k), weight_dtype,  # noqa: E731
                                      compute_dtype, kv_dtype or (served or model).kv_dtype, why)
         if tp is not None:
             replication(model, tp)  # raises if tp does not fit the heads
@@ -416,11 +428,15 @@ def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype
             if layout is None:
                 raise ScenarioError(f"{model.name} does not fit {TP_CANDIDATES[-1]} {gpu.name} "
                                     f"GPUs with {batch} x {tokens:,} tokens of KV")
+    if layout.ep > 1 and (layout.tp % layout.ep if layout.ep <= layout.tp
+                          else layout.ep % layout.tp):
+        raise ScenarioError(f"--ep {layout.ep} and --tp {layout.tp}: one must divide the other "
+                            "(experts split tp / ep ways, or ep / tp attention groups)")
     if check_fit:
         slack, weights, kv = _hbm_slack(model, gpu, layout, tokens, batch, usable)
         if slack < 0:
             fits = [k for k in TP_CANDIDATES if heads_fit(model, k) and _hbm_slack(
-                model, gpu, Layout(k, max(k, layout.ep if ep else k), layout.dp_attention,
+                model, gpu, Layout(k, layout.ep if ep else 1, layout.dp_attention,
                                    layout.weight_dtype, layout.compute_dtype, layout.kv_dtype,
                                    ""), tokens, batch, usable)[0] >= 0]
             hint = f"; --tp {fits[0]} fits" if fits else ""
@@ -446,7 +462,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
         layout = choose_layout(model, gpu, tokens, tp, ep, batch, compute_dtype, kv_dtype,
                                hbm_fit_fraction(eng), check_fit)
     v = architecture_values(model, layout.kv_dtype, layout.weight_dtype)
-    v["K"], v["K_e"] = layout.tp, layout.ep
+    v["K"], v["K_e"] = layout.tp, layout.expert_gpus
     v["rho"] = replication(model, layout.tp)
     try:
         v["P"] = gpu.dense_flops(layout.compute_dtype)
@@ -512,8 +528,8 @@ def recompute_fn(model, gpu, layout, values, prefill="calibrated"):
         return "ideal (no calibration for this GPU)", lambda t: ideal.take({**values, "T": t})
     if layout.dp_attention:
         kw = dict(tp=layout.gpus, ep=layout.gpus, dp_attention=True, tp_attn=layout.tp)
-    else:
-        kw = dict(tp=layout.gpus, ep=None, dp_attention=False)
+    else:  # experts expert-parallel over ep ranks, or sharded by TP (ep 1)
+        kw = dict(tp=layout.gpus, ep=layout.ep if layout.ep > 1 else None, dp_attention=False)
     return "calibrated", calibrated_fn(model, gpu, compute_dtype=layout.compute_dtype, **kw)
 
 

@@ -172,3 +172,51 @@ def test_fp8_is_faster_than_bf16_on_hopper_at_long_prompts():
     bf16 = prefill_time("llama-3.1-70b", "h100-sxm", 8192.0, tp=2)["gemm_s"]
     fp8 = prefill_time("llama-3.1-70b", "h100-sxm", 8192.0, tp=2, compute_dtype="fp8")["gemm_s"]
     assert fp8 < bf16
+
+
+def _fixed_costs(model, gpu, **kw):
+    """The forward's fixed costs (s): the calibrated model at infinite FLOP/s and bandwidth, so
+    only kernel launches and all-reduce latencies remain."""
+    from kvmath.prefill import _parts, calibrated_values
+    m, g = CAT.models[model], CAT.gpus[gpu]
+    cv = calibrated_values(m, g, **kw)
+    fast = {**cv, **{k: 1e300 for k in ("P", "P_a", "B_hbm", "B_peak", "busbw")}}
+    return _parts(m.attention, fast, np.array([1.0]))["total_s"][0]
+
+
+ONE_TOKEN_CASES = [("gpt-oss-120b", "h100-sxm", dict(tp=1)),
+                   ("qwen3-30b-a3b", "h100-sxm", dict(tp=1)),
+                   ("mixtral-8x7b", "h100-sxm", dict(tp=2)),
+                   ("qwen3-235b-a22b", "h200", dict(tp=8)),
+                   ("qwen3-235b-a22b", "h200", dict(tp=8, ep=8)),
+                   ("deepseek-v3", "h200", dict(tp=8, compute_dtype="fp8")),
+                   ("deepseek-v3", "h200", dict(tp=8, ep=8, compute_dtype="fp8")),
+                   ("llama-3.1-70b", "h100-sxm", dict(tp=4)),
+                   ("llama-3.1-8b", "a100-sxm", dict(tp=1))]
+
+
+@pytest.mark.parametrize("model,gpu,kw", ONE_TOKEN_CASES)
+def test_one_token_forward_within_weight_reads(model, gpu, kw):
+    """Physics: a one-token forward never takes longer than reading every weight this GPU holds
+    once plus the fixed costs (kernel launches, all-reduce latencies) and the one token's own
+    small memory-bound and attention work; nor less than reading the weights it touches (a MoE
+    token touches k_top of E experts per layer, so its floor is far below the whole model)."""
+    m, g = CAT.models[model], CAT.gpus[gpu]
+    r = prefill_time(model, gpu, 1.0, **kw)
+    v, _ = scenario_values(m, g, CAT.tiers["host-dram"], tp=kw["tp"],
+                           compute_dtype=kw.get("compute_dtype", "bf16"), ep=kw.get("ep"))
+    every_weight_s = float(fn("t_weights").take({**v, "K_e": v["K"]}))  # all weights, TP-split
+    small = r["nongemm_s"] + r["attention_s"] + r["allreduce_s"]
+    assert r["total_s"] <= every_weight_s + _fixed_costs(model, gpu, **kw) + small
+    assert r["total_s"] >= r["weights_floor_s"]
+
+
+@pytest.mark.parametrize("model", [m.name for m in CAT.models.values() if m.is_moe])
+def test_one_token_moe_touches_k_experts(model):
+    """At one token a MoE layer reads k_top experts' weights, not E: the routed floor is k/E of
+    the experts' bytes (uniform routing, E (1 - (1 - k/E)^1) = k)."""
+    m = CAT.models[model]
+    from kvmath.prefill import calibrated_values
+    cv = calibrated_values(m, CAT.gpus["h200"], tp=8)
+    touched = float(numeric_of("kvmath.derive_prefill", "experts_touched").take({**cv, "n_seq": 1, "T": 1.0}))
+    assert touched == pytest.approx(m.experts_per_token, rel=1e-12)
