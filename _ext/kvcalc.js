@@ -169,7 +169,7 @@
                                         t_0: link.latency_s});
       }
       return {link: name, count: hop.count, scope: link.scope, effective_Bps: one * hop.count,
-              latency_s: link.latency_s};
+              latency_s: link.latency_s, host_memory: hop.link === D.gpu_host_memory};
     });
   }
 
@@ -191,8 +191,12 @@
     v.B_hbm = gpuValue(state, "B_hbm", g.B_hbm);
     v.N_node = gpuValue(state, "N_node", g.N_node);
     v.n_c = "concurrent-reloads" in state ? state["concurrent-reloads"] : S.default_concurrency.f(v);
-    const once = eng.replicated_read_once;  // kvmath.evaluate.reads_once
-    v.rho_n = (once === "always" || (once === "mla" && D.models[state.model].attention === "mla")) ? 1 : v.rho;
+    const perModel = rule => rule === "always" || (rule === "mla" && D.models[state.model].attention === "mla");
+    const once = perModel(eng.replicated_read_once);  // kvmath.evaluate.reads_once, stores_once
+    const stored = eng.stored_once === "mla-single-node"
+      ? D.models[state.model].attention === "mla" && layout.tp <= v.N_node : perModel(eng.stored_once);
+    v.rho_n = once ? 1 : v.rho;
+    v.rho_s = once || stored ? 1 : v.rho;
     let copy = null;
     if (eng.copy_tokens !== null) {
       v.c_tok = eng.copy_tokens;
@@ -205,7 +209,13 @@
     }
     const hops = tierPath(state, eng, copy);
     const narrowest = scope => Math.min(...hops.filter(h => h.scope === scope).map(h => h.effective_Bps));
-    v.B = S.B_path.f(Object.assign({}, v, {B_gpu: narrowest("per-gpu"), B_node: narrowest("per-node")}));
+    // kvmath.evaluate.hop_copies: each node hop's copies; the path's B is the narrowest of them
+    hops.forEach(h => { h.copies = h.scope !== "per-node" ? null : once || (stored && !h.host_memory) ? 1 : v.rho; });
+    const nodeHops = hops.filter(h => h.copies !== null);
+    const bGpu = narrowest("per-gpu");
+    v.B = nodeHops.length
+      ? Math.min(...nodeHops.map(h => S.B_path.f(Object.assign({}, v, {B_gpu: bGpu, B_node: h.effective_Bps, rho_n: h.copies}))))
+      : S.B_path.f(Object.assign({}, v, {B_gpu: bGpu, B_node: Infinity}));
     v.t_lat = hops.reduce((a, h) => a + h.latency_s, 0);
     v.t_req = eng.request_fixed_s;
     v.n_step = eng.request_steps;
@@ -316,8 +326,13 @@
           .filter(T => T >= nc.t_min);  // kvmath.evaluate.MIN_PREFIX_TOKENS
     const h = hbmSlack(state, sv.layout, D.engines[sv.engine].hbm_fit_fraction);
     const path = sv.hops.map(hop => {
-      const bytes = hop.scope === "per-node" ? v.n_c * r.node_hop_copies * r.kv_bytes_unique : r.kv_bytes_per_gpu;
-      return Object.assign({}, hop, {bytes: bytes, time_s: bytes / hop.effective_Bps});
+      const bytes = hop.copies !== null
+        ? v.n_c * F.outputs.node_hop_copies.f(Object.assign({}, at, {rho_n: hop.copies})) * r.kv_bytes_unique
+        : r.kv_bytes_per_gpu;
+      const out = Object.assign({}, hop, {bytes: bytes, time_s: bytes / hop.effective_Bps});
+      delete out.copies;
+      delete out.host_memory;
+      return out;
     });
     const L = sv.layout;
     Object.assign(r, {
@@ -326,6 +341,7 @@
       weight_dtype: L.weight_dtype, compute_dtype: L.compute_dtype, kv_dtype: L.kv_dtype,
       engine: sv.engine, prefill_model: prefillName, batch: state.batch || 1,
       concurrent_reloads: v.n_c, gpus_per_node: v.N_node, kv_replication: v.rho,
+      kv_bytes_stored: v.rho_s * r.kv_bytes_unique,
       weights_bytes_per_gpu: h.weights, hbm_free_bytes_per_gpu: h.slack,
       prefill_efficiency: v.eta, reload_bandwidth_Bps: v.B, reload_latency_s: v.t_lat,
       request_fixed_s: v.t_req, reload_step_s: v.t_step, reload_fixed_s: v.t_0, copy_bytes: sv.copy, path: path,

@@ -768,52 +768,44 @@ def _derive_reuse_write_traffic(Q, p, r):
 def _derive_reuse_tier_hits(F_hi, F_lo, r):
     return r*(F_hi - F_lo)
 
-def _derive_reuse_tier_reads(F_hi, F_lo, Q, r):
-    return Q*r*(F_hi - F_lo)
+def _derive_reuse_tier_reads(F_hi, F_lo, Q_r, r):
+    return Q_r*r*(F_hi - F_lo)
 
 def _derive_reuse_tier_writes(F_lo, Q, p, r):
     return Q*r*(-F_lo*p + 1)/p
 
-def _derive_reuse_tier_utilisation(B_tier, B_write, F_hi, F_lo, Q, p, r):
-    _x0 = Q*r
-    return _x0*(-F_lo*p + 1)/(B_write*p) + _x0*(F_hi - F_lo)/B_tier
+def _derive_reuse_tier_utilisation(B_tier, B_write, F_hi, F_lo, Q, Q_r, p, r):
+    return Q*r*(-F_lo*p + 1)/(B_write*p) + Q_r*r*(F_hi - F_lo)/B_tier
 
-def _derive_reuse_tier_headroom(B_tier, B_write, F_hi, F_lo, Q, p, r):
-    _x0 = Q*r
-    return (_x0*(-F_lo*p + 1)/(B_write*p) + _x0*(F_hi - F_lo)/B_tier)**(-1.0)
+def _derive_reuse_tier_headroom(B_tier, B_write, F_hi, F_lo, Q, Q_r, p, r):
+    return (Q*r*(-F_lo*p + 1)/(B_write*p) + Q_r*r*(F_hi - F_lo)/B_tier)**(-1.0)
 
-def _derive_reuse_tier_admitted(B_tier, B_write, F_hi, F_lo, Q, p, r):
-    _x0 = Q*r
-    return numpy.minimum(1, (_x0*(-F_lo*p + 1)/(B_write*p) + _x0*(F_hi - F_lo)/B_tier)**(-1.0))
+def _derive_reuse_tier_admitted(B_tier, B_write, F_hi, F_lo, Q, Q_r, p, r):
+    return numpy.minimum(1, (Q*r*(-F_lo*p + 1)/(B_write*p) + Q_r*r*(F_hi - F_lo)/B_tier)**(-1.0))
 
-def _derive_reuse_tier_served(B_tier, B_write, F_hi, F_lo, Q, p, r):
+def _derive_reuse_tier_served(B_tier, B_write, F_hi, F_lo, Q, Q_r, p, r):
     _x0 = F_hi - F_lo
-    _x1 = Q*r
-    return _x0*numpy.minimum(1, (_x1*(-F_lo*p + 1)/(B_write*p) + _x0*_x1/B_tier)**(-1.0))
+    return _x0*numpy.minimum(1, (Q*r*(-F_lo*p + 1)/(B_write*p) + Q_r*_x0*r/B_tier)**(-1.0))
 
-def _derive_reuse_tier_writes_carried(B_tier, B_write, F_hi, F_lo, Q, p, r):
-    _x0 = Q*r
-    _x1 = _x0*(-F_lo*p + 1)/p
-    return _x1*numpy.minimum(1, (_x1/B_write + _x0*(F_hi - F_lo)/B_tier)**(-1.0))
+def _derive_reuse_tier_writes_carried(B_tier, B_write, F_hi, F_lo, Q, Q_r, p, r):
+    _x0 = Q*r*(-F_lo*p + 1)/p
+    return _x0*numpy.minimum(1, (_x0/B_write + Q_r*r*(F_hi - F_lo)/B_tier)**(-1.0))
 
-def _derive_reuse_tier_writes_dropped(B_tier, B_write, F_hi, F_lo, Q, p, r):
-    _x0 = Q*r
-    _x1 = _x0*(-F_lo*p + 1)/p
-    return _x1*(1 - numpy.minimum(1, (_x1/B_write + _x0*(F_hi - F_lo)/B_tier)**(-1.0)))
+def _derive_reuse_tier_writes_dropped(B_tier, B_write, F_hi, F_lo, Q, Q_r, p, r):
+    _x0 = Q*r*(-F_lo*p + 1)/p
+    return _x0*(1 - numpy.minimum(1, (_x0/B_write + Q_r*r*(F_hi - F_lo)/B_tier)**(-1.0)))
 
-def _derive_reuse_tier_value_rate(B_tier, B_write, C_tier, F_hi, F_lo, Q, S_gpu, c_cap, c_gpu, c_wear, p, r):
+def _derive_reuse_tier_value_rate(B_tier, B_write, C_tier, F_hi, F_lo, Q, Q_r, S_gpu, c_cap, c_gpu, c_wear, p, r):
     _x0 = F_hi - F_lo
-    _x1 = Q*r
-    _x2 = _x1*(-F_lo*p + 1)/p
-    _x3 = numpy.minimum(1, (_x2/B_write + _x0*_x1/B_tier)**(-1.0))
-    return -C_tier*c_cap + S_gpu*_x0*_x3*c_gpu*r - _x2*_x3*c_wear
+    _x1 = Q*r*(-F_lo*p + 1)/p
+    _x2 = numpy.minimum(1, (_x1/B_write + Q_r*_x0*r/B_tier)**(-1.0))
+    return -C_tier*c_cap + S_gpu*_x0*_x2*c_gpu*r - _x1*_x2*c_wear
 
-def _derive_reuse_tier_value_rate_fixed(B_tier, B_write, F_hi, F_lo, Q, S_gpu, c_gpu, c_wear, p, r):
+def _derive_reuse_tier_value_rate_fixed(B_tier, B_write, F_hi, F_lo, Q, Q_r, S_gpu, c_gpu, c_wear, p, r):
     _x0 = F_hi - F_lo
-    _x1 = Q*r
-    _x2 = _x1*(-F_lo*p + 1)/p
-    _x3 = numpy.minimum(1, (_x2/B_write + _x0*_x1/B_tier)**(-1.0))
-    return S_gpu*_x0*_x3*c_gpu*r - _x2*_x3*c_wear
+    _x1 = Q*r*(-F_lo*p + 1)/p
+    _x2 = numpy.minimum(1, (_x1/B_write + Q_r*_x0*r/B_tier)**(-1.0))
+    return S_gpu*_x0*_x2*c_gpu*r - _x1*_x2*c_wear
 
 def _derive_reuse_marginal_hits_per_byte_exp(Q, lambda_, p, tau):
     return lambda_*p/(Q*(p + (1 - p)*numpy.exp(lambda_*tau)))
@@ -1479,16 +1471,16 @@ FUNCS = {
     'derive_reuse.read_traffic_logn': (_derive_reuse_read_traffic_logn, ('Q', 'mu', 'r', 'sigma', 'tau')),
     'derive_reuse.write_traffic': (_derive_reuse_write_traffic, ('Q', 'p', 'r')),
     'derive_reuse.tier_hits': (_derive_reuse_tier_hits, ('F_hi', 'F_lo', 'r')),
-    'derive_reuse.tier_reads': (_derive_reuse_tier_reads, ('F_hi', 'F_lo', 'Q', 'r')),
+    'derive_reuse.tier_reads': (_derive_reuse_tier_reads, ('F_hi', 'F_lo', 'Q_r', 'r')),
     'derive_reuse.tier_writes': (_derive_reuse_tier_writes, ('F_lo', 'Q', 'p', 'r')),
-    'derive_reuse.tier_utilisation': (_derive_reuse_tier_utilisation, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'p', 'r')),
-    'derive_reuse.tier_headroom': (_derive_reuse_tier_headroom, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'p', 'r')),
-    'derive_reuse.tier_admitted': (_derive_reuse_tier_admitted, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'p', 'r')),
-    'derive_reuse.tier_served': (_derive_reuse_tier_served, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'p', 'r')),
-    'derive_reuse.tier_writes_carried': (_derive_reuse_tier_writes_carried, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'p', 'r')),
-    'derive_reuse.tier_writes_dropped': (_derive_reuse_tier_writes_dropped, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'p', 'r')),
-    'derive_reuse.tier_value_rate': (_derive_reuse_tier_value_rate, ('B_tier', 'B_write', 'C_tier', 'F_hi', 'F_lo', 'Q', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'p', 'r')),
-    'derive_reuse.tier_value_rate_fixed': (_derive_reuse_tier_value_rate_fixed, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'S_gpu', 'c_gpu', 'c_wear', 'p', 'r')),
+    'derive_reuse.tier_utilisation': (_derive_reuse_tier_utilisation, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'p', 'r')),
+    'derive_reuse.tier_headroom': (_derive_reuse_tier_headroom, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'p', 'r')),
+    'derive_reuse.tier_admitted': (_derive_reuse_tier_admitted, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'p', 'r')),
+    'derive_reuse.tier_served': (_derive_reuse_tier_served, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'p', 'r')),
+    'derive_reuse.tier_writes_carried': (_derive_reuse_tier_writes_carried, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'p', 'r')),
+    'derive_reuse.tier_writes_dropped': (_derive_reuse_tier_writes_dropped, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'p', 'r')),
+    'derive_reuse.tier_value_rate': (_derive_reuse_tier_value_rate, ('B_tier', 'B_write', 'C_tier', 'F_hi', 'F_lo', 'Q', 'Q_r', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'p', 'r')),
+    'derive_reuse.tier_value_rate_fixed': (_derive_reuse_tier_value_rate_fixed, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'S_gpu', 'c_gpu', 'c_wear', 'p', 'r')),
     'derive_reuse.marginal_hits_per_byte_exp': (_derive_reuse_marginal_hits_per_byte_exp, ('Q', 'lambda', 'p', 'tau')),
     'derive_reuse.marginal_hits_per_byte_logn': (_derive_reuse_marginal_hits_per_byte_logn, ('Q', 'mu', 'p', 'sigma', 'tau')),
     'derive_reuse.c_cap_opportunity_exp': (_derive_reuse_c_cap_opportunity_exp, ('Q', 'S_gpu', 'c_gpu', 'lambda', 'p', 'tau')),

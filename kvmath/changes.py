@@ -88,6 +88,33 @@ def tp_moves(release=PREVIOUS_RELEASE):
     return out
 
 
+#: the release just before this one: its tables were stored before the engine-version and MoE
+#: corrections, so the What-changed page lists what those corrections flip
+LAST_RELEASE = "0.2.0"
+#: the vLLM profile as it was before v0.27.0 (one host slot per rank)
+OLD_VLLM = "vllm-cross-layer-v0.26"
+
+
+def diff_since_last(gpus=None):
+    """:func:`diff` against :data:`LAST_RELEASE`, each flipped cell with its cause in words
+    (``why``): recomputed with the pre-0.27 vLLM profile, a cell that returns to its old winner
+    flipped because vLLM now stores an MLA latent once per node; an MoE cell otherwise because
+    only the experts its tokens touch are charged."""
+    rows = diff(LAST_RELEASE, gpus=gpus, attribute=False)
+    cat = bundled()
+    for r in rows:
+        if not r["flipped"]:
+            continue
+        old = current_cell(r["model"], r["gpu"], r["tier"], r["tokens"], engine=OLD_VLLM)
+        if old["winner"] == r["old_winner"]:
+            r["why"] = "vLLM stores an MLA latent once per node (v0.27.0)"
+        elif cat.models[r["model"]].is_moe:
+            r["why"] = "MoE forward charges only the experts its tokens touch"
+        else:
+            r["why"] = "other (engine step, bytes per hop)"
+    return rows
+
+
 def cause(entry):
     """Which change of this release flips a cell, in words."""
     if entry.get("winner_ideal_engine") == entry["old_winner"]:

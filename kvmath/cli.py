@@ -13,7 +13,8 @@ import sys
 from . import trace_cli
 from .evaluate import ScenarioError, compare
 from .scenario import LARGEST, SMALLEST
-from .tables import DTYPE_BYTES, DataError, bundled, resolve_gpu, resolve_model, resolve_tier
+from .tables import (DTYPE_BYTES, DataError, bundled, resolve_engine, resolve_gpu, resolve_model,
+                     resolve_tier)
 from .units import TIE_SPEEDUP, fmt_bytes, fmt_time, fmt_token_list
 from .version import version_line, with_version
 
@@ -169,6 +170,9 @@ def _plan_options(p):
                    "and GPU, else fp8 only for fp8 weights; fp8 reads fp8 weights)")
     p.add_argument("--gpu-price", type=_positive_float, metavar="USD_PER_GPU_HOUR",
                    help="price of a GPU-hour (default: the bundled H100 price, prices.csv)")
+    p.add_argument("--engine", default=None, metavar="NAME",
+                   help="engine profile: bundled name (kvmath list) or path to an engines CSV row; "
+                   "the copies it stores per cache set capacity, writes and wear")
 
 
 def _side(model_fpb, gpu_fpb):
@@ -300,7 +304,7 @@ def _p_text(p, r):
 
 def _reuse_human(r):
     rows = [("scenario", f"{r['model']} on {r['tp']}x {r['gpu']}, tier {r['tier']}, "
-                         f"{r['tokens']:,} tokens, pause {r['pause']}"),
+                         f"{r['tokens']:,} tokens, pause {r['pause']}, engine {r['engine']}"),
             ("saving per reuse", f"{r['saving_gpu_s']:.3g} GPU-s (${r['saving_usd']:.3g})"),
             ("best TTL", _ttl_text(r["ttl_s"])),
             ("hit probability", f"{r['hit_probability']:.3f} of returning conversations"),
@@ -334,8 +338,8 @@ def columns(header, rows, left=1):
 def _tiers_human(plan):
     lines = [f"{plan['model']} on {plan['node']} ({plan['gpus']}x {plan['gpu']}, TP {plan['tp']}, "
              f"{plan['compute_dtype']}), {plan['tokens']:,} tokens "
-             f"({fmt_bytes(plan['kv_bytes'], 4)} each), {plan['resume_rate_per_s']:g} resumes/s, "
-             f"pause {plan['pause']}",
+             f"({fmt_bytes(plan['kv_bytes'], 4)} each stored), {plan['resume_rate_per_s']:g} "
+             f"resumes/s, pause {plan['pause']}, engine {plan['engine']}",
              f"HBM for paused caches: {fmt_bytes(max(plan['hbm_free_bytes'], 0), 4)} after "
              f"{plan['gpu_memory_utilization']:.0%} use, {plan['activation_reserve_fraction']:.0%} "
              f"activation reserve, weights and a running batch of {plan['batch_seqs']:g} x "
@@ -382,10 +386,10 @@ def _drive_rating(plan):
 _COMPARE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "ep", "batch", "engine",
                  "concurrent_reloads", "compute_dtype", "prefill", "kv_dtype")
 _REUSE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "pause", "node", "resume_rate",
-               "compute_dtype", "gpu_price")
+               "compute_dtype", "gpu_price", "engine")
 _TIERS_KEYS = ("model", "gpu", "tokens", "tp", "pause", "node", "resume_rate", "compute_dtype",
                "gpu_price", "gpu_memory_utilization", "activation_reserve", "batch_seqs",
-               "batch_context", "writes_within_rating")
+               "batch_context", "writes_within_rating", "engine")
 
 
 def _scenario(args, keys, required):
@@ -428,7 +432,9 @@ def _run_reuse(args):
     model, tier, pause = resolve_model(args.model), resolve_tier(args.tier), resolve_pause(args.pause)
     node, gpu = _node_and_gpu(args, need_node=args.resume_rate is not None)
     drive = node_drive(node) if node is not None and tier.name == "nvme" else None
-    kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype)
+    engine = resolve_engine(args.engine) if args.engine else None
+    kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype,
+              engine=engine)
     result = reuse(model, gpu, tier, args.tokens, pause, drive=drive, **kw)
     result["holding_priced_at"] = "purchase"
     opp = dict(capacity_usd_per_byte_s_opportunity=None, value_usd_opportunity=None,
@@ -436,7 +442,7 @@ def _run_reuse(args):
     if args.resume_rate is not None and tier.name in ("host-dram", "nvme"):
         plan = tier_plan(node, model, args.tokens, args.resume_rate, pause, tp=args.tp or None,
                          gpu=gpu, compute_dtype=args.compute_dtype, gpu_price=args.gpu_price,
-                         find_limit=False)
+                         find_limit=False, engine=engine)
         row = next((t for t in plan["tiers"] if t["tier"] == tier.name), None)
         if row is not None:
             c = row["capacity_usd_per_byte_s_opportunity"]
@@ -462,7 +468,8 @@ def _run_tiers(args):
                      batch_seqs=args.batch_seqs, batch_context=args.batch_context,
                      gpu_memory_utilization=args.gpu_memory_utilization,
                      activation_reserve=args.activation_reserve, gpu_price=args.gpu_price,
-                     writes_within_rating=bool(args.writes_within_rating))
+                     writes_within_rating=bool(args.writes_within_rating),
+                     engine=resolve_engine(args.engine) if args.engine else None)
 
 
 def run(argv=None):

@@ -80,8 +80,11 @@ F_lo, F_hi = sp.symbols("F_lo F_hi", nonnegative=True)
 C_tier, B_tier = sp.symbols("C_tier B_tier", positive=True)
 #: resumes per second served from a tier holding ages [tau_lo, tau_hi)
 tier_hits = r_res * (F_hi - F_lo)
+#: bytes one resume reads from the tier, B: a stored cache's bytes, or every rank's copy when each
+#: rank loads the one shared copy from host memory (vLLM's single-copy MLA slot)
+Bytes_read = sp.Symbol("Q_r", positive=True)
 #: bytes per second read back from the tier
-tier_reads = tier_hits * Bytes
+tier_reads = tier_hits * Bytes_read
 #: bytes per second written into the tier: caches that reached its youngest age unreturned
 tier_writes = offload_rate * Bytes * (1 - p_ret * F_lo)
 #: write bandwidth of the tier, B/s (B_tier is its read bandwidth)

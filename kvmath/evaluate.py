@@ -209,6 +209,7 @@ class PathHop:
     scope: str
     effective_Bps: float  #: bandwidth x efficiency x count, after the engine's copy and I/O sizes
     latency_s: float
+    host_memory: bool = False  #: the node's host memory (every rank's copies are read from it)
 
 
 def _engine(engine):
@@ -244,37 +245,66 @@ def tier_path(tier: Tier, gpu: Gpu, engine=None, copy_bytes=None):
                 and link.latency_s > 0):
             one = float(fn("bandwidth_at_size_qd")(s=eng.storage_io_bytes, q_io=eng.queue_depth,
                                                    B=one, t_0=link.latency_s))
-        hops.append(PathHop(link.name, hop.count, link.scope, one * hop.count, link.latency_s))
+        hops.append(PathHop(link.name, hop.count, link.scope, one * hop.count, link.latency_s,
+                            hop.link == GPU_HOST_MEMORY))
     return hops
 
 
+def hop_copies(hop, rho, read_once, stored_once):
+    """Copies of each unique byte a node-shared hop carries (rho_n): 1 when the engine reads
+    replicated KV once (rank 0 reads and broadcasts); from a store holding one copy (a drive, a
+    remote pool) 1 as well; host memory that every rank loads the shared slot from: rho."""
+    if read_once or (stored_once and not hop.host_memory):
+        return 1.0
+    return rho
+
+
 def path_values(tier: Tier, gpu: Gpu, tp: int, rho=1.0, concurrent=None, engine=None,
-                copy_bytes=None, rho_n=None):
+                copy_bytes=None, read_once=None, stored_once=None):
     """(B per GPU in B/s, first-byte latency in s, hops) of a tier's path.
 
-    rho_n: copies of each unique byte crossing node-shared hops (default: 1 if the engine
-    always reads replicated KV once, else rho; :func:`reads_once` decides it per model).
-
-    Node-shared hops carry each replica's unique bytes (``rho_n`` copies) for the
-    ``concurrent`` replicas reloading at once (default: the node's GPUs / tp).
+    read_once / stored_once: whether the engine reads replicated KV once across node hops and
+    whether its store holds one copy (default: the engine's 'always' rows; :func:`reads_once`
+    and :func:`stores_once` decide them per model). Each node-shared hop carries each
+    replica's unique bytes (:func:`hop_copies` copies) for the ``concurrent`` replicas
+    reloading at once (default: the node's GPUs / tp); the path's B is the narrowest of them.
     """
     eng = _engine(engine)
     hops = tier_path(tier, gpu, eng, copy_bytes)
+    read_once = eng.replicated_read_once == "always" if read_once is None else read_once
+    stored_once = eng.stored_once == "always" if stored_once is None else stored_once
     b_gpu = min((h.effective_Bps for h in hops if h.scope == "per-gpu"), default=math.inf)
-    b_node = min((h.effective_Bps for h in hops if h.scope == "per-node"), default=math.inf)
     conc = concurrent if concurrent is not None else default_concurrency(gpu, tp)
-    rho_n = rho_n if rho_n is not None else 1.0 if eng.replicated_read_once == "always" else rho
-    bandwidth = float(fn("B_path")(B_gpu=b_gpu, B_node=b_node, K=tp, n_c=conc, rho=rho,
-                                   rho_n=rho_n, N_node=gpu.gpus_per_node))
+    b_path = fn("B_path")
+    copies = [hop_copies(h, rho, read_once, stored_once) if h.scope == "per-node" else None
+              for h in hops]
+    bandwidth = min([float(b_path(B_gpu=b_gpu, B_node=h.effective_Bps, K=tp, n_c=conc, rho=rho,
+                                  rho_n=c, N_node=gpu.gpus_per_node))
+                     for h, c in zip(hops, copies) if c is not None] or
+                    [float(b_path(B_gpu=b_gpu, B_node=math.inf, K=tp, n_c=conc, rho=rho,
+                                  rho_n=rho, N_node=gpu.gpus_per_node))])
     return bandwidth, sum(h.latency_s for h in hops), hops
+
+
+def _per_model(rule, model):
+    return rule == "always" or (rule == "mla" and model.attention == "mla")
 
 
 def reads_once(eng, model):
     """Whether the engine reads a replicated KV head or MLA latent across node hops once (rank 0
     reads, then broadcasts) rather than once per rank: engines.csv says always, for MLA only
     (LMCache's save_only_first_rank defaults to use_mla), or never."""
-    return eng.replicated_read_once == "always" or (eng.replicated_read_once == "mla"
-                                                   and model.attention == "mla")
+    return _per_model(eng.replicated_read_once, model)
+
+
+def stores_once(eng, model, tp=1, node_gpus=1):
+    """Whether the engine's offloaded cache holds one copy of a replicated KV head or MLA latent
+    per node (engines.csv stored_once: vLLM from v0.27.0 for MLA on one node, LMCache for MLA),
+    rather than one per rank: it sets the bytes a cache occupies and writes, and what a drive
+    behind host memory is read for."""
+    if eng.stored_once == "mla-single-node":
+        return model.attention == "mla" and tp <= node_gpus
+    return _per_model(eng.stored_once, model)
 
 
 def copies_span_layers(eng, v):
@@ -473,7 +503,10 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     v["N_node"] = gpu.gpus_per_node
     v["n_c"] = (float(concurrent_reloads) if concurrent_reloads is not None
                 else default_concurrency(gpu, layout.tp))
-    v["rho_n"] = 1.0 if reads_once(eng, model) else v["rho"]
+    once = reads_once(eng, model)
+    stored = stores_once(eng, model, layout.tp, gpu.gpus_per_node)
+    v["rho_n"] = 1.0 if once else v["rho"]  # host memory's copies (hop_copies per hop)
+    v["rho_s"] = 1.0 if stored or once else v["rho"]  # copies a stored cache holds
     copy = None
     if eng.copy_tokens is not None:
         spans = copies_span_layers(eng, v)
@@ -485,7 +518,9 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
                  c_lay=float(v["L_full"] + v["L_win"]) if spans else 1.0)
         copy = float(fn("copy_bytes").take(v))
     v["B"], v["t_lat"], hops = path_values(tier, gpu, layout.tp, v["rho"], v["n_c"], eng, copy,
-                                           v["rho_n"])
+                                           once, stored)
+    v["hop_copies"] = tuple(hop_copies(h, v["rho"], once, stored) if h.scope == "per-node"
+                            else None for h in hops)
     v["t_req"] = eng.request_fixed_s
     v["n_step"] = eng.request_steps
     v["t_step"] = float(fn("t_step_ideal").take(v))  # compare() re-times it with its prefill model
@@ -605,12 +640,13 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         cross = crossings(v)
     slack, w_gpu, kv_gpu = _hbm_slack(model, gpu, layout, tokens, batch, hbm_fit_fraction(eng))
     unique = float(fn("kv_bytes_unique").take(at))
-    node_copies = float(fn("node_copies").take(at))
+    node_copies = float(fn("node_copies").take(at))  # through host memory
     path = []
-    for h in hops:
-        carried = (v["n_c"] * node_copies * unique if h.scope == "per-node"
-                   else float(fn("kv_bytes_per_gpu").take(at)))
-        path.append({**h.__dict__, "bytes": carried, "time_s": carried / h.effective_Bps})
+    for h, c in zip(hops, v["hop_copies"]):
+        carried = (v["n_c"] * float(fn("node_copies").take({**at, "rho_n": c})) * unique
+                   if c is not None else float(fn("kv_bytes_per_gpu").take(at)))
+        path.append({**{k: x for k, x in h.__dict__.items() if k != "host_memory"},
+                     "bytes": carried, "time_s": carried / h.effective_Bps})
     result = {
         "model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens,
         "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention,
@@ -623,6 +659,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         "kv_bytes_unique": unique,
         "kv_bytes_per_gpu": float(fn("kv_bytes_per_gpu").take(at)),
         "kv_replication": v["rho"], "node_hop_copies": node_copies,
+        "kv_bytes_stored": v["rho_s"] * unique,
         "weights_bytes_per_gpu": w_gpu, "hbm_fit_bytes_per_gpu":
             hbm_fit_fraction(eng) * gpu.hbm_capacity_bytes, "hbm_free_bytes_per_gpu": slack,
         "prefill_flops": float(fn("flops_prefill").take(at)),

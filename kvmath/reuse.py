@@ -30,10 +30,19 @@ def rfn(name):
 
 
 @lru_cache(maxsize=512, typed=True)
-def _compared(model, gpu, tier, tokens, tp, compute_dtype):
+def _compared(model, gpu, tier, tokens, tp, compute_dtype, engine=None):
     """:func:`kvmath.evaluate.compare` of one scenario, once per process and read-only: a plan,
     and each step of the search for its compute limit, ask for the same few scenarios."""
-    return MappingProxyType(compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype))
+    return MappingProxyType(compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype,
+                                    engine=engine))
+
+
+def tier_read_bytes(r, tier_name):
+    """Bytes one resume reads from a tier of a compare() result: every rank's copy from host
+    memory unless the engine reads once (each rank loads the shared slot), the stored bytes from
+    a drive."""
+    return r["kv_bytes_stored"] if tier_name != "host-dram" else (
+        r["node_hop_copies"] * r["kv_bytes_unique"])
 
 
 def pause_values(pause):
@@ -80,23 +89,24 @@ def held_caches(pause, tau, resume_rate):
 
 
 def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtype=None,
-          c_cap=None, drive=None):
+          c_cap=None, drive=None, engine=None):
     """Break-even return probability and the best TTL for offloading one conversation.
 
     c_cap: price of holding a byte for a second ($); default the tier's amortised purchase
     price (a node being built); pass :func:`opportunity_price` for a node already bought.
     """
-    r = compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype)
+    r = compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype, engine=engine)
     tp = r["tp"]
     saving = r["gpus"] * (r["recompute_s"] - r["reload_s"])  # GPU-seconds one reuse saves
     c_cap_buy, c_wear = tier_prices(tier.name, drive)
     c_cap = c_cap_buy if c_cap is None else c_cap
     v = {**pause_values(pause), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(gpu_price),
-         "c_cap": c_cap, "c_wear": c_wear, "Q": r["kv_bytes"]}
+         "c_cap": c_cap, "c_wear": c_wear, "Q": r["kv_bytes_stored"]}
     kind = _kind(pause)
     value = rfn(f"value_{kind}")
     out = {"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "tp": tp,
-           "compute_dtype": r["compute_dtype"], "pause": pause.name, "kv_bytes": r["kv_bytes"], "recompute_s": r["recompute_s"],
+           "compute_dtype": r["compute_dtype"], "engine": r["engine"], "pause": pause.name,
+           "kv_bytes": r["kv_bytes_stored"], "recompute_s": r["recompute_s"],
            "reload_s": r["reload_s"], "saving_gpu_s": saving,
            "saving_usd": saving * v["c_gpu"], "capacity_usd_per_byte_s": c_cap,
            "write_usd_per_byte": c_wear, "return_probability": pause.return_probability}
@@ -290,7 +300,7 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
 def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, compute_dtype=None,
               batch_seqs=None, batch_context=None, gpu_memory_utilization=None,
               activation_reserve=None, gpu_price=None, writes_within_rating=False,
-              find_limit=True):
+              find_limit=True, engine=None):
     """Which tier holds which caches, the traffic each carries, and whether the node can run it.
 
     Caches cascade by age: HBM (after the activation reserve, weights and the running batch)
@@ -301,7 +311,7 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
     """
     args = (node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
             batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
-            writes_within_rating, find_limit)
+            writes_within_rating, find_limit, engine)
     try:
         hash(args)
     except TypeError:  # an input that cannot be remembered: plan it afresh
@@ -312,7 +322,7 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
 @lru_cache(maxsize=1024, typed=True)
 def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
                batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
-               writes_within_rating, find_limit):
+               writes_within_rating, find_limit, engine=None):
     """:func:`tier_plan`, once per process for each set of inputs (the rows and frozen tables
     fix the plan): a chapter asks for the same plans in several places, and a sweep of the
     NVMe tier's value for the plans a sweep of the plans already made."""
@@ -321,9 +331,10 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
     tp = tp or node.gpus
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
-    base = _compared(model, gpu, cat.tiers["host-dram"], tokens, tp, compute_dtype)
+    base = _compared(model, gpu, cat.tiers["host-dram"], tokens, tp, compute_dtype, engine)
     compute_dtype = base["compute_dtype"]
-    q = base["kv_bytes"]
+    q = base["kv_bytes_stored"]  # what one cache occupies and writes in host memory or drives
+    q_hbm = base["kv_bytes"]  # in HBM every rank holds its own copy
     if not math.isfinite(resume_rate * q * 86400 / pause.return_probability):
         raise ScenarioError(f"--resume-rate {resume_rate:g} overflows the plan's traffic "
                             "(expected a rate whose bytes per second are finite)")
@@ -344,13 +355,14 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
     for name, cap in capacities.items():
         if name == "nvme" and not node.nvme_drives:
             break
-        tau = ttl_filling(pause, resume_rate, q, cap, tau_prev)
+        q_tier = q_hbm if name == "hbm" else q
+        tau = ttl_filling(pause, resume_rate, q_tier, cap, tau_prev)
         f_prev = _cdf_or(pause, tau_prev, 0.0, 1.0)
         f_now = _cdf_or(pause, tau, 0.0, 1.0)
         tier_name = "host-dram" if name == "hbm" else name
-        r = _compared(model, gpu, cat.tiers[tier_name], tokens, tp, compute_dtype)
+        r = _compared(model, gpu, cat.tiers[tier_name], tokens, tp, compute_dtype, engine)
         b_read, b_write = bandwidths[name]
-        row = {"tier": name, "capacity_bytes": cap, "caches_held": cap / q,
+        row = {"tier": name, "capacity_bytes": cap, "caches_held": cap / q_tier,
                "ttl_from_s": tau_prev, "ttl_to_s": tau,
                "resume_fraction_by_capacity": f_now - f_prev,
                "read_bandwidth_Bps": b_read, "bandwidth_Bps": b_read,
@@ -362,7 +374,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                        read_demand_Bps=0.0, write_demand_Bps=0.0, dropped_write_Bps=0.0,
                        headroom=math.inf, admitted_fraction=1.0)
         else:
-            at = {"r": resume_rate, "p": pause.return_probability, "Q": q, "F_lo": f_prev,
+            at = {"r": resume_rate, "p": pause.return_probability, "Q": q,
+                  "Q_r": tier_read_bytes(r, tier_name), "F_lo": f_prev,
                   "F_hi": f_now, "B_tier": b_read, "B_write": b_write}
             reads = float(rfn("tier_reads").take(at))
             admitted = float(rfn("tier_admitted").take(at))
@@ -379,7 +392,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
         saving = tp * (base["recompute_s"] - row["reload_s"])
         row["capacity_usd_per_byte_s_purchase"] = c_buy
         row["capacity_usd_per_byte_s_opportunity"] = opportunity_price(
-            pause, tau, max(saving, 0.0), c_gpu, q, resume_rate)
+            pause, tau, max(saving, 0.0), c_gpu, q_tier, resume_rate)
         rows.append(row)
         tau_prev = tau
         if not math.isfinite(tau):
@@ -388,6 +401,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
     plan = {"model": model.name, "node": node.name, "gpu": gpu.name, "gpus": node.gpus,
             "tp": tp, "tokens": tokens, "compute_dtype": compute_dtype,
             "resume_rate_per_s": resume_rate, "pause": pause.name, "kv_bytes": q,
+            "kv_bytes_hbm": q_hbm, "engine": base["engine"],
             "recompute_s": base["recompute_s"], "drive": drive.name if drive else None,
             "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
             "batch_seqs": batch_seqs, "batch_context_tokens": batch_context,
@@ -401,7 +415,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
         kw = dict(tp=tp, gpu=gpu, compute_dtype=compute_dtype, batch_seqs=batch_seqs,
                   batch_context=batch_context, gpu_memory_utilization=util,
                   activation_reserve=reserve, gpu_price=gpu_price, find_limit=False,
-                  writes_within_rating=writes_within_rating)
+                  writes_within_rating=writes_within_rating, engine=engine)
         plan["compute_limit_resume_rate_per_s"] = compute_limit(node, model, tokens, pause, **kw)
     return plan
 
@@ -477,7 +491,7 @@ def nvme_value(node, model, tokens, resume_rate, pause, tp=None, basis="purchase
     c_cap, c_wear = tier_prices("nvme", node_drive(node))
     value = rfn("tier_value_rate" if basis == "purchase" else "tier_value_rate_fixed").take({
         "r": resume_rate, "p": pause.return_probability, "Q": plan["kv_bytes"],
-        "F_lo": _cdf_or(pause, nv["ttl_from_s"], 0.0, 1.0),
+        "Q_r": plan["kv_bytes"], "F_lo": _cdf_or(pause, nv["ttl_from_s"], 0.0, 1.0),
         "F_hi": _cdf_or(pause, nv["ttl_to_s"], 0.0, 1.0),
         "B_tier": nv["read_bandwidth_Bps"], "B_write": nv["write_bandwidth_Bps"],
         "S_gpu": tp * (plan["recompute_s"] - nv["reload_s"]),

@@ -96,7 +96,7 @@ def scenario_data(cat=None):
     for e in engines().values():
         engs[e.name] = {k: getattr(e, k) for k in (
             "copy_tokens", "copy_spans_layers", "kv_split", "request_fixed_s",
-            "replicated_read_once", "storage_io_bytes", "queue_depth", "request_steps",
+            "replicated_read_once", "stored_once", "storage_io_bytes", "queue_depth", "request_steps",
             "writes_overlap")} | {"hbm_fit_fraction": hbm_fit_fraction(e)}
     deps = {}
     for (model, gpu), d in deployments().items():

@@ -94,9 +94,30 @@ def test_replicated_latent_crosses_a_shared_drive_once():
     assert drive["bytes"] == latent
     assert drive["time_s"] == pytest.approx(latent / 6.8e9)
     assert once["reload_s"] == pytest.approx(once["reload_fixed_s"] + latent / 6.8e9)
-    per_rank = compare(m, g, t, 32768, tp=8, engine="vllm-cross-layer")
+    per_rank = compare(m, g, t, 32768, tp=8, engine="vllm-cross-layer-v0.26")
     assert per_rank["node_hop_copies"] == 8
     assert _hop(per_rank, "nvme-gen4-x4-drive")["bytes"] == 8 * latent
+    assert per_rank["kv_bytes_stored"] == 8 * latent
+
+
+def test_single_copy_mla_slot_vllm_027():
+    """vLLM from v0.27.0 (PRs 48906, 50301) stores one copy of DeepSeek-V3's latent per node and
+    every rank loads that shared slot: the drive behind host memory holds and is read for one
+    copy, host DRAM still carries all eight ranks' copies, and a cache occupies one latent."""
+    m, g, t = resolve_model("deepseek-v3"), resolve_gpu("h200"), resolve_tier("nvme-1drive")
+    r = compare(m, g, t, 32768, tp=8, engine="vllm-cross-layer")
+    latent = 70_272 * 32768
+    assert r["kv_bytes_stored"] == latent and r["kv_bytes"] == 8 * latent
+    assert _hop(r, "nvme-gen4-x4-drive")["bytes"] == latent
+    assert _hop(r, "host-dram-ddr5-4800-2s")["bytes"] == 8 * latent
+    # a GQA model is stored per rank still (the canonical layout of PR 48414 is opt-in)
+    g70 = compare(resolve_model("llama-3.1-70b"), g, t, 32768, tp=8, engine="vllm-cross-layer")
+    assert g70["kv_bytes_stored"] == g70["kv_bytes"]
+    # beyond one node the single copy does not apply (the PR's condition: world size = TP on
+    # one node): two H100 nodes at TP16 store and read it once per rank
+    two = compare(m, resolve_gpu("h100-sxm"), resolve_tier("nvme"), 8192, tp=16,
+                  engine="vllm-cross-layer")
+    assert two["kv_bytes_stored"] == two["kv_bytes"]
 
 
 def test_shared_hops_split_among_concurrent_reloads():

@@ -125,7 +125,7 @@ def test_ttl_filling_zero_capacity():
 
 def test_tier_served_capped_by_bandwidth():
     """A tier with half the bandwidth its traffic needs serves half its hits."""
-    at = dict(r=1.0, p=1.0, Q=1e9, F_lo=0.0, F_hi=0.5)
+    at = dict(r=1.0, p=1.0, Q=1e9, Q_r=1e9, F_lo=0.0, F_hi=0.5)
     need = rfn("tier_reads").take(at) + rfn("tier_writes").take(at)
     half = {**at, "B_tier": need / 2, "B_write": need / 2}
     assert rfn("tier_served").take(half) == pytest.approx(0.25)
