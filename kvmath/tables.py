@@ -130,7 +130,8 @@ class Measurement(Row, table="validation"):
             raise FieldError("model", f"unknown model {self.model!r} (neither bundled nor in "
                              "kvmath/data/validation_models/)")
         _need(self, True, {"ttft_s": ("model", "gpu", "tp", "tokens"), "prefill_s": ("model", "gpu", "tp", "tokens"),
-                           "kv_bytes": ("model", "tokens"), "bandwidth_Bps": ("link", "count")}[self.quantity],
+                           "kv_bytes": ("model", "tokens"), "bandwidth_Bps": ("link", "count"),
+                           "reload_ttft_s": ("model", "gpu", "tp", "tokens", "tier", "engine")}[self.quantity],
               f"a value for quantity {self.quantity}")
 
 

@@ -55,6 +55,10 @@ def predict(m: Measurement, overrides=None):
                                tp=m.tp, compute_dtype=m.compute_dtype,
                                efficiency=overrides.get("eta"))
         return float(fn("t_recompute_batch").take({**v, "T": float(m.tokens), "n_seq": m.batch}))
+    if m.quantity == "reload_ttft_s":  # one request alone: one reload in flight
+        r = compare(model_of(m.model), cat.gpus[m.gpu], cat.tiers[m.tier], m.tokens, tp=m.tp,
+                    compute_dtype=m.compute_dtype, engine=m.engine, concurrent_reloads=1)
+        return r["reload_s"]
     if m.quantity == "kv_bytes":
         r = compare(model_of(m.model), cat.gpus["h100-sxm"], cat.tiers["host-dram"], m.tokens)
         return r["kv_bytes"]
