@@ -217,7 +217,13 @@
       ? Math.min(...nodeHops.map(h => S.B_path.f(Object.assign({}, v, {B_gpu: bGpu, B_node: h.effective_Bps, rho_n: h.copies}))))
       : S.B_path.f(Object.assign({}, v, {B_gpu: bGpu, B_node: Infinity}));
     v.t_lat = hops.reduce((a, h) => a + h.latency_s, 0);
-    v.t_req = eng.request_fixed_s;
+    // kvmath.evaluate.request_cost_values: what the engine charges every request, and per loaded token
+    const costs = eng.costs;
+    v.t_req = costs.request_fixed_s || 0;
+    v.c_hash = costs.hash_token_s || 0;
+    v.c_tokz = state["token-ids"] ? 0 : costs.tokenize_token_s || 0;
+    v.c_hit = state.tier === "hbm" ? 0 : costs.hit_token_s || 0;
+    v.n = state["new-tokens"] || 1;
     v.n_step = eng.request_steps;
     v.t_step = S.t_step_ideal.f(v);  // evaluate() re-times it with its prefill model
     v.t_0 = S.fixed_cost.f(v);
@@ -268,14 +274,20 @@
     }];
   }
 
-  /** values() with the engine step timed by the prefill model in use (kvmath.evaluate.time_step):
-   *  the reloading request's own forward pass of one token. */
+  /** values() and the prefill model in use. */
   function timed(state) {
     const sv = values(state);
     const [prefillName, rec] = recomputeFn(state, sv);
-    sv.v.t_step = rec(1);
-    sv.v.t_0 = S.fixed_cost.f(sv.v);
     return {sv: sv, prefillName: prefillName, rec: rec};
+  }
+
+  /** The values at prefix length T with the engine step timed by the prefill model in use
+   *  (kvmath.evaluate.time_step): the new tokens' forward pass over the loaded prefix. */
+  function timeStep(v, rec, T) {
+    const at = Object.assign({}, v, {T: T, t_rec_p: rec(T), t_rec_pn: rec(T + v.n), t_rec_n: rec(v.n)});
+    at.t_step = S.t_suffix.f(at);
+    at.t_0 = S.fixed_cost.f(at);
+    return at;
   }
 
   /** Positive roots in T of an advantage: sign changes on a log grid, then bisection. */
@@ -314,16 +326,14 @@
            `${fmtInt(m.max_context_tokens)} tokens (pass --allow-beyond-context to evaluate it anyway)`);
     }
     const {sv, prefillName, rec} = timed(state), v = sv.v;
-    const at = Object.assign({}, v, {T: state.tokens});
+    const at = timeStep(v, rec, state.tokens);
     const r = {};
     for (const [key, e] of Object.entries(F.outputs)) r[key] = e.f(at);
-    r.recompute_s = rec(state.tokens);
-    const adv = T => F.outputs.reload_s.f(Object.assign({}, v, {T: T})) - rec(T);
+    r.recompute_s = at.t_rec_p;
+    // kvmath.evaluate._ttft_crossings: where the TTFTs cross, each length with its own step
+    const adv = T => { const a = timeStep(v, rec, T); return F.outputs.ttft_reload_s.f(a) - F.outputs.ttft_recompute_s.f(a); };
     const nc = D.numeric_crossings;
-    const cross = prefillName === "calibrated"
-      ? bracketRoots(adv, nc.t_min, Math.max(m.max_context_tokens, state.tokens), nc.points, nc.iterations)
-      : bracketRoots(T => F.crossing.f(Object.assign({}, v, {T: T})), 1e-3, 1e12, 3000, 200)
-          .filter(T => T >= nc.t_min);  // kvmath.evaluate.MIN_PREFIX_TOKENS
+    const cross = bracketRoots(adv, nc.t_min, Math.max(m.max_context_tokens, state.tokens), nc.points, nc.iterations);
     const h = hbmSlack(state, sv.layout, D.engines[sv.engine].hbm_fit_fraction);
     const path = sv.hops.map(hop => {
       const bytes = hop.copies !== null
@@ -344,12 +354,15 @@
       kv_bytes_stored: v.rho_s * r.kv_bytes_unique,
       weights_bytes_per_gpu: h.weights, hbm_free_bytes_per_gpu: h.slack,
       prefill_efficiency: v.eta, reload_bandwidth_Bps: v.B, reload_latency_s: v.t_lat,
-      request_fixed_s: v.t_req, reload_step_s: v.t_step, reload_fixed_s: v.t_0, copy_bytes: sv.copy, path: path,
-      winner: r.reload_s < r.recompute_s ? "reload" : "recompute",
-      speedup: S.speedup.f({reload_s: r.reload_s, recompute_s: r.recompute_s}),
+      new_tokens: v.n, token_ids: Boolean(state["token-ids"]),
+      request_fixed_s: v.t_req, hash_token_s: v.c_hash, tokenize_token_s: v.c_tokz, hit_token_s: v.c_hit,
+      hit_cost_s: v.c_hit * state.tokens, engine_costs_calibrated: D.engines[sv.engine].costs_calibrated,
+      reload_step_s: at.t_step, reload_fixed_s: at.t_0, copy_bytes: sv.copy, path: path,
+      winner: r.ttft_reload_s < r.ttft_recompute_s ? "reload" : "recompute",
+      speedup: S.speedup.f({reload_s: r.ttft_reload_s, recompute_s: r.ttft_recompute_s}),
       breakeven_tokens: cross,
-      min_reload_bandwidth_Bps: r.recompute_s > v.t_0
-        ? S.breakeven_bandwidth_at.f(Object.assign({}, at, {t_rec: r.recompute_s})) : Infinity,
+      min_reload_bandwidth_Bps: at.t_rec_pn > at.t_0 + v.c_hit * state.tokens
+        ? S.breakeven_bandwidth_at.f(Object.assign({}, at, {t_rec: at.t_rec_pn})) : Infinity,
     });
     for (const [key, x] of Object.entries(r)) {
       if (typeof x === "number" && !Number.isFinite(x) && key !== "min_reload_bandwidth_Bps") {

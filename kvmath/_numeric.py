@@ -147,8 +147,8 @@ def _derive_t_node_hop(B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, n_c, 
 def _derive_t_gpu_hop(B_gpu, K, L_full, L_win, T, W, b_kv, e_kv, rho):
     return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B_gpu*K)
 
-def _derive_fixed_cost(n_step, t_lat, t_req, t_step):
-    return n_step*t_step + t_lat + t_req
+def _derive_fixed_cost(n_step, t_lat, t_step):
+    return n_step*t_step + t_lat
 
 def _derive_t_step_ideal(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, b_w, d_qk, d_v, eta, n_q):
     _x0 = K_e**(-1.0)
@@ -156,12 +156,18 @@ def _derive_t_step_ideal(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs,
     _x2 = 2*N_xa
     return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x2 + _x1*(2*N_lin - _x2 + 2*n_q*(L_full + L_win)*(d_qk + d_v)))/(P*eta))
 
-def _derive_t_reload_hops(B_gpu, B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, n_c, rho, rho_n, t_0):
+def _derive_t_request(T, c_hash, c_tokz, n, t_req):
+    return t_req + (T + n)*(c_hash + c_tokz)
+
+def _derive_t_suffix(B_hbm, K, L_full, L_win, T, W, b_kv, e_kv, rho, t_rec_n, t_rec_p, t_rec_pn):
+    return numpy.maximum(-t_rec_p + t_rec_pn, t_rec_n + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B_hbm*K))
+
+def _derive_t_reload_hops(B_gpu, B_node, K, L_full, L_win, N_node, T, W, b_kv, c_hit, e_kv, n_c, rho, rho_n, t_0):
     _x0 = K**(-1.0)
     _x1 = _x0*rho
     _x2 = b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))
     _x3 = numpy.minimum(K, N_node)
-    return t_0 + numpy.maximum(_x1*_x2/B_gpu, _x2*n_c*numpy.minimum(_x1*_x3, _x0*rho_n*numpy.maximum(_x3, rho))/B_node)
+    return T*c_hit + t_0 + numpy.maximum(_x1*_x2/B_gpu, _x2*n_c*numpy.minimum(_x1*_x3, _x0*rho_n*numpy.maximum(_x3, rho))/B_node)
 
 def _derive_B_path(B_gpu, B_node, K, N_node, n_c, rho, rho_n):
     _x0 = numpy.minimum(K, N_node)
@@ -169,8 +175,14 @@ def _derive_B_path(B_gpu, B_node, K, N_node, n_c, rho, rho_n):
     _x2 = _x1*rho
     return numpy.minimum(B_gpu, B_node*_x2/(n_c*numpy.minimum(_x0*_x2, _x1*rho_n*numpy.maximum(_x0, rho))))
 
-def _derive_t_reload(B, K, L_full, L_win, T, W, b_kv, e_kv, rho, t_0):
-    return t_0 + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
+def _derive_t_reload(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, rho, t_0):
+    return T*c_hit + t_0 + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
+
+def _derive_ttft_cold(T, c_hash, c_tokz, n, t_rec_pn, t_req):
+    return t_rec_pn + t_req + (T + n)*(c_hash + c_tokz)
+
+def _derive_ttft_hit(B, K, L_full, L_win, T, W, b_kv, c_hash, c_hit, c_tokz, e_kv, n, rho, t_0, t_req):
+    return T*c_hit + t_0 + t_req + (T + n)*(c_hash + c_tokz) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
 
 def _derive_copy_bytes(K, b_kv, c_lay, c_split, c_tok, e_kv, rho):
     return b_kv*c_lay*c_tok*e_kv*rho/(K*c_split)
@@ -187,14 +199,14 @@ def _derive_bandwidth_at_size_qd(B, q_io, s, t_0):
 def _derive_half_bandwidth_size(B, t_0):
     return B*t_0
 
-def _derive_t_advantage(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
+def _derive_t_advantage(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
     _x0 = K**(-1.0)
     _x1 = L_full*T
     _x2 = numpy.minimum(T, W)
     _x3 = K_e**(-1.0)
     _x4 = 2*T
     _x5 = N_xa*_x4
-    return t_0 - numpy.maximum((N_xs*_x3*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + (1/2)*_x1*(T + 1))) + _x3*_x5)/(P*eta)) + _x0*b_kv*e_kv*rho*(L_win*_x2 + _x1)/B
+    return T*c_hit + t_0 - numpy.maximum((N_xs*_x3*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + (1/2)*_x1*(T + 1))) + _x3*_x5)/(P*eta)) + _x0*b_kv*e_kv*rho*(L_win*_x2 + _x1)/B
 
 def _derive_hbm_slack(C_hbm, K, K_e, L_full, L_win, N_tot, N_xs, T, W, b_kv, b_w, e_kv, n_seq, rho, u_hbm):
     _x0 = K**(-1.0)
@@ -211,19 +223,19 @@ def _derive_model_flops_per_kv_byte_at_T(L_full, L_win, N_lin, T, W, b_kv, d_qk,
 def _derive_gpu_flops_per_link_byte(B, P, eta):
     return P*eta/B
 
-def _derive_breakeven_bandwidth_at(K, L_full, L_win, T, W, b_kv, e_kv, rho, t_0, t_rec):
-    return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(K*(-t_0 + t_rec))
+def _derive_breakeven_bandwidth_at(K, L_full, L_win, T, W, b_kv, c_hit, e_kv, rho, t_0, t_rec):
+    return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(K*(-T*c_hit - t_0 + t_rec))
 
-def _derive_breakeven_bandwidth(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
+def _derive_breakeven_bandwidth(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
     _x0 = K**(-1.0)
     _x1 = L_full*T
     _x2 = numpy.minimum(T, W)
     _x3 = K_e**(-1.0)
     _x4 = 2*T
     _x5 = N_xa*_x4
-    return _x0*b_kv*e_kv*rho*(L_win*_x2 + _x1)/(-t_0 + numpy.maximum((N_xs*_x3*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + (1/2)*_x1*(T + 1))) + _x3*_x5)/(P*eta)))
+    return _x0*b_kv*e_kv*rho*(L_win*_x2 + _x1)/(-T*c_hit - t_0 + numpy.maximum((N_xs*_x3*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + (1/2)*_x1*(T + 1))) + _x3*_x5)/(P*eta)))
 
-def _derive_core_advantage(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
+def _derive_core_advantage(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
     _x0 = K**(-1.0)
     _x1 = P**(-1.0)
     _x2 = eta**(-1.0)
@@ -233,65 +245,84 @@ def _derive_core_advantage(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk, d_v
     _x6 = L_full*_x0*n_q
     _x7 = _x4*_x6
     _x8 = T**2*_x3*_x6
-    return -N_lin*_x0*_x5 + 2*N_xa*T*_x0*_x1*_x2 - _x7*d_qk - _x7*d_v - _x8*d_qk - _x8*d_v + t_0 - N_xa*_x5/K_e + L_full*T*_x0*b_kv*e_kv*rho/B
+    return -N_lin*_x0*_x5 + 2*N_xa*T*_x0*_x1*_x2 + T*c_hit - _x7*d_qk - _x7*d_v - _x8*d_qk - _x8*d_v + t_0 - N_xa*_x5/K_e + L_full*T*_x0*b_kv*e_kv*rho/B
 
-def _derive_core_crossings_0(B, K, K_e, L_full, N_lin, N_xa, P, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
+def _derive_core_crossings_0(B, K, K_e, L_full, N_lin, N_xa, P, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
     _x0 = 2*B
     _x1 = K*N_xa
-    _x2 = L_full*n_q
-    _x3 = _x2*d_qk
-    _x4 = B*K_e
-    _x5 = _x2*d_v
+    _x2 = B*K_e
+    _x3 = L_full*n_q
+    _x4 = _x3*d_qk
+    _x5 = _x3*d_v
     _x6 = B**2
     _x7 = 8*_x6
     _x8 = K_e*_x7
     _x9 = N_xa**2
     _x10 = K_e**2
     _x11 = N_lin*_x10
-    _x12 = 4*_x6
-    _x13 = _x12*_x9
-    _x14 = _x10*_x12
-    _x15 = K_e*_x1*_x12
-    _x16 = N_lin*_x14
-    _x17 = N_xa*_x14
-    _x18 = P*eta
-    _x19 = _x18*b_kv*e_kv*rho
-    _x20 = 4*L_full*_x19
-    _x21 = B*_x20
-    _x22 = K*_x14*_x18*t_0
-    _x23 = L_full**2*_x10
-    _x24 = _x23*_x6*n_q**2
-    _x25 = _x0*_x19*_x23*n_q
-    return (1/2)*(2*B*K_e*N_xa + K_e*L_full*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x0 - _x0*_x1 - _x3*_x4 - _x4*_x5 - numpy.sqrt(K**2*_x13 - K*_x8*_x9 + N_lin**2*_x14 + N_lin*_x1*_x8 + N_xa*_x10*_x21 - N_xa*_x11*_x7 + P**2*_x23*b_kv**2*e_kv**2*eta**2*rho**2 - _x1*_x20*_x4 + _x10*_x13 - _x11*_x21 + _x15*_x3 + _x15*_x5 + _x16*_x3 + _x16*_x5 - _x17*_x3 - _x17*_x5 + _x22*_x3 + _x22*_x5 + _x24*d_qk**2 + 2*_x24*d_qk*d_v + _x24*d_v**2 - _x25*d_qk - _x25*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
+    _x12 = K**2
+    _x13 = 4*_x6
+    _x14 = _x13*_x9
+    _x15 = _x10*_x13
+    _x16 = K_e*_x1*_x13
+    _x17 = N_lin*_x15
+    _x18 = N_xa*_x15
+    _x19 = P*eta
+    _x20 = L_full*b_kv*e_kv*rho
+    _x21 = 4*_x20
+    _x22 = K*c_hit
+    _x23 = _x19*_x22
+    _x24 = _x15*_x19
+    _x25 = B*_x19*_x21
+    _x26 = _x10*_x6
+    _x27 = 2*_x23*_x26
+    _x28 = K*_x24*t_0
+    _x29 = L_full**2
+    _x30 = _x26*_x29*n_q**2
+    _x31 = _x10*_x29
+    _x32 = _x0*_x19*_x31*b_kv*e_kv*n_q*rho
+    _x33 = P**2*eta**2
+    return (1/2)*(B*K*K_e*P*c_hit*eta + 2*B*K_e*N_xa + K_e*L_full*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x0 - _x0*_x1 - _x2*_x4 - _x2*_x5 - numpy.sqrt(-K*_x8*_x9 - K_e*N_xa*_x12*_x13*_x19*c_hit + N_lin**2*_x15 + N_lin*_x1*_x8 + N_xa*_x10*_x25 - N_xa*_x11*_x7 + _x0*_x10*_x20*_x22*_x33 - _x1*_x19*_x2*_x21 + _x1*_x24*c_hit + _x10*_x14 - _x11*_x25 + _x12*_x14 + _x12*_x26*_x33*c_hit**2 + _x16*_x4 + _x16*_x5 - _x17*_x23 + _x17*_x4 + _x17*_x5 - _x18*_x4 - _x18*_x5 - _x27*_x4 - _x27*_x5 + _x28*_x4 + _x28*_x5 + _x30*d_qk**2 + 2*_x30*d_qk*d_v + _x30*d_v**2 + _x31*_x33*b_kv**2*e_kv**2*rho**2 - _x32*d_qk - _x32*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
 
-def _derive_core_crossings_1(B, K, K_e, L_full, N_lin, N_xa, P, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
+def _derive_core_crossings_1(B, K, K_e, L_full, N_lin, N_xa, P, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
     _x0 = 2*B
     _x1 = K*N_xa
-    _x2 = L_full*n_q
-    _x3 = _x2*d_qk
-    _x4 = B*K_e
-    _x5 = _x2*d_v
-    _x6 = B**2
-    _x7 = 8*_x6
-    _x8 = K_e*_x7
-    _x9 = N_xa**2
-    _x10 = K_e**2
-    _x11 = N_lin*_x10
-    _x12 = 4*_x6
-    _x13 = _x12*_x9
-    _x14 = _x10*_x12
-    _x15 = K_e*_x1*_x12
-    _x16 = N_lin*_x14
-    _x17 = N_xa*_x14
-    _x18 = P*eta
-    _x19 = _x18*b_kv*e_kv*rho
-    _x20 = 4*L_full*_x19
-    _x21 = B*_x20
-    _x22 = K*_x14*_x18*t_0
-    _x23 = L_full**2*_x10
-    _x24 = _x23*_x6*n_q**2
-    _x25 = _x0*_x19*_x23*n_q
-    return (1/2)*(2*B*K_e*N_xa + K_e*L_full*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x0 - _x0*_x1 - _x3*_x4 - _x4*_x5 + numpy.sqrt(K**2*_x13 - K*_x8*_x9 + N_lin**2*_x14 + N_lin*_x1*_x8 + N_xa*_x10*_x21 - N_xa*_x11*_x7 + P**2*_x23*b_kv**2*e_kv**2*eta**2*rho**2 - _x1*_x20*_x4 + _x10*_x13 - _x11*_x21 + _x15*_x3 + _x15*_x5 + _x16*_x3 + _x16*_x5 - _x17*_x3 - _x17*_x5 + _x22*_x3 + _x22*_x5 + _x24*d_qk**2 + 2*_x24*d_qk*d_v + _x24*d_v**2 - _x25*d_qk - _x25*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
+    _x2 = K_e*_x0
+    _x3 = B*K_e
+    _x4 = L_full*n_q
+    _x5 = _x4*d_qk
+    _x6 = _x4*d_v
+    _x7 = K*c_hit
+    _x8 = P*eta
+    _x9 = _x3*_x8
+    _x10 = K_e*_x8
+    _x11 = L_full*b_kv*e_kv*rho
+    _x12 = B**2
+    _x13 = 8*_x12
+    _x14 = K_e*_x13
+    _x15 = N_xa**2
+    _x16 = K_e**2
+    _x17 = N_lin*_x16
+    _x18 = K**2
+    _x19 = 4*_x12
+    _x20 = _x15*_x19
+    _x21 = _x16*_x19
+    _x22 = K_e*_x1*_x19
+    _x23 = N_lin*_x21
+    _x24 = N_xa*_x21
+    _x25 = 4*_x11
+    _x26 = _x7*_x8
+    _x27 = _x21*_x8
+    _x28 = B*_x25*_x8
+    _x29 = _x12*_x16
+    _x30 = 2*_x26*_x29
+    _x31 = K*_x27*t_0
+    _x32 = L_full**2
+    _x33 = _x29*_x32*n_q**2
+    _x34 = _x16*_x32
+    _x35 = _x0*_x34*_x8*b_kv*e_kv*n_q*rho
+    _x36 = P**2*eta**2
+    return (1/2)*(-N_lin*_x2 + N_xa*_x2 - _x0*_x1 + _x10*_x11 - _x3*_x5 - _x3*_x6 + _x7*_x9 + numpy.sqrt(-K*_x14*_x15 + N_lin**2*_x21 + N_lin*_x1*_x14 - N_xa*_x10*_x18*_x19*c_hit - N_xa*_x13*_x17 + N_xa*_x16*_x28 + _x0*_x11*_x16*_x36*_x7 - _x1*_x25*_x9 + _x1*_x27*c_hit + _x16*_x20 - _x17*_x28 + _x18*_x20 + _x18*_x29*_x36*c_hit**2 + _x22*_x5 + _x22*_x6 - _x23*_x26 + _x23*_x5 + _x23*_x6 - _x24*_x5 - _x24*_x6 - _x30*_x5 - _x30*_x6 + _x31*_x5 + _x31*_x6 + _x33*d_qk**2 + 2*_x33*d_qk*d_v + _x33*d_v**2 + _x34*_x36*b_kv**2*e_kv**2*rho**2 - _x35*d_qk - _x35*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
 
 def _derive_mooncake_eq2_B_over_G(a, b, d, g, n, s):
     return 2*d*s/(g*(a*d*n + b*d**2))
@@ -1223,12 +1254,17 @@ def _derive_params_total_mla(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_wi
 def _derive_regimes_compute_T_W_a2(K, L_full, L_win, P, d_qk, d_v, eta, n_q):
     return n_q*(-L_full*d_qk - L_full*d_v - L_win*d_qk - L_win*d_v)/(K*P*eta)
 
-def _derive_regimes_compute_T_W_a1(B, K, K_e, L_full, L_win, N_lin, N_xa, P, b_kv, d_qk, d_v, e_kv, eta, n_q, rho):
-    _x0 = 2*B
-    _x1 = B*n_q
-    _x2 = K_e*L_full*_x1
-    _x3 = K_e*L_win*_x1
-    return (2*B*K_e*N_xa - K*N_xa*_x0 + K_e*L_full*P*b_kv*e_kv*eta*rho + K_e*L_win*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x0 - _x2*d_qk - _x2*d_v - _x3*d_qk - _x3*d_v)/(B*K*K_e*P*eta)
+def _derive_regimes_compute_T_W_a1(B, K, K_e, L_full, L_win, N_lin, N_xa, P, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho):
+    _x0 = K**(-1.0)
+    _x1 = P**(-1.0)
+    _x2 = eta**(-1.0)
+    _x3 = _x1*_x2
+    _x4 = 2*_x3
+    _x5 = B**(-1.0)
+    _x6 = _x3*n_q
+    _x7 = L_full*_x0*_x6
+    _x8 = L_win*_x0*_x6
+    return L_full*_x0*_x5*b_kv*e_kv*rho + L_win*_x0*_x5*b_kv*e_kv*rho - N_lin*_x0*_x4 + 2*N_xa*_x0*_x1*_x2 - _x7*d_qk - _x7*d_v - _x8*d_qk - _x8*d_v + c_hit - N_xa*_x4/K_e
 
 def _derive_regimes_compute_T_W_a0(t_0):
     return t_0
@@ -1247,8 +1283,9 @@ def _derive_regimes_compute_T_W_condition1(B_hbm, K, K_e, L_full, L_win, N_lin, 
 def _derive_regimes_weights_T_W_a2():
     return 0
 
-def _derive_regimes_weights_T_W_a1(B, K, L_full, L_win, b_kv, e_kv, rho):
-    return b_kv*e_kv*rho*(L_full + L_win)/(B*K)
+def _derive_regimes_weights_T_W_a1(B, K, L_full, L_win, b_kv, c_hit, e_kv, rho):
+    _x0 = b_kv*e_kv*rho
+    return (B*K*c_hit + L_full*_x0 + L_win*_x0)/(B*K)
 
 def _derive_regimes_weights_T_W_a0(B_hbm, K, K_e, N_tot, N_xs, b_w, t_0):
     _x0 = K**(-1.0)
@@ -1270,14 +1307,18 @@ def _derive_regimes_weights_T_W_condition1(B_hbm, K, K_e, L_full, L_win, N_lin, 
 def _derive_regimes_compute_T_W_a2_(K, L_full, P, d_qk, d_v, eta, n_q):
     return L_full*n_q*(-d_qk - d_v)/(K*P*eta)
 
-def _derive_regimes_compute_T_W_a1_(B, K, K_e, L_full, L_win, N_lin, N_xa, P, W, b_kv, d_qk, d_v, e_kv, eta, n_q, rho):
-    _x0 = 2*B
-    _x1 = K_e*_x0
-    _x2 = d_qk*n_q
-    _x3 = B*K_e*L_full
-    _x4 = d_v*n_q
-    _x5 = L_win*W*_x1
-    return (2*B*K_e*N_xa - K*N_xa*_x0 + K_e*L_full*P*b_kv*e_kv*eta*rho - N_lin*_x1 - _x2*_x3 - _x2*_x5 - _x3*_x4 - _x4*_x5)/(B*K*K_e*P*eta)
+def _derive_regimes_compute_T_W_a1_(B, K, K_e, L_full, L_win, N_lin, N_xa, P, W, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho):
+    _x0 = K**(-1.0)
+    _x1 = P**(-1.0)
+    _x2 = eta**(-1.0)
+    _x3 = _x1*_x2
+    _x4 = 2*_x3
+    _x5 = _x0*_x4
+    _x6 = d_qk*n_q
+    _x7 = L_full*_x0*_x3
+    _x8 = d_v*n_q
+    _x9 = L_win*W*_x5
+    return -N_lin*_x5 + 2*N_xa*_x0*_x1*_x2 - _x6*_x7 - _x6*_x9 - _x7*_x8 - _x8*_x9 + c_hit - N_xa*_x4/K_e + L_full*_x0*b_kv*e_kv*rho/B
 
 def _derive_regimes_compute_T_W_a0_(B, K, L_win, P, W, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
     _x0 = P*eta
@@ -1299,8 +1340,8 @@ def _derive_regimes_compute_T_W_condition1_(B_hbm, K, K_e, L_full, L_win, N_lin,
 def _derive_regimes_weights_T_W_a2_():
     return 0
 
-def _derive_regimes_weights_T_W_a1_(B, K, L_full, b_kv, e_kv, rho):
-    return L_full*b_kv*e_kv*rho/(B*K)
+def _derive_regimes_weights_T_W_a1_(B, K, L_full, b_kv, c_hit, e_kv, rho):
+    return c_hit + L_full*b_kv*e_kv*rho/(B*K)
 
 def _derive_regimes_weights_T_W_a0_(B, B_hbm, K, K_e, L_win, N_tot, N_xs, W, b_kv, b_w, e_kv, rho, t_0):
     _x0 = K**(-1.0)
@@ -1386,26 +1427,30 @@ FUNCS = {
     'derive.node_copies': (_derive_node_copies, ('K', 'N_node', 'rho', 'rho_n')),
     'derive.t_node_hop': (_derive_t_node_hop, ('B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'e_kv', 'n_c', 'rho', 'rho_n')),
     'derive.t_gpu_hop': (_derive_t_gpu_hop, ('B_gpu', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho')),
-    'derive.fixed_cost': (_derive_fixed_cost, ('n_step', 't_lat', 't_req', 't_step')),
+    'derive.fixed_cost': (_derive_fixed_cost, ('n_step', 't_lat', 't_step')),
     'derive.t_step_ideal': (_derive_t_step_ideal, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
-    'derive.t_reload_hops': (_derive_t_reload_hops, ('B_gpu', 'B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'e_kv', 'n_c', 'rho', 'rho_n', 't_0')),
+    'derive.t_request': (_derive_t_request, ('T', 'c_hash', 'c_tokz', 'n', 't_req')),
+    'derive.t_suffix': (_derive_t_suffix, ('B_hbm', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 't_rec_n', 't_rec_p', 't_rec_pn')),
+    'derive.t_reload_hops': (_derive_t_reload_hops, ('B_gpu', 'B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'n_c', 'rho', 'rho_n', 't_0')),
     'derive.B_path': (_derive_B_path, ('B_gpu', 'B_node', 'K', 'N_node', 'n_c', 'rho', 'rho_n')),
-    'derive.t_reload': (_derive_t_reload, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 't_0')),
+    'derive.t_reload': (_derive_t_reload, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_0')),
+    'derive.ttft_cold': (_derive_ttft_cold, ('T', 'c_hash', 'c_tokz', 'n', 't_rec_pn', 't_req')),
+    'derive.ttft_hit': (_derive_ttft_hit, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hash', 'c_hit', 'c_tokz', 'e_kv', 'n', 'rho', 't_0', 't_req')),
     'derive.copy_bytes': (_derive_copy_bytes, ('K', 'b_kv', 'c_lay', 'c_split', 'c_tok', 'e_kv', 'rho')),
     'derive.t_transfer': (_derive_t_transfer, ('B', 's', 't_0')),
     'derive.bandwidth_at_size': (_derive_bandwidth_at_size, ('B', 's', 't_0')),
     'derive.bandwidth_at_size_qd': (_derive_bandwidth_at_size_qd, ('B', 'q_io', 's', 't_0')),
     'derive.half_bandwidth_size': (_derive_half_bandwidth_size, ('B', 't_0')),
-    'derive.t_advantage': (_derive_t_advantage, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
+    'derive.t_advantage': (_derive_t_advantage, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
     'derive.hbm_slack': (_derive_hbm_slack, ('C_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_tot', 'N_xs', 'T', 'W', 'b_kv', 'b_w', 'e_kv', 'n_seq', 'rho', 'u_hbm')),
     'derive.model_flops_per_kv_byte': (_derive_model_flops_per_kv_byte, ('L_full', 'L_win', 'N_lin', 'b_kv', 'e_kv', 'rho')),
     'derive.model_flops_per_kv_byte_at_T': (_derive_model_flops_per_kv_byte_at_T, ('L_full', 'L_win', 'N_lin', 'T', 'W', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'n_q', 'rho')),
     'derive.gpu_flops_per_link_byte': (_derive_gpu_flops_per_link_byte, ('B', 'P', 'eta')),
-    'derive.breakeven_bandwidth_at': (_derive_breakeven_bandwidth_at, ('K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 't_0', 't_rec')),
-    'derive.breakeven_bandwidth': (_derive_breakeven_bandwidth, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
-    'derive.core_advantage': (_derive_core_advantage, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
-    'derive.core_crossings[0]': (_derive_core_crossings_0, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
-    'derive.core_crossings[1]': (_derive_core_crossings_1, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
+    'derive.breakeven_bandwidth_at': (_derive_breakeven_bandwidth_at, ('K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_0', 't_rec')),
+    'derive.breakeven_bandwidth': (_derive_breakeven_bandwidth, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
+    'derive.core_advantage': (_derive_core_advantage, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
+    'derive.core_crossings[0]': (_derive_core_crossings_0, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
+    'derive.core_crossings[1]': (_derive_core_crossings_1, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
     'derive.mooncake_eq2_B_over_G': (_derive_mooncake_eq2_B_over_G, ('a', 'b', 'd', 'g', 'n', 's')),
     'derive_prefill.eta_gemm': (_derive_prefill_eta_gemm, ('eta_g', 'm', 'm_half', 'r_dt')),
     'derive_prefill.t_gemm_compute': (_derive_prefill_t_gemm_compute, ('P', 'eta_g', 'k_in', 'm', 'm_half', 'n_out', 'r_dt')),
@@ -1519,22 +1564,22 @@ FUNCS = {
     'derive.params_active_matmul(mla)': (_derive_params_active_matmul_mla, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_win', 'd', 'd_nope', 'd_rope', 'd_v', 'k_top', 'n_q', 'r_kv', 'r_q')),
     'derive.params_total(mla)': (_derive_params_total_mla, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_win', 'V', 'd', 'd_nope', 'd_rope', 'd_v', 'n_q', 'r_kv', 'r_q', 'tied')),
     'derive.regimes(compute,T<=W).a2': (_derive_regimes_compute_T_W_a2, ('K', 'L_full', 'L_win', 'P', 'd_qk', 'd_v', 'eta', 'n_q')),
-    'derive.regimes(compute,T<=W).a1': (_derive_regimes_compute_T_W_a1, ('B', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
+    'derive.regimes(compute,T<=W).a1': (_derive_regimes_compute_T_W_a1, ('B', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
     'derive.regimes(compute,T<=W).a0': (_derive_regimes_compute_T_W_a0, ('t_0',)),
     'derive.regimes(compute,T<=W).condition0': (_derive_regimes_compute_T_W_condition0, ('T', 'W')),
     'derive.regimes(compute,T<=W).condition1': (_derive_regimes_compute_T_W_condition1, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
     'derive.regimes(weights,T<=W).a2': (_derive_regimes_weights_T_W_a2, ()),
-    'derive.regimes(weights,T<=W).a1': (_derive_regimes_weights_T_W_a1, ('B', 'K', 'L_full', 'L_win', 'b_kv', 'e_kv', 'rho')),
+    'derive.regimes(weights,T<=W).a1': (_derive_regimes_weights_T_W_a1, ('B', 'K', 'L_full', 'L_win', 'b_kv', 'c_hit', 'e_kv', 'rho')),
     'derive.regimes(weights,T<=W).a0': (_derive_regimes_weights_T_W_a0, ('B_hbm', 'K', 'K_e', 'N_tot', 'N_xs', 'b_w', 't_0')),
     'derive.regimes(weights,T<=W).condition0': (_derive_regimes_weights_T_W_condition0, ('T', 'W')),
     'derive.regimes(weights,T<=W).condition1': (_derive_regimes_weights_T_W_condition1, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
     'derive.regimes(compute,T>W).a2': (_derive_regimes_compute_T_W_a2_, ('K', 'L_full', 'P', 'd_qk', 'd_v', 'eta', 'n_q')),
-    'derive.regimes(compute,T>W).a1': (_derive_regimes_compute_T_W_a1_, ('B', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'W', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
+    'derive.regimes(compute,T>W).a1': (_derive_regimes_compute_T_W_a1_, ('B', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'W', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
     'derive.regimes(compute,T>W).a0': (_derive_regimes_compute_T_W_a0_, ('B', 'K', 'L_win', 'P', 'W', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
     'derive.regimes(compute,T>W).condition0': (_derive_regimes_compute_T_W_condition0_, ('T', 'W')),
     'derive.regimes(compute,T>W).condition1': (_derive_regimes_compute_T_W_condition1_, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
     'derive.regimes(weights,T>W).a2': (_derive_regimes_weights_T_W_a2_, ()),
-    'derive.regimes(weights,T>W).a1': (_derive_regimes_weights_T_W_a1_, ('B', 'K', 'L_full', 'b_kv', 'e_kv', 'rho')),
+    'derive.regimes(weights,T>W).a1': (_derive_regimes_weights_T_W_a1_, ('B', 'K', 'L_full', 'b_kv', 'c_hit', 'e_kv', 'rho')),
     'derive.regimes(weights,T>W).a0': (_derive_regimes_weights_T_W_a0_, ('B', 'B_hbm', 'K', 'K_e', 'L_win', 'N_tot', 'N_xs', 'W', 'b_kv', 'b_w', 'e_kv', 'rho', 't_0')),
     'derive.regimes(weights,T>W).condition0': (_derive_regimes_weights_T_W_condition0_, ('T', 'W')),
     'derive.regimes(weights,T>W).condition1': (_derive_regimes_weights_T_W_condition1_, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),

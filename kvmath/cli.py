@@ -66,8 +66,13 @@ def build_parser():
     c = sub.add_parser("compare", help="reload against recompute for one scenario")
     c.add_argument("--model", help="bundled model name or path to a models CSV row (required)")
     c.add_argument("--gpu", help="bundled GPU name or path to a gpus CSV row (required)")
-    c.add_argument("--tier", help="tier: host-dram, nvme, rdma, ... (required)")
+    c.add_argument("--tier", help="tier: host-dram, nvme, rdma, ..., or hbm (the prefix still in "
+                   "GPU memory: no load, the engine's costs remain) (required)")
     c.add_argument("--tokens", type=_positive_int, help="tokens in the cached prefix (required)")
+    c.add_argument("--new-tokens", type=_positive_int, metavar="N",
+                   help="the new turn's own tokens, computed after the prefix either way (default 1)")
+    c.add_argument("--token-ids", action="store_true", default=None,
+                   help="the prompt arrives as token IDs: the engine does not tokenise it")
     c.add_argument("--scenario", metavar="FILE.toml",
                    help="a TOML file of these options (keys with _ for -); flags override it")
     c.add_argument("--tp", type=_positive_int,
@@ -215,6 +220,18 @@ def override_note(r):
             f"of {' and '.join(why) or 'the fixed costs'}")
 
 
+def _costs(r):
+    """What the engine charges a request, as the output line says it."""
+    if r["engine"] == "ideal":
+        return "the ideal engine charges none"
+    text = (f"{fmt_time(r['request_fixed_s'])} fixed, {r['hash_token_s'] * 1e9:.3g} ns/token "
+            f"hashing, {r['tokenize_token_s'] * 1e9:.3g} ns/token tokenising"
+            + (" (token IDs)" if r["token_ids"] else ""))
+    if not r["engine_costs_calibrated"]:
+        text += f"; {r['engine']}'s request costs are not calibrated (engine_costs.csv)"
+    return text
+
+
 def _human(r):
     division = _side(r["model_flops_per_kv_byte"], r["gpu_flops_per_link_byte"])
     rows = [
@@ -227,8 +244,15 @@ def _human(r):
         ("recompute", f"{fmt_time(r['recompute_s'])} {_band(r['recompute_s_band'])}  "
                       f"({r['prefill_model']} prefill of {r['prefill_flops']:.3g} FLOP)"),
         ("reload", f"{fmt_time(r['reload_s'])} {_band(r['reload_s_band'])}  "
-                   f"({r['reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU, "
-                   f"{fmt_time(r['reload_fixed_s'])} fixed cost)"),
+                   + (f"({r['reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU, "
+                      if r["reload_bandwidth_Bps"] is not None else "(nothing moves, ")
+                   + f"{fmt_time(r['reload_fixed_s'])} fixed cost, "
+                     f"{fmt_time(r['hit_cost_s'])} connector)"),
+        ("request", f"{fmt_time(r['request_s'])} on either side ({r['new_tokens']:,} new "
+                    f"token(s); {_costs(r)})"),
+        ("TTFT", f"recompute {fmt_time(r['ttft_recompute_s'])} "
+                 f"{_band(r['ttft_recompute_s_band'])}, reload {fmt_time(r['ttft_reload_s'])} "
+                 f"{_band(r['ttft_reload_s_band'])}"),
         ("one division", f"model {r['model_flops_per_kv_byte']:,.0f} FLOP/B vs GPU "
                          f"{r['gpu_flops_per_link_byte']:,.0f} FLOP/B: favours {division}"),
         ("break-even at", fmt_token_list(r["breakeven_tokens"])
@@ -384,7 +408,8 @@ def _drive_rating(plan):
 
 
 _COMPARE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "ep", "batch", "engine",
-                 "concurrent_reloads", "compute_dtype", "prefill", "kv_dtype")
+                 "concurrent_reloads", "compute_dtype", "prefill", "kv_dtype", "new_tokens",
+                 "token_ids")
 _REUSE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "pause", "node", "resume_rate",
                "compute_dtype", "gpu_price", "engine")
 _TIERS_KEYS = ("model", "gpu", "tokens", "tp", "pause", "node", "resume_rate", "compute_dtype",
@@ -499,22 +524,32 @@ def run(argv=None):
                          f"got {args.kv_dtype!r}")
     args.batch, args.prefill = args.batch or 1, args.prefill or "calibrated"
     from .uncertainty import band
-    b = band(resolve_model(args.model), resolve_gpu(args.gpu), resolve_tier(args.tier),
+    b = band(resolve_model(args.model), resolve_gpu(args.gpu), _compare_tier(args.tier),
                      args.tokens, tp=args.tp,
                      bandwidth_Bps=args.bandwidth * 1e9 if args.bandwidth else None,
                      efficiency=args.efficiency, kv_dtype=args.kv_dtype,
                      compute_dtype=args.compute_dtype, engine=args.engine,
                      concurrent_reloads=args.concurrent_reloads, ep=args.ep, batch=args.batch,
-                     allow_beyond_context=args.allow_beyond_context, prefill=args.prefill)
+                     allow_beyond_context=args.allow_beyond_context, prefill=args.prefill,
+                     new_tokens=args.new_tokens or 1, token_ids=bool(args.token_ids))
     result = {**b["nominal"], "recompute_s_band": list(b["recompute_s"]),
               "reload_s_band": list(b["reload_s"]),
-              "reload_bandwidth_Bps_band": list(b["reload_bandwidth_Bps"]),
+              "ttft_recompute_s_band": list(b["ttft_recompute_s"]),
+              "ttft_reload_s_band": list(b["ttft_reload_s"]),
+              "reload_bandwidth_Bps_band": (list(b["reload_bandwidth_Bps"])
+                                            if b["reload_bandwidth_Bps"][0] is not None else None),
               "verdict_flips_in_band": b["flips"]}
     if args.json:
         print(_dump(result))
     else:
         print(_human(result))
     return 0
+
+
+def _compare_tier(name):
+    """A tier of tiers.csv, or hbm: the prefix still in GPU memory."""
+    from .evaluate import HBM_TIER
+    return HBM_TIER if name == HBM_TIER.name else resolve_tier(name)
 
 
 def main(argv=None):

@@ -23,7 +23,7 @@ import sympy as sp
 
 from . import symcache as C
 from .symbols import (
-    B, B_gpu, B_hbm, B_node, C_hbm, E, E_sh, I_exp, I_ffn, K, K_e, L_dense, L_full, L_moe,
+    B, B_gpu, B_hbm, B_node, C_hbm, E, c_hash, c_hit, c_tokz, n_new, t_rec_n, t_rec_p, t_rec_pn, E_sh, I_exp, I_ffn, K, K_e, L_dense, L_full, L_moe,
     L_win, N_lin, N_node, N_tot, N_xa, N_xs, P, T, V, W, b_kv, b_w, c_lay, c_split, c_tok, d,
     d_h, d_nope, d_qk, d_rope, d_v, e_kv, eta, k_top, n_conc, n_kv, n_q, n_seq, n_step, q_io, r_kv, r_q,
     rho, rho_n, s_xfer, t_0, t_lat, t_meas, t_rec, t_req, t_step, tied, u_hbm,
@@ -127,19 +127,35 @@ node_copies = sp.Min(rho_n * sp.Max(sp.Min(K, N_node), rho) / K, rho * sp.Min(K,
 t_node_hop = n_conc * node_copies * kv_bytes_unique / B_node
 #: time of the per-GPU hops: each GPU moves its own bytes, s
 t_gpu_hop = kv_bytes_per_gpu / B_gpu
-#: the fixed cost of one reload: the hops' first-byte latency, the engine's request cost and
-#: n_step engine steps between the finished load and the first token (the request's own forward
-#: step, plus any wait for a step boundary), each the forward pass of one token, timed by the same
-#: prefill model as the recompute (t_step; on the flat roofline at least one weight read), s
-fixed_cost = t_lat + t_req + n_step * t_step
+#: the fixed cost of one reload: the hops' first-byte latency and n_step engine steps between
+#: the finished load and the first token (the request's own forward step over its new tokens,
+#: plus any wait for a step boundary), each timed by the same prefill model as the recompute
+#: (t_step = t_suffix), s
+fixed_cost = t_lat + n_step * t_step
 #: one engine step on the flat roofline: the prefill of one token, s
 t_step_ideal = t_recompute.subs(T, 1)
-#: reload time, hop by hop: the fixed cost plus the slowest hop, s
-t_reload_hops = t_0 + sp.Max(t_node_hop, t_gpu_hop)
+#: what every request pays, cold or reloaded: the engine's fixed cost of a request (admission,
+#: scheduling, sampling the first token) and its work per prompt token on all T + n tokens
+#: (hashing blocks for prefix caching; tokenising when the prompt arrives as text), s
+t_request = t_req + (c_hash + c_tokz) * (T + n_new)
+#: the forward pass of the new turn's n tokens after a loaded T-token prefix: the prefill model's
+#: time for T + n tokens less that for T, never below a forward of n tokens alone plus one read of
+#: the prefix's KV from HBM (every new query attends to all of it), s
+t_suffix = sp.Max(t_rec_pn - t_rec_p, t_rec_n + kv_bytes_per_gpu / B_hbm)
+#: reload time, hop by hop: the fixed cost, the connector's cost per loaded token and the
+#: slowest hop, s
+t_reload_hops = t_0 + c_hit * T + sp.Max(t_node_hop, t_gpu_hop)
 #: effective per-GPU bandwidth of a path: the one B with t_reload_hops = t_0 + KV per GPU / B
 B_path = sp.Min(B_gpu, B_node * rho / (K * n_conc * node_copies))
-#: reload time: the fixed cost plus each GPU's bytes at the path's effective bandwidth, s
-t_reload = t_0 + kv_bytes_per_gpu / B
+#: reload time: the fixed cost, the connector's cost per loaded token and each GPU's bytes at
+#: the path's effective bandwidth, s
+t_reload = t_0 + c_hit * T + kv_bytes_per_gpu / B
+#: time to first token with no cache: the request's costs and the prefill of all T + n tokens
+#: (t_rec_pn from the prefill model in use), s
+ttft_cold = t_request + t_rec_pn
+#: time to first token with the prefix loaded from a tier: the request's costs and the reload,
+#: whose engine step is the new tokens' forward pass (t_step = t_suffix), s
+ttft_hit = t_request + t_reload
 #: bytes one host-link copy moves, from the engine's KV layout: c_tok tokens of c_lay layers of
 #: this GPU's share, keys and values together (c_split = 1) or apart (c_split = 2), B
 copy_bytes = e_kv * b_kv * rho / K * c_tok * c_lay / c_split
@@ -168,8 +184,8 @@ model_flops_per_kv_byte_at_T = flops_prefill / kv_bytes_total
 #: the GPU's achieved FLOP/s per byte/s of the reload path (K GPUs, K links), FLOP/B
 gpu_flops_per_link_byte = eta * P / B
 #: minimum reload bandwidth per GPU for reload to beat a recompute of t_rec seconds at T
-#: (while t_rec > t_0), B/s
-breakeven_bandwidth_at = kv_bytes_per_gpu / (t_rec - t_0)
+#: (while t_rec > t_0 + c_hit T), B/s
+breakeven_bandwidth_at = kv_bytes_per_gpu / (t_rec - t_0 - c_hit * T)
 #: the same against the flat roofline recompute, B/s
 breakeven_bandwidth = breakeven_bandwidth_at.subs(t_rec, t_recompute)
 

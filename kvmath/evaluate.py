@@ -480,10 +480,12 @@ def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype
 
 def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=None,
                     kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None,
-                    ep=None, batch=1, tokens=1, check_fit=False, layout=None):
+                    ep=None, batch=1, tokens=1, check_fit=False, layout=None, new_tokens=1,
+                    token_ids=False):
     """Every substitution value except T, plus the path's hops (and the layout under "layout").
 
-    tp None: the sourced deployment or the smallest TP that fits ``tokens``.
+    tp None: the sourced deployment or the smallest TP that fits ``tokens``. new_tokens: the
+    new turn's own tokens (n); token_ids: the prompt arrives as token IDs (no tokenising).
     """
     if tp is not None and tp < 1:
         raise ScenarioError(f"--tp must be a positive integer, got {tp}")
@@ -521,7 +523,8 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
                                            once, stored)
     v["hop_copies"] = tuple(hop_copies(h, v["rho"], once, stored) if h.scope == "per-node"
                             else None for h in hops)
-    v["t_req"] = eng.request_fixed_s
+    v.update(request_cost_values(eng, tier, token_ids))
+    v["n"] = float(new_tokens)
     v["n_step"] = eng.request_steps
     v["t_step"] = float(fn("t_step_ideal").take(v))  # compare() re-times it with its prefill model
     v["t_0"] = float(fn("fixed_cost").take(v))
@@ -530,6 +533,29 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     v["copy_bytes"] = copy
     v["layout"], v["engine"] = layout, eng
     return v, hops
+
+
+#: the tier a prefix still in GPU memory is "loaded" from: no hop, no connector; the engine's
+#: request costs and the new tokens' forward pass remain
+HBM_TIER = Tier("hbm", "the prefix still in GPU memory (a prefix-cache hit: nothing moves)", ())
+
+
+def request_cost_values(eng, tier, token_ids=False):
+    """The engine's request costs as substitution values (engine_costs.csv; 0 where the engine
+    gives none): t_req and c_hash, c_tokz on every request, c_hit on tokens loaded from a tier
+    (none from HBM, where no connector runs; no tokenising for a prompt sent as token IDs)."""
+    from .tables import engine_costs
+    costs = {p: row.value for p, row in engine_costs(eng.name).items()}
+    return {"t_req": costs.get("request_fixed_s", 0.0), "c_hash": costs.get("hash_token_s", 0.0),
+            "c_tokz": 0.0 if token_ids else costs.get("tokenize_token_s", 0.0),
+            "c_hit": 0.0 if tier.name == HBM_TIER.name else costs.get("hit_token_s", 0.0)}
+
+
+def engine_costs_calibrated(eng):
+    """Whether every request cost of the engine is given (engine_costs.csv); the ideal profile
+    charges none by definition."""
+    from .tables import ENGINE_COST_PARAMETERS, engine_costs
+    return eng.name == "ideal" or set(engine_costs(eng.name)) == set(ENGINE_COST_PARAMETERS)
 
 
 def _finite(result, what):
@@ -568,20 +594,42 @@ def recompute_fn(model, gpu, layout, values, prefill="calibrated"):
     return "calibrated", calibrated_fn(model, gpu, compute_dtype=layout.compute_dtype, **kw)
 
 
-def time_step(values, rec):
-    """Time the engine step of ``values`` (in place) with the recompute's prefill model ``rec``:
-    a reloaded request's own forward pass of one token costs what that model says a one-token
-    prefill costs, so a reload can never beat the prefill it would run anyway."""
-    values["t_step"] = float(rec(1.0))
-    values["t_0"] = float(fn("fixed_cost").take(values))
-    return values
+def suffix_values(values, rec, tokens):
+    """The prefill model's times for the prefix, the prefix with the new tokens and the new
+    tokens alone at prefix length ``tokens`` (a number or an array), as substitution values."""
+    t = np.asarray(tokens, dtype=float) if np.ndim(tokens) else float(tokens)
+    n = values["n"]
+    return {"T": t, "t_rec_p": rec(t), "t_rec_pn": rec(t + n), "t_rec_n": rec(n)}
+
+
+def time_step(values, rec, tokens):
+    """Time the engine step of ``values`` (in place) at prefix length ``tokens`` with the
+    recompute's prefill model ``rec``: the reloaded request's own forward pass of its n new
+    tokens over the loaded prefix (t_suffix) costs what that model says they cost, so a reload
+    can never beat the prefill it would run anyway. Returns the values at ``tokens``."""
+    at = {**values, **suffix_values(values, rec, tokens)}
+    values["t_step"] = fn("t_suffix").take(at)
+    values["t_0"] = fn("fixed_cost").take(values)
+    if not np.ndim(tokens):
+        values["t_step"], values["t_0"] = float(values["t_step"]), float(values["t_0"])
+    return {**at, "t_step": values["t_step"], "t_0": values["t_0"]}
+
+
+def ttft_fns(values, rec):
+    """(ttft_cold(T), ttft_hit(T)), vectorised, s: each T times its own engine step."""
+    cold, hit = fn("ttft_cold"), fn("ttft_hit")
+
+    def at(t):
+        return time_step(dict(values), rec, t)
+    return (lambda t: cold.take(at(t))), (lambda t: hit.take(at(t)))
 
 
 _CROSSINGS = {}
 
 
-def _calibrated_crossings(model, gpu, layout, values, rec, t_max):
-    """numeric_crossings of reload against the calibrated recompute (a list, tokens).
+def _ttft_crossings(model, gpu, layout, values, rec, t_max):
+    """numeric_crossings of the TTFT with the prefix loaded against the TTFT cold (a list,
+    tokens), for either prefill model.
 
     They depend on the scenario's values, not on its prompt length (below the context
     window), and a bisection costs far more than the rest of a comparison: each set of
@@ -594,9 +642,8 @@ def _calibrated_crossings(model, gpu, layout, values, rec, t_max):
     except TypeError:  # a value that cannot be remembered: solve afresh
         key = None
     if key is None or key not in _CROSSINGS:
-        t_reload = fn("t_reload")
-        roots = tuple(numeric_crossings(lambda t: t_reload.take({**values, "T": t}) - rec(t),
-                                        t_max))
+        cold, hit = ttft_fns(values, rec)
+        roots = tuple(numeric_crossings(lambda t: hit(t) - cold(t), t_max))
         if key is None:
             return list(roots)
         if len(_CROSSINGS) >= 4096:
@@ -607,8 +654,15 @@ def _calibrated_crossings(model, gpu, layout, values, rec, t_max):
 
 def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
             kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None, ep=None,
-            batch=1, allow_beyond_context=False, prefill="calibrated"):
-    """Reload against recompute for one scenario; a dict of plain numbers (units in keys)."""
+            batch=1, allow_beyond_context=False, prefill="calibrated", new_tokens=1,
+            token_ids=False):
+    """Reload against recompute for one scenario; a dict of plain numbers (units in keys).
+
+    The verdict compares times to first token: ttft_cold_s (the request's costs and the prefill
+    of all tokens + new_tokens) against ttft_hit_s (the request's costs, the tokens loaded from
+    the tier, then the new tokens' forward pass). recompute_s and reload_s are the parts that
+    differ: the prefix's prefill and its reload (the load, the connector's per-token cost and the
+    engine step over the new tokens)."""
     if not tokens >= MIN_PREFIX_TOKENS:
         raise ScenarioError(f"--tokens must be at least {MIN_PREFIX_TOKENS:g}, got {tokens}: a "
                             "one-token prefix leaves nothing to reload beyond the request's own "
@@ -617,27 +671,38 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         raise ScenarioError(f"--tokens {tokens:,} exceeds {model.name}'s context window of "
                             f"{model.max_context_tokens:,} tokens (pass --allow-beyond-context "
                             "to evaluate it anyway)")
+    if not (new_tokens >= 1 and math.isfinite(new_tokens)):
+        raise ScenarioError(f"--new-tokens must be at least 1, got {new_tokens}: the new turn "
+                            "computes at least the token it samples from")
+    # the prefix and the new turn share the window; the default single new token is the last
+    # prefix position's own (its logits give the first token), so a full-window prefix fits
+    if tokens + new_tokens - 1 > model.max_context_tokens and not allow_beyond_context:
+        raise ScenarioError(f"--tokens {tokens:,} with --new-tokens {new_tokens:,} exceeds "
+                            f"{model.name}'s context window of {model.max_context_tokens:,} "
+                            "tokens (pass --allow-beyond-context to evaluate it anyway)")
     v, hops = scenario_values(model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype,
-                              compute_dtype, engine, concurrent_reloads, ep, batch, tokens,
-                              check_fit=True)
+                              compute_dtype, engine, concurrent_reloads, ep, batch,
+                              tokens + new_tokens - 1, check_fit=True, new_tokens=new_tokens,
+                              token_ids=token_ids)
     layout, eng = v.pop("layout"), v.pop("engine")
     copy = v.pop("copy_bytes")
     if efficiency is not None:
         prefill = "ideal"  # a flat efficiency is the flat model
     prefill_name, rec = recompute_fn(model, gpu, layout, v, prefill)
-    time_step(v, rec)
-    at = {**v, "T": tokens}
-    recompute = float(rec(float(tokens)))
+    at = time_step(v, rec, float(tokens))
+    recompute = float(at["t_rec_p"])
     reload = float(fn("t_reload").take(at))
+    ttft_cold = float(fn("ttft_cold").take(at))
+    ttft_hit = float(fn("ttft_hit").take(at))
+    request = float(fn("t_request").take(at))
     compute = float(fn("t_compute").take(at))
     weights = float(fn("t_weights").take(at))
-    min_bw = (float(fn("breakeven_bandwidth_at").take({**at, "t_rec": recompute}))
-              if recompute > v["t_0"] else math.inf)
-    if prefill_name == "calibrated":
-        cross = _calibrated_crossings(model, gpu, layout, v, rec,
-                                      max(float(model.max_context_tokens), float(tokens)))
-    else:
-        cross = crossings(v)
+    # reload wins while its load beats the prefill it saves: rec(T + n) against the step and load
+    saved = float(at["t_rec_pn"])
+    min_bw = (float(fn("breakeven_bandwidth_at").take({**at, "t_rec": saved}))
+              if saved > v["t_0"] + v["c_hit"] * tokens else math.inf)
+    cross = _ttft_crossings(model, gpu, layout, v, rec,
+                            max(float(model.max_context_tokens), float(tokens)))
     slack, w_gpu, kv_gpu = _hbm_slack(model, gpu, layout, tokens, batch, hbm_fit_fraction(eng))
     unique = float(fn("kv_bytes_unique").take(at))
     node_copies = float(fn("node_copies").take(at))  # through host memory
@@ -666,17 +731,25 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         "prefill_efficiency": v["eta"],
         "compute_s": compute, "weights_read_s": weights,
         "recompute_s": recompute, "reload_s": reload,
-        "reload_bandwidth_Bps": v["B"], "reload_latency_s": v["t_lat"],
-        "request_fixed_s": v["t_req"], "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"],
+        "new_tokens": new_tokens, "token_ids": bool(token_ids),
+        "ttft_recompute_s": ttft_cold, "ttft_reload_s": ttft_hit,
+        "request_s": request, "request_fixed_s": v["t_req"],
+        "hash_token_s": v["c_hash"], "tokenize_token_s": v["c_tokz"], "hit_token_s": v["c_hit"],
+        "hit_cost_s": v["c_hit"] * tokens,
+        "engine_costs_calibrated": engine_costs_calibrated(eng),
+        "reload_bandwidth_Bps": v["B"] if math.isfinite(v["B"]) else None,
+        "reload_latency_s": v["t_lat"],
+        "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"],
         "copy_bytes": copy,
         "path": path,
-        "winner": "reload" if reload < recompute else "recompute",
-        "speedup": max(reload, recompute) / min(reload, recompute),
+        "winner": "reload" if ttft_hit < ttft_cold else "recompute",
+        "speedup": max(ttft_hit, ttft_cold) / min(ttft_hit, ttft_cold),
         "breakeven_tokens": cross,
         "min_reload_bandwidth_Bps": min_bw,
         "model_flops_per_kv_byte": float(fn("model_flops_per_kv_byte").take(v)),
         "model_flops_per_kv_byte_at_tokens": float(fn("model_flops_per_kv_byte_at_T").take(at)),
-        "gpu_flops_per_link_byte": float(fn("gpu_flops_per_link_byte").take(v)),
+        "gpu_flops_per_link_byte": (float(fn("gpu_flops_per_link_byte").take(v))
+                                    if math.isfinite(v["B"]) else 0.0),
     }
     return _finite(result, f"{model.name} on {gpu.name}")
 
@@ -694,10 +767,10 @@ def sweep(model, gpu, tier, tokens, own_step=True, **kw):
         v.pop(key)
     t = np.asarray(tokens, dtype=float)
     _, rec = recompute_fn(model, gpu, layout, v, prefill)
-    time_step(v, rec)
+    at = time_step(v, rec, t)
     if not own_step:
-        v["t_0"] = float(fn("fixed_cost").take({**v, "n_step": 0.0}))
-    return fn("t_reload").take({**v, "T": t}), rec(t)
+        at["t_0"] = fn("fixed_cost").take({**at, "n_step": 0.0})
+    return fn("t_reload").take(at), rec(t)
 
 
 def fit_transfer_curve(points):

@@ -97,7 +97,9 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
     """
     r = compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype, engine=engine)
     tp = r["tp"]
-    saving = r["gpus"] * (r["recompute_s"] - r["reload_s"])  # GPU-seconds one reuse saves
+    # GPU-seconds one reuse saves: the difference of the times to first token (the request's
+    # own costs, paid either way, cancel)
+    saving = r["gpus"] * (r["ttft_recompute_s"] - r["ttft_reload_s"])
     c_cap_buy, c_wear = tier_prices(tier.name, drive)
     c_cap = c_cap_buy if c_cap is None else c_cap
     v = {**pause_values(pause), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(gpu_price),

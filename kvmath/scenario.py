@@ -86,7 +86,7 @@ KEYS = {"model": _text, "gpu": _text, "tier": _text, "tokens": _positive_int, "t
         "activation_reserve": _reserve, "batch_seqs": _count, "batch_context": _positive_int,
         "writes_within_rating": _boolean, "ep": _positive_int, "batch": _positive_int,
         "engine": _text, "concurrent_reloads": _positive, "prefill": _prefill,
-        "kv_dtype": _text}
+        "kv_dtype": _text, "new_tokens": _positive_int, "token_ids": _boolean}
 #: keys that name a file when they end in .csv (read relative to the scenario)
 PATH_KEYS = ("model", "gpu", "node", "pause", "engine")
 

@@ -62,7 +62,7 @@ P = sp.Symbol("P", positive=True)  #: dense peak FLOP/s per GPU in the compute d
 eta = sp.Symbol("eta", positive=True)  #: achieved fraction of P during prefill
 B_hbm = sp.Symbol("B_hbm", positive=True)  #: HBM bandwidth per GPU, B/s (effective)
 B = sp.Symbol("B", positive=True)  #: effective reload bandwidth per GPU, B/s
-t_0 = sp.Symbol("t_0", nonnegative=True)  #: fixed cost of one reload (latency and request), s
+t_0 = sp.Symbol("t_0", nonnegative=True)  #: fixed cost of one reload (latency and steps), s
 B_gpu = sp.Symbol("B_gpu", positive=True)  #: narrowest per-GPU hop of a path, B/s
 B_node = sp.Symbol("B_node", positive=True)  #: narrowest node-shared hop of a path, B/s
 s_xfer = sp.Symbol("s", positive=True)  #: bytes of one transfer
@@ -74,7 +74,13 @@ t_rec = sp.Symbol("t_rec", positive=True)  #: a recompute time from any prefill 
 n_new = sp.Symbol("n", positive=True)  #: new tokens of the next turn
 x_split = sp.Symbol("x", nonnegative=True)  #: prefix tokens recomputed while the rest loads
 b_dec = sp.Symbol("b_dec", nonnegative=True)  #: sequences in the running decode batch
-t_req = sp.Symbol("t_req", nonnegative=True)  #: fixed software overhead of one reload request, s
+t_req = sp.Symbol("t_req", nonnegative=True)  #: the engine's fixed cost of every request, s
+c_hash = sp.Symbol("c_hash", nonnegative=True)  #: engine cost per prompt token: hashing its blocks, s
+c_tokz = sp.Symbol("c_tokz", nonnegative=True)  #: engine cost per prompt token: tokenising text, s
+c_hit = sp.Symbol("c_hit", nonnegative=True)  #: connector cost per token loaded from a tier, s
+t_rec_p = sp.Symbol("t_rec_p", nonnegative=True)  #: prefill-model time of the T-token prefix, s
+t_rec_pn = sp.Symbol("t_rec_pn", nonnegative=True)  #: prefill-model time of prefix and new tokens, s
+t_rec_n = sp.Symbol("t_rec_n", nonnegative=True)  #: prefill-model time of the new tokens alone, s
 t_step = sp.Symbol("t_step", nonnegative=True)  #: one engine step of the reloading request, s
 
 # --- reuse and tiers ---------------------------------------------------------
@@ -140,7 +146,7 @@ MEANING = {
     eta: ("achieved fraction of peak during prefill", "1"),
     B_hbm: ("effective HBM bandwidth per GPU", "B/s"),
     B: ("effective reload bandwidth per GPU", "B/s"),
-    t_0: ("fixed cost of one reload: hop latency plus the engine's per-request cost", "s"),
+    t_0: ("fixed cost of one reload: hop latency plus the engine steps after the load", "s"),
     B_gpu: ("narrowest per-GPU hop of the reload path", "B/s"),
     B_node: ("narrowest node-shared hop of the reload path", "B/s"),
     s_xfer: ("bytes of one transfer", "B"),
@@ -150,9 +156,15 @@ MEANING = {
     n_new: ("new tokens of the next turn", "tokens"),
     x_split: ("prefix tokens recomputed while the rest loads", "tokens"),
     b_dec: ("sequences in the running decode batch", "sequences"),
-    t_req: ("fixed software overhead of one reload request", "s"),
-    t_step: ("one engine step of the reloading request: its forward pass of one token, timed by "
-             "the prefill model in use", "s"),
+    t_req: ("the engine's fixed cost of every request (admission, scheduling, sampling)", "s"),
+    c_hash: ("engine cost per prompt token of hashing its blocks for prefix caching", "s/token"),
+    c_tokz: ("engine cost per prompt token of tokenising a text prompt", "s/token"),
+    c_hit: ("connector cost per token loaded from a tier (lookups, bookkeeping)", "s/token"),
+    t_rec_p: ("prefill-model time of the T-token prefix", "s"),
+    t_rec_pn: ("prefill-model time of the prefix and the new tokens together", "s"),
+    t_rec_n: ("prefill-model time of the new tokens alone", "s"),
+    t_step: ("one engine step of the reloading request: the new tokens' forward pass over the "
+             "loaded prefix, timed by the prefill model in use", "s"),
     p_ret: ("probability the conversation returns", "1"),
     tau: ("time-to-live of an offloaded cache", "s"),
     lam: ("rate of an exponential pause", "1/s"),

@@ -112,6 +112,37 @@ class Engine(Row, table="engines"):
             raise FieldError("queue_depth", "give storage_io_bytes and queue_depth together")
 
 
+class EngineCost(Row, table="engine_costs"):
+    def check(self):
+        unit = "s" if self.parameter == "request_fixed_s" else "s/token"
+        if self.unit != unit:
+            raise FieldError("unit", f"expected {unit} for {self.parameter}, got {self.unit!r}")
+        if self.kind == "fit" and not self.calibration_rows:
+            raise FieldError("calibration_rows", "a fitted value names the rows it was fitted on")
+
+    @property
+    def engine_names(self):
+        return tuple(e.strip() for e in self.engines.split(";") if e.strip())
+
+
+#: the engine costs a request pays (engine_costs.csv parameters), in the order TTFT adds them
+ENGINE_COST_PARAMETERS = ("request_fixed_s", "hash_token_s", "tokenize_token_s", "hit_token_s")
+
+
+@lru_cache(maxsize=None)
+def engine_costs(name):
+    """{parameter: EngineCost row} of an engine profile (engine_costs.csv); a parameter no row
+    gives is absent (uncharged: the engine's costs are not calibrated)."""
+    out = {}
+    for row in table("engine_costs").values():
+        if name in row.engine_names:
+            if row.parameter in out:
+                raise DataError(data_path("engine_costs.csv"), None, "engines",
+                                f"{row.parameter} given twice for engine {name!r}")
+            out[row.parameter] = row
+    return out
+
+
 class PlanDefault(Row, table="plan_defaults"):
     def check(self):
         if self.name in ("gpu_memory_utilization", "activation_reserve_fraction") and not 0 < self.value <= 1:
@@ -131,7 +162,8 @@ class Measurement(Row, table="validation"):
                              "kvmath/data/validation_models/)")
         _need(self, True, {"ttft_s": ("model", "gpu", "tp", "tokens"), "prefill_s": ("model", "gpu", "tp", "tokens"),
                            "kv_bytes": ("model", "tokens"), "bandwidth_Bps": ("link", "count"),
-                           "reload_ttft_s": ("model", "gpu", "tp", "tokens", "tier", "engine")}[self.quantity],
+                           "ttft_recompute_s": ("model", "gpu", "tp", "tokens", "engine"),
+                           "ttft_reload_s": ("model", "gpu", "tp", "tokens", "tier", "engine")}[self.quantity],
               f"a value for quantity {self.quantity}")
 
 

@@ -81,12 +81,16 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     keep = ("bandwidth_Bps", "engine", "concurrent_reloads")
     v, hops = scenario_values(model, gpu, tier, layout=layout,
                               **{k: x for k, x in kw.items() if k in keep})
-    b_lo, b_hi = reload_bandwidth_range(v, hops)
     at = {k: x for k, x in v.items() if k not in ("layout", "engine", "copy_bytes")}
     at["T"] = float(tokens)
     at["t_0"] = nominal["reload_fixed_s"]  # its step timed by the nominal prefill model
-    reload = (float(fn("t_reload").take({**at, "B": b_hi})),
-              float(fn("t_reload").take({**at, "B": b_lo})))
+    if hops:
+        b_lo, b_hi = reload_bandwidth_range(v, hops)
+        reload = (float(fn("t_reload").take({**at, "B": b_hi})),
+                  float(fn("t_reload").take({**at, "B": b_lo})))
+    else:  # a prefix still in HBM moves nothing: its reload is the engine step alone
+        b_lo = b_hi = None
+        reload = (nominal["reload_s"], nominal["reload_s"])
     if nominal["prefill_model"] == "calibrated":
         e = calibrated_error(gpu.name)
         ideal = float(fn("t_recompute").take(at))
@@ -97,13 +101,20 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     else:
         e_lo, _ = efficiency_range()
         recompute = (nominal["recompute_s"], nominal["recompute_s"] / e_lo)
+    # the verdict compares times to first token: each band shifted by what the TTFT adds to
+    # its part (the request's costs; the recompute of the new tokens on the cold side)
+    cold_add = nominal["ttft_recompute_s"] - nominal["recompute_s"]
+    hit_add = nominal["ttft_reload_s"] - nominal["reload_s"]
+    ttft_recompute = tuple(x + cold_add for x in recompute)
+    ttft_reload = tuple(x + hit_add for x in reload)
     winners = {nominal["winner"]}
-    for rc in recompute:
-        for rl in reload:
+    for rc in ttft_recompute:
+        for rl in ttft_reload:
             winners.add("reload" if rl < rc else "recompute")
     return {"nominal": nominal, "recompute_s": recompute, "reload_s": reload,
+            "ttft_recompute_s": ttft_recompute, "ttft_reload_s": ttft_reload,
             "reload_bandwidth_Bps": (b_lo, b_hi), "flips": len(winners) > 1,
-            "binding_hop": binding_hop(v, hops).link}
+            "binding_hop": binding_hop(v, hops).link if hops else None}
 
 
 def tornado(model, gpu, tier, tokens, tp=None, output="speedup", **kw):

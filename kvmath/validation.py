@@ -55,10 +55,8 @@ def predict(m: Measurement, overrides=None):
                                tp=m.tp, compute_dtype=m.compute_dtype,
                                efficiency=overrides.get("eta"))
         return float(fn("t_recompute_batch").take({**v, "T": float(m.tokens), "n_seq": m.batch}))
-    if m.quantity == "reload_ttft_s":  # one request alone: one reload in flight
-        r = compare(model_of(m.model), cat.gpus[m.gpu], cat.tiers[m.tier], m.tokens, tp=m.tp,
-                    compute_dtype=m.compute_dtype, engine=m.engine, concurrent_reloads=1)
-        return r["reload_s"]
+    if m.quantity in ("ttft_recompute_s", "ttft_reload_s"):  # one request alone
+        return ttft_result(m)[m.quantity]
     if m.quantity == "kv_bytes":
         r = compare(model_of(m.model), cat.gpus["h100-sxm"], cat.tiers["host-dram"], m.tokens)
         return r["kv_bytes"]
@@ -68,6 +66,17 @@ def predict(m: Measurement, overrides=None):
     if m.transfer_bytes is None:
         return bandwidth
     return float(_bw_at_size()(s=m.transfer_bytes, B=bandwidth, t_0=link.latency_s))
+
+
+def ttft_result(m: Measurement):
+    """compare() for a TTFT row: its engine, tier (host DRAM for a cold row, where the tier does
+    not enter), new tokens and prompt form, one reload in flight."""
+    from .evaluate import HBM_TIER
+    cat = bundled()
+    tier = HBM_TIER if m.tier == HBM_TIER.name else cat.tiers[m.tier or "host-dram"]
+    return compare(model_of(m.model), cat.gpus[m.gpu], tier, m.tokens, tp=m.tp,
+                   compute_dtype=m.compute_dtype, engine=m.engine, concurrent_reloads=1,
+                   new_tokens=m.new_tokens, token_ids=m.token_ids)
 
 
 #: a ratio within this factor of an edge of its tolerance band, inside or out, is marginal:

@@ -75,7 +75,8 @@ def _gpu(g, cat):
 def scenario_data(cat=None):
     """The bundled tables as symbol values, through the same functions compare() uses."""
     from .prefill import DEFAULT_IMBALANCE
-    from .tables import deployments, engines
+    from .evaluate import engine_costs_calibrated
+    from .tables import deployments, engine_costs, engines
     cat = cat or bundled()
     models = {}
     for m in cat.models.values():
@@ -95,9 +96,11 @@ def scenario_data(cat=None):
     engs = {}
     for e in engines().values():
         engs[e.name] = {k: getattr(e, k) for k in (
-            "copy_tokens", "copy_spans_layers", "kv_split", "request_fixed_s",
+            "copy_tokens", "copy_spans_layers", "kv_split",
             "replicated_read_once", "stored_once", "storage_io_bytes", "queue_depth", "request_steps",
-            "writes_overlap")} | {"hbm_fit_fraction": hbm_fit_fraction(e)}
+            "writes_overlap")} | {"hbm_fit_fraction": hbm_fit_fraction(e),
+                                  "costs": {p: r.value for p, r in engine_costs(e.name).items()},
+                                  "costs_calibrated": engine_costs_calibrated(e)}
     deps = {}
     for (model, gpu), d in deployments().items():
         deps.setdefault(model, {})[gpu] = {
