@@ -582,9 +582,13 @@
 
   // ------------------------------------------------------------------ plot (SVG, log-log)
   /** [T, recompute s, reload s] at each prompt length, as the chart draws them. */
+  /** [T, ttft_recompute_s, ttft_reload_s] at each length: the times the verdict compares. */
   function curve(state, lengths) {
     const {sv, rec} = timed(state), v = sv.v;
-    return lengths.map(T => [T, rec(T), F.outputs.reload_s.f(Object.assign({}, v, {T: T}))]);
+    return lengths.map(T => {
+      const at = timeStep(v, rec, T);
+      return [T, F.outputs.ttft_recompute_s.f(at), F.outputs.ttft_reload_s.f(at)];
+    });
   }
 
   function plot(box, state, r) {
@@ -604,7 +608,7 @@
     svg.setAttribute("width", "100%");
     svg.dataset.width = W;
     svg.setAttribute("role", "img");
-    svg.setAttribute("aria-label", "recompute and reload time against prompt length");
+    svg.setAttribute("aria-label", "time to first token, recompute and reload, against prompt length");
     const add = (tag, attrs, text) => {
       const e = document.createElementNS(ns, tag);
       for (const [k, val] of Object.entries(attrs)) e.setAttribute(k, val);
