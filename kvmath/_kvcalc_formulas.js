@@ -34,7 +34,6 @@ window.KVCALC_FORMULAS = {
     "breakeven_bandwidth_at": {args: ["K", "L_full", "L_win", "T", "W", "b_kv", "c_hit", "e_kv", "rho", "t_0", "t_rec"], f: function(v) { const {K, L_full, L_win, T, W, b_kv, c_hit, e_kv, rho, t_0, t_rec} = v; return (b_kv*e_kv*rho*(L_full*T + L_win*Math.min(T, W))/(K*(-T*c_hit - t_0 + t_rec))); }},
     "speedup": {args: ["recompute_s", "reload_s"], f: function(v) { const {recompute_s, reload_s} = v; return (Math.max(recompute_s, reload_s)/Math.min(recompute_s, reload_s)); }}
   },
-  crossing: {args: ["B", "B_hbm", "K", "K_e", "L_full", "L_win", "N_lin", "N_tot", "N_xa", "N_xs", "P", "T", "W", "b_kv", "b_w", "c_hit", "d_qk", "d_v", "e_kv", "eta", "n_q", "rho", "t_0"], f: function(v) { const {B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_0} = v; return (T*c_hit + t_0 - Math.max((N_xs*b_w/K_e + b_w*(N_tot - N_xs)/K)/B_hbm, (2*N_xa*T/K_e + (2*N_lin*T - 2*N_xa*T + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - Math.min(T, W)) + (1/2)*(Math.min(T, W) + 1)*Math.min(T, W))))/K)/(P*eta)) + b_kv*e_kv*rho*(L_full*T + L_win*Math.min(T, W))/(B*K)); }},
   architecture: {
     "gqa": {
       "e_kv": {args: ["d_h", "n_kv"], f: function(v) { const {d_h, n_kv} = v; return (2*d_h*n_kv); }},

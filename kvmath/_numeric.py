@@ -941,7 +941,7 @@ def _derive_serving_t_forward_new(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_
     _x18 = _x13**2
     return numpy.maximum((_x0*b_w*(N_tot - N_xs) + N_xs*b_w/K_e)/B_hbm, _x0*(N_lin*_x1 + _x11*_x16 - _x11 + _x12*_x16 - _x12 - _x14*_x16 + _x14 - _x15*_x16 + _x15 - _x17*_x7 - _x17*_x9 + _x18*_x7 + _x18*_x9 + _x3*d_qk + _x3*d_v + _x4*d_qk + _x4*d_v + _x5*d_qk + _x5*d_v + _x7*_x8 + _x8*_x9)/(P*eta))
 
-def _derive_serving_ttft_serial(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, W, b_kv, b_w, d_qk, d_v, e_kv, eta, n, n_q, rho, t_lat, t_req):
+def _derive_serving_ttft_serial(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, W, b_kv, b_w, c_hit, d_qk, d_v, e_kv, eta, n, n_q, rho, t_lat):
     _x0 = K**(-1.0)
     _x1 = L_full*T
     _x2 = numpy.minimum(T, W)
@@ -964,12 +964,12 @@ def _derive_serving_ttft_serial(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N
     _x19 = 2*W
     _x20 = _x2**2
     _x21 = _x16**2
-    return t_lat + t_req + numpy.maximum((_x0*b_w*(N_tot - N_xs) + N_xs*b_w/K_e)/B_hbm, _x0*(N_lin*_x4 + _x10*_x11 - _x10*_x20 + _x10*_x21 + _x11*_x12 - _x12*_x20 + _x12*_x21 + _x14*_x19 - _x14 + _x15*_x19 - _x15 - _x17*_x19 + _x17 - _x18*_x19 + _x18 + _x6*d_qk + _x6*d_v + _x7*d_qk + _x7*d_v + _x8*d_qk + _x8*d_v)/(P*eta)) + _x0*b_kv*e_kv*rho*(_x1 + _x3)/B
+    return T*c_hit + t_lat + numpy.maximum((_x0*b_w*(N_tot - N_xs) + N_xs*b_w/K_e)/B_hbm, _x0*(N_lin*_x4 + _x10*_x11 - _x10*_x20 + _x10*_x21 + _x11*_x12 - _x12*_x20 + _x12*_x21 + _x14*_x19 - _x14 + _x15*_x19 - _x15 - _x17*_x19 + _x17 - _x18*_x19 + _x18 + _x6*d_qk + _x6*d_v + _x7*d_qk + _x7*d_v + _x8*d_qk + _x8*d_v)/(P*eta)) + _x0*b_kv*e_kv*rho*(_x1 + _x3)/B
 
-def _derive_serving_ttft_pipeline(L_full, L_win, forward_time, load_time, t_lat, t_req):
-    return t_lat + t_req + numpy.maximum(forward_time, load_time) + numpy.minimum(forward_time, load_time)/(L_full + L_win)
+def _derive_serving_ttft_pipeline(L_full, L_win, T, c_hit, forward_time, load_time, t_lat):
+    return T*c_hit + t_lat + numpy.maximum(forward_time, load_time) + numpy.minimum(forward_time, load_time)/(L_full + L_win)
 
-def _derive_serving_ttft_overlap(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, W, b_kv, b_w, d_qk, d_v, e_kv, eta, n, n_q, rho, t_lat, t_req):
+def _derive_serving_ttft_overlap(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, W, b_kv, b_w, c_hit, d_qk, d_v, e_kv, eta, n, n_q, rho, t_lat):
     _x0 = K**(-1.0)
     _x1 = L_full*T
     _x2 = numpy.minimum(T, W)
@@ -995,7 +995,7 @@ def _derive_serving_ttft_overlap(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, 
     _x22 = _x2**2
     _x23 = _x18**2
     _x24 = _x0*(N_lin*_x6 + _x10*d_qk + _x10*d_v + _x12*_x13 - _x12*_x22 + _x12*_x23 + _x13*_x14 - _x14*_x22 + _x14*_x23 + _x16*_x21 - _x16 + _x17*_x21 - _x17 - _x19*_x21 + _x19 - _x20*_x21 + _x20 + _x8*d_qk + _x8*d_v + _x9*d_qk + _x9*d_v)/(P*eta)
-    return t_lat + t_req + numpy.maximum(_x24, numpy.maximum(_x4, _x5)) + numpy.minimum(_x4, numpy.maximum(_x24, _x5))/(L_full + L_win)
+    return T*c_hit + t_lat + numpy.maximum(_x24, numpy.maximum(_x4, _x5)) + numpy.minimum(_x4, numpy.maximum(_x24, _x5))/(L_full + L_win)
 
 def _derive_serving_ttft_recompute(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_v, eta, n, n_q):
     _x0 = K_e**(-1.0)
@@ -1087,88 +1087,108 @@ def _derive_serving_t_split_compute(K, K_e, L_full, L_win, N_lin, N_xa, P, W, d_
     _x2 = numpy.minimum(W, x)
     return (_x1/K_e + (N_lin*_x0 - _x1 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*x*(x + 1) + L_win*(W*(-_x2 + x) + (1/2)*_x2*(_x2 + 1))))/K)/(P*eta)
 
-def _derive_serving_t_split_load(B, K, L_full, L_win, T, W, b_kv, e_kv, rho, t_lat, t_req, x):
+def _derive_serving_t_split_load(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, rho, t_lat, x):
     _x0 = b_kv*e_kv*rho
-    return t_lat + t_req + (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/(B*K)
+    return c_hit*(T - x) + t_lat + (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/(B*K)
 
-def _derive_serving_t_split(B, K, K_e, L_full, L_win, N_lin, N_xa, P, T, W, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_lat, t_req, x):
+def _derive_serving_t_split(B, K, K_e, L_full, L_win, N_lin, N_xa, P, T, W, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_lat, x):
     _x0 = K**(-1.0)
     _x1 = b_kv*e_kv*rho
     _x2 = L_full*x
     _x3 = numpy.minimum(W, x)
     _x4 = 2*x
     _x5 = N_xa*_x4
-    return numpy.maximum(t_lat + t_req + _x0*(_x1*(L_full*T + L_win*numpy.minimum(T, W)) - _x1*(L_win*_x3 + _x2))/B, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(-_x3 + x) + (1/2)*_x3*(_x3 + 1)) + (1/2)*_x2*(x + 1))) + _x5/K_e)/(P*eta))
+    return numpy.maximum(c_hit*(T - x) + t_lat + _x0*(_x1*(L_full*T + L_win*numpy.minimum(T, W)) - _x1*(L_win*_x3 + _x2))/B, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(-_x3 + x) + (1/2)*_x3*(_x3 + 1)) + (1/2)*_x2*(x + 1))) + _x5/K_e)/(P*eta))
 
-def _derive_serving_x_balance_0(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_lat, t_req):
+def _derive_serving_x_balance_0(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_lat):
     _x0 = 2*B
     _x1 = K*N_xa
     _x2 = L_full*n_q
     _x3 = _x2*d_qk
     _x4 = B*K_e
     _x5 = _x2*d_v
-    _x6 = P*eta
-    _x7 = _x6*b_kv*e_kv*rho
-    _x8 = L_full*_x7
-    _x9 = B**2
-    _x10 = 8*_x9
-    _x11 = N_lin*_x10
-    _x12 = K_e*_x1
-    _x13 = N_xa**2
-    _x14 = K_e**2
-    _x15 = N_xa*_x14
-    _x16 = 4*_x9
-    _x17 = _x13*_x16
-    _x18 = _x14*_x16
-    _x19 = _x12*_x16
-    _x20 = N_lin*_x18
-    _x21 = N_xa*_x18
-    _x22 = 4*_x8
-    _x23 = B*_x22
-    _x24 = K*_x18*_x6
-    _x25 = _x24*t_lat
-    _x26 = _x24*t_req
-    _x27 = L_full**2*_x14
-    _x28 = _x27*_x9*n_q**2
-    _x29 = _x27*_x7*n_q
-    _x30 = _x0*_x29
-    _x31 = 4*B*T*_x29
-    return (1/2)*(2*B*K_e*N_xa - K_e*N_lin*_x0 - K_e*_x8 - _x0*_x1 - _x3*_x4 - _x4*_x5 - numpy.sqrt(K**2*_x17 - K*K_e*_x10*_x13 + N_lin**2*_x18 + N_lin*_x14*_x23 + P**2*_x27*b_kv**2*e_kv**2*eta**2*rho**2 + _x1*_x22*_x4 + _x11*_x12 - _x11*_x15 + _x14*_x17 - _x15*_x23 + _x19*_x3 + _x19*_x5 + _x20*_x3 + _x20*_x5 - _x21*_x3 - _x21*_x5 + _x25*_x3 + _x25*_x5 + _x26*_x3 + _x26*_x5 + _x28*d_qk**2 + 2*_x28*d_qk*d_v + _x28*d_v**2 + _x30*d_qk + _x30*d_v + _x31*d_qk + _x31*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
+    _x6 = K*K_e
+    _x7 = P*eta
+    _x8 = _x7*c_hit
+    _x9 = L_full*b_kv*e_kv*rho
+    _x10 = _x7*_x9
+    _x11 = B**2
+    _x12 = 8*_x11
+    _x13 = N_lin*_x12
+    _x14 = K_e*_x1
+    _x15 = N_xa**2
+    _x16 = K_e**2
+    _x17 = N_xa*_x16
+    _x18 = K**2
+    _x19 = 4*_x11
+    _x20 = _x15*_x19
+    _x21 = _x16*_x19
+    _x22 = _x14*_x19
+    _x23 = N_lin*_x21
+    _x24 = N_xa*_x21
+    _x25 = 4*_x10
+    _x26 = K*_x8
+    _x27 = _x21*_x8
+    _x28 = B*_x25
+    _x29 = _x11*_x16
+    _x30 = 2*_x26*_x29
+    _x31 = K*_x3
+    _x32 = _x21*_x7*t_lat
+    _x33 = K*_x5
+    _x34 = L_full**2
+    _x35 = _x29*_x34*n_q**2
+    _x36 = _x16*_x34*_x7*b_kv*e_kv*n_q*rho
+    _x37 = _x0*_x36
+    _x38 = T*_x27
+    _x39 = 4*B*T*_x36
+    _x40 = P**2*eta**2
+    _x41 = _x16*_x40
+    return (1/2)*(2*B*K_e*N_xa - B*_x6*_x8 - K_e*N_lin*_x0 - K_e*_x10 - _x0*_x1 - _x3*_x4 - _x4*_x5 - numpy.sqrt(K*_x0*_x41*_x9*c_hit + K_e*N_xa*_x18*_x19*_x8 + N_lin**2*_x21 + N_lin*_x16*_x28 + _x1*_x25*_x4 - _x1*_x27 - _x12*_x15*_x6 + _x13*_x14 - _x13*_x17 + _x16*_x20 - _x17*_x28 + _x18*_x20 + _x18*_x29*_x40*c_hit**2 + _x22*_x3 + _x22*_x5 + _x23*_x26 + _x23*_x3 + _x23*_x5 - _x24*_x3 - _x24*_x5 + _x3*_x30 + _x30*_x5 + _x31*_x32 + _x31*_x38 + _x32*_x33 + _x33*_x38 + _x34*_x41*b_kv**2*e_kv**2*rho**2 + _x35*d_qk**2 + 2*_x35*d_qk*d_v + _x35*d_v**2 + _x37*d_qk + _x37*d_v + _x39*d_qk + _x39*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
 
-def _derive_serving_x_balance_1(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_lat, t_req):
+def _derive_serving_x_balance_1(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_lat):
     _x0 = 2*B
     _x1 = K*N_xa
     _x2 = L_full*n_q
     _x3 = _x2*d_qk
     _x4 = B*K_e
     _x5 = _x2*d_v
-    _x6 = P*eta
-    _x7 = _x6*b_kv*e_kv*rho
-    _x8 = L_full*_x7
-    _x9 = B**2
-    _x10 = 8*_x9
-    _x11 = N_lin*_x10
-    _x12 = K_e*_x1
-    _x13 = N_xa**2
-    _x14 = K_e**2
-    _x15 = N_xa*_x14
-    _x16 = 4*_x9
-    _x17 = _x13*_x16
-    _x18 = _x14*_x16
-    _x19 = _x12*_x16
-    _x20 = N_lin*_x18
-    _x21 = N_xa*_x18
-    _x22 = 4*_x8
-    _x23 = B*_x22
-    _x24 = K*_x18*_x6
-    _x25 = _x24*t_lat
-    _x26 = _x24*t_req
-    _x27 = L_full**2*_x14
-    _x28 = _x27*_x9*n_q**2
-    _x29 = _x27*_x7*n_q
-    _x30 = _x0*_x29
-    _x31 = 4*B*T*_x29
-    return (1/2)*(2*B*K_e*N_xa - K_e*N_lin*_x0 - K_e*_x8 - _x0*_x1 - _x3*_x4 - _x4*_x5 + numpy.sqrt(K**2*_x17 - K*K_e*_x10*_x13 + N_lin**2*_x18 + N_lin*_x14*_x23 + P**2*_x27*b_kv**2*e_kv**2*eta**2*rho**2 + _x1*_x22*_x4 + _x11*_x12 - _x11*_x15 + _x14*_x17 - _x15*_x23 + _x19*_x3 + _x19*_x5 + _x20*_x3 + _x20*_x5 - _x21*_x3 - _x21*_x5 + _x25*_x3 + _x25*_x5 + _x26*_x3 + _x26*_x5 + _x28*d_qk**2 + 2*_x28*d_qk*d_v + _x28*d_v**2 + _x30*d_qk + _x30*d_v + _x31*d_qk + _x31*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
+    _x6 = K*K_e
+    _x7 = P*eta
+    _x8 = _x7*c_hit
+    _x9 = L_full*b_kv*e_kv*rho
+    _x10 = _x7*_x9
+    _x11 = B**2
+    _x12 = 8*_x11
+    _x13 = N_lin*_x12
+    _x14 = K_e*_x1
+    _x15 = N_xa**2
+    _x16 = K_e**2
+    _x17 = N_xa*_x16
+    _x18 = K**2
+    _x19 = 4*_x11
+    _x20 = _x15*_x19
+    _x21 = _x16*_x19
+    _x22 = _x14*_x19
+    _x23 = N_lin*_x21
+    _x24 = N_xa*_x21
+    _x25 = 4*_x10
+    _x26 = K*_x8
+    _x27 = _x21*_x8
+    _x28 = B*_x25
+    _x29 = _x11*_x16
+    _x30 = 2*_x26*_x29
+    _x31 = K*_x3
+    _x32 = _x21*_x7*t_lat
+    _x33 = K*_x5
+    _x34 = L_full**2
+    _x35 = _x29*_x34*n_q**2
+    _x36 = _x16*_x34*_x7*b_kv*e_kv*n_q*rho
+    _x37 = _x0*_x36
+    _x38 = T*_x27
+    _x39 = 4*B*T*_x36
+    _x40 = P**2*eta**2
+    _x41 = _x16*_x40
+    return (1/2)*(2*B*K_e*N_xa - B*_x6*_x8 - K_e*N_lin*_x0 - K_e*_x10 - _x0*_x1 - _x3*_x4 - _x4*_x5 + numpy.sqrt(K*_x0*_x41*_x9*c_hit + K_e*N_xa*_x18*_x19*_x8 + N_lin**2*_x21 + N_lin*_x16*_x28 + _x1*_x25*_x4 - _x1*_x27 - _x12*_x15*_x6 + _x13*_x14 - _x13*_x17 + _x16*_x20 - _x17*_x28 + _x18*_x20 + _x18*_x29*_x40*c_hit**2 + _x22*_x3 + _x22*_x5 + _x23*_x26 + _x23*_x3 + _x23*_x5 - _x24*_x3 - _x24*_x5 + _x3*_x30 + _x30*_x5 + _x31*_x32 + _x31*_x38 + _x32*_x33 + _x33*_x38 + _x34*_x41*b_kv**2*e_kv**2*rho**2 + _x35*d_qk**2 + 2*_x35*d_qk*d_v + _x35*d_v**2 + _x37*d_qk + _x37*d_v + _x39*d_qk + _x39*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
 
 def _derive_serving_t_decode_step(B_hbm, K, N_tot, b_w):
     return N_tot*b_w/(B_hbm*K)
@@ -1197,10 +1217,10 @@ def _derive_serving_t_recompute_marginal(B_hbm, K, K_e, L_full, L_win, N_lin, N_
 def _derive_serving_B_chunked(B, s, t_0):
     return s/(t_0 + s/B)
 
-def _derive_serving_t_reload_busy(B, K, L_full, L_win, T, W, b_kv, e_kv, rho, t_0, t_req):
-    return t_0 + t_req + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
+def _derive_serving_t_reload_busy(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, rho, t_0, t_req):
+    return T*c_hit + t_0 + t_req + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
 
-def _derive_serving_busy_advantage(B, B_hbm, K, K_e, L_full, N_lin, N_tot, N_xa, P, T, b_dec, b_kv, b_w, d_qk, d_v, e_kv, eta, n_q, rho, t_0, t_req):
+def _derive_serving_busy_advantage(B, B_hbm, K, K_e, L_full, N_lin, N_tot, N_xa, P, T, b_dec, b_kv, b_w, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_0, t_req):
     _x0 = K**(-1.0)
     _x1 = N_tot*b_w/B_hbm
     _x2 = _x0*_x1
@@ -1227,7 +1247,7 @@ def _derive_serving_busy_advantage(B, B_hbm, K, K_e, L_full, N_lin, N_tot, N_xa,
     _x23 = T**2*_x16
     _x24 = _x20*b_dec
     _x25 = (1/4)*N_tot**2*P*_x3*b_w**2*eta/(B_hbm**2*N_lin**2)
-    return -N_xa*_x13 + _x1*_x11*_x12 + _x10*_x7 + _x10*_x9 - _x11*_x7 - _x11*_x9 - _x15*d_qk - _x15*d_v - _x17*d_qk - _x17*d_v + _x18*d_qk + _x18*d_v + _x19*_x21 - _x19*_x24 + _x19*_x25 + _x2 + _x21*_x22 - _x22*_x24 + _x22*_x25 - _x23*d_qk - _x23*d_v - _x7*_x8 - _x8*_x9 + t_0 + t_req + _x4*b_kv*e_kv*rho/B
+    return -N_xa*_x13 + T*c_hit + _x1*_x11*_x12 + _x10*_x7 + _x10*_x9 - _x11*_x7 - _x11*_x9 - _x15*d_qk - _x15*d_v - _x17*d_qk - _x17*d_v + _x18*d_qk + _x18*d_v + _x19*_x21 - _x19*_x24 + _x19*_x25 + _x2 + _x21*_x22 - _x22*_x24 + _x22*_x25 - _x23*d_qk - _x23*d_v - _x7*_x8 - _x8*_x9 + t_0 + t_req + _x4*b_kv*e_kv*rho/B
 
 def _derive_params_active_matmul_gqa(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, d, d_h, k_top, n_kv, n_q):
     _x0 = 3*d
@@ -1362,14 +1382,14 @@ def _derive_regimes_weights_T_W_condition1_(B_hbm, K, K_e, L_full, L_win, N_lin,
 def _derive_serving_busy_advantage_a2(K, L_full, P, d_qk, d_v, eta, n_q):
     return L_full*n_q*(-d_qk - d_v)/(K*P*eta)
 
-def _derive_serving_busy_advantage_a1(B, K, K_e, L_full, N_lin, N_xa, P, b_kv, d_qk, d_v, e_kv, eta, n_q, rho):
+def _derive_serving_busy_advantage_a1(B, K, K_e, L_full, N_lin, N_xa, P, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho):
     _x0 = K**(-1.0)
     _x1 = P**(-1.0)
     _x2 = eta**(-1.0)
     _x3 = _x1*_x2
     _x4 = 2*_x3
     _x5 = L_full*_x0*_x3*n_q
-    return -N_lin*_x0*_x4 + 2*N_xa*_x0*_x1*_x2 - _x5*d_qk - _x5*d_v - N_xa*_x4/K_e + L_full*_x0*b_kv*e_kv*rho/B
+    return -N_lin*_x0*_x4 + 2*N_xa*_x0*_x1*_x2 - _x5*d_qk - _x5*d_v + c_hit - N_xa*_x4/K_e + L_full*_x0*b_kv*e_kv*rho/B
 
 def _derive_serving_busy_advantage_a0(B_hbm, K, K_e, L_full, N_lin, N_tot, N_xa, P, b_dec, b_w, d_qk, d_v, eta, n_q, t_0, t_req):
     _x0 = K**(-1.0)
@@ -1540,25 +1560,25 @@ FUNCS = {
     'derive_serving.t_new': (_derive_serving_t_new, ('K', 'L_full', 'L_win', 'N_lin', 'P', 'T', 'W', 'd_qk', 'd_v', 'eta', 'n', 'n_q')),
     'derive_serving.t_load': (_derive_serving_t_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho')),
     'derive_serving.t_forward_new': (_derive_serving_t_forward_new, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n', 'n_q')),
-    'derive_serving.ttft_serial': (_derive_serving_ttft_serial, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'd_qk', 'd_v', 'e_kv', 'eta', 'n', 'n_q', 'rho', 't_lat', 't_req')),
-    'derive_serving.ttft_pipeline': (_derive_serving_ttft_pipeline, ('L_full', 'L_win', 'forward_time', 'load_time', 't_lat', 't_req')),
-    'derive_serving.ttft_overlap': (_derive_serving_ttft_overlap, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'd_qk', 'd_v', 'e_kv', 'eta', 'n', 'n_q', 'rho', 't_lat', 't_req')),
+    'derive_serving.ttft_serial': (_derive_serving_ttft_serial, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n', 'n_q', 'rho', 't_lat')),
+    'derive_serving.ttft_pipeline': (_derive_serving_ttft_pipeline, ('L_full', 'L_win', 'T', 'c_hit', 'forward_time', 'load_time', 't_lat')),
+    'derive_serving.ttft_overlap': (_derive_serving_ttft_overlap, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n', 'n_q', 'rho', 't_lat')),
     'derive_serving.ttft_recompute': (_derive_serving_ttft_recompute, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n', 'n_q')),
     'derive_serving.overlap_slack': (_derive_serving_overlap_slack, ('B', 'K', 'L_full', 'L_win', 'N_lin', 'P', 'T', 'W', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n', 'n_q', 'rho')),
     'derive_serving.n_hide[0]': (_derive_serving_n_hide_0, ('B', 'L_full', 'N_lin', 'P', 'T', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
     'derive_serving.n_hide[1]': (_derive_serving_n_hide_1, ('B', 'L_full', 'N_lin', 'P', 'T', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
     'derive_serving.split_load_bytes': (_derive_serving_split_load_bytes, ('K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 'x')),
     'derive_serving.t_split_compute': (_derive_serving_t_split_compute, ('K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'W', 'd_qk', 'd_v', 'eta', 'n_q', 'x')),
-    'derive_serving.t_split_load': (_derive_serving_t_split_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 't_lat', 't_req', 'x')),
-    'derive_serving.t_split': (_derive_serving_t_split, ('B', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_lat', 't_req', 'x')),
-    'derive_serving.x_balance[0]': (_derive_serving_x_balance_0, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_lat', 't_req')),
-    'derive_serving.x_balance[1]': (_derive_serving_x_balance_1, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_lat', 't_req')),
+    'derive_serving.t_split_load': (_derive_serving_t_split_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_lat', 'x')),
+    'derive_serving.t_split': (_derive_serving_t_split, ('B', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_lat', 'x')),
+    'derive_serving.x_balance[0]': (_derive_serving_x_balance_0, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_lat')),
+    'derive_serving.x_balance[1]': (_derive_serving_x_balance_1, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_lat')),
     'derive_serving.t_decode_step': (_derive_serving_t_decode_step, ('B_hbm', 'K', 'N_tot', 'b_w')),
     'derive_serving.p_free': (_derive_serving_p_free, ('B_hbm', 'N_lin', 'N_tot', 'P', 'b_dec', 'b_w', 'eta')),
     'derive_serving.t_recompute_marginal': (_derive_serving_t_recompute_marginal, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'W', 'b_dec', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
     'derive_serving.B_chunked': (_derive_serving_B_chunked, ('B', 's', 't_0')),
-    'derive_serving.t_reload_busy': (_derive_serving_t_reload_busy, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 't_0', 't_req')),
-    'derive_serving.busy_advantage': (_derive_serving_busy_advantage, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'b_dec', 'b_kv', 'b_w', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0', 't_req')),
+    'derive_serving.t_reload_busy': (_derive_serving_t_reload_busy, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_0', 't_req')),
+    'derive_serving.busy_advantage': (_derive_serving_busy_advantage, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'b_dec', 'b_kv', 'b_w', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0', 't_req')),
     'derive.params_active_matmul(gqa)': (_derive_params_active_matmul_gqa, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_win', 'd', 'd_h', 'k_top', 'n_kv', 'n_q')),
     'derive.params_total(gqa)': (_derive_params_total_gqa, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_win', 'V', 'd', 'd_h', 'n_kv', 'n_q', 'tied')),
     'derive.params_active_matmul(mla)': (_derive_params_active_matmul_mla, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_win', 'd', 'd_nope', 'd_rope', 'd_v', 'k_top', 'n_q', 'r_kv', 'r_q')),
@@ -1584,7 +1604,7 @@ FUNCS = {
     'derive.regimes(weights,T>W).condition0': (_derive_regimes_weights_T_W_condition0_, ('T', 'W')),
     'derive.regimes(weights,T>W).condition1': (_derive_regimes_weights_T_W_condition1_, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
     'derive_serving.busy_advantage.a2': (_derive_serving_busy_advantage_a2, ('K', 'L_full', 'P', 'd_qk', 'd_v', 'eta', 'n_q')),
-    'derive_serving.busy_advantage.a1': (_derive_serving_busy_advantage_a1, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
+    'derive_serving.busy_advantage.a1': (_derive_serving_busy_advantage_a1, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
     'derive_serving.busy_advantage.a0': (_derive_serving_busy_advantage_a0, ('B_hbm', 'K', 'K_e', 'L_full', 'N_lin', 'N_tot', 'N_xa', 'P', 'b_dec', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q', 't_0', 't_req')),
 }
 

@@ -18,8 +18,8 @@ import sympy as sp
 
 from . import symcache as C
 from . import derive as D
-from .symbols import (B, B_hbm, K, L_full, L_win, N_lin, N_tot, P, T, b_dec, b_w, eta, n_new,
-                      t_0, t_lat, t_req, x_split)
+from .symbols import (B, B_hbm, K, L_full, L_win, N_lin, N_tot, P, T, b_dec, b_w, c_hit, eta,
+                      n_new, t_lat, t_req, x_split)
 
 # ------------------------------------------------------------------ overlap (CachedAttention)
 #: FLOPs of the next turn's n tokens on top of a T-token history: F(T + n) - F(T)
@@ -30,14 +30,15 @@ t_new = flops_extend / (K * eta * P)
 t_load = D.kv_bytes_per_gpu / B
 #: the new turn's forward pass on the flat roofline: its tokens' compute, at least one read of
 #: the weights. It is the reloaded request's own engine step, so a reload here adds only its
-#: path's first-byte latency and its request cost to the load, s
+#: path's first-byte latency and the connector's cost per loaded token to the load (the
+#: request's own costs, t_request, are paid either way and left out of both sides), s
 t_forward_new = sp.Max(t_new, D.t_weights)
 #: time to first token, reload then the new turn's forward, one after the other, s
-ttft_serial = t_lat + t_req + t_load + t_forward_new
+ttft_serial = t_lat + c_hit * T + t_load + t_forward_new
 #: a load and a forward pass of L equal layers, pipelined, written with their two times as
 #: symbols (SymPy would merge the forward's own max into the pipeline's), s
 load_time, forward_time = sp.symbols("load_time forward_time", nonnegative=True)
-ttft_pipeline = (t_lat + t_req + sp.Max(load_time, forward_time)
+ttft_pipeline = (t_lat + c_hit * T + sp.Max(load_time, forward_time)
                  + sp.Min(load_time, forward_time) / (L_full + L_win))
 #: time to first token, layer-wise pipelined load and forward over L layers, s
 ttft_overlap = ttft_pipeline.subs({load_time: t_load, forward_time: t_forward_new})
@@ -53,9 +54,10 @@ n_hide = [r for r in C.solve(sp.Eq(overlap_slack.subs(L_win, 0), 0), n_new)]
 split_load_bytes = (D.kv_bytes_total - D.kv_bytes_total.subs(T, x_split)) / K
 #: the recompute part: prefill of the first x tokens (compute-bound), s
 t_split_compute = D.t_compute.subs(T, x_split)
-#: the load part, s: the path's latency and the request cost, no engine step (the request's
-#: forward pass over the new turn follows either part)
-t_split_load = t_lat + t_req + split_load_bytes / B
+#: the load part, s: the path's latency and the connector's cost per loaded token, no engine
+#: step (the request's forward pass over the new turn follows either part; its own costs are
+#: paid either way)
+t_split_load = t_lat + c_hit * (T - x_split) + split_load_bytes / B
 #: split time for a given x: both run at once, s
 t_split = sp.Max(t_split_compute, t_split_load)
 #: the balance point where both parts take equal time (full attention), tokens
@@ -72,8 +74,9 @@ p_free = C.simplify(t_decode_step * K * eta * P / (2 * N_lin) - b_dec)
 t_recompute_marginal = sp.Max(0, D.t_compute - D.t_compute.subs(T, p_free))
 #: effective bandwidth of a reload issued in chunks of s bytes (fixed cost t_0 per chunk), B/s
 B_chunked = D.bandwidth_at_size
-#: reload time in a busy server: request overhead plus the transfer in chunks, s
-t_reload_busy = t_req + t_0 + D.kv_bytes_per_gpu / B
+#: reload time in a busy server: a what-if overhead t_req charged to the reload alone plus the
+#: reload (its fixed cost, the connector per loaded token, the transfer in chunks), s
+t_reload_busy = t_req + D.t_reload
 #: reload minus marginal recompute in a busy server (beyond the free tokens, full attention)
 busy_advantage = sp.expand((t_reload_busy - (D.t_compute - D.t_compute.subs(T, p_free)))
                            .subs(L_win, 0))

@@ -30,7 +30,7 @@ REQUEST_SOURCES = ("vllm-blog-kv-offloading",)
 FITTED = ("request_fixed_s", "tokenize_token_s", "hit_token_s")
 
 
-def _features(m, r):
+def _features(m):
     """(request, tokenise, hit) columns of a TTFT row: what each fitted cost multiplies."""
     prompt = float(m.tokens + m.new_tokens)
     loads = m.quantity == "ttft_reload_s" and m.tier != "hbm"
@@ -40,7 +40,7 @@ def _features(m, r):
 
 def _base(m, r):
     """compare()'s TTFT for the row with the fitted costs it charged taken out, s."""
-    f = _features(m, r)
+    f = _features(m)
     return r[m.quantity] - (r["request_fixed_s"] + f[1] * r["tokenize_token_s"]
                             + f[2] * r["hit_token_s"])
 
@@ -61,7 +61,7 @@ def fit(engines=VLLM_ENGINES):
     A, y = [], []
     for m, r in cal:
         w = 1.0 / m.measured_value  # relative residuals
-        row = list(_features(m, r)) + [1.0 if m.source_key == s else 0.0 for s in nuisance]
+        row = list(_features(m)) + [1.0 if m.source_key == s else 0.0 for s in nuisance]
         A.append([w * x for x in row])
         y.append(w * (m.measured_value - _base(m, r)))
     coef, _ = nnls(np.array(A), np.array(y))

@@ -37,6 +37,14 @@ def _compared(model, gpu, tier, tokens, tp, compute_dtype, engine=None):
                                     engine=engine))
 
 
+def saved_s(r, reload_s=None):
+    """Seconds one reuse saves on each GPU: the difference of the times to first token of a
+    compare() result (the request's own costs, paid either way, cancel), with the reload of
+    another tier of the same scenario (reload_s) if given."""
+    reload_s = r["reload_s"] if reload_s is None else reload_s
+    return r["ttft_recompute_s"] - r["request_s"] - reload_s
+
+
 def tier_read_bytes(r, tier_name):
     """Bytes one resume reads from a tier of a compare() result: every rank's copy from host
     memory unless the engine reads once (each rank loads the shared slot), the stored bytes from
@@ -97,9 +105,7 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
     """
     r = compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype, engine=engine)
     tp = r["tp"]
-    # GPU-seconds one reuse saves: the difference of the times to first token (the request's
-    # own costs, paid either way, cancel)
-    saving = r["gpus"] * (r["ttft_recompute_s"] - r["ttft_reload_s"])
+    saving = r["gpus"] * saved_s(r)  # GPU-seconds one reuse saves
     c_cap_buy, c_wear = tier_prices(tier.name, drive)
     c_cap = c_cap_buy if c_cap is None else c_cap
     v = {**pause_values(pause), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(gpu_price),
@@ -391,7 +397,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
         row["bandwidth_limited"] = row["headroom"] < 1
         row.update(_endurance(name, node, drive, row["write_Bps"]))
         c_buy, _ = tier_prices(tier_name, drive)
-        saving = tp * (base["recompute_s"] - row["reload_s"])
+        saving = tp * saved_s(base, row["reload_s"])
         row["capacity_usd_per_byte_s_purchase"] = c_buy
         row["capacity_usd_per_byte_s_opportunity"] = opportunity_price(
             pause, tau, max(saving, 0.0), c_gpu, q_tier, resume_rate)
@@ -404,7 +410,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
             "tp": tp, "tokens": tokens, "compute_dtype": compute_dtype,
             "resume_rate_per_s": resume_rate, "pause": pause.name, "kv_bytes": q,
             "kv_bytes_hbm": q_hbm, "engine": base["engine"],
-            "recompute_s": base["recompute_s"], "drive": drive.name if drive else None,
+            "recompute_s": base["recompute_s"], "saved_by_hit_s": saved_s(base, 0.0),
+            "drive": drive.name if drive else None,
             "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
             "batch_seqs": batch_seqs, "batch_context_tokens": batch_context,
             "batch_kv_bytes": batch_seqs * q_batch, "hbm_free_bytes": hbm,
@@ -496,7 +503,7 @@ def nvme_value(node, model, tokens, resume_rate, pause, tp=None, basis="purchase
         "Q_r": plan["kv_bytes"], "F_lo": _cdf_or(pause, nv["ttl_from_s"], 0.0, 1.0),
         "F_hi": _cdf_or(pause, nv["ttl_to_s"], 0.0, 1.0),
         "B_tier": nv["read_bandwidth_Bps"], "B_write": nv["write_bandwidth_Bps"],
-        "S_gpu": tp * (plan["recompute_s"] - nv["reload_s"]),
+        "S_gpu": tp * (plan["saved_by_hit_s"] - nv["reload_s"]),
         "c_gpu": gpu_second_price(kw.get("gpu_price")), "c_cap": c_cap, "c_wear": c_wear,
         "C_tier": nv["capacity_bytes"]})
     return float(value) * 3600, plan

@@ -66,8 +66,8 @@ def busy(model, gpu, tier, tokens, decode_batch=0, request_overhead_s=0.0, chunk
 
     chunk_bytes with chunk_curve=(t_0, B) replaces the path bandwidth by the effective
     bandwidth of chunks of that size on the measured curve. request_overhead_s is a what-if
-    added on top of the engine profile's fixed cost (which t_0 already holds), not a
-    replacement for it.
+    charged to the reload alone; the engine's own request costs are paid by both sides and
+    cancel.
     """
     v, _ = scenario_values(model, gpu, tier, tp=tp, **kw)
     if chunk_bytes is not None and chunk_curve is not None:

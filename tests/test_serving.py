@@ -27,20 +27,21 @@ def test_pipeline_formula_limits(load, new):
     """One layer: no overlap (serial). Many layers: the slower stage alone."""
     a, b = sp.symbols("a b", positive=True)
     expr = DS.ttft_pipeline.subs({DS.load_time: a, DS.forward_time: b}).subs(S.L_win, 0)
-    assert expr.free_symbols == {S.t_lat, S.t_req, a, b, S.L_full}
-    f = sp.lambdify([S.t_lat, S.t_req, a, b, S.L_full], expr)
+    assert expr.free_symbols == {S.t_lat, S.c_hit, S.T, a, b, S.L_full}
+    f = sp.lambdify([S.t_lat, S.c_hit, a, b, S.L_full], expr.subs(S.T, 1000))
     assert f(0.0, 0.0, load, new, 1) == pytest.approx(load + new, rel=1e-12)
     assert f(0.0, 0.0, load, new, 10**9) == pytest.approx(max(load, new), rel=1e-6)
 
 
 def test_a_reload_in_serving_pays_the_new_turns_forward_once():
-    """The engine step is the new turn's own forward pass: serial TTFT is latency, request cost,
-    load and that forward (its compute, at least a weight read), with no second step."""
+    """The engine step is the new turn's own forward pass: serial TTFT is latency, the connector's
+    cost per loaded token, load and that forward (its compute, at least a weight read), with no
+    second step; the request's own costs are paid either way and left out of both sides."""
     m = CAT.models["llama-3.1-8b"]
     r = overlap(m, H100, CAT.tiers["host-dram"], 32768, 16, tp=1)
     v, _ = scenario_values(m, H100, CAT.tiers["host-dram"], tp=1)
     assert r["t_forward_new"] == pytest.approx(max(r["t_new"], v["t_step"]), rel=1e-9)
-    assert r["ttft_serial"] == pytest.approx(v["t_lat"] + v["t_req"] + r["t_load"]
+    assert r["ttft_serial"] == pytest.approx(v["t_lat"] + v["c_hit"] * 32768 + r["t_load"]
                                              + r["t_forward_new"], rel=1e-12)
 
 
