@@ -174,7 +174,7 @@ def _plan_options(p):
                    help="dtype of the prefill matmuls (default: the deployment's for the model "
                    "and GPU, else fp8 only for fp8 weights; fp8 reads fp8 weights)")
     p.add_argument("--gpu-price", type=_positive_float, metavar="USD_PER_GPU_HOUR",
-                   help="price of a GPU-hour (default: the bundled H100 price, prices.csv)")
+                   help="price of a GPU-hour (default: the GPU's own dated list price, gpu_prices.csv)")
     p.add_argument("--engine", default=None, metavar="NAME",
                    help="engine profile: bundled name (kvmath list) or path to an engines CSV row; "
                    "the copies it stores per cache set capacity, writes and wear")
@@ -329,7 +329,8 @@ def _p_text(p, r):
 def _reuse_human(r):
     rows = [("scenario", f"{r['model']} on {r['tp']}x {r['gpu']}, tier {r['tier']}, "
                          f"{r['tokens']:,} tokens, pause {r['pause']}, engine {r['engine']}"),
-            ("saving per reuse", f"{r['saving_gpu_s']:.3g} GPU-s (${r['saving_usd']:.3g})"),
+            ("saving per reuse", f"{r['saving_gpu_s']:.3g} GPU-s (${r['saving_usd']:.3g} at "
+                                 f"${r['gpu_usd_per_hour']:.3g} per GPU-hour)"),
             ("best TTL", _ttl_text(r["ttl_s"])),
             ("hit probability", f"{r['hit_probability']:.3f} of returning conversations"),
             ("break-even p", _p_text(r["p_breakeven"], r)),
@@ -505,13 +506,13 @@ def run(argv=None):
         return 0
     if args.command == "trace":
         return trace_cli.run(args)
-    if args.command == "reuse":
-        result = _run_reuse(args)
-        print(_dump(result) if args.json else _reuse_human(result))
-        return 0
-    if args.command == "tiers":
-        plan = _run_tiers(args)
-        print(_dump(plan) if args.json else _tiers_human(plan))
+    if args.command in ("reuse", "tiers"):
+        from .reuse import price_warnings
+        result = dict(_run_reuse(args) if args.command == "reuse" else _run_tiers(args))
+        result["price_warnings"] = price_warnings(result["prices_observed"])
+        human = _reuse_human if args.command == "reuse" else _tiers_human
+        print(_dump(result) if args.json else "\n".join(
+            [human(result)] + [f"warning: {w}" for w in result["price_warnings"]]))
         return 0
     from .scenario import merge
     merge(args, args.scenario, _COMPARE_KEYS)

@@ -7,6 +7,7 @@ amortised over the months in that table. Pause distributions come from
 from __future__ import annotations
 
 import copy
+import datetime
 import math
 from functools import lru_cache
 from types import MappingProxyType
@@ -14,7 +15,7 @@ from types import MappingProxyType
 import numpy as np
 
 from .evaluate import ScenarioError, choose_layout, compare, min_tp, numeric_of, path_values
-from .tables import Tier, bundled, prices
+from .tables import Tier, bundled, gpu_prices, prices
 from .tables import node_drive, plan_defaults
 
 SECONDS_PER_MONTH = 365.25 * 86400 / 12
@@ -80,11 +81,51 @@ def tier_prices(tier_name, drive=None):
     return pr["ddr5_usd_per_GB"] / 1e9 / (months * SECONDS_PER_MONTH), 0.0
 
 
-def gpu_second_price(usd_per_gpu_hour=None):
-    """$ per GPU-second: the given hourly price, else the bundled H100 price."""
-    hourly = usd_per_gpu_hour if usd_per_gpu_hour is not None else \
-        prices()["h100_usd_per_gpu_hour"].value
-    return hourly / 3600
+def gpu_second_price(gpu, usd_per_gpu_hour=None):
+    """$ per GPU-second of a GPU (a Gpu row or its name): the given hourly price, else the
+    GPU's own listed price (gpu_prices.csv); ScenarioError when it has none."""
+    if usd_per_gpu_hour is not None:
+        return usd_per_gpu_hour / 3600
+    name = getattr(gpu, "name", gpu)
+    row = gpu_prices().get(name)
+    if row is None:
+        raise ScenarioError(f"no GPU-hour price for {name} in gpu_prices.csv; pass --gpu-price "
+                            "(USD per GPU-hour)")
+    return row.usd_per_gpu_hour / 3600
+
+
+def prices_used(gpu, tier_names, usd_per_gpu_hour=None):
+    """{what: observed date} of the bundled prices an answer uses: the GPU's hour (unless one
+    was given) and the holding price of each tier (host DRAM or NVMe; HBM costs nothing)."""
+    out = {}
+    if usd_per_gpu_hour is None:
+        name = getattr(gpu, "name", gpu)
+        if name in gpu_prices():
+            out[f"{name} GPU-hour"] = gpu_prices()[name].observed
+    pr = prices()
+    for t in tier_names:
+        key = "nvme_usd_per_GB" if t.startswith("nvme") else (
+            "ddr5_usd_per_GB" if t != "hbm" else None)
+        if key:
+            out[key] = pr[key].observed
+    return out
+
+
+def _iso(used):
+    return {k: (str(d) if d is not None else None) for k, d in used.items()}
+
+
+def price_warnings(used, today=None):
+    """One line per price in ``used`` ({what: observed date or ISO text}) observed more than
+    plan_defaults.csv's price_stale_after_days before ``today`` (default: the day it runs)."""
+    from .tables import plan_defaults
+    today = today or datetime.date.today()
+    limit = plan_defaults()["price_stale_after_days"].value
+    used = {k: datetime.date.fromisoformat(str(d)) if d is not None else None
+            for k, d in used.items()}
+    return [f"price {what} was observed on {day.isoformat()}, {(today - day).days} days ago "
+            f"(more than {limit:g}): check it, or pass your own" for what, day in used.items()
+            if day is not None and (today - day).days > limit]
 
 
 def cdf(pause, tau):
@@ -108,7 +149,7 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
     saving = r["gpus"] * saved_s(r)  # GPU-seconds one reuse saves
     c_cap_buy, c_wear = tier_prices(tier.name, drive)
     c_cap = c_cap_buy if c_cap is None else c_cap
-    v = {**pause_values(pause), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(gpu_price),
+    v = {**pause_values(pause), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(gpu, gpu_price),
          "c_cap": c_cap, "c_wear": c_wear, "Q": r["kv_bytes_stored"]}
     kind = _kind(pause)
     value = rfn(f"value_{kind}")
@@ -116,7 +157,9 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
            "compute_dtype": r["compute_dtype"], "engine": r["engine"], "pause": pause.name,
            "kv_bytes": r["kv_bytes_stored"], "recompute_s": r["recompute_s"],
            "reload_s": r["reload_s"], "saving_gpu_s": saving,
-           "saving_usd": saving * v["c_gpu"], "capacity_usd_per_byte_s": c_cap,
+           "saving_usd": saving * v["c_gpu"], "gpu_usd_per_hour": v["c_gpu"] * 3600,
+           "prices_observed": _iso(prices_used(gpu, [tier.name], gpu_price)),
+           "capacity_usd_per_byte_s": c_cap,
            "write_usd_per_byte": c_wear, "return_probability": pause.return_probability}
     if saving <= 0:
         out.update(ttl_s=0.0, p_breakeven=None, offload_can_pay=False, value_usd=0.0,
@@ -358,7 +401,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
     capacities = {name: t["capacity_bytes"] for name, t in nc["tiers"].items()}
     bandwidths = {name: (t["read_Bps"], t["write_Bps"]) for name, t in nc["tiers"].items()}
     bandwidths["hbm"] = (math.inf, math.inf)  # a hit in HBM moves nothing
-    c_gpu = gpu_second_price(gpu_price)
+    c_gpu = gpu_second_price(gpu, gpu_price)
     rows, tau_prev = [], 0.0
     for name, cap in capacities.items():
         if name == "nvme" and not node.nvme_drives:
@@ -411,6 +454,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
             "resume_rate_per_s": resume_rate, "pause": pause.name, "kv_bytes": q,
             "kv_bytes_hbm": q_hbm, "engine": base["engine"],
             "recompute_s": base["recompute_s"], "saved_by_hit_s": saved_s(base, 0.0),
+            "gpu_usd_per_hour": c_gpu * 3600,
+            "prices_observed": _iso(prices_used(gpu, [r["tier"] for r in rows], gpu_price)),
             "drive": drive.name if drive else None,
             "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
             "batch_seqs": batch_seqs, "batch_context_tokens": batch_context,
@@ -504,6 +549,6 @@ def nvme_value(node, model, tokens, resume_rate, pause, tp=None, basis="purchase
         "F_hi": _cdf_or(pause, nv["ttl_to_s"], 0.0, 1.0),
         "B_tier": nv["read_bandwidth_Bps"], "B_write": nv["write_bandwidth_Bps"],
         "S_gpu": tp * (plan["saved_by_hit_s"] - nv["reload_s"]),
-        "c_gpu": gpu_second_price(kw.get("gpu_price")), "c_cap": c_cap, "c_wear": c_wear,
+        "c_gpu": gpu_second_price(plan["gpu"], kw.get("gpu_price")), "c_cap": c_cap, "c_wear": c_wear,
         "C_tier": nv["capacity_bytes"]})
     return float(value) * 3600, plan

@@ -179,9 +179,9 @@ for _r in (r for r in package() if r not in Row.types):
 
 CURVE_FIELDS = tuple(f["name"] for f in resource("transfer_curves")["schema"]["fields"])
 #: the bundled tables by name: plan_defaults() is {name: row}, and so on
-drives, prices, pauses, thresholds, engines, deployments, plan_defaults, nodes = (
+drives, prices, pauses, thresholds, engines, deployments, plan_defaults, nodes, gpu_prices = (
     partial(table, n) for n in ("drives", "prices", "pauses", "thresholds", "engines", "deployments",
-                                "plan_defaults", "nodes"))
+                                "plan_defaults", "nodes", "gpu_prices"))
 
 
 @dataclass(frozen=True)

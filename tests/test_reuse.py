@@ -169,9 +169,12 @@ def test_breakeven_hand_checked_value():
     reload's engine step was a bare weight read rather than the calibrated one-token prefill.
     Since the saving is the difference of times to first token (the connector's 0.3 us per loaded
     token and the step's read of the prefix's KV charged to the reload), the same bisection's
-    inputs give 0.0231: a regression value, the bisection not rerun."""
+    inputs give 0.0231. With the prices of release 0.3.0 (DDR5 at 13.1 USD per 1e9 B, a Q1 2026
+    contract price, was 2.474; the H100 at its own 3.99 USD per GPU-hour, was 4.916) holding a
+    byte costs 5.3 times as much and a GPU-second 0.81 times: 0.147, a regression value, the
+    bisection not rerun."""
     r = reuse(CAT.models["llama-3.1-8b"], H100, CAT.tiers["host-dram"], 8192, pauses()["conversation-fitted"])
-    assert r["p_breakeven"] == pytest.approx(0.0231, abs=5e-5)
+    assert r["p_breakeven"] == pytest.approx(0.1471, abs=5e-4)
 
 
 def test_never_paying_offload_reports_no_ttl_and_no_probability():
@@ -211,3 +214,28 @@ def test_reuse_on_a_fixed_node_with_an_exponential_pause_answers(rate, capsys):
     out = capsys.readouterr()
     assert code == 0 and "Traceback" not in out.err
     assert "NaN" not in out.out and "Infinity" not in out.out
+
+
+def test_every_price_is_dated_and_its_age_is_flagged():
+    """Each GPU-hour, DRAM and NVMe price names the day it was observed; a price older than
+    price_stale_after_days on the day a command runs is named in its output, a fresh one is not."""
+    import datetime
+    from kvmath.reuse import price_warnings, prices_used
+    from kvmath.tables import gpu_prices, prices
+    assert all(p.observed for p in gpu_prices().values())
+    assert all(prices()[k].observed for k in ("ddr5_usd_per_GB", "nvme_usd_per_GB"))
+    used = prices_used(H100, ["host-dram", "nvme", "hbm"])
+    assert set(used) == {"h100-sxm GPU-hour", "ddr5_usd_per_GB", "nvme_usd_per_GB"}
+    day = datetime.date.fromisoformat(str(used["h100-sxm GPU-hour"]))
+    assert price_warnings(used, day) == []
+    late = price_warnings(used, day + datetime.timedelta(days=800))
+    assert len(late) == 3 and all("days ago" in w for w in late)
+    assert "h100-sxm GPU-hour" not in prices_used(H100, [], usd_per_gpu_hour=2.0)
+
+
+def test_a_gpu_without_a_price_asks_for_one():
+    from kvmath.evaluate import ScenarioError
+    from kvmath.reuse import gpu_second_price
+    with pytest.raises(ScenarioError, match="--gpu-price"):
+        gpu_second_price("h20")
+    assert gpu_second_price("h20", 3.6) == pytest.approx(1e-3)
