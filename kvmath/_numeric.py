@@ -144,6 +144,21 @@ def _derive_t_node_hop(B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, n_c, 
     _x1 = numpy.minimum(K, N_node)
     return b_kv*e_kv*n_c*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x0*_x1*rho, _x0*rho_n*numpy.maximum(_x1, rho))/B_node
 
+def _derive_t_node_hop_alone(B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, rho, rho_n):
+    _x0 = K**(-1.0)
+    _x1 = numpy.minimum(K, N_node)
+    return b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x0*_x1*rho, _x0*rho_n*numpy.maximum(_x1, rho))/B_node
+
+def _derive_hop_utilisation(B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, r, rho, rho_n):
+    _x0 = K**(-1.0)
+    _x1 = numpy.minimum(K, N_node)
+    return b_kv*e_kv*r*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x0*_x1*rho, _x0*rho_n*numpy.maximum(_x1, rho))/B_node
+
+def _derive_concurrent_reloads_at_load(B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, r, rho, rho_n):
+    _x0 = K**(-1.0)
+    _x1 = numpy.minimum(K, N_node)
+    return (1 - b_kv*e_kv*r*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x0*_x1*rho, _x0*rho_n*numpy.maximum(_x1, rho))/B_node)**(-1.0)
+
 def _derive_t_gpu_hop(B_gpu, K, L_full, L_win, T, W, b_kv, e_kv, rho):
     return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B_gpu*K)
 
@@ -1446,6 +1461,9 @@ FUNCS = {
     'derive.default_concurrent_reloads': (_derive_default_concurrent_reloads, ('K', 'N_node')),
     'derive.node_copies': (_derive_node_copies, ('K', 'N_node', 'rho', 'rho_n')),
     'derive.t_node_hop': (_derive_t_node_hop, ('B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'e_kv', 'n_c', 'rho', 'rho_n')),
+    'derive.t_node_hop_alone': (_derive_t_node_hop_alone, ('B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'e_kv', 'rho', 'rho_n')),
+    'derive.hop_utilisation': (_derive_hop_utilisation, ('B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'e_kv', 'r', 'rho', 'rho_n')),
+    'derive.concurrent_reloads_at_load': (_derive_concurrent_reloads_at_load, ('B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'e_kv', 'r', 'rho', 'rho_n')),
     'derive.t_gpu_hop': (_derive_t_gpu_hop, ('B_gpu', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho')),
     'derive.fixed_cost': (_derive_fixed_cost, ('n_step', 't_lat', 't_step')),
     'derive.t_step_ideal': (_derive_t_step_ideal, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),

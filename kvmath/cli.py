@@ -85,9 +85,13 @@ def build_parser():
                    help="sequences of --tokens tokens whose KV must fit beside the weights (default 1)")
     c.add_argument("--engine", default=None, metavar="NAME",
                    help="engine profile: bundled name (kvmath list) or path to an engines CSV row")
+    c.add_argument("--resume-rate", type=_positive_float, metavar="R",
+                   help="resumes per second arriving at the node, each reloading from the tier: "
+                   "sets the reloads sharing its drives and host memory, and the delay they add")
     c.add_argument("--concurrent-reloads", type=_positive_float, metavar="N",
-                   help="replicas reloading at once through the node's shared hops "
-                   "(default: the node's GPUs / TP, every replica busy)")
+                   help="replicas reloading at once through the node's shared hops, overriding "
+                   "--resume-rate (default without either: the node's GPUs / TP, every replica "
+                   "reloading at once, the worst case)")
     c.add_argument("--compute-dtype", choices=["bf16", "fp8"],
                    help="prefill compute dtype (default: the deployment's; fp8 reads fp8 weights)")
     c.add_argument("--bandwidth", type=_positive_float, metavar="GBPS",
@@ -220,6 +224,16 @@ def override_note(r):
             f"of {' and '.join(why) or 'the fixed costs'}")
 
 
+def _load_text(r):
+    """Where the reloads in flight come from, as the output line says it."""
+    if r["load_from"] == "resume rate":
+        return (f"at {r['resume_rate_per_s']:g} resumes/s, sharing adds "
+                f"{fmt_time(r['reload_queue_s'])}")
+    if r["load_from"] == "given":
+        return "as given"
+    return "every replica at once, the worst case; --resume-rate sets a load"
+
+
 def _costs(r):
     """What the engine charges a request, as the output line says it."""
     if r["engine"] == "ideal":
@@ -237,8 +251,8 @@ def _human(r):
     rows = [
         ("scenario", f"{r['model']}, tier {r['tier']}, {r['tokens']:,} tokens, KV {r['kv_dtype']}"),
         ("deployment", _layout(r)),
-        ("engine", f"{r['engine']}, {r['concurrent_reloads']:g} replica(s) reloading at once "
-                   f"per node of {r['gpus_per_node']:g} GPUs"),
+        ("engine", f"{r['engine']}, {r['concurrent_reloads']:.3g} replica(s) reloading at once "
+                   f"per node of {r['gpus_per_node']:g} GPUs ({_load_text(r)})"),
         ("KV per token", f"{r['kv_bytes_per_token']:,.0f} B"),
         ("KV moved", f"{fmt_bytes(r['kv_bytes'], 4)} ({fmt_bytes(r['kv_bytes_per_gpu'], 4)} per GPU)"),
         ("recompute", f"{fmt_time(r['recompute_s'])} {_band(r['recompute_s_band'])}  "
@@ -410,7 +424,7 @@ def _drive_rating(plan):
 
 _COMPARE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "ep", "batch", "engine",
                  "concurrent_reloads", "compute_dtype", "prefill", "kv_dtype", "new_tokens",
-                 "token_ids")
+                 "token_ids", "resume_rate")
 _REUSE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "pause", "node", "resume_rate",
                "compute_dtype", "gpu_price", "engine")
 _TIERS_KEYS = ("model", "gpu", "tokens", "tp", "pause", "node", "resume_rate", "compute_dtype",
@@ -531,6 +545,7 @@ def run(argv=None):
                      efficiency=args.efficiency, kv_dtype=args.kv_dtype,
                      compute_dtype=args.compute_dtype, engine=args.engine,
                      concurrent_reloads=args.concurrent_reloads, ep=args.ep, batch=args.batch,
+                     resume_rate=args.resume_rate,
                      allow_beyond_context=args.allow_beyond_context, prefill=args.prefill,
                      new_tokens=args.new_tokens or 1, token_ids=bool(args.token_ids))
     result = {**b["nominal"], "recompute_s_band": list(b["recompute_s"]),

@@ -23,10 +23,11 @@ import sympy as sp
 
 from . import symcache as C
 from .symbols import (
-    B, B_gpu, B_hbm, B_node, C_hbm, E, c_hash, c_hit, c_tokz, n_new, t_rec_n, t_rec_p, t_rec_pn, E_sh, I_exp, I_ffn, K, K_e, L_dense, L_full, L_moe,
-    L_win, N_lin, N_node, N_tot, N_xa, N_xs, P, T, V, W, b_kv, b_w, c_lay, c_split, c_tok, d,
-    d_h, d_nope, d_qk, d_rope, d_v, e_kv, eta, k_top, n_conc, n_kv, n_q, n_seq, n_step, q_io, r_kv, r_q,
-    rho, rho_n, s_xfer, t_0, t_lat, t_meas, t_rec, t_req, t_step, tied, u_hbm,
+    B, B_gpu, B_hbm, b_kv, B_node, b_w, c_hash, C_hbm, c_hit, c_lay, c_split, c_tok, c_tokz, d,
+    d_h, d_nope, d_qk, d_rope, d_v, E, e_kv, E_sh, eta, I_exp, I_ffn, K, K_e, k_top, L_dense,
+    L_full, L_moe, L_win, n_conc, n_kv, N_lin, n_new, N_node, n_q, n_seq, n_step, N_tot, N_xa,
+    N_xs, P, q_io, r_kv, r_q, r_res, rho, rho_n, s_xfer, T, t_0, t_lat, t_meas, t_rec, t_rec_n,
+    t_rec_p, t_rec_pn, t_req, t_step, tied, u_hbm, V, W,
 )
 
 # ---------------------------------------------------------------- KV size
@@ -125,6 +126,15 @@ default_concurrent_reloads = sp.Max(1, N_node / K)
 node_copies = sp.Min(rho_n * sp.Max(sp.Min(K, N_node), rho) / K, rho * sp.Min(K, N_node) / K)
 #: time of the node-shared hops: n_c replicas each move their copies of the KV, s
 t_node_hop = n_conc * node_copies * kv_bytes_unique / B_node
+#: one reload's time alone on a node-shared hop (n_c = 1), s: the hop's service time
+t_node_hop_alone = t_node_hop.subs(n_conc, 1)
+#: utilisation of a node-shared hop when r_res reloads per second arrive at the node, each
+#: holding it for t_node_hop_alone, 1
+hop_utilisation = r_res * t_node_hop_alone
+#: reloads sharing the hop as one arrives (itself included), under processor sharing: the
+#: mean response of an M/G/1-PS server is t_alone / (1 - u), the time of 1 / (1 - u) equal
+#: sharers (a reload finds u / (1 - u) others in flight on average), replicas
+concurrent_reloads_at_load = 1 / (1 - hop_utilisation)
 #: time of the per-GPU hops: each GPU moves its own bytes, s
 t_gpu_hop = kv_bytes_per_gpu / B_gpu
 #: the fixed cost of one reload: the hops' first-byte latency and n_step engine steps between

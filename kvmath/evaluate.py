@@ -558,6 +558,31 @@ def engine_costs_calibrated(eng):
     return eng.name == "ideal" or set(engine_costs(eng.name)) == set(ENGINE_COST_PARAMETERS)
 
 
+def concurrent_at_load(values, hops, tokens, resume_rate):
+    """Reloads sharing the node's busiest shared hop as one arrives, when resume_rate reloads
+    per second arrive at the node (concurrent_reloads_at_load on the hop whose one-reload time
+    is longest; 1 when the path has no node-shared hop). ScenarioError when the load saturates
+    the hop (utilisation at or above 1)."""
+    if not (resume_rate > 0 and math.isfinite(resume_rate)):
+        raise ScenarioError(f"--resume-rate must be a positive number, got {resume_rate}")
+    at = {**values, "T": float(tokens), "r": float(resume_rate)}
+    worst, name, busiest = 0.0, None, None
+    for h, c in zip(hops, values["hop_copies"]):
+        if c is None:
+            continue
+        hop_at = {**at, "rho_n": c, "B_node": h.effective_Bps}
+        u = float(fn("hop_utilisation").take(hop_at))
+        if u > worst:
+            worst, name, busiest = u, h.link, hop_at
+    if busiest is None:  # no node-shared hop: each reload has its GPU's own link
+        return 1.0
+    if worst >= 1:
+        raise ScenarioError(f"--resume-rate {resume_rate:g}/s saturates {name}: each reload "
+                            f"holds it for {worst / resume_rate:.3g} s, so at most "
+                            f"{resume_rate / worst:.3g} reloads per second fit")
+    return float(fn("concurrent_reloads_at_load").take(busiest))
+
+
 def _finite(result, what):
     for key, value in result.items():
         if isinstance(value, float) and not math.isfinite(value) and key not in _MAY_BE_INF:
@@ -655,14 +680,19 @@ def _ttft_crossings(model, gpu, layout, values, rec, t_max):
 def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
             kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None, ep=None,
             batch=1, allow_beyond_context=False, prefill="calibrated", new_tokens=1,
-            token_ids=False):
+            token_ids=False, resume_rate=None):
     """Reload against recompute for one scenario; a dict of plain numbers (units in keys).
 
     The verdict compares times to first token: ttft_cold_s (the request's costs and the prefill
     of all tokens + new_tokens) against ttft_hit_s (the request's costs, the tokens loaded from
     the tier, then the new tokens' forward pass). recompute_s and reload_s are the parts that
     differ: the prefix's prefill and its reload (the load, the connector's per-token cost and the
-    engine step over the new tokens)."""
+    engine step over the new tokens).
+
+    resume_rate: reloads per second arriving at the node (each resume reloads from the tier):
+    the reloads in flight on its shared hops follow from it (:func:`concurrent_at_load`), and
+    reload_queue_s is the time sharing adds to one reload. Without it (and without
+    concurrent_reloads) every replica of the node reloads at once, the worst case."""
     if not tokens >= MIN_PREFIX_TOKENS:
         raise ScenarioError(f"--tokens must be at least {MIN_PREFIX_TOKENS:g}, got {tokens}: a "
                             "one-token prefix leaves nothing to reload beyond the request's own "
@@ -680,10 +710,18 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         raise ScenarioError(f"--tokens {tokens:,} with --new-tokens {new_tokens:,} exceeds "
                             f"{model.name}'s context window of {model.max_context_tokens:,} "
                             "tokens (pass --allow-beyond-context to evaluate it anyway)")
-    v, hops = scenario_values(model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype,
-                              compute_dtype, engine, concurrent_reloads, ep, batch,
-                              tokens + new_tokens - 1, check_fit=True, new_tokens=new_tokens,
-                              token_ids=token_ids)
+    if resume_rate is not None and concurrent_reloads is not None:
+        raise ScenarioError("give --resume-rate or --concurrent-reloads, not both (the load "
+                            "sets the reloads in flight; --concurrent-reloads overrides it)")
+    args = (model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine)
+    kw = dict(ep=ep, batch=batch, tokens=tokens + new_tokens - 1, check_fit=True,
+              new_tokens=new_tokens, token_ids=token_ids)
+    alone = None
+    if resume_rate is not None:
+        v1, hops1 = scenario_values(*args, concurrent_reloads=1.0, **kw)
+        concurrent_reloads = concurrent_at_load(v1, hops1, tokens, resume_rate)
+        alone = (v1, hops1)
+    v, hops = scenario_values(*args, concurrent_reloads=concurrent_reloads, **kw)
     layout, eng = v.pop("layout"), v.pop("engine")
     copy = v.pop("copy_bytes")
     if efficiency is not None:
@@ -703,6 +741,10 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
               if saved > v["t_0"] + v["c_hit"] * tokens else math.inf)
     cross = _ttft_crossings(model, gpu, layout, v, rec,
                             max(float(model.max_context_tokens), float(tokens)))
+    queue = 0.0
+    if alone is not None:  # what sharing the node's hops adds to one reload
+        v1 = {k: x for k, x in alone[0].items() if k not in ("layout", "engine", "copy_bytes")}
+        queue = reload - float(fn("t_reload").take(time_step(v1, rec, float(tokens))))
     slack, w_gpu, kv_gpu = _hbm_slack(model, gpu, layout, tokens, batch, hbm_fit_fraction(eng))
     unique = float(fn("kv_bytes_unique").take(at))
     node_copies = float(fn("node_copies").take(at))  # through host memory
@@ -719,6 +761,9 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype,
         "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": prefill_name,
         "batch": batch, "concurrent_reloads": v["n_c"], "gpus_per_node": v["N_node"],
+        "resume_rate_per_s": resume_rate, "reload_queue_s": queue,
+        "load_from": ("resume rate" if resume_rate is not None else "given"
+                      if concurrent_reloads is not None else "every replica at once"),
         "kv_bytes_per_token": float(fn("kv_bytes_per_token").take(v)),
         "kv_bytes": float(fn("kv_bytes_total").take(at)),
         "kv_bytes_unique": unique,

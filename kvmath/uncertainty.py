@@ -78,8 +78,9 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     nominal = compare(model, gpu, tier, tokens, tp=tp, **kw)
     layout = Layout(nominal["tp"], nominal["ep"], nominal["dp_attention"], nominal["weight_dtype"],
                     nominal["compute_dtype"], nominal["kv_dtype"], nominal["layout_from"])
-    keep = ("bandwidth_Bps", "engine", "concurrent_reloads")
+    keep = ("bandwidth_Bps", "engine")
     v, hops = scenario_values(model, gpu, tier, layout=layout,
+                              concurrent_reloads=nominal["concurrent_reloads"],  # at the load
                               **{k: x for k, x in kw.items() if k in keep})
     at = {k: x for k, x in v.items() if k not in ("layout", "engine", "copy_bytes")}
     at["T"] = float(tokens)

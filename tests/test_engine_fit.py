@@ -52,3 +52,27 @@ def test_new_tokens_must_fit_the_window():
         compare(m, g, CAT.tiers["host-dram"], m.max_context_tokens, new_tokens=100)
     with pytest.raises(ScenarioError, match="--new-tokens"):
         compare(m, g, CAT.tiers["host-dram"], 1000, new_tokens=0)
+
+
+def test_resume_rate_sets_the_reloads_in_flight():
+    """Processor sharing on the node's drive: a reload arriving at utilisation u shares it with
+    1/(1-u) reloads on average, u = rate x one reload's time on the drive alone; the added
+    time grows with the rate, vanishes at no load and the hop saturates at u = 1."""
+    m, g, t = CAT.models["deepseek-v3"], CAT.gpus["h200"], CAT.tiers["nvme-1drive"]
+    alone = compare(m, g, t, 32768, concurrent_reloads=1)
+    drive = next(h for h in alone["path"] if h["scope"] == "per-node")
+    prev = 0.0
+    for rate in (1e-6, 0.5, 1.0, 2.0):
+        r = compare(m, g, t, 32768, resume_rate=rate)
+        u = rate * drive["time_s"]
+        assert r["concurrent_reloads"] == pytest.approx(1 / (1 - u), rel=1e-9)
+        assert r["reload_queue_s"] == pytest.approx(r["reload_s"] - alone["reload_s"], rel=1e-9)
+        assert r["reload_queue_s"] >= prev and r["load_from"] == "resume rate"
+        prev = r["reload_queue_s"]
+    assert compare(m, g, t, 32768, resume_rate=1e-6)["reload_queue_s"] < 1e-6
+    with pytest.raises(ScenarioError, match="saturates"):
+        compare(m, g, t, 32768, resume_rate=1.01 / drive["time_s"])
+    with pytest.raises(ScenarioError, match="not both"):
+        compare(m, g, t, 32768, resume_rate=1.0, concurrent_reloads=2)
+    worst = compare(m, g, t, 32768)
+    assert worst["load_from"] == "every replica at once" and worst["reload_queue_s"] == 0
