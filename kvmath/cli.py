@@ -285,6 +285,13 @@ def _human(r):
     note = override_note(r)
     if note:
         lines.append(note)
+    if not r["prefill_fit_own"] and r["prefill_model"] == "calibrated":
+        lines.append(f"note: {r['gpu']} has no operator profile of its own; its prefill is "
+                     "H100's fit, and the recompute band is as wide as that fit's error on the "
+                     "GPUs it was held against")
+    if r["known_limits"]:
+        lines.append(f"note: validation row(s) {', '.join(r['known_limits'])} show the model "
+                     "missing this configuration; their error is in the bands")
     return "\n".join(lines)
 
 
@@ -554,7 +561,8 @@ def run(argv=None):
               "ttft_reload_s_band": list(b["ttft_reload_s"]),
               "reload_bandwidth_Bps_band": (list(b["reload_bandwidth_Bps"])
                                             if b["reload_bandwidth_Bps"][0] is not None else None),
-              "verdict_flips_in_band": b["flips"]}
+              "verdict_flips_in_band": b["flips"], "prefill_fit_own": b["prefill_fit_own"],
+              "known_limits": b["known_limits"]}
     if args.json:
         print(_dump(result))
     else:

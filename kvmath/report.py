@@ -75,8 +75,11 @@ def layout_cell(r):
 
 def verdict_cell(r, flips=False):
     """'reload 38x' or 'recompute 4.2x': the winner and how much faster it is; a dagger marks a
-    verdict that flips inside the uncertainty band; a section sign a prompt cut to the context."""
+    verdict that flips inside the uncertainty band; a double dagger a configuration a
+    validation row shows the model missing (its error is in the band); a section sign a prompt
+    cut to the context."""
     return (f"{r['winner']} {r['speedup']:.3g}×" + (" †" if flips else "")
+            + (" ‡" if r.get("known_limits") else "")
             + (" §" if r.get("cut_to_context") else ""))
 
 
@@ -92,7 +95,8 @@ def decision_rows(gpu_name, tokens, tier_names, model_names=None, **kw):
         cells = []
         for t in tier_names:
             b = band(model, cat.gpus[gpu_name], cat.tiers[t], length, **kw)
-            r = {**b["nominal"], "cut_to_context": length < tokens}
+            r = {**b["nominal"], "cut_to_context": length < tokens,
+                 "known_limits": b["known_limits"], "prefill_fit_own": b["prefill_fit_own"]}
             cells.append((r, b["flips"]))
         out.append((name, layout_cell(cells[0][0]), cells[0][0]["kv_bytes_per_token"], cells))
     return out
@@ -100,7 +104,8 @@ def decision_rows(gpu_name, tokens, tier_names, model_names=None, **kw):
 
 def decision_table(gpu_name, tokens, tier_names, model_names=None, **kw):
     """Rows: model, layout, KV per token, then one verdict per tier (dagger: flips inside the
-    band; section sign: the prompt was cut to the model's context window)."""
+    band; double dagger: a known limit widens the band; section sign: the prompt was cut to the
+    model's context window)."""
     rows = [[name, layout, f"{kv:,.0f}"] + [verdict_cell(r, f) for r, f in cells]
             for name, layout, kv, cells in decision_rows(gpu_name, tokens, tier_names,
                                                          model_names, **kw)]

@@ -9,6 +9,11 @@
   ratios of the validation rows on that link (with the known limits a reload can meet),
   clamped to efficiency 1: a link never runs
   above its datasheet or spec rate. A link without rows has no band.
+* A GPU whose prefill is another GPU's fit (no operator profile of its own) takes the widest
+  error that borrowed fit showed on rows expected to hold; an engine with fitted request costs
+  widens the reload by its widest error on held-apart reload rows.
+* A configuration a validation row shows the model missing (expect = fail: same model, GPU,
+  TP and expert layout) takes that row's measured/predicted into its band and is named.
 """
 from __future__ import annotations
 
@@ -92,16 +97,42 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     else:  # a prefix still in HBM moves nothing: its reload is the engine step alone
         b_lo = b_hi = None
         reload = (nominal["reload_s"], nominal["reload_s"])
+    own_fit = gpu.name not in borrowed_fit_gpus()
     if nominal["prefill_model"] == "calibrated":
         e = calibrated_error(gpu.name)
         ideal = float(fn("t_recompute").take(at))
         # never faster than the ideal roofline, except where the calibrated model is already
         # below it (an MoE prompt too short to touch every expert the roofline reads)
         floor = min(ideal, nominal["recompute_s"])
-        recompute = (max(nominal["recompute_s"] * (1 - e), floor), nominal["recompute_s"] * (1 + e))
+        lo, hi = 1 - e, 1 + e
+        if not own_fit:  # a borrowed fit: as wrong as it was on the GPUs it was held against
+            f = borrowed_fit_factor()
+            lo, hi = min(lo, 1 / f), max(hi, f)
+        recompute = (max(nominal["recompute_s"] * lo, floor), nominal["recompute_s"] * hi)
     else:
         e_lo, _ = efficiency_range()
         recompute = (nominal["recompute_s"], nominal["recompute_s"] / e_lo)
+    # a configuration the model is known to miss carries that miss: the failing row's
+    # measured/predicted widens its side's band
+    limits = known_limits(model.name, gpu.name, nominal)
+    for m, ratio in limits:  # ratio: measured / predicted
+        if m.quantity == "ttft_reload_s":
+            reload = (min(reload[0], nominal["reload_s"] * ratio),
+                      max(reload[1], nominal["reload_s"] * ratio))
+        else:
+            recompute = (min(recompute[0], nominal["recompute_s"] * ratio),
+                         max(recompute[1], nominal["recompute_s"] * ratio))
+    f = engine_cost_factor(nominal["engine"])  # the fitted request costs' held-out error
+    reload = (min(reload[0], nominal["reload_s"] / f), max(reload[1], nominal["reload_s"] * f))
+    # the reload's own step is a forward pass priced by the same prefill model: it moves with
+    # the recompute's band
+    step = nominal["reload_fixed_s"] - nominal["reload_latency_s"]
+    step_lo, step_hi = (step * x / nominal["recompute_s"] for x in recompute)
+    reload = (reload[0] - (step - step_lo), reload[1] + (step_hi - step))
+    # no widening beats physics: the latency, the step at its band's low end and every hop at
+    # its spec rate
+    reload = (max(reload[0], min(reload_floor(nominal, step_lo), nominal["reload_s"])),
+              reload[1])
     # the verdict compares times to first token: each band shifted by what the TTFT adds to
     # its part (the request's costs; the recompute of the new tokens on the cold side)
     cold_add = nominal["ttft_recompute_s"] - nominal["recompute_s"]
@@ -115,7 +146,70 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     return {"nominal": nominal, "recompute_s": recompute, "reload_s": reload,
             "ttft_recompute_s": ttft_recompute, "ttft_reload_s": ttft_reload,
             "reload_bandwidth_Bps": (b_lo, b_hi), "flips": len(winners) > 1,
-            "binding_hop": binding_hop(v, hops).link if hops else None}
+            "binding_hop": binding_hop(v, hops).link if hops else None,
+            "prefill_fit_own": own_fit, "known_limits": [m.id for m, _ in limits]}
+
+
+def reload_floor(r, step_s):
+    """The fastest a compare() result's reload can be with an engine step of step_s, s: the
+    path's latency, the step and each hop's bytes at the link's datasheet or spec rate (the
+    slowest hop binds)."""
+    links = bundled().links
+    return r["reload_latency_s"] + step_s + max(
+        [h["bytes"] / (links[h["link"]].bandwidth_Bps * h["count"]) for h in r["path"]] + [0.0])
+
+
+@lru_cache(maxsize=None)
+def engine_cost_factor(engine_name):
+    """The widest predicted/measured (either way) of the held-apart reload TTFT rows expected to
+    hold for an engine whose request costs are fitted (kvmath.engine_fit): how far a reload's
+    time, copy and connector together, was from rows the fit never saw (1 for other engines,
+    whose costs are not charged at all)."""
+    from .engine_fit import VLLM_ENGINES, fit
+    if engine_name not in VLLM_ENGINES:
+        return 1.0
+    held = set(fit()["held_out"])
+    ratios = [predict(m) / m.measured_value for m in measurements()
+              if m.id in held and m.quantity == "ttft_reload_s" and m.expect == "pass"]
+    return max([max(r, 1 / r) for r in ratios] + [1.0])
+
+
+@lru_cache(maxsize=None)
+def borrowed_fit_gpus():
+    """GPUs whose calibrated prefill is another GPU's fit (prefill_fit.csv rows that are
+    assumptions): no operator profile of their own."""
+    return frozenset(r.gpu for r in table("prefill_fit").values() if r.kind == "assumption")
+
+
+_PREFILL_QUANTITIES = ("ttft_s", "prefill_s", "ttft_recompute_s")
+
+
+@lru_cache(maxsize=None)
+def borrowed_fit_factor():
+    """The widest predicted/measured (either way) of the prefill and cold-TTFT rows expected
+    to hold on GPUs with a borrowed fit: how far such a fit was from measurements (1 with none;
+    the rows it misses outright are known limits, carried by :func:`known_limits`)."""
+    ratios = [predict(m) / m.measured_value for m in measurements()
+              if m.quantity in _PREFILL_QUANTITIES and m.gpu in borrowed_fit_gpus()
+              and m.expect == "pass"]
+    return max([max(r, 1 / r) for r in ratios] + [1.0])
+
+
+@lru_cache(maxsize=None)
+def _failing_rows():
+    return tuple((m, m.measured_value / predict(m)) for m in measurements()
+                 if m.expect == "fail" and m.model and m.gpu and m.tp
+                 and m.quantity in (*_PREFILL_QUANTITIES, "ttft_reload_s"))
+
+
+def known_limits(model_name, gpu_name, r):
+    """(row, measured/predicted) of the validation rows outside their tolerance whose model,
+    GPU, tensor-parallel degree and expert layout are those of compare() result r."""
+    ep = r["ep"] if r["ep"] > 1 else None
+    return [(m, ratio) for m, ratio in _failing_rows()
+            if m.model == model_name and m.gpu == gpu_name and m.tp == r["gpus"]
+            and (m.ep if m.ep and m.ep > 1 else None) == ep
+            and bool(m.dp_attention) == bool(r["dp_attention"])]
 
 
 def tornado(model, gpu, tier, tokens, tp=None, output="speedup", **kw):

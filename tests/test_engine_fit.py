@@ -76,3 +76,34 @@ def test_resume_rate_sets_the_reloads_in_flight():
         compare(m, g, t, 32768, resume_rate=1.0, concurrent_reloads=2)
     worst = compare(m, g, t, 32768)
     assert worst["load_from"] == "every replica at once" and worst["reload_queue_s"] == 0
+
+
+def test_every_ttft_row_lies_in_the_band_printed_for_it_or_is_a_known_limit():
+    """The band compare prints for a validation row's configuration holds its measurement,
+    unless the row is a documented limit (expect = fail)."""
+    from kvmath.uncertainty import band
+    from kvmath.validation import measurements, model_of
+    checked = 0
+    for m in measurements():
+        if m.quantity not in ("ttft_recompute_s", "ttft_reload_s") or m.expect == "fail":
+            continue
+        tier = HBM_TIER if m.tier == "hbm" else CAT.tiers[m.tier or "host-dram"]
+        b = band(model_of(m.model), CAT.gpus[m.gpu], tier, m.tokens, tp=m.tp, engine=m.engine,
+                 concurrent_reloads=1, new_tokens=m.new_tokens, token_ids=m.token_ids)
+        lo, hi = b[m.quantity]
+        assert lo <= m.measured_value <= hi, (m.id, lo, m.measured_value, hi)
+        checked += 1
+    assert checked >= 10
+
+
+def test_a_configuration_the_model_misses_carries_the_miss():
+    """DeepSeek-V3 on H200 with experts sharded by TP is the layout a TensorRT-LLM TTFT shows
+    the model missing: the cell names the row and its band reaches the measured error; a GPU on
+    a borrowed fit says so."""
+    from kvmath.uncertainty import band
+    b = band(CAT.models["deepseek-v3"], CAT.gpus["h200"], CAT.tiers["nvme-1drive"], 32768)
+    assert b["known_limits"] == ["trt-r1-h200-8192-tp8"] and not b["prefill_fit_own"]
+    row = next(r for r in table() if r["measurement"].id == "trt-r1-h200-8192-tp8")
+    assert b["recompute_s"][1] >= b["nominal"]["recompute_s"] / row["ratio"] * (1 - 1e-12)
+    own = band(CAT.models["llama-3.1-8b"], CAT.gpus["h100-sxm"], CAT.tiers["host-dram"], 8192)
+    assert own["known_limits"] == [] and own["prefill_fit_own"]
