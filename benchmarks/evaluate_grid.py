@@ -39,7 +39,7 @@ def grid(n_lengths):
 def handwritten(c, T):
     """t_reload - t_recompute, written out by hand in numpy."""
     held = c["L_full"] * T + c["L_win"] * np.minimum(T, c["W"])
-    reload = c["t_0"] + c["e_kv"] * c["b_kv"] * c["rho"] * held / c["K"] / c["B"]
+    reload = c["t_0"] + c["c_hit"] * T + c["e_kv"] * c["b_kv"] * c["rho"] * held / c["K"] / c["B"]
     mw = np.minimum(T, c["W"])
     pairs = c["L_full"] * T * (T + 1) / 2 + c["L_win"] * (mw * (mw + 1) / 2 + (T - mw) * c["W"])
     flops = 2 * c["N_lin"] * T + 2 * c["n_q"] * (c["d_qk"] + c["d_v"]) * pairs

@@ -17,8 +17,9 @@ from functools import lru_cache
 import numpy as np
 from scipy.optimize import nnls
 
+from .schema import table
 from .tables import engine_costs
-from .validation import measurements, ttft_result
+from .validation import measurements, predict, ttft_result
 
 #: the engine profiles the fitted vLLM costs describe (one request path, two copy layouts, the
 #: MLA store changed between them: nothing a request's own costs see)
@@ -70,6 +71,20 @@ def fit(engines=VLLM_ENGINES):
     return {"values": values, "intercepts": intercepts,
             "calibration_rows": tuple(m.id for m, _ in cal),
             "held_out": tuple(m.id for m, _ in data if not m.in_sample)}
+
+
+def held_out_reload_factor(engines=VLLM_ENGINES):
+    """The widest predicted/measured, either way, of the held-apart reload rows of ``engines``
+    expected to hold, on GPUs with an operator profile of their own: how far a reload's time
+    (copy and connector together) was from rows the fit never saw, under the committed costs
+    (the reload band's widening, 1 with no such row). A GPU on a borrowed prefill fit carries
+    its own, wider band (kvmath.uncertainty)."""
+    held = set(fit(engines)["held_out"])
+    borrowed = {r.gpu for r in table("prefill_fit").values() if r.kind == "assumption"}
+    ratios = [predict(m) / m.measured_value for m in measurements()
+              if m.id in held and m.quantity == "ttft_reload_s" and m.expect == "pass"
+              and m.gpu not in borrowed]
+    return max([max(r, 1 / r) for r in ratios] + [1.0])
 
 
 def committed(engine="vllm-cross-layer"):

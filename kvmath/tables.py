@@ -114,7 +114,7 @@ class Engine(Row, table="engines"):
 
 class EngineCost(Row, table="engine_costs"):
     def check(self):
-        unit = "s" if self.parameter == "request_fixed_s" else "s/token"
+        unit = {"request_fixed_s": "s", "held_out_reload_factor": "1"}.get(self.parameter, "s/token")
         if self.unit != unit:
             raise FieldError("unit", f"expected {unit} for {self.parameter}, got {self.unit!r}")
         if self.kind == "fit" and not self.calibration_rows:

@@ -159,19 +159,13 @@ def reload_floor(r, step_s):
         [h["bytes"] / (links[h["link"]].bandwidth_Bps * h["count"]) for h in r["path"]] + [0.0])
 
 
-@lru_cache(maxsize=None)
 def engine_cost_factor(engine_name):
-    """The widest predicted/measured (either way) of the held-apart reload TTFT rows expected to
-    hold for an engine whose request costs are fitted (kvmath.engine_fit): how far a reload's
-    time, copy and connector together, was from rows the fit never saw (1 for other engines,
-    whose costs are not charged at all)."""
-    from .engine_fit import VLLM_ENGINES, fit
-    if engine_name not in VLLM_ENGINES:
-        return 1.0
-    held = set(fit()["held_out"])
-    ratios = [predict(m) / m.measured_value for m in measurements()
-              if m.id in held and m.quantity == "ttft_reload_s" and m.expect == "pass"]
-    return max([max(r, 1 / r) for r in ratios] + [1.0])
+    """The reload band's widening for an engine whose request costs are fitted: its
+    held_out_reload_factor in engine_costs.csv (kvmath.engine_fit.held_out_reload_factor,
+    written by scripts/fit_engine_costs.py); 1 for an engine without fitted costs."""
+    from .tables import engine_costs
+    row = engine_costs(engine_name).get("held_out_reload_factor")
+    return row.value if row is not None else 1.0
 
 
 @lru_cache(maxsize=None)

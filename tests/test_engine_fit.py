@@ -107,3 +107,9 @@ def test_a_configuration_the_model_misses_carries_the_miss():
     assert b["recompute_s"][1] >= b["nominal"]["recompute_s"] / row["ratio"] * (1 - 1e-12)
     own = band(CAT.models["llama-3.1-8b"], CAT.gpus["h100-sxm"], CAT.tiers["host-dram"], 8192)
     assert own["known_limits"] == [] and own["prefill_fit_own"]
+
+
+def test_the_reload_band_factor_is_the_held_out_error():
+    from kvmath.engine_fit import held_out_reload_factor
+    assert engine_costs("vllm-cross-layer")["held_out_reload_factor"].value == pytest.approx(
+        held_out_reload_factor(), rel=1e-5)
