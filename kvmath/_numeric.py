@@ -910,300 +910,26 @@ def _derive_serving_flops_extend(L_full, L_win, N_lin, T, W, d_qk, d_v, n, n_q):
     _x17 = _x12**2
     return N_lin*_x0 + _x10*_x15 - _x10 + _x11*_x15 - _x11 - _x13*_x15 + _x13 - _x14*_x15 + _x14 - _x16*_x6 - _x16*_x8 + _x17*_x6 + _x17*_x8 + _x2*d_qk + _x2*d_v + _x3*d_qk + _x3*d_v + _x4*d_qk + _x4*d_v + _x6*_x7 + _x7*_x8
 
-def _derive_serving_t_new(K, L_full, L_win, N_lin, P, T, W, d_qk, d_v, eta, n, n_q):
-    _x0 = 2*n
-    _x1 = L_full*n_q
-    _x2 = _x1*n
-    _x3 = _x1*n**2
-    _x4 = T*_x0*_x1
-    _x5 = L_win*n_q
-    _x6 = _x5*d_qk
-    _x7 = W*_x0
-    _x8 = _x5*d_v
-    _x9 = numpy.minimum(T, W)
-    _x10 = _x6*_x9
-    _x11 = _x8*_x9
-    _x12 = numpy.minimum(W, T + n)
-    _x13 = _x12*_x6
-    _x14 = _x12*_x8
-    _x15 = 2*W
-    _x16 = _x9**2
-    _x17 = _x12**2
-    return (N_lin*_x0 + _x10*_x15 - _x10 + _x11*_x15 - _x11 - _x13*_x15 + _x13 - _x14*_x15 + _x14 - _x16*_x6 - _x16*_x8 + _x17*_x6 + _x17*_x8 + _x2*d_qk + _x2*d_v + _x3*d_qk + _x3*d_v + _x4*d_qk + _x4*d_v + _x6*_x7 + _x7*_x8)/(K*P*eta)
-
 def _derive_serving_t_load(B, K, L_full, L_win, T, W, b_kv, e_kv, rho):
     return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
 
-def _derive_serving_t_forward_new(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, W, b_w, d_qk, d_v, eta, n, n_q):
-    _x0 = K**(-1.0)
-    _x1 = 2*n
-    _x2 = L_full*n_q
-    _x3 = _x2*n
-    _x4 = _x2*n**2
-    _x5 = T*_x1*_x2
-    _x6 = L_win*n_q
-    _x7 = _x6*d_qk
-    _x8 = W*_x1
-    _x9 = _x6*d_v
-    _x10 = numpy.minimum(T, W)
-    _x11 = _x10*_x7
-    _x12 = _x10*_x9
-    _x13 = numpy.minimum(W, T + n)
-    _x14 = _x13*_x7
-    _x15 = _x13*_x9
-    _x16 = 2*W
-    _x17 = _x10**2
-    _x18 = _x13**2
-    return numpy.maximum((_x0*b_w*(N_tot - N_xs) + N_xs*b_w/K_e)/B_hbm, _x0*(N_lin*_x1 + _x11*_x16 - _x11 + _x12*_x16 - _x12 - _x14*_x16 + _x14 - _x15*_x16 + _x15 - _x17*_x7 - _x17*_x9 + _x18*_x7 + _x18*_x9 + _x3*d_qk + _x3*d_v + _x4*d_qk + _x4*d_v + _x5*d_qk + _x5*d_v + _x7*_x8 + _x8*_x9)/(P*eta))
-
-def _derive_serving_ttft_serial(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, W, b_kv, b_w, c_hit, d_qk, d_v, e_kv, eta, n, n_q, rho, t_lat):
-    _x0 = K**(-1.0)
-    _x1 = L_full*T
-    _x2 = numpy.minimum(T, W)
-    _x3 = L_win*_x2
-    _x4 = 2*n
-    _x5 = L_full*n_q
-    _x6 = _x5*n
-    _x7 = _x5*n**2
-    _x8 = _x1*_x4*n_q
-    _x9 = L_win*n_q
-    _x10 = _x9*d_qk
-    _x11 = W*_x4
-    _x12 = _x9*d_v
-    _x13 = _x3*n_q
-    _x14 = _x13*d_qk
-    _x15 = _x13*d_v
-    _x16 = numpy.minimum(W, T + n)
-    _x17 = _x10*_x16
-    _x18 = _x12*_x16
-    _x19 = 2*W
-    _x20 = _x2**2
-    _x21 = _x16**2
-    return T*c_hit + t_lat + numpy.maximum((_x0*b_w*(N_tot - N_xs) + N_xs*b_w/K_e)/B_hbm, _x0*(N_lin*_x4 + _x10*_x11 - _x10*_x20 + _x10*_x21 + _x11*_x12 - _x12*_x20 + _x12*_x21 + _x14*_x19 - _x14 + _x15*_x19 - _x15 - _x17*_x19 + _x17 - _x18*_x19 + _x18 + _x6*d_qk + _x6*d_v + _x7*d_qk + _x7*d_v + _x8*d_qk + _x8*d_v)/(P*eta)) + _x0*b_kv*e_kv*rho*(_x1 + _x3)/B
+def _derive_serving_ttft_serial_pipe(T, c_hit, forward_time, load_time, t_lat):
+    return T*c_hit + forward_time + load_time + t_lat
 
 def _derive_serving_ttft_pipeline(L_full, L_win, T, c_hit, forward_time, load_time, t_lat):
     return T*c_hit + t_lat + numpy.maximum(forward_time, load_time) + numpy.minimum(forward_time, load_time)/(L_full + L_win)
-
-def _derive_serving_ttft_overlap(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, W, b_kv, b_w, c_hit, d_qk, d_v, e_kv, eta, n, n_q, rho, t_lat):
-    _x0 = K**(-1.0)
-    _x1 = L_full*T
-    _x2 = numpy.minimum(T, W)
-    _x3 = L_win*_x2
-    _x4 = _x0*b_kv*e_kv*rho*(_x1 + _x3)/B
-    _x5 = (_x0*b_w*(N_tot - N_xs) + N_xs*b_w/K_e)/B_hbm
-    _x6 = 2*n
-    _x7 = L_full*n_q
-    _x8 = _x7*n
-    _x9 = _x7*n**2
-    _x10 = _x1*_x6*n_q
-    _x11 = L_win*n_q
-    _x12 = _x11*d_qk
-    _x13 = W*_x6
-    _x14 = _x11*d_v
-    _x15 = _x3*n_q
-    _x16 = _x15*d_qk
-    _x17 = _x15*d_v
-    _x18 = numpy.minimum(W, T + n)
-    _x19 = _x12*_x18
-    _x20 = _x14*_x18
-    _x21 = 2*W
-    _x22 = _x2**2
-    _x23 = _x18**2
-    _x24 = _x0*(N_lin*_x6 + _x10*d_qk + _x10*d_v + _x12*_x13 - _x12*_x22 + _x12*_x23 + _x13*_x14 - _x14*_x22 + _x14*_x23 + _x16*_x21 - _x16 + _x17*_x21 - _x17 - _x19*_x21 + _x19 - _x20*_x21 + _x20 + _x8*d_qk + _x8*d_v + _x9*d_qk + _x9*d_v)/(P*eta)
-    return T*c_hit + t_lat + numpy.maximum(_x24, numpy.maximum(_x4, _x5)) + numpy.minimum(_x4, numpy.maximum(_x24, _x5))/(L_full + L_win)
-
-def _derive_serving_ttft_recompute(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_v, eta, n, n_q):
-    _x0 = K_e**(-1.0)
-    _x1 = K**(-1.0)
-    _x2 = T + n
-    _x3 = 2*_x2
-    _x4 = N_xa*_x3
-    _x5 = numpy.minimum(W, _x2)
-    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x4 + _x1*(N_lin*_x3 - _x4 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*_x2*(_x2 + 1) + L_win*(W*(_x2 - _x5) + (1/2)*_x5*(_x5 + 1)))))/(P*eta))
-
-def _derive_serving_overlap_slack(B, K, L_full, L_win, N_lin, P, T, W, b_kv, d_qk, d_v, e_kv, eta, n, n_q, rho):
-    _x0 = K**(-1.0)
-    _x1 = L_full*T
-    _x2 = numpy.minimum(T, W)
-    _x3 = L_win*_x2
-    _x4 = 2*n
-    _x5 = L_full*n_q
-    _x6 = _x5*n
-    _x7 = _x5*n**2
-    _x8 = _x1*_x4*n_q
-    _x9 = L_win*n_q
-    _x10 = _x9*d_qk
-    _x11 = W*_x4
-    _x12 = _x9*d_v
-    _x13 = _x3*n_q
-    _x14 = _x13*d_qk
-    _x15 = _x13*d_v
-    _x16 = numpy.minimum(W, T + n)
-    _x17 = _x10*_x16
-    _x18 = _x12*_x16
-    _x19 = 2*W
-    _x20 = _x2**2
-    _x21 = _x16**2
-    return -_x0*(N_lin*_x4 + _x10*_x11 - _x10*_x20 + _x10*_x21 + _x11*_x12 - _x12*_x20 + _x12*_x21 + _x14*_x19 - _x14 + _x15*_x19 - _x15 - _x17*_x19 + _x17 - _x18*_x19 + _x18 + _x6*d_qk + _x6*d_v + _x7*d_qk + _x7*d_v + _x8*d_qk + _x8*d_v)/(P*eta) + _x0*b_kv*e_kv*rho*(_x1 + _x3)/B
-
-def _derive_serving_n_hide_0(B, L_full, N_lin, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho):
-    _x0 = numpy.sqrt(B)
-    _x1 = L_full*n_q
-    _x2 = _x1*d_qk
-    _x3 = _x1*d_v
-    _x4 = 2*T
-    _x5 = 4*B
-    _x6 = N_lin*_x5
-    _x7 = 8*T
-    _x8 = B*N_lin*_x7
-    _x9 = d_qk**2
-    _x10 = L_full**2
-    _x11 = _x10*n_q**2
-    _x12 = B*_x11
-    _x13 = d_v**2
-    _x14 = _x12*d_qk*d_v
-    _x15 = _x11*_x5
-    _x16 = T*_x15
-    _x17 = 4*P*T*_x10*b_kv*e_kv*eta*n_q*rho
-    _x18 = T**2
-    _x19 = _x15*_x18
-    return (1/2)*(_x0*(-2*N_lin - _x2*_x4 - _x2 - _x3*_x4 - _x3) - numpy.sqrt(N_lin**2*_x5 + _x12*_x13 + _x12*_x9 + _x13*_x16 + _x13*_x19 + 8*_x14*_x18 + _x14*_x7 + 2*_x14 + _x16*_x9 + _x17*d_qk + _x17*d_v + _x19*_x9 + _x2*_x6 + _x2*_x8 + _x3*_x6 + _x3*_x8))/(L_full*_x0*n_q*(d_qk + d_v))
-
-def _derive_serving_n_hide_1(B, L_full, N_lin, P, T, b_kv, d_qk, d_v, e_kv, eta, n_q, rho):
-    _x0 = numpy.sqrt(B)
-    _x1 = L_full*n_q
-    _x2 = _x1*d_qk
-    _x3 = _x1*d_v
-    _x4 = 2*T
-    _x5 = 4*B
-    _x6 = N_lin*_x5
-    _x7 = 8*T
-    _x8 = B*N_lin*_x7
-    _x9 = d_qk**2
-    _x10 = L_full**2
-    _x11 = _x10*n_q**2
-    _x12 = B*_x11
-    _x13 = d_v**2
-    _x14 = _x12*d_qk*d_v
-    _x15 = _x11*_x5
-    _x16 = T*_x15
-    _x17 = 4*P*T*_x10*b_kv*e_kv*eta*n_q*rho
-    _x18 = T**2
-    _x19 = _x15*_x18
-    return (1/2)*(-_x0*(2*N_lin + _x2*_x4 + _x2 + _x3*_x4 + _x3) + numpy.sqrt(N_lin**2*_x5 + _x12*_x13 + _x12*_x9 + _x13*_x16 + _x13*_x19 + 8*_x14*_x18 + _x14*_x7 + 2*_x14 + _x16*_x9 + _x17*d_qk + _x17*d_v + _x19*_x9 + _x2*_x6 + _x2*_x8 + _x3*_x6 + _x3*_x8))/(L_full*_x0*n_q*(d_qk + d_v))
 
 def _derive_serving_split_load_bytes(K, L_full, L_win, T, W, b_kv, e_kv, rho, x):
     _x0 = b_kv*e_kv*rho
     return (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/K
 
-def _derive_serving_t_split_compute(K, K_e, L_full, L_win, N_lin, N_xa, P, W, d_qk, d_v, eta, n_q, x):
-    _x0 = 2*x
-    _x1 = N_xa*_x0
-    _x2 = numpy.minimum(W, x)
-    return (_x1/K_e + (N_lin*_x0 - _x1 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*x*(x + 1) + L_win*(W*(-_x2 + x) + (1/2)*_x2*(_x2 + 1))))/K)/(P*eta)
-
 def _derive_serving_t_split_load(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, rho, t_lat, x):
     _x0 = b_kv*e_kv*rho
     return c_hit*(T - x) + t_lat + (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/(B*K)
 
-def _derive_serving_t_split(B, K, K_e, L_full, L_win, N_lin, N_xa, P, T, W, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_lat, x):
-    _x0 = K**(-1.0)
-    _x1 = b_kv*e_kv*rho
-    _x2 = L_full*x
-    _x3 = numpy.minimum(W, x)
-    _x4 = 2*x
-    _x5 = N_xa*_x4
-    return numpy.maximum(c_hit*(T - x) + t_lat + _x0*(_x1*(L_full*T + L_win*numpy.minimum(T, W)) - _x1*(L_win*_x3 + _x2))/B, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(-_x3 + x) + (1/2)*_x3*(_x3 + 1)) + (1/2)*_x2*(x + 1))) + _x5/K_e)/(P*eta))
-
-def _derive_serving_x_balance_0(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_lat):
-    _x0 = 2*B
-    _x1 = K*N_xa
-    _x2 = L_full*n_q
-    _x3 = _x2*d_qk
-    _x4 = B*K_e
-    _x5 = _x2*d_v
-    _x6 = K*K_e
-    _x7 = P*eta
-    _x8 = _x7*c_hit
-    _x9 = L_full*b_kv*e_kv*rho
-    _x10 = _x7*_x9
-    _x11 = B**2
-    _x12 = 8*_x11
-    _x13 = N_lin*_x12
-    _x14 = K_e*_x1
-    _x15 = N_xa**2
-    _x16 = K_e**2
-    _x17 = N_xa*_x16
-    _x18 = K**2
-    _x19 = 4*_x11
-    _x20 = _x15*_x19
-    _x21 = _x16*_x19
-    _x22 = _x14*_x19
-    _x23 = N_lin*_x21
-    _x24 = N_xa*_x21
-    _x25 = 4*_x10
-    _x26 = K*_x8
-    _x27 = _x21*_x8
-    _x28 = B*_x25
-    _x29 = _x11*_x16
-    _x30 = 2*_x26*_x29
-    _x31 = K*_x3
-    _x32 = _x21*_x7*t_lat
-    _x33 = K*_x5
-    _x34 = L_full**2
-    _x35 = _x29*_x34*n_q**2
-    _x36 = _x16*_x34*_x7*b_kv*e_kv*n_q*rho
-    _x37 = _x0*_x36
-    _x38 = T*_x27
-    _x39 = 4*B*T*_x36
-    _x40 = P**2*eta**2
-    _x41 = _x16*_x40
-    return (1/2)*(2*B*K_e*N_xa - B*_x6*_x8 - K_e*N_lin*_x0 - K_e*_x10 - _x0*_x1 - _x3*_x4 - _x4*_x5 - numpy.sqrt(K*_x0*_x41*_x9*c_hit + K_e*N_xa*_x18*_x19*_x8 + N_lin**2*_x21 + N_lin*_x16*_x28 + _x1*_x25*_x4 - _x1*_x27 - _x12*_x15*_x6 + _x13*_x14 - _x13*_x17 + _x16*_x20 - _x17*_x28 + _x18*_x20 + _x18*_x29*_x40*c_hit**2 + _x22*_x3 + _x22*_x5 + _x23*_x26 + _x23*_x3 + _x23*_x5 - _x24*_x3 - _x24*_x5 + _x3*_x30 + _x30*_x5 + _x31*_x32 + _x31*_x38 + _x32*_x33 + _x33*_x38 + _x34*_x41*b_kv**2*e_kv**2*rho**2 + _x35*d_qk**2 + 2*_x35*d_qk*d_v + _x35*d_v**2 + _x37*d_qk + _x37*d_v + _x39*d_qk + _x39*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
-
-def _derive_serving_x_balance_1(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_lat):
-    _x0 = 2*B
-    _x1 = K*N_xa
-    _x2 = L_full*n_q
-    _x3 = _x2*d_qk
-    _x4 = B*K_e
-    _x5 = _x2*d_v
-    _x6 = K*K_e
-    _x7 = P*eta
-    _x8 = _x7*c_hit
-    _x9 = L_full*b_kv*e_kv*rho
-    _x10 = _x7*_x9
-    _x11 = B**2
-    _x12 = 8*_x11
-    _x13 = N_lin*_x12
-    _x14 = K_e*_x1
-    _x15 = N_xa**2
-    _x16 = K_e**2
-    _x17 = N_xa*_x16
-    _x18 = K**2
-    _x19 = 4*_x11
-    _x20 = _x15*_x19
-    _x21 = _x16*_x19
-    _x22 = _x14*_x19
-    _x23 = N_lin*_x21
-    _x24 = N_xa*_x21
-    _x25 = 4*_x10
-    _x26 = K*_x8
-    _x27 = _x21*_x8
-    _x28 = B*_x25
-    _x29 = _x11*_x16
-    _x30 = 2*_x26*_x29
-    _x31 = K*_x3
-    _x32 = _x21*_x7*t_lat
-    _x33 = K*_x5
-    _x34 = L_full**2
-    _x35 = _x29*_x34*n_q**2
-    _x36 = _x16*_x34*_x7*b_kv*e_kv*n_q*rho
-    _x37 = _x0*_x36
-    _x38 = T*_x27
-    _x39 = 4*B*T*_x36
-    _x40 = P**2*eta**2
-    _x41 = _x16*_x40
-    return (1/2)*(2*B*K_e*N_xa - B*_x6*_x8 - K_e*N_lin*_x0 - K_e*_x10 - _x0*_x1 - _x3*_x4 - _x4*_x5 + numpy.sqrt(K*_x0*_x41*_x9*c_hit + K_e*N_xa*_x18*_x19*_x8 + N_lin**2*_x21 + N_lin*_x16*_x28 + _x1*_x25*_x4 - _x1*_x27 - _x12*_x15*_x6 + _x13*_x14 - _x13*_x17 + _x16*_x20 - _x17*_x28 + _x18*_x20 + _x18*_x29*_x40*c_hit**2 + _x22*_x3 + _x22*_x5 + _x23*_x26 + _x23*_x3 + _x23*_x5 - _x24*_x3 - _x24*_x5 + _x3*_x30 + _x30*_x5 + _x31*_x32 + _x31*_x38 + _x32*_x33 + _x33*_x38 + _x34*_x41*b_kv**2*e_kv**2*rho**2 + _x35*d_qk**2 + 2*_x35*d_qk*d_v + _x35*d_v**2 + _x37*d_qk + _x37*d_v + _x39*d_qk + _x39*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
+def _derive_serving_t_split_of(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, part_time, rho, t_lat, x):
+    _x0 = b_kv*e_kv*rho
+    return numpy.maximum(part_time, c_hit*(T - x) + t_lat + (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/(B*K))
 
 def _derive_serving_t_decode_step(B_hbm, K, N_tot, b_w):
     return N_tot*b_w/(B_hbm*K)
@@ -1575,22 +1301,12 @@ FUNCS = {
     'derive_reuse.endurance_write_budget': (_derive_reuse_endurance_write_budget, ('C_drive', 'DWPD_rated', 'n_drives')),
     'derive_reuse.drive_lifetime_years': (_derive_reuse_drive_lifetime_years, ('C_drive', 'DWPD_rated', 'W_carried', 'Y_rated', 'n_drives')),
     'derive_serving.flops_extend': (_derive_serving_flops_extend, ('L_full', 'L_win', 'N_lin', 'T', 'W', 'd_qk', 'd_v', 'n', 'n_q')),
-    'derive_serving.t_new': (_derive_serving_t_new, ('K', 'L_full', 'L_win', 'N_lin', 'P', 'T', 'W', 'd_qk', 'd_v', 'eta', 'n', 'n_q')),
     'derive_serving.t_load': (_derive_serving_t_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho')),
-    'derive_serving.t_forward_new': (_derive_serving_t_forward_new, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n', 'n_q')),
-    'derive_serving.ttft_serial': (_derive_serving_ttft_serial, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n', 'n_q', 'rho', 't_lat')),
+    'derive_serving.ttft_serial_pipe': (_derive_serving_ttft_serial_pipe, ('T', 'c_hit', 'forward_time', 'load_time', 't_lat')),
     'derive_serving.ttft_pipeline': (_derive_serving_ttft_pipeline, ('L_full', 'L_win', 'T', 'c_hit', 'forward_time', 'load_time', 't_lat')),
-    'derive_serving.ttft_overlap': (_derive_serving_ttft_overlap, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n', 'n_q', 'rho', 't_lat')),
-    'derive_serving.ttft_recompute': (_derive_serving_ttft_recompute, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n', 'n_q')),
-    'derive_serving.overlap_slack': (_derive_serving_overlap_slack, ('B', 'K', 'L_full', 'L_win', 'N_lin', 'P', 'T', 'W', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n', 'n_q', 'rho')),
-    'derive_serving.n_hide[0]': (_derive_serving_n_hide_0, ('B', 'L_full', 'N_lin', 'P', 'T', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
-    'derive_serving.n_hide[1]': (_derive_serving_n_hide_1, ('B', 'L_full', 'N_lin', 'P', 'T', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
     'derive_serving.split_load_bytes': (_derive_serving_split_load_bytes, ('K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 'x')),
-    'derive_serving.t_split_compute': (_derive_serving_t_split_compute, ('K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'W', 'd_qk', 'd_v', 'eta', 'n_q', 'x')),
     'derive_serving.t_split_load': (_derive_serving_t_split_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_lat', 'x')),
-    'derive_serving.t_split': (_derive_serving_t_split, ('B', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_lat', 'x')),
-    'derive_serving.x_balance[0]': (_derive_serving_x_balance_0, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_lat')),
-    'derive_serving.x_balance[1]': (_derive_serving_x_balance_1, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_lat')),
+    'derive_serving.t_split_of': (_derive_serving_t_split_of, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'part_time', 'rho', 't_lat', 'x')),
     'derive_serving.t_decode_step': (_derive_serving_t_decode_step, ('B_hbm', 'K', 'N_tot', 'b_w')),
     'derive_serving.p_free': (_derive_serving_p_free, ('B_hbm', 'N_lin', 'N_tot', 'P', 'b_dec', 'b_w', 'eta')),
     'derive_serving.t_recompute_marginal': (_derive_serving_t_recompute_marginal, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'W', 'b_dec', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),

@@ -4,9 +4,10 @@ Builds on :mod:`kvmath.derive`; every expression is the core one re-used with
 new arguments, never a second copy of a formula.
 
 * Layer-wise overlap (CachedAttention, ATC'24): layer l's history KV loads while
-  layer l-1 of the new turn computes. Loading hides iff load time <= compute
-  time of the new tokens; a pipeline of L equal stages finishes after
-  max + min/L of the two.
+  layer l-1 of the new turn computes. Loading hides iff load time <= the new
+  turn's forward pass; a pipeline of L equal stages finishes after max + min/L
+  of the two. Compute times are symbols here: kvmath.serving times them with
+  compare's prefill model (the calibrated operator model by default).
 * Split (Cake, ICML'25): recompute the first x tokens of the history while the
   KV of the other T - x tokens loads; both run at once, so the time is the max
   of the two, minimised where they are equal.
@@ -24,45 +25,29 @@ from .symbols import (B, B_hbm, K, L_full, L_win, N_lin, N_tot, P, T, b_dec, b_w
 # ------------------------------------------------------------------ overlap (CachedAttention)
 #: FLOPs of the next turn's n tokens on top of a T-token history: F(T + n) - F(T)
 flops_extend = sp.expand(D.flops_prefill.subs(T, T + n_new) - D.flops_prefill)
-#: time to compute the new tokens, s
-t_new = flops_extend / (K * eta * P)
 #: time to move the history's KV to each GPU, s (no fixed latency)
 t_load = D.kv_bytes_per_gpu / B
-#: the new turn's forward pass on the flat roofline: its tokens' compute, at least one read of
-#: the weights. It is the reloaded request's own engine step, so a reload here adds only its
-#: path's first-byte latency and the connector's cost per loaded token to the load (the
-#: request's own costs, t_request, are paid either way and left out of both sides), s
-t_forward_new = sp.Max(t_new, D.t_weights)
-#: time to first token, reload then the new turn's forward, one after the other, s
-ttft_serial = t_lat + c_hit * T + t_load + t_forward_new
-#: a load and a forward pass of L equal layers, pipelined, written with their two times as
-#: symbols (SymPy would merge the forward's own max into the pipeline's), s
+#: a load's and a forward pass's times as symbols, so a prefill model other than the flat
+#: roofline (the calibrated operator model) can time them (SymPy would also merge the forward's
+#: own max into the pipeline's), s
 load_time, forward_time = sp.symbols("load_time forward_time", nonnegative=True)
+#: time to first token, a load then the forward pass, one after the other, s
+ttft_serial_pipe = t_lat + c_hit * T + load_time + forward_time
+#: time to first token, the load and the forward pipelined over the L layers, s
 ttft_pipeline = (t_lat + c_hit * T + sp.Max(load_time, forward_time)
                  + sp.Min(load_time, forward_time) / (L_full + L_win))
-#: time to first token, layer-wise pipelined load and forward over L layers, s
-ttft_overlap = ttft_pipeline.subs({load_time: t_load, forward_time: t_forward_new})
-#: time to first token, recomputing history and new tokens together, s
-ttft_recompute = D.t_recompute.subs(T, T + n_new)
-#: CachedAttention's condition: loading hides behind compute iff this is <= 0, s
-overlap_slack = t_load - t_new
-#: new tokens needed to hide the load of a T-token history (full attention), tokens
-n_hide = [r for r in C.solve(sp.Eq(overlap_slack.subs(L_win, 0), 0), n_new)]
 
 # ------------------------------------------------------------------ split (Cake)
 #: KV bytes each GPU loads for the history's tokens x..T
 split_load_bytes = (D.kv_bytes_total - D.kv_bytes_total.subs(T, x_split)) / K
-#: the recompute part: prefill of the first x tokens (compute-bound), s
-t_split_compute = D.t_compute.subs(T, x_split)
 #: the load part, s: the path's latency and the connector's cost per loaded token, no engine
 #: step (the request's forward pass over the new turn follows either part; its own costs are
 #: paid either way)
 t_split_load = t_lat + c_hit * (T - x_split) + split_load_bytes / B
-#: split time for a given x: both run at once, s
-t_split = sp.Max(t_split_compute, t_split_load)
-#: the balance point where both parts take equal time (full attention), tokens
-x_balance = C.solve(sp.Eq(t_split_compute.subs(L_win, 0),
-                           t_split_load.subs(L_win, 0)), x_split)
+#: the recompute part's time as a symbol, for a prefill model other than the flat roofline, s
+part_time = sp.Symbol("part_time", nonnegative=True)
+#: split time for a given x and recompute-part time: both run at once, s
+t_split_of = sp.Max(part_time, t_split_load)
 
 # ------------------------------------------------------------------ busy server
 #: one decode step of the running batch is at least a full weight read, s

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from .evaluate import Numeric, numeric_of, scenario_values
+from .evaluate import Numeric, fn, numeric_of, recompute_fn, scenario_values, time_step
 
 
 def sfn(name):
@@ -12,52 +12,97 @@ def sfn(name):
     return numeric_of("kvmath.derive_serving", name)
 
 
-def _first_positive(fns, values):
-    roots = [f.take(values) for f in fns]
-    roots = [float(r.real if isinstance(r, complex) else r) for r in roots
-             if not (isinstance(r, complex) and abs(r.imag) > 1e-9 * max(1, abs(r.real)))]
-    roots = [r for r in roots if math.isfinite(r) and r > 0]
-    return min(roots) if roots else None
+def _prefill(model, gpu, v, prefill):
+    """(name of the prefill model, f(T) -> s): compare's, calibrated by default."""
+    return recompute_fn(model, gpu, v["layout"], v, prefill)
 
 
-def overlap(model, gpu, tier, tokens, new_tokens, tp=1, **kw):
-    """Reload serial, reload overlapped layer by layer, recompute: times to first token (s)."""
-    v, _ = scenario_values(model, gpu, tier, tp=tp, **kw)
-    at = {**v, "T": float(tokens), "n": float(new_tokens)}
-    out = {name: float(sfn(name).take(at)) for name in
-           ("t_load", "t_new", "t_forward_new", "ttft_serial", "ttft_overlap", "ttft_recompute")}
-    out["hides"] = out["t_load"] <= out["t_forward_new"]
-    from .evaluate import fn
-    if out["t_load"] <= float(fn("t_weights").take(at)):  # the forward's floor already hides it
-        out["n_hide_tokens"] = 0.0
-    else:
-        out["n_hide_tokens"] = (_first_positive(sfn("n_hide"), at) if model.window_layers == 0
-                                else None)
+def _bisect_first(f, lo, hi, iterations=60):
+    """Smallest x in [lo, hi] with f(x) >= 0 for an increasing f (f(hi) >= 0), to ~1e-12."""
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        if f(mid) >= 0:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def overlap(model, gpu, tier, tokens, new_tokens, tp=1, prefill="calibrated", **kw):
+    """Reload serial, reload overlapped layer by layer, recompute: times to first token (s).
+
+    Every compute time comes from ``prefill`` (compare's calibrated operator model by default,
+    ``ideal`` for the flat roofline of :mod:`kvmath.derive_serving`). The new turn's forward is
+    the engine step a reload pays (t_suffix: its tokens over the loaded prefix). The request's
+    own costs are paid either way and left out of all three.
+    """
+    v, _ = scenario_values(model, gpu, tier, tp=tp, new_tokens=new_tokens, **kw)
+    name, rec = _prefill(model, gpu, v, prefill)
+    at = time_step(v, rec, float(tokens))
+    t_load = float(sfn("t_load").take(at))
+    forward = at["t_step"]
+    out = {"prefill_model": name, "t_load": t_load,
+           "t_new": max(at["t_rec_pn"] - at["t_rec_p"], 0.0), "t_forward_new": forward}
+    pipe = {**at, "load_time": t_load, "forward_time": forward}
+    out["ttft_serial"] = float(sfn("ttft_serial_pipe").take(pipe))
+    out["ttft_overlap"] = float(sfn("ttft_pipeline").take(pipe))
+    out["ttft_recompute"] = float(at["t_rec_pn"])
+    out["hides"] = t_load <= forward
+    out["n_hide_tokens"] = _new_tokens_to_hide(v, rec, float(tokens), t_load)
     best = min(("reload (overlapped)", out["ttft_overlap"]),
                ("recompute", out["ttft_recompute"]), key=lambda kv: kv[1])
     out["best"] = best[0]
     return out
 
 
-def split(model, gpu, tier, tokens, tp=1, **kw):
-    """Cake-style split: recompute the first x tokens while the rest loads. Times in s."""
+#: the largest turn searched for one that hides a load, tokens (beyond any bundled window)
+MAX_HIDE_TOKENS = 2.0 ** 24
+
+
+def _new_tokens_to_hide(values, rec, tokens, t_load):
+    """Fewest new tokens whose forward over the prefix takes as long as the load (0 when one
+    token's already does; None when no turn up to MAX_HIDE_TOKENS does)."""
+    def slack(n):
+        return time_step({**values, "n": n}, rec, tokens)["t_step"] - t_load
+    if slack(1.0) >= 0:
+        return 0.0
+    if slack(MAX_HIDE_TOKENS) < 0:
+        return None
+    return _bisect_first(slack, 1.0, MAX_HIDE_TOKENS)
+
+
+def split(model, gpu, tier, tokens, tp=1, prefill="calibrated", **kw):
+    """Cake-style split: recompute the first x tokens while the rest loads. Times in s.
+
+    The recompute part is timed by ``prefill`` (calibrated by default, ``ideal`` for the flat
+    roofline), as a pass of its own: at least one read of the weights.
+    """
     v, _ = scenario_values(model, gpu, tier, tp=tp, **kw)
-    at = {**v, "T": float(tokens)}
-    x = _first_positive(sfn("x_balance"), at) if model.window_layers == 0 else None
-    x = min(max(x or 0.0, 0.0), float(tokens))
-    reload = float(sfn("t_split").take({**at, "x": 0.0}))
-    from .evaluate import fn
-    recompute = float(fn("t_compute").take(at))
+    name, rec = _prefill(model, gpu, v, prefill)
+    T = float(tokens)
+    at = {**v, "T": T}
+    weights = float(fn("t_weights").take(at))
+
+    def part(x):  # the recompute part of x tokens, a pass of its own
+        return max(float(rec(x)), weights) if x > 0 else 0.0
+
+    def load(x):
+        return float(sfn("t_split_load").take({**at, "x": x}))
+
+    def t_split(x):
+        return float(sfn("t_split_of").take({**at, "x": x, "part_time": part(x)}))
+    reload = t_split(0.0)
+    recompute = float(rec(T))
+    # the balance: the recompute part grows with x, the load shrinks
+    x = (_bisect_first(lambda y: part(y) - load(y), 0.0, T) if part(T) >= load(T) else T)
     # x = T loads nothing and pays no reload latency: pure recompute
-    t_split = recompute if x >= tokens else float(sfn("t_split").take({**at, "x": x}))
-    if 0 < x < tokens:  # the recompute part is a pass of its own: at least one read of the weights
-        t_split = max(t_split, float(fn("t_weights").take(at)))
-    if reload < t_split:  # that pass costs more than loading everything: pure reload
-        x, t_split = 0.0, reload
-    if recompute < t_split:  # a fixed cost larger than the whole recompute: split never pays
-        x, t_split = float(tokens), recompute
-    return {"x_tokens": x, "t_split_s": t_split, "t_reload_s": reload, "t_recompute_s": recompute,
-            "split_fraction": x / tokens}
+    best = recompute if x >= T else t_split(x)
+    if reload < best:  # that pass costs more than loading everything: pure reload
+        x, best = 0.0, reload
+    if recompute < best:  # a fixed cost larger than the whole recompute: split never pays
+        x, best = T, recompute
+    return {"prefill_model": name, "x_tokens": x, "t_split_s": best, "t_reload_s": reload,
+            "t_recompute_s": recompute, "split_fraction": x / T}
 
 
 def busy(model, gpu, tier, tokens, decode_batch=0, request_overhead_s=0.0, chunk_bytes=None,

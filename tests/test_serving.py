@@ -5,7 +5,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvmath import bundled
+from kvmath import bundled, compare
 from kvmath import derive_serving as DS
 from kvmath import symbols as S
 from kvmath.evaluate import scenario_values
@@ -35,14 +35,32 @@ def test_pipeline_formula_limits(load, new):
 
 def test_a_reload_in_serving_pays_the_new_turns_forward_once():
     """The engine step is the new turn's own forward pass: serial TTFT is latency, the connector's
-    cost per loaded token, load and that forward (its compute, at least a weight read), with no
-    second step; the request's own costs are paid either way and left out of both sides."""
+    cost per loaded token, load and that forward (compare's reload step for the same turn), with
+    no second step; the request's own costs are paid either way and left out of both sides."""
     m = CAT.models["llama-3.1-8b"]
     r = overlap(m, H100, CAT.tiers["host-dram"], 32768, 16, tp=1)
     v, _ = scenario_values(m, H100, CAT.tiers["host-dram"], tp=1)
-    assert r["t_forward_new"] == pytest.approx(max(r["t_new"], v["t_step"]), rel=1e-9)
+    c = compare(m, H100, CAT.tiers["host-dram"], 32768, tp=1, new_tokens=16)
+    assert r["t_forward_new"] == pytest.approx(c["reload_step_s"], rel=1e-9)
+    assert r["t_forward_new"] >= r["t_new"]
     assert r["ttft_serial"] == pytest.approx(v["t_lat"] + v["c_hit"] * 32768 + r["t_load"]
                                              + r["t_forward_new"], rel=1e-12)
+
+
+@pytest.mark.parametrize("prefill", ["calibrated", "ideal"])
+def test_overlap_and_split_time_compute_as_compare_does(prefill):
+    """The serving what-ifs use compare's prefill model (issue 18: the overlap had used the flat
+    roofline while compare printed the calibrated recompute): recomputing history and new tokens
+    costs what compare says T + n tokens cost, and the split's pure recompute what T cost."""
+    m = CAT.models["llama-3.1-70b"]
+    tier = CAT.tiers["host-dram"]
+    r = overlap(m, H100, tier, 32768, 512, tp=8, prefill=prefill)
+    c = compare(m, H100, tier, 32768 + 512, tp=8, prefill=prefill)
+    assert r["ttft_recompute"] == pytest.approx(c["recompute_s"], rel=1e-9)
+    s = split(m, H100, tier, 32768, tp=8, prefill=prefill)
+    c = compare(m, H100, tier, 32768, tp=8, prefill=prefill)
+    assert s["t_recompute_s"] == pytest.approx(c["recompute_s"], rel=1e-9)
+    assert r["prefill_model"] == s["prefill_model"] == prefill
 
 
 @given(st.sampled_from(FULL), st.sampled_from(sorted(CAT.tiers)), st.floats(100, 1e5),
@@ -61,7 +79,7 @@ def test_hiding_threshold_equalises_load_and_compute(model):
     r = overlap(m, H100, CAT.tiers["nvme"], 32768, 1, tp=1)
     n = r["n_hide_tokens"]
     at = overlap(m, H100, CAT.tiers["nvme"], 32768, n, tp=1)
-    assert at["t_load"] == pytest.approx(at["t_new"], rel=1e-9)
+    assert at["t_load"] == pytest.approx(at["t_forward_new"], rel=1e-9)
     assert overlap(m, H100, CAT.tiers["nvme"], 32768, n * 1.01, tp=1)["hides"]
     assert not overlap(m, H100, CAT.tiers["nvme"], 32768, n * 0.99, tp=1)["hides"]
 
@@ -79,7 +97,8 @@ def test_split_parts_balance():
     v, _ = scenario_values(m, H100, CAT.tiers["nvme-1drive"], tp=8)
     r = split(m, H100, CAT.tiers["nvme-1drive"], 32768, tp=8)
     at = {**v, "T": 32768.0, "x": r["x_tokens"]}
-    assert sfn("t_split_compute").take(at) == pytest.approx(sfn("t_split_load").take(at), rel=1e-9)
+    part = compare(m, H100, CAT.tiers["nvme-1drive"], r["x_tokens"], tp=8)["recompute_s"]
+    assert part == pytest.approx(sfn("t_split_load").take(at), rel=1e-9)
 
 
 def test_free_tokens_are_the_ridge_point_for_dense_models():
