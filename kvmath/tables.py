@@ -163,6 +163,7 @@ class Measurement(Row, table="validation"):
         _need(self, True, {"ttft_s": ("model", "gpu", "tp", "tokens"), "prefill_s": ("model", "gpu", "tp", "tokens"),
                            "kv_bytes": ("model", "tokens"), "bandwidth_Bps": ("link", "count"),
                            "ttft_recompute_s": ("model", "gpu", "tp", "tokens", "engine"),
+                           "decode_step_s": ("model", "gpu", "tp", "tokens"),
                            "ttft_reload_s": ("model", "gpu", "tp", "tokens", "tier", "engine")}[self.quantity],
               f"a value for quantity {self.quantity}")
 

@@ -8,7 +8,9 @@
 * Reload: the binding hop's efficiency moves over the spread of the measured/predicted
   ratios of the validation rows on that link (with the known limits a reload can meet),
   clamped to efficiency 1: a link never runs
-  above its datasheet or spec rate. A link without rows has no band.
+  above its datasheet or spec rate. A link without rows has no band. An engine whose offload
+  writes overlap its reloads keeps the host link's duplex share nominally; the band's fast end
+  is the link to itself (nothing else offloading meanwhile).
 * A GPU whose prefill is another GPU's fit (no operator profile of its own) takes the widest
   error that borrowed fit showed on rows expected to hold; an engine with fitted request costs
   widens the reload by its widest error on held-apart reload rows.
@@ -18,6 +20,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
 from .evaluate import Layout, compare, crossings, fn, scenario_values
@@ -90,8 +93,18 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     at = {k: x for k, x in v.items() if k not in ("layout", "engine", "copy_bytes")}
     at["T"] = float(tokens)
     at["t_0"] = nominal["reload_fixed_s"]  # its step timed by the nominal prefill model
+    fastest = nominal["reload_s"]  # the reload the engine-cost widening is taken around
     if hops:
         b_lo, b_hi = reload_bandwidth_range(v, hops)
+        if v["engine"].writes_overlap:  # a node where nothing else offloads meanwhile: the
+            # host link without the duplex share the other requests' writes leave
+            kw_alone = {**{k: x for k, x in kw.items() if k in keep},
+                        "engine": replace(v["engine"], writes_overlap=False)}
+            alone, _ = scenario_values(model, gpu, tier, layout=layout,
+                                       concurrent_reloads=nominal["concurrent_reloads"],
+                                       **kw_alone)
+            b_hi = max(b_hi, alone["B"])
+            fastest = min(fastest, float(fn("t_reload").take({**at, "B": alone["B"]})))
         reload = (float(fn("t_reload").take({**at, "B": b_hi})),
                   float(fn("t_reload").take({**at, "B": b_lo})))
     else:  # a prefix still in HBM moves nothing: its reload is the engine step alone
@@ -115,7 +128,10 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     # a configuration the model is known to miss carries that miss: the failing row's
     # measured/predicted widens its side's band
     limits = known_limits(model.name, gpu.name, nominal)
+    step_ratios = [ratio for m, ratio in limits if m.quantity == "decode_step_s"]
     for m, ratio in limits:  # ratio: measured / predicted
+        if m.quantity == "decode_step_s":  # the reload's own step, below
+            continue
         if m.quantity == "ttft_reload_s":
             reload = (min(reload[0], nominal["reload_s"] * ratio),
                       max(reload[1], nominal["reload_s"] * ratio))
@@ -123,11 +139,14 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
             recompute = (min(recompute[0], nominal["recompute_s"] * ratio),
                          max(recompute[1], nominal["recompute_s"] * ratio))
     f = engine_cost_factor(nominal["engine"])  # the fitted request costs' held-out error
-    reload = (min(reload[0], nominal["reload_s"] / f), max(reload[1], nominal["reload_s"] * f))
+    reload = (min(reload[0], fastest / f), max(reload[1], nominal["reload_s"] * f))
     # the reload's own step is a forward pass priced by the same prefill model: it moves with
     # the recompute's band
     step = nominal["reload_fixed_s"] - nominal["reload_latency_s"]
     step_lo, step_hi = (step * x / nominal["recompute_s"] for x in recompute)
+    # a one-token forward the model is known to miss (a failing batch-1 decode row) carries it
+    step_lo = min([step_lo] + [step * x for x in step_ratios])
+    step_hi = max([step_hi] + [step * x for x in step_ratios])
     reload = (reload[0] - (step - step_lo), reload[1] + (step_hi - step))
     # no widening beats physics: the latency, the step at its band's low end and every hop at
     # its spec rate
@@ -193,7 +212,7 @@ def borrowed_fit_factor():
 def _failing_rows():
     return tuple((m, m.measured_value / predict(m)) for m in measurements()
                  if m.expect == "fail" and m.model and m.gpu and m.tp
-                 and m.quantity in (*_PREFILL_QUANTITIES, "ttft_reload_s"))
+                 and m.quantity in (*_PREFILL_QUANTITIES, "ttft_reload_s", "decode_step_s"))
 
 
 def known_limits(model_name, gpu_name, r):

@@ -7,11 +7,12 @@ outside their tolerance, so a change that silently "fixes" them is noticed.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
-from .evaluate import compare, fn, scenario_values
+from .evaluate import HBM_TIER, compare, fn, scenario_values
 from .schema import read
-from .tables import Measurement, bundled, resolve_model, validation_model_path
+from .tables import Measurement, bundled, resolve_engine, resolve_model, validation_model_path
 
 
 def load_validation(path=None):
@@ -57,6 +58,8 @@ def predict(m: Measurement, overrides=None):
         return float(fn("t_recompute_batch").take({**v, "T": float(m.tokens), "n_seq": m.batch}))
     if m.quantity in ("ttft_recompute_s", "ttft_reload_s"):  # one request alone
         return ttft_result(m)[m.quantity]
+    if m.quantity == "decode_step_s":  # one token's forward over a prefix of m.tokens in HBM
+        return decode_step(m)
     if m.quantity == "kv_bytes":
         r = compare(model_of(m.model), cat.gpus["h100-sxm"], cat.tiers["host-dram"], m.tokens)
         return r["kv_bytes"]
@@ -68,15 +71,32 @@ def predict(m: Measurement, overrides=None):
     return float(_bw_at_size()(s=m.transfer_bytes, B=bandwidth, t_0=link.latency_s))
 
 
+def alone(engine_name):
+    """The engine profile for one request alone on the node: nothing else offloads while it
+    loads, so its copies keep the host link to themselves (writes_overlap off; a serving node's
+    profile keeps the link's measured duplex share for the other requests' offloads)."""
+    return replace(resolve_engine(engine_name), writes_overlap=False) if engine_name else None
+
+
 def ttft_result(m: Measurement):
     """compare() for a TTFT row: its engine, tier (host DRAM for a cold row, where the tier does
-    not enter), new tokens and prompt form, one reload in flight."""
-    from .evaluate import HBM_TIER
+    not enter), new tokens and prompt form, one request alone (one reload in flight, no other
+    request's offload sharing the host link)."""
     cat = bundled()
     tier = HBM_TIER if m.tier == HBM_TIER.name else cat.tiers[m.tier or "host-dram"]
     return compare(model_of(m.model), cat.gpus[m.gpu], tier, m.tokens, tp=m.tp,
-                   compute_dtype=m.compute_dtype, engine=m.engine, concurrent_reloads=1,
+                   compute_dtype=m.compute_dtype, engine=alone(m.engine), concurrent_reloads=1,
                    new_tokens=m.new_tokens, token_ids=m.token_ids)
+
+
+def decode_step(m: Measurement):
+    """A batch-1 decode step: the forward of one new token over a prefix of ``m.tokens`` already
+    in HBM, which is the engine step a reload pays (compare's reload_step_s on the hbm tier,
+    timed by the calibrated prefill model in the row's layout), s."""
+    cat = bundled()
+    return compare(model_of(m.model), cat.gpus[m.gpu], HBM_TIER, m.tokens, tp=m.tp,
+                   ep=m.ep if m.ep and m.ep > 1 else None, compute_dtype=m.compute_dtype,
+                   concurrent_reloads=1, new_tokens=1)["reload_step_s"]
 
 
 #: a ratio within this factor of an edge of its tolerance band, inside or out, is marginal:

@@ -172,9 +172,11 @@ def test_breakeven_hand_checked_value():
     inputs give 0.0231. With the prices of release 0.3.0 (DDR5 at 13.1 USD per 1e9 B, a Q1 2026
     contract price, was 2.474; the H100 at its own 3.99 USD per GPU-hour, was 4.916) holding a
     byte costs 5.3 times as much and a GPU-second 0.81 times: 0.147, a regression value, the
-    bisection not rerun."""
+    bisection not rerun. PCIe Gen5's duplex share measured (0.834 of a direction left while
+    offload writes run, vLLM's blog; was assumed 1.0) slows the reload on a serving node: 0.1506,
+    a regression value."""
     r = reuse(CAT.models["llama-3.1-8b"], H100, CAT.tiers["host-dram"], 8192, pauses()["conversation-fitted"])
-    assert r["p_breakeven"] == pytest.approx(0.1471, abs=5e-4)
+    assert r["p_breakeven"] == pytest.approx(0.1506, abs=5e-4)
 
 
 def test_never_paying_offload_reports_no_ttl_and_no_probability():
