@@ -41,6 +41,7 @@ class Gpu(Row, table="gpus"):
 class Link(Row, table="links"):
     efficiency: float | None = None  #: achieved fraction of bandwidth_Bps (efficiencies.csv)
     duplex_retained: float = 1.0  #: fraction of that left while the reverse direction is busy
+    placement_retained: float = 1.0  #: fraction left when the reader sits across a PCIe switch
 
 
 class Efficiency(Row, table="efficiencies"):
@@ -247,7 +248,9 @@ def bundled():
     for name in (n for n in table("links") if (n, "link") not in eff):
         raise DataError(data_path("efficiencies.csv"), None, "item", f"no link efficiency row for link {name!r}")
     links = {n: replace(link, efficiency=eff[(n, "link")].value,
-                        duplex_retained=eff[(n, "duplex")].value if (n, "duplex") in eff else 1.0)
+                        duplex_retained=eff[(n, "duplex")].value if (n, "duplex") in eff else 1.0,
+                        placement_retained=(eff[(n, "placement")].value
+                                            if (n, "placement") in eff else 1.0))
              for n, link in table("links").items()}
     gpus = {n: _with_efficiency(g, eff, row=i) for i, (n, g) in enumerate(table("gpus").items(), start=1)}
     return Catalogue(gpus, links, tiers_of(read(TierRow)), table("models"), eff)

@@ -10,7 +10,10 @@
   clamped to efficiency 1: a link never runs
   above its datasheet or spec rate. A link without rows has no band. An engine whose offload
   writes overlap its reloads keeps the host link's duplex share nominally; the band's fast end
-  is the link to itself (nothing else offloading meanwhile).
+  is the link to itself (nothing else offloading meanwhile). A drive's band reaches down to
+  the share a GPU across a PCIe switch measured (``placement`` in efficiencies.csv).
+* A one-token forward the model misses (a failing batch-1 decode row of the configuration)
+  moves the reload's own step by that miss.
 * A GPU whose prefill is another GPU's fit (no operator profile of its own) takes the widest
   error that borrowed fit showed on rows expected to hold; an engine with fitted request costs
   widens the reload by its widest error on held-apart reload rows.
@@ -56,6 +59,9 @@ def bandwidth_range(link):
     ratios = [m.measured_value / predict(m) for m in measurements()
               if m.quantity == "bandwidth_Bps" and m.link == link
               and (m.expect == "pass" or m.widens_band)]
+    # a drive read from a GPU across a PCIe switch keeps only its measured share
+    # (efficiencies.csv, quantity placement)
+    ratios.append(bundled().links[link].placement_retained)
     return (min(ratios + [1.0]), max(ratios + [1.0]))
 
 
