@@ -225,6 +225,7 @@
     v.c_hit = state.tier === "hbm" ? 0 : costs.hit_token_s || 0;
     v.n = state["new-tokens"] || 1;
     v.n_step = eng.request_steps;
+    v.o_lay = eng.layer_overlap ? 1 : 0;  // kvmath.evaluate: loads layer by layer under its step
     v.t_step = S.t_step_ideal.f(v);  // evaluate() re-times it with its prefill model
     v.t_0 = S.fixed_cost.f(v);
     if ("bandwidth" in state) v.B = state.bandwidth * D.flags.bandwidth.scale;

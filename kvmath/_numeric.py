@@ -196,8 +196,12 @@ def _derive_t_reload(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, rho, t_0):
 def _derive_ttft_cold(T, c_hash, c_tokz, n, t_rec_pn, t_req):
     return t_rec_pn + t_req + (T + n)*(c_hash + c_tokz)
 
-def _derive_ttft_hit(B, K, L_full, L_win, T, W, b_kv, c_hash, c_hit, c_tokz, e_kv, n, rho, t_0, t_req):
-    return T*c_hit + t_0 + t_req + (T + n)*(c_hash + c_tokz) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
+def _derive_t_overlap_hidden(B, K, L_full, L_win, T, W, b_kv, e_kv, o_lay, rho, t_step):
+    return o_lay*(1 - 1/(L_full + L_win))*numpy.minimum(t_step, b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K))
+
+def _derive_ttft_hit(B, K, L_full, L_win, T, W, b_kv, c_hash, c_hit, c_tokz, e_kv, n, o_lay, rho, t_0, t_req, t_step):
+    _x0 = b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
+    return T*c_hit + _x0 - o_lay*(1 - 1/(L_full + L_win))*numpy.minimum(_x0, t_step) + t_0 + t_req + (T + n)*(c_hash + c_tokz)
 
 def _derive_copy_bytes(K, b_kv, c_lay, c_split, c_tok, e_kv, rho):
     return b_kv*c_lay*c_tok*e_kv*rho/(K*c_split)
@@ -1199,7 +1203,8 @@ FUNCS = {
     'derive.B_path': (_derive_B_path, ('B_gpu', 'B_node', 'K', 'N_node', 'n_c', 'rho', 'rho_n')),
     'derive.t_reload': (_derive_t_reload, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_0')),
     'derive.ttft_cold': (_derive_ttft_cold, ('T', 'c_hash', 'c_tokz', 'n', 't_rec_pn', 't_req')),
-    'derive.ttft_hit': (_derive_ttft_hit, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hash', 'c_hit', 'c_tokz', 'e_kv', 'n', 'rho', 't_0', 't_req')),
+    'derive.t_overlap_hidden': (_derive_t_overlap_hidden, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'o_lay', 'rho', 't_step')),
+    'derive.ttft_hit': (_derive_ttft_hit, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hash', 'c_hit', 'c_tokz', 'e_kv', 'n', 'o_lay', 'rho', 't_0', 't_req', 't_step')),
     'derive.copy_bytes': (_derive_copy_bytes, ('K', 'b_kv', 'c_lay', 'c_split', 'c_tok', 'e_kv', 'rho')),
     'derive.t_transfer': (_derive_t_transfer, ('B', 's', 't_0')),
     'derive.bandwidth_at_size': (_derive_bandwidth_at_size, ('B', 's', 't_0')),

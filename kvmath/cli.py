@@ -261,7 +261,9 @@ def _human(r):
                    + (f"({r['reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU, "
                       if r["reload_bandwidth_Bps"] is not None else "(nothing moves, ")
                    + f"{fmt_time(r['reload_fixed_s'])} fixed cost, "
-                     f"{fmt_time(r['hit_cost_s'])} connector)"),
+                     f"{fmt_time(r['hit_cost_s'])} connector"
+                   + (f"; {fmt_time(r['overlap_hidden_s'])} of it hidden under the step, "
+                      "loaded layer by layer" if r["overlap_hidden_s"] > 0 else "") + ")"),
         ("request", f"{fmt_time(r['request_s'])} on either side ({r['new_tokens']:,} new "
                     f"token(s); {_costs(r)})"),
         ("TTFT", f"recompute {fmt_time(r['ttft_recompute_s'])} "

@@ -26,7 +26,7 @@ from .symbols import (
     B, B_gpu, B_hbm, b_kv, B_node, b_w, c_hash, C_hbm, c_hit, c_lay, c_split, c_tok, c_tokz, d,
     d_h, d_nope, d_qk, d_rope, d_v, E, e_kv, E_sh, eta, I_exp, I_ffn, K, K_e, k_top, L_dense,
     L_full, L_moe, L_win, n_conc, n_kv, N_lin, n_new, N_node, n_q, n_seq, n_step, N_tot, N_xa,
-    N_xs, P, q_io, r_kv, r_q, r_res, rho, rho_n, s_xfer, T, t_0, t_lat, t_meas, t_rec, t_rec_n,
+    N_xs, o_lay, P, q_io, r_kv, r_q, r_res, rho, rho_n, s_xfer, T, t_0, t_lat, t_meas, t_rec, t_rec_n,
     t_rec_p, t_rec_pn, t_req, t_step, tied, u_hbm, V, W,
 )
 
@@ -163,9 +163,16 @@ t_reload = t_0 + c_hit * T + kv_bytes_per_gpu / B
 #: time to first token with no cache: the request's costs and the prefill of all T + n tokens
 #: (t_rec_pn from the prefill model in use), s
 ttft_cold = t_request + t_rec_pn
+#: what an engine that loads layer by layer under its step (o_lay = 1) hides of a reload: the
+#: load and the step pipelined over the L layers take max + min / L of the two instead of their
+#: sum (CachedAttention's pipeline), so min(load, step) (1 - 1/L) is hidden; 0 for an engine
+#: that loads before its step (o_lay = 0), s
+t_overlap_hidden = (o_lay * sp.Min(kv_bytes_per_gpu / B, t_step)
+                    * (1 - 1 / (L_full + L_win)))
 #: time to first token with the prefix loaded from a tier: the request's costs and the reload,
-#: whose engine step is the new tokens' forward pass (t_step = t_suffix), s
-ttft_hit = t_request + t_reload
+#: whose engine step is the new tokens' forward pass (t_step = t_suffix), less what a
+#: layer-by-layer load hides under that step, s
+ttft_hit = t_request + t_reload - t_overlap_hidden
 #: bytes one host-link copy moves, from the engine's KV layout: c_tok tokens of c_lay layers of
 #: this GPU's share, keys and values together (c_split = 1) or apart (c_split = 2), B
 copy_bytes = e_kv * b_kv * rho / K * c_tok * c_lay / c_split

@@ -526,6 +526,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     v.update(request_cost_values(eng, tier, token_ids))
     v["n"] = float(new_tokens)
     v["n_step"] = eng.request_steps
+    v["o_lay"] = 1.0 if eng.layer_overlap else 0.0  # loads layer by layer under its step
     v["t_step"] = float(fn("t_step_ideal").take(v))  # compare() re-times it with its prefill model
     v["t_0"] = float(fn("fixed_cost").take(v))
     if bandwidth_Bps is not None:
@@ -785,6 +786,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         "reload_bandwidth_Bps": v["B"] if math.isfinite(v["B"]) else None,
         "reload_latency_s": v["t_lat"],
         "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"],
+        "overlap_hidden_s": float(fn("t_overlap_hidden").take(at)),
         "copy_bytes": copy,
         "path": path,
         "winner": "reload" if ttft_hit < ttft_cold else "recompute",

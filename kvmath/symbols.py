@@ -78,6 +78,7 @@ t_req = sp.Symbol("t_req", nonnegative=True)  #: the engine's fixed cost of ever
 c_hash = sp.Symbol("c_hash", nonnegative=True)  #: engine cost per prompt token: hashing its blocks, s
 c_tokz = sp.Symbol("c_tokz", nonnegative=True)  #: engine cost per prompt token: tokenising text, s
 c_hit = sp.Symbol("c_hit", nonnegative=True)  #: connector cost per token loaded from a tier, s
+o_lay = sp.Symbol("o_lay", nonnegative=True)  #: 1 where the engine loads layer by layer under its step, else 0
 t_rec_p = sp.Symbol("t_rec_p", nonnegative=True)  #: prefill-model time of the T-token prefix, s
 t_rec_pn = sp.Symbol("t_rec_pn", nonnegative=True)  #: prefill-model time of prefix and new tokens, s
 t_rec_n = sp.Symbol("t_rec_n", nonnegative=True)  #: prefill-model time of the new tokens alone, s
@@ -160,6 +161,7 @@ MEANING = {
     c_hash: ("engine cost per prompt token of hashing its blocks for prefix caching", "s/token"),
     c_tokz: ("engine cost per prompt token of tokenising a text prompt", "s/token"),
     c_hit: ("connector cost per token loaded from a tier (lookups, bookkeeping)", "s/token"),
+    o_lay: ("1 where the engine loads layer l + 1 while its step computes layer l, else 0", "1"),
     t_rec_p: ("prefill-model time of the T-token prefix", "s"),
     t_rec_pn: ("prefill-model time of the prefix and the new tokens together", "s"),
     t_rec_n: ("prefill-model time of the new tokens alone", "s"),

@@ -40,6 +40,7 @@ COMPARE_EXPRESSIONS = {
     "reload_s": D.t_reload,
     "ttft_recompute_s": D.ttft_cold,
     "ttft_reload_s": D.ttft_hit,
+    "overlap_hidden_s": D.t_overlap_hidden,
     "request_s": D.t_request,
     "model_flops_per_kv_byte": D.model_flops_per_kv_byte,
     "model_flops_per_kv_byte_at_tokens": D.model_flops_per_kv_byte_at_T,

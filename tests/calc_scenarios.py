@@ -16,7 +16,7 @@ NUMERIC = ["recompute_s", "reload_s", "compute_s", "weights_read_s", "kv_bytes",
            "prefill_flops", "speedup", "min_reload_bandwidth_Bps", "model_flops_per_kv_byte",
            "model_flops_per_kv_byte_at_tokens", "gpu_flops_per_link_byte",
            "reload_bandwidth_Bps", "reload_latency_s", "reload_fixed_s", "reload_step_s", "request_fixed_s",
-           "ttft_recompute_s", "ttft_reload_s", "request_s", "hit_cost_s", "hash_token_s",
+           "ttft_recompute_s", "ttft_reload_s", "overlap_hidden_s", "request_s", "hit_cost_s", "hash_token_s",
            "tokenize_token_s", "hit_token_s",
            "kv_replication", "prefill_efficiency", "concurrent_reloads", "hbm_free_bytes_per_gpu",
            "weights_bytes_per_gpu"]

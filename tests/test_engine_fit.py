@@ -113,3 +113,24 @@ def test_the_reload_band_factor_is_the_held_out_error():
     from kvmath.engine_fit import held_out_reload_factor
     assert engine_costs("vllm-cross-layer")["held_out_reload_factor"].value == pytest.approx(
         held_out_reload_factor(), rel=1e-5)
+
+
+@pytest.mark.parametrize("tier", ["host-dram", "nvme", "nvme-1drive"])
+@pytest.mark.parametrize("tokens", [512, 8192, 65536])
+def test_a_layer_by_layer_load_hides_at_most_the_smaller_of_load_and_step(tier, tokens):
+    """SGLang's HiCache loads layer l + 1 while its step computes layer l (layer_overlap): the
+    pipeline of L equal layers hides min(load, step) (1 - 1/L), never more; vLLM's connector
+    loads before its step and hides nothing; a prefix in HBM loads nothing to hide."""
+    m, g = CAT.models["llama-3.1-70b"], CAT.gpus["h100-sxm"]
+    over = compare(m, g, CAT.tiers[tier], tokens, tp=8, engine="sglang-hicache")
+    load = over["kv_bytes_per_gpu"] / over["reload_bandwidth_Bps"]
+    layers = m.layers
+    assert over["overlap_hidden_s"] == pytest.approx(
+        min(load, over["reload_step_s"]) * (1 - 1 / layers), rel=1e-12)
+    assert over["ttft_reload_s"] == pytest.approx(
+        over["request_s"] + over["reload_s"] - over["overlap_hidden_s"], rel=1e-12)
+    # the pipeline never finishes before the longer of its two parts
+    assert over["ttft_reload_s"] >= over["request_s"] + over["reload_latency_s"] + max(
+        load, over["reload_step_s"]) * (1 - 1e-12)
+    assert compare(m, g, CAT.tiers[tier], tokens, tp=8)["overlap_hidden_s"] == 0
+    assert compare(m, g, HBM_TIER, tokens, tp=8, engine="sglang-hicache")["overlap_hidden_s"] == 0
