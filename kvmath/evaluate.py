@@ -238,7 +238,10 @@ def tier_path(tier: Tier, gpu: Gpu, engine=None, copy_bytes=None):
         link = links[{GPU_HOST_LINK: gpu.host_link, GPU_HOST_MEMORY: gpu.host_memory_link}.get(hop.link, hop.link)]
         one = link.bandwidth_Bps * link.efficiency
         if host and eng.copy_tokens is not None and copy_bytes is not None:
-            one = float(fn("bandwidth_at_size")(s=copy_bytes, B=one, t_0=link.latency_s))
+            # a batched call's copies at the driver's per-descriptor cost, where measured
+            fast = eng.fast_copies and eng.copy_batched and link.batched_copy_s is not None
+            t_copy = link.batched_copy_s if fast else link.latency_s
+            one = float(fn("bandwidth_at_size")(s=copy_bytes, B=one, t_0=t_copy))
         if host and eng.writes_overlap:
             one *= link.duplex_retained
         if (link.scope == "per-node" and eng.storage_io_bytes is not None

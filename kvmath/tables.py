@@ -108,6 +108,8 @@ class Pause(Row, table="pauses"):
 
 
 class Engine(Row, table="engines"):
+    fast_copies: bool = False  #: a batched call's copies at the driver's per-descriptor cost (bands)
+
     def check(self):
         if (self.storage_io_bytes is None) != (self.queue_depth is None):
             raise FieldError("queue_depth", "give storage_io_bytes and queue_depth together")

@@ -102,10 +102,12 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     fastest = nominal["reload_s"]  # the reload the engine-cost widening is taken around
     if hops:
         b_lo, b_hi = reload_bandwidth_range(v, hops)
-        if v["engine"].writes_overlap:  # a node where nothing else offloads meanwhile: the
-            # host link without the duplex share the other requests' writes leave
+        eng = v["engine"]
+        if eng.writes_overlap or eng.copy_batched:  # the fast end: nothing else offloading
+            # meanwhile (the host link without the duplex share other requests' writes leave),
+            # and a batched call's copies at the driver's per-descriptor cost
             kw_alone = {**{k: x for k, x in kw.items() if k in keep},
-                        "engine": replace(v["engine"], writes_overlap=False)}
+                        "engine": replace(eng, writes_overlap=False, fast_copies=True)}
             alone, _ = scenario_values(model, gpu, tier, layout=layout,
                                        concurrent_reloads=nominal["concurrent_reloads"],
                                        **kw_alone)

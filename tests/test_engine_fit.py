@@ -1,14 +1,17 @@
 """The engines' request costs: the committed values are the fit's, the fit saw only its named
 rows, and a time to first token is what the engine charges plus what the physics costs."""
+from dataclasses import replace
+
 import pytest
 
 from kvmath import bundled, compare
 from kvmath.engine_fit import FITTED, committed, fit
 from kvmath.evaluate import HBM_TIER, ScenarioError
-from kvmath.tables import engine_costs
+from kvmath.tables import engine_costs, engines
 from kvmath.validation import table
 
 CAT = bundled()
+CAT_ENGINES = engines()
 
 
 def test_committed_costs_are_the_fit():
@@ -134,3 +137,26 @@ def test_a_layer_by_layer_load_hides_at_most_the_smaller_of_load_and_step(tier, 
         load, over["reload_step_s"]) * (1 - 1e-12)
     assert compare(m, g, CAT.tiers[tier], tokens, tp=8)["overlap_hidden_s"] == 0
     assert compare(m, g, HBM_TIER, tokens, tp=8, engine="sglang-hicache")["overlap_hidden_s"] == 0
+
+
+def test_a_batching_engines_fast_end_copies_at_the_drivers_cost_per_descriptor():
+    """vLLM hands a job's copies to the driver in one call (copy_batched): its nominal keeps the
+    per-copy curve, its band's fast end the measured cost per descriptor (links.csv
+    batched_copy_s), never above the link's spec rate; an engine that does not batch keeps the
+    curve at both ends."""
+    from kvmath.uncertainty import band
+    m, g, t = CAT.models["gpt-oss-120b"], CAT.gpus["h100-sxm"], CAT.tiers["host-dram"]
+    b = band(m, g, t, 8192, engine="vllm-per-layer", concurrent_reloads=1)
+    nominal = b["nominal"]
+    assert b["reload_s"][0] < nominal["reload_s"]
+    link = CAT.links["pcie-gen5-x16"]
+    spec = nominal["kv_bytes_per_gpu"] / link.bandwidth_Bps
+    assert b["reload_s"][0] >= nominal["reload_latency_s"] + spec
+    fast = compare(m, g, t, 8192, concurrent_reloads=1,
+                   engine=replace(CAT_ENGINES["vllm-per-layer"], fast_copies=True,
+                                  writes_overlap=False))
+    assert fast["reload_bandwidth_Bps"] > nominal["reload_bandwidth_Bps"]
+    plain = compare(m, g, t, 8192, concurrent_reloads=1,
+                    engine=replace(CAT_ENGINES["sglang-hicache-direct"], fast_copies=True))
+    assert plain["reload_bandwidth_Bps"] == compare(
+        m, g, t, 8192, concurrent_reloads=1, engine="sglang-hicache-direct")["reload_bandwidth_Bps"]
