@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test unit nbval book pdf browser bench refresh-notebooks clean
+.PHONY: venv test unit nbval book pdf browser chromium bench refresh-notebooks clean
 
 venv: $(STAMP)
 
@@ -19,12 +19,22 @@ $(STAMP): requirements.txt pyproject.toml
 
 # Every test: unit and property tests, strict nbval over the chapter notebooks,
 # then the book build and the headless-browser check of every page.
-test: venv
+test: venv chromium
 	$(PY) -m pytest -q tests --ignore=tests/browser
 	$(PY) -m pytest -q --nbval book -p no:cacheprovider
 	$(MAKE) book
-	if command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]; then $(MAKE) pdf; fi
+	$(MAKE) pdf
 	$(PY) -m pytest -q tests/browser
+
+# The PDF and the browser check drive Debian's Chromium headless (a browser a tool downloads
+# itself does not run here): installed with apt when missing and this is root, else one line
+# says what to install.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	    echo "installing Debian's chromium (apt-get)" && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  { echo "make test needs Debian's chromium: run 'apt-get install chromium' as root"; exit 2; }
 
 unit: venv
 	$(PY) -m pytest -q tests --ignore=tests/browser
