@@ -5,6 +5,9 @@
 * ``config-inited``: empties the execution cache unless it was executed from the inputs as they
   are now (``book_inputs``), so the chapters are executed again rather than shown stale.
 * ``setup``: a rarer cyclic garbage collection for the build process (speed only).
+* ``html-page-context``: each script once per page. sphinx-thebe and sphinx-togglebutton add
+  their inline configuration on every ``env-before-read-docs``, which a jupyter-book build
+  emits more than once, so every page declared ``const THEBE_JS_URL`` twice and threw.
 * ``builder-inited``: writes the calculator's generated JavaScript (formulas from the SymPy
   expressions, data from the bundled tables; :mod:`kvmath.webcalc`) into a build-time static
   folder and adds it to the pages, so no formula or number is typed into JavaScript.
@@ -53,6 +56,23 @@ def _calculator_files(app):
         app.add_js_file(name, defer="defer")
 
 
+def _script_key(js):
+    attributes = getattr(js, "attributes", {}) or {}
+    # an inline script is added with filename None once and "" once: both mean no file
+    return (getattr(js, "filename", str(js)) or None, tuple(sorted(map(str, attributes.items()))))
+
+
+def _scripts_once(app, pagename, templatename, context, doctree):
+    seen, kept = set(), []
+    for js in context.get("script_files", []):
+        key = _script_key(js)
+        if key not in seen:
+            seen.add(key)
+            kept.append(js)
+    # in place: it is the builder's own list, to which later handlers (MathJax) still add
+    context.get("script_files", [])[:] = kept
+
+
 def setup(app):
     # The build makes millions of docutils nodes that live to the end: a rarer cyclic GC saves a
     # fifth of its time (it changes no output; the process ends with the build).
@@ -61,5 +81,7 @@ def setup(app):
     app.connect("config-inited", _footer)
     app.connect("config-inited", _fresh_cache)
     app.connect("builder-inited", _calculator_files)
+    # early: html-page-context stops at the first handler that returns a template
+    app.connect("html-page-context", _scripts_once, priority=100)
     # _static/kvmath.css is added to every page by jupyter-book (it adds each CSS file there)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

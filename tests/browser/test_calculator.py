@@ -28,7 +28,7 @@ def tab(server, browser):  # noqa: F811
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})
     t = ctx.new_page()
     errors = []
-    t.on("pageerror", lambda e: errors.append(str(e)) if "THEBE_JS_URL" not in str(e) else None)
+    t.on("pageerror", lambda e: errors.append(str(e)))
     t.goto(server + PAGE, wait_until="load")
     t.wait_for_function("window.kvcalc !== undefined")
     yield t
