@@ -190,7 +190,13 @@
     v.eta = eta;
     v.B_hbm = gpuValue(state, "B_hbm", g.B_hbm);
     v.N_node = gpuValue(state, "N_node", g.N_node);
-    v.n_c = "concurrent-reloads" in state ? state["concurrent-reloads"] : S.default_concurrency.f(v);
+    const replicas = S.default_concurrency.f(v);  // kvmath.evaluate.compare: no more than the node holds
+    if ("concurrent-reloads" in state && state["concurrent-reloads"] > replicas) {
+      fail(`--concurrent-reloads ${state["concurrent-reloads"]} exceeds the ${replicas} replica(s) of TP ` +
+           `${layout.tp} that a node of ${v.N_node} ${state.gpu} GPUs holds (each replica reloads one ` +
+           "cache at a time here; give at most that many, or --resume-rate)");
+    }
+    v.n_c = "concurrent-reloads" in state ? state["concurrent-reloads"] : replicas;
     const perModel = rule => rule === "always" || (rule === "mla" && D.models[state.model].attention === "mla");
     const once = perModel(eng.replicated_read_once);  // kvmath.evaluate.reads_once, stores_once
     const stored = eng.stored_once === "mla-single-node"

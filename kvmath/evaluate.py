@@ -721,6 +721,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
     kw = dict(ep=ep, batch=batch, tokens=tokens + new_tokens - 1, check_fit=True,
               new_tokens=new_tokens, token_ids=token_ids)
     alone = None
+    given = concurrent_reloads
     if resume_rate is not None:
         v1, hops1 = scenario_values(*args, concurrent_reloads=1.0, **kw)
         concurrent_reloads = concurrent_at_load(v1, hops1, tokens, resume_rate)
@@ -728,6 +729,12 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
     v, hops = scenario_values(*args, concurrent_reloads=concurrent_reloads, **kw)
     layout, eng = v.pop("layout"), v.pop("engine")
     copy = v.pop("copy_bytes")
+    replicas = default_concurrency(gpu, layout.tp)
+    if given is not None and given > replicas:
+        raise ScenarioError(
+            f"--concurrent-reloads {given:g} exceeds the {replicas:g} replica(s) of TP "
+            f"{layout.tp} that a node of {gpu.gpus_per_node} {gpu.name} GPUs holds (each "
+            "replica reloads one cache at a time here; give at most that many, or --resume-rate)")
     if efficiency is not None:
         prefill = "ideal"  # a flat efficiency is the flat model
     prefill_name, rec = recompute_fn(model, gpu, layout, v, prefill)
