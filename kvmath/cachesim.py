@@ -192,7 +192,7 @@ def curve_error(approx: Curve, exact: Curve, points=200):
 class TierSpec:
     """One tier of a node's KV store. Bandwidths are node totals, B/s.
 
-    reload_tier: the kvmath tier (``tiers.csv``) whose path prices a reload from here; None for
+    reload_tier: the kvmath tier (a Tier, or a ``tiers.csv`` name) whose path prices a reload; None for
     HBM (a hit there reloads nothing). drive_bytes set marks a tier of drives (NVMe): the
     selective policy filters its writes and its drive writes per day are reported.
     """
@@ -200,7 +200,7 @@ class TierSpec:
     capacity_bytes: float
     read_Bps: float
     write_Bps: float
-    reload_tier: str | None = None
+    reload_tier: str | Tier | None = None  # noqa: F821 (a kvmath.tables.Tier; not evaluated)
     drive_bytes: float | None = None
     rated_dwpd: float | None = None
     rated_drive_writes: float | None = None  #: full-drive writes over a drive's rated life
@@ -388,8 +388,9 @@ class HitCost:
             if spec.reload_tier is None:
                 reload_blk.append(np.zeros(nmax + 1))
             else:
-                rl, _ = self._sweep(self.model, self.gpu, self._resolve(spec.reload_tier),
-                                    lengths, own_step=False, tp=self.tp)
+                tier = (spec.reload_tier if not isinstance(spec.reload_tier, str)
+                        else self._resolve(spec.reload_tier))  # a node's own path, or by name
+                rl, _ = self._sweep(self.model, self.gpu, tier, lengths, own_step=False, tp=self.tp)
                 reload_blk.append(np.r_[0.0, rl])
         _, rec_prompt = self._sweep(self.model, self.gpu, any_tier,
                                     trace.prompt_tokens.astype(float), tp=self.tp)
@@ -441,7 +442,7 @@ def node_tiers(node, model, tp=None, remote_bytes=None, batch_seqs=None, batch_c
     writes_within_rating)."""
     from .evaluate import path_values
     from .reuse import node_capacities
-    from .tables import bundled, prices
+    from .tables import bundled, node_nvme_tier, prices
     nc = node_capacities(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context,
                          **plan_kw)
     t, drive = nc["tiers"], nc["drive"]
@@ -453,7 +454,8 @@ def node_tiers(node, model, tp=None, remote_bytes=None, batch_seqs=None, batch_c
         lifetime = drive.lifetime_drive_writes if drive else \
             prices()["nvme_drive_writes_lifetime"].value
         specs.append(TierSpec("nvme", t["nvme"]["capacity_bytes"], t["nvme"]["read_Bps"],
-                              t["nvme"]["write_Bps"], "nvme", drive_bytes=node.nvme_drive_bytes,
+                              t["nvme"]["write_Bps"], node_nvme_tier(node),
+                              drive_bytes=node.nvme_drive_bytes,
                               rated_dwpd=drive.drive_writes_per_day if drive else None,
                               rated_drive_writes=lifetime))
     if remote_bytes:

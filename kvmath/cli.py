@@ -467,6 +467,9 @@ def _node_and_gpu(args, need_node=True):
                                 "(a nodes CSV row in the bundled format)")
     else:
         node = resolve_node("dgx-h100")
+    if node is not None and gpu is not None and gpu.name != node.gpu:
+        raise ScenarioError(f"--gpu {gpu.name} is not the GPU of node {node.name} ({node.gpus}x "
+                            f"{node.gpu}): drop --gpu, or give a node with that GPU")
     gpu = gpu or resolve_gpu(node.gpu)
     if args.compute_dtype == "fp8" and gpu.fp8_dense_flops is None:
         raise ScenarioError(f"--compute-dtype fp8: GPU {gpu.name} has no FP8 tensor-core peak")

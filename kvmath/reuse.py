@@ -16,7 +16,7 @@ import numpy as np
 
 from .evaluate import ScenarioError, choose_layout, compare, min_tp, numeric_of, path_values
 from .tables import Tier, bundled, gpu_prices, prices
-from .tables import node_drive, plan_defaults
+from .tables import node_drive, node_nvme_tier, plan_defaults
 
 SECONDS_PER_MONTH = 365.25 * 86400 / 12
 #: the TTL at which "keep until return" (an infinite TTL) is evaluated: every pause is over, s
@@ -411,7 +411,10 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
         f_prev = _cdf_or(pause, tau_prev, 0.0, 1.0)
         f_now = _cdf_or(pause, tau, 0.0, 1.0)
         tier_name = "host-dram" if name == "hbm" else name
-        r = _compared(model, gpu, cat.tiers[tier_name], tokens, tp, compute_dtype, engine)
+        # a hit on the node's drives reloads over their own path (count and model), not the
+        # bundled eight-drive tier
+        path = node_nvme_tier(node) if name == "nvme" else cat.tiers[tier_name]
+        r = _compared(model, gpu, path, tokens, tp, compute_dtype, engine)
         b_read, b_write = bandwidths[name]
         row = {"tier": name, "capacity_bytes": cap, "caches_held": cap / q_tier,
                "ttl_from_s": tau_prev, "ttl_to_s": tau,

@@ -201,6 +201,15 @@ class Tier:
     hops: tuple[Hop, ...]
 
 
+def node_nvme_tier(node):
+    """The ``nvme`` tier of a node: its own drives (model and count, nodes.csv) striped, then
+    the bundled nvme tier's hops after the drives (host memory, the GPU's host link)."""
+    base = bundled().tiers["nvme"]
+    return Tier("nvme", f"{node.name}'s {node.nvme_drives} {node.nvme_drive_link} drives striped, "
+                "bounced through host DRAM, then the GPU's host link",
+                (Hop(node.nvme_drive_link, node.nvme_drives),) + base.hops[1:])
+
+
 def tiers_of(rows):
     """Tiers from tiers.csv rows: hops in file order."""
     out = {}

@@ -30,7 +30,8 @@ def add_parser(subparsers):
     t.add_argument("file", metavar="FILE", help="bundled trace (conversation, synthetic) or a "
                    "Mooncake/generic JSONL(.gz) or Parquet trace")
     t.add_argument("--model", help="bundled model name or path to a models CSV row (required)")
-    t.add_argument("--node", help="bundled node name (default dgx-h100)")
+    t.add_argument("--node", help="bundled node name or path to a nodes CSV row, as tiers and "
+                   "reuse take (default dgx-h100)")
     t.add_argument("--scenario", metavar="FILE.toml",
                    help="a TOML file of model, node, tp, batch_seqs, batch_context; flags override it")
     t.add_argument("--tp", type=_positive(int), help="tensor-parallel GPUs (default: all of the node)")
@@ -63,13 +64,11 @@ def analyse(args):
     from . import cachesim as C
     from . import traces as T
     from .evaluate import ScenarioError
-    from .tables import bundled, nodes, resolve_model
+    from .tables import bundled, resolve_model, resolve_node
 
-    if args.node not in nodes():
-        raise KeyError(f"unknown node {args.node!r}; bundled: {', '.join(sorted(nodes()))}")
     if args.sample_rate is not None and args.sample_rate >= 1:
         raise ScenarioError(f"--sample-rate must be below 1, got {args.sample_rate:g}")
-    node = nodes()[args.node]
+    node = resolve_node(args.node)  # a bundled node, or the one row of a nodes CSV, as in tiers
     model = resolve_model(args.model)
     gpu = bundled().gpus[node.gpu]
     tp = args.tp or node.gpus

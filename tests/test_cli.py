@@ -101,6 +101,9 @@ BAD = [
     (["compare", "--model", "/no/such/model.csv", "--gpu", "h100-sxm", "--tier", "host-dram",
       "--tokens", "10"], "cannot read"),
     (["compare", "--gpu", "h100-sxm"], "required"),
+    # issue 19: a node and a GPU that are not its own
+    (["tiers", "--node", "dgx-h200", "--gpu", "h100-sxm", "--model", "llama-3.1-8b",
+      "--tokens", "8192", "--resume-rate", "1"], "is not the GPU of node dgx-h200"),
     # issue 19: more replicas reloading than the node holds (8 GPUs, TP 2: four replicas)
     (["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "nvme",
       "--tokens", "8192", "--tp", "2", "--concurrent-reloads", "8"], "exceeds the 4 replica(s)"),

@@ -238,7 +238,9 @@ def test_near_overflow_rate_gives_a_clean_capped_answer(capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["--gpu", "a100-sxm"], "no bundled node has GPU 'a100-sxm'"),
-    (["--node", "dgx-h100", "--gpu", "a100-sxm", "--compute-dtype", "fp8"], "no FP8"),
+    # a node's own GPU only (issue 19: this had been answered as "dgx-h100 (8x a100-sxm)")
+    (["--node", "dgx-h100", "--gpu", "a100-sxm", "--compute-dtype", "fp8"],
+     "is not the GPU of node dgx-h100"),
     (["--batch-seqs", "-1"], "non-negative integer"),
     (["--gpu-memory-utilization", "1.5"], "fraction"),
     (["--activation-reserve", "1"], "fraction in [0, 1)"),
@@ -269,3 +271,27 @@ def test_every_command_serves_the_model_as_its_deployment_does(capsys, model, gp
         seen.append((r["compute_dtype"], r["recompute_s"]))
     assert {s[0] for s in seen} == {dep.compute_dtype}
     assert max(s[1] for s in seen) == pytest.approx(min(s[1] for s in seen), rel=1e-12)
+
+
+def test_an_nvme_hit_reloads_over_the_nodes_own_drives(tmp_path):
+    """issue 19: an NVMe hit in the plan and the replay was priced on the bundled eight-drive path
+    whatever the node; a node with half the drives now reloads slower from them, and a node with
+    the bundled drives keeps the bundled tier's numbers."""
+    import csv
+
+    from kvmath.tables import node_nvme_tier
+    rows = data_path("nodes.csv").read_text().splitlines()
+    row = next(r for r in csv.DictReader(rows) if r["name"] == "dgx-h100")
+    row.update(name="four-drives", nvme_drives="4")
+    path = tmp_path / "node.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=rows[0].split(","), lineterminator="\n")
+        w.writeheader()
+        w.writerow(row)
+    assert node_nvme_tier(resolve_node("dgx-h100")).hops == bundled().tiers["nvme"].hops
+    model = bundled().models["llama-3.1-70b"]
+    nvme = {}
+    for node in (resolve_node("dgx-h100"), resolve_node(str(path))):
+        plan = tier_plan(node, model, 32768, 0.6, pauses()["conversation-fitted"])
+        nvme[node.name] = next(t for t in plan["tiers"] if t["tier"] == "nvme")["reload_s"]
+    assert nvme["four-drives"] > 1.5 * nvme["dgx-h100"]
