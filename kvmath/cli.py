@@ -11,7 +11,7 @@ import math
 import sys
 
 from . import trace_cli
-from .evaluate import ScenarioError, compare
+from .evaluate import BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT, ScenarioError, compare
 from .scenario import LARGEST, SMALLEST
 from .tables import (DTYPE_BYTES, DataError, bundled, resolve_engine, resolve_gpu, resolve_model,
                      resolve_tier)
@@ -524,22 +524,31 @@ def _run_tiers(args):
                      engine=resolve_engine(args.engine) if args.engine else None)
 
 
+def _run_other(args):
+    """trace, reuse or tiers; returns the exit status."""
+    if args.command == "trace":
+        return trace_cli.run(args)
+    from .reuse import price_warnings
+    result = dict(_run_reuse(args) if args.command == "reuse" else _run_tiers(args))
+    result["price_warnings"] = price_warnings(result["prices_observed"])
+    human = _reuse_human if args.command == "reuse" else _tiers_human
+    print(_dump(result) if args.json else "\n".join(
+        [human(result)] + [f"warning: {w}" for w in result["price_warnings"]]))
+    return 0
+
+
 def run(argv=None):
     """Run the CLI; returns the exit status."""
     args = build_parser().parse_args(argv)
     if args.command == "list":
         print(_list())
         return 0
-    if args.command == "trace":
-        return trace_cli.run(args)
-    if args.command in ("reuse", "tiers"):
-        from .reuse import price_warnings
-        result = dict(_run_reuse(args) if args.command == "reuse" else _run_tiers(args))
-        result["price_warnings"] = price_warnings(result["prices_observed"])
-        human = _reuse_human if args.command == "reuse" else _tiers_human
-        print(_dump(result) if args.json else "\n".join(
-            [human(result)] + [f"warning: {w}" for w in result["price_warnings"]]))
-        return 0
+    if args.command in ("trace", "reuse", "tiers"):
+        try:
+            return _run_other(args)
+        except ScenarioError as exc:  # they take no --allow-beyond-context: do not offer it
+            raise ScenarioError(str(exc).replace(BEYOND_CONTEXT_HINT, BEYOND_CONTEXT_ELSEWHERE)) \
+                from None
     from .scenario import merge
     merge(args, args.scenario, _COMPARE_KEYS)
     for key in ("model", "gpu", "tier", "tokens"):

@@ -323,6 +323,12 @@ def default_concurrency(gpu: Gpu, tp: int):
     return float(fn("default_concurrent_reloads")(N_node=gpu.gpus_per_node, K=tp))
 
 
+#: how compare's context-window error says it can be overridden (commands without the flag
+#: replace it with :data:`BEYOND_CONTEXT_ELSEWHERE`)
+BEYOND_CONTEXT_HINT = "(pass --allow-beyond-context to evaluate it anyway)"
+BEYOND_CONTEXT_ELSEWHERE = ("(only compare takes --allow-beyond-context, for one request beyond "
+                            "the window; serve the model within it here)")
+
 #: the shortest prefix whose reload means anything, tokens: at one token the reload's own
 #: forward pass is the whole prefill, and recompute wins by the load's first byte
 MIN_PREFIX_TOKENS = 2.0
@@ -713,7 +719,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
     if tokens + new_tokens - 1 > model.max_context_tokens and not allow_beyond_context:
         raise ScenarioError(f"--tokens {tokens:,} with --new-tokens {new_tokens:,} exceeds "
                             f"{model.name}'s context window of {model.max_context_tokens:,} "
-                            "tokens (pass --allow-beyond-context to evaluate it anyway)")
+                            f"tokens {BEYOND_CONTEXT_HINT}")
     if resume_rate is not None and concurrent_reloads is not None:
         raise ScenarioError("give --resume-rate or --concurrent-reloads, not both (the load "
                             "sets the reloads in flight; --concurrent-reloads overrides it)")

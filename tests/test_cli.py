@@ -101,6 +101,11 @@ BAD = [
     (["compare", "--model", "/no/such/model.csv", "--gpu", "h100-sxm", "--tier", "host-dram",
       "--tokens", "10"], "cannot read"),
     (["compare", "--gpu", "h100-sxm"], "required"),
+    # issue 19: tiers and reuse take no --allow-beyond-context, so they do not offer it
+    (["reuse", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+      "--tokens", "200000"], "only compare takes --allow-beyond-context"),
+    (["tiers", "--model", "llama-3.1-8b", "--tokens", "200000", "--resume-rate", "1"],
+     "only compare takes --allow-beyond-context"),
     # issue 19: a node and a GPU that are not its own
     (["tiers", "--node", "dgx-h200", "--gpu", "h100-sxm", "--model", "llama-3.1-8b",
       "--tokens", "8192", "--resume-rate", "1"], "is not the GPU of node dgx-h200"),
