@@ -13,8 +13,8 @@ import sys
 from . import trace_cli
 from .evaluate import BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT, ScenarioError, compare
 from .scenario import LARGEST, SMALLEST
-from .tables import (DTYPE_BYTES, DataError, bundled, resolve_engine, resolve_gpu, resolve_model,
-                     resolve_tier)
+from .tables import (DTYPE_BYTES, DataError, UnknownName, bundled, resolve_engine, resolve_gpu,
+                     resolve_model, resolve_tier)
 from .units import TIE_SPEEDUP, fmt_bytes, fmt_time, fmt_token_list
 from .version import version_line, with_version
 
@@ -598,7 +598,7 @@ def main(argv=None):
         return 0
     except (UsageError, DataError, ScenarioError) as exc:
         print(f"kvmath: error: {exc}", file=sys.stderr)
-    except KeyError as exc:
+    except UnknownName as exc:  # a name no bundled row holds; any other KeyError is a bug
         print(f"kvmath: error: {exc.args[0]}", file=sys.stderr)
     except (OverflowError, ZeroDivisionError):  # a last guard: magnitudes the checks let through
         print("kvmath: error: an input is out of range (a number overflowed or underflowed); check the "

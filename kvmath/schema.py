@@ -30,6 +30,14 @@ class DataError(ValueError):
                          (f", field '{field_name}'" if field_name else "") + f": {message}")
 
 
+class UnknownName(KeyError):
+    """A name the user gave (a model, GPU, tier, node, engine, pause...) that no bundled row
+    holds: a user error. A bare KeyError anywhere else is a bug, not exit 2."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
 class FieldError(ValueError):
     """Raised by a row's ``check``: the message is about ``field``."""
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from pathlib import Path
 
-from .schema import DataError, FieldError, Row, data_path, package, read, resource, table
+from .schema import DataError, FieldError, Row, UnknownName, data_path, package, read, resource, table
 
 #: bytes per element of each dtype; mxfp4 is 4-bit values plus one 8-bit scale per 32
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
@@ -277,7 +277,7 @@ def resolve(cls, name_or_path, what=None):
         if len(got) != 1:
             raise DataError(name_or_path, None, None, f"expected exactly one row, found {len(got)}")
         return next(iter(got.values()))
-    raise KeyError(f"unknown {what or resource(cls.table)['title']} {name_or_path!r}; "
+    raise UnknownName(f"unknown {what or resource(cls.table)['title']} {name_or_path!r}; "
                    f"bundled: {', '.join(sorted(items))}")
 
 
@@ -293,7 +293,7 @@ def resolve_gpu(name_or_path):
 
 def resolve_tier(name):
     if name not in bundled().tiers:
-        raise KeyError(f"unknown tier {name!r}; bundled: {', '.join(sorted(bundled().tiers))}")
+        raise UnknownName(f"unknown tier {name!r}; bundled: {', '.join(sorted(bundled().tiers))}")
     return bundled().tiers[name]
 
 

@@ -221,3 +221,18 @@ def test_compare_reads_a_scenario_file(capsys, tmp_path):
     path.write_text('model = "llama-3.1-8b"\nflavour = 3\n')
     code, out, err = run(capsys, "compare", "--scenario", str(path))
     assert code == 2 and "field 'flavour'" in err and err.count("\n") == 1
+
+
+def test_a_bug_is_not_a_user_error(capsys, monkeypatch):
+    """issue 19: a bare KeyError had become exit 2 and a one-line error, so a bug looked like a
+    user's mistake; only a name no bundled row holds (UnknownName) is one."""
+    import kvmath.cli as cli
+
+    def broken():
+        return {}["no such key"]
+    monkeypatch.setattr(cli, "_list", broken)
+    with pytest.raises(KeyError):
+        main(["list"])
+    code, out, err = run(capsys, "compare", "--model", "no-such-model", "--gpu", "h100-sxm",
+                         "--tier", "nvme", "--tokens", "10")
+    assert code == 2 and "unknown model 'no-such-model'" in err
