@@ -3,7 +3,9 @@
 Every page of the built site (`_build/html`, in the order of `_toc.yml`) is printed by the
 system's Debian Chromium through Playwright, offline (the pages are served on localhost), with
 MathJax typeset first; the pages are joined by pypdf behind a cover that names the version, git
-commit and build date, and every page's footer carries the same stamp.
+commit and build date. Every page's footer carries the same stamp and its page number, counted
+through the whole book (printed once over all pages, so "kvmath.pdf p. N" can be cited), and the
+PDF has a bookmark per chapter with its sections beneath it.
 
     python scripts/build_pdf.py [--out _build/kvmath.pdf]
 
@@ -46,6 +48,33 @@ def pages():
     return [f"{f}.html" for f in files]
 
 
+#: the page's headings as a reader sees them, in document order (Chromium's own outline titles
+#: run words together across line breaks and repeat a heading's permalink text)
+HEADINGS_JS = """Array.from(document.querySelectorAll('h1,h2,h3,h4,h5,h6'))
+  .filter(h => h.getClientRects().length > 0)
+  .map(h => h.innerText.replace(/[#\u00b6]/g, '').replace(/\\s+/g, ' ').trim())"""
+
+
+def _bookmarks(pdf, headings):
+    """(depth, title, page index) per bookmark of one printed page: Chromium's outline (its
+    depth and pages), titled by the page's own headings where they pair one to one; the in-page
+    table of contents ("Contents") is left out."""
+    items = []
+
+    def walk(nodes, depth):
+        for node in nodes:
+            if isinstance(node, list):
+                walk(node, depth + 1)
+            else:
+                items.append((depth, node.title, pdf.get_destination_page_number(node)))
+    walk(pdf.outline, 0)
+    items = [(d, t, p) for d, t, p in items if t.strip() != "Contents"]
+    headings = [h for h in headings if h != "Contents"]
+    if len(headings) == len(items):
+        items = [(d, h, p) for (d, _, p), h in zip(items, headings)]
+    return [(d, " ".join(t.split()), p) for d, t, p in items]
+
+
 def build(out: Path):
     from playwright.sync_api import sync_playwright
     from pypdf import PdfReader, PdfWriter
@@ -66,7 +95,9 @@ def build(out: Path):
     base = f"http://127.0.0.1:{httpd.server_address[1]}/"
     writer = PdfWriter()
     footer = (f"<div style='font-size:7px;width:100%;text-align:center;color:#555'>{stamp}"
-              " &middot; page <span class='pageNumber'></span></div>")
+              " &middot; page <span class='pageNumber'></span> of <span class='totalPages'>"
+              "</span></div>")
+    margin = {"top": "12mm", "bottom": "14mm", "left": "10mm", "right": "10mm"}
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
@@ -81,11 +112,34 @@ def build(out: Path):
                 if tab.evaluate("document.querySelectorAll('span.math, div.math').length"):
                     tab.wait_for_function("document.querySelectorAll('mjx-container').length > 0",
                                           timeout=30000)
-                pdf = tab.pdf(format="A4", print_background=True, display_header_footer=True,
-                              header_template="<div></div>", footer_template=footer,
-                              margin={"top": "12mm", "bottom": "14mm", "left": "10mm",
-                                      "right": "10mm"})
-                writer.append(PdfReader(io.BytesIO(pdf)))
+                title = tab.evaluate("(document.querySelector('h1') || {}).textContent || ''")
+                # the page's headings become its bookmarks (tagged: Chromium's outline needs
+                # the structure tree): the chapter's title with its sections beneath
+                pdf = PdfReader(io.BytesIO(tab.pdf(
+                    format="A4", print_background=True, display_header_footer=True,
+                    header_template="<div></div>", footer_template="<div></div>",
+                    margin=margin, outline=True, tagged=True)))
+                start = len(writer.pages)
+                writer.append(pdf, import_outline=False)
+                marks = _bookmarks(pdf, tab.evaluate(HEADINGS_JS))
+                if not marks:  # a page without headings: one bookmark for it
+                    marks = [(0, title.strip().rstrip("#").strip() or page, 0)]
+                parents = {}
+                for depth, text, at in marks:
+                    parents[depth] = writer.add_outline_item(
+                        title=text, page_number=start + at, parent=parents.get(depth - 1))
+            # the footers, printed once over as many pages as the book has, so the page
+            # numbers run through it, then laid over each page
+            blank = "<div style='height:1px;break-after:page'></div>" * (len(writer.pages) - 1)
+            tab.set_content(f"<html><body>{blank}<div style='height:1px'></div></body></html>")
+            over = PdfReader(io.BytesIO(tab.pdf(format="A4", display_header_footer=True,
+                                                header_template="<div></div>",
+                                                footer_template=footer, margin=margin)))
+            if len(over.pages) != len(writer.pages):
+                raise RuntimeError(f"footer pages {len(over.pages)} != book pages "
+                                   f"{len(writer.pages)}")
+            for page, stamp_page in zip(writer.pages, over.pages):
+                page.merge_page(stamp_page)
             browser.close()
     finally:
         httpd.shutdown()

@@ -40,3 +40,33 @@ def test_pdf_has_every_chapter_and_its_stamp():
         assert words in flat, f"chapter {title!r} missing from the PDF"
     v = version_info()
     assert f"commit {v['commit']}" in flat and f"kvmath {v['version']}" in flat
+
+
+def test_pdf_pages_are_numbered_through_and_bookmarked():
+    """issue 19: page numbers restarted at 1 in every chapter and there were no bookmarks, so
+    "kvmath.pdf p. N" could not be cited. Every footer counts through the whole book, and every
+    chapter has a bookmark on its first page with its sections beneath it."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(str(PDF))
+    n = len(reader.pages)
+    for i in (0, n // 2, n - 1):
+        text = re.sub(r"\s+", " ", reader.pages[i].extract_text() or "")
+        assert f"page {i + 1} of {n}" in text, (i, text[-200:])
+    top, children = [], 0
+
+    def walk(nodes, depth):
+        nonlocal children
+        for node in nodes:
+            if isinstance(node, list):
+                walk(node, depth + 1)
+            elif depth == 0:
+                top.append((node.title, reader.get_destination_page_number(node)))
+            else:
+                children += 1
+    walk(reader.outline, 0)
+    titles = [t for t, _ in top]
+    for title in chapter_titles():
+        assert any(t.startswith(title.split(":")[0]) for t in titles), (title, titles)
+    assert [p for _, p in top] == sorted(p for _, p in top)  # in reading order
+    assert children >= 3 * len(top)  # sections beneath the chapters
