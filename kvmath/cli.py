@@ -9,6 +9,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import replace
 
 from . import trace_cli
 from .evaluate import BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT, ScenarioError, compare
@@ -85,6 +86,10 @@ def build_parser():
                    help="sequences of --tokens tokens whose KV must fit beside the weights (default 1)")
     c.add_argument("--engine", default=None, metavar="NAME",
                    help="engine profile: bundled name (kvmath list) or path to an engines CSV row")
+    c.add_argument("--node", metavar="NAME",
+                   help="node: bundled name or path to a nodes CSV row, as tiers and reuse take; "
+                   "sets the GPU (--gpu may be left out), its count, and the drives the nvme tier "
+                   "stripes (default: the tier as tiers.csv gives it, eight drives)")
     c.add_argument("--resume-rate", type=_positive_float, metavar="R",
                    help="resumes per second arriving at the node, each reloading from the tier: "
                    "sets the reloads sharing its drives and host memory, and the delay they add")
@@ -433,7 +438,7 @@ def _drive_rating(plan):
 
 _COMPARE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "ep", "batch", "engine",
                  "concurrent_reloads", "compute_dtype", "prefill", "kv_dtype", "new_tokens",
-                 "token_ids", "resume_rate")
+                 "token_ids", "resume_rate", "node")
 _REUSE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "pause", "node", "resume_rate",
                "compute_dtype", "gpu_price", "engine")
 _TIERS_KEYS = ("model", "gpu", "tokens", "tp", "pause", "node", "resume_rate", "compute_dtype",
@@ -552,7 +557,7 @@ def run(argv=None):
     from .scenario import merge
     merge(args, args.scenario, _COMPARE_KEYS)
     for key in ("model", "gpu", "tier", "tokens"):
-        if getattr(args, key) is None:
+        if getattr(args, key) is None and not (key == "gpu" and args.node):
             raise UsageError(f"--{key} is required (on the command line or as key '{key}' in "
                              "a --scenario file)")
     if args.kv_dtype is not None and args.kv_dtype not in DTYPE_BYTES:
@@ -560,7 +565,18 @@ def run(argv=None):
                          f"got {args.kv_dtype!r}")
     args.batch, args.prefill = args.batch or 1, args.prefill or "calibrated"
     from .uncertainty import band
-    b = band(resolve_model(args.model), resolve_gpu(args.gpu), _compare_tier(args.tier),
+    gpu = resolve_gpu(args.gpu) if args.gpu else None
+    tier = _compare_tier(args.tier)
+    if args.node:  # the node's GPU and count, and an nvme tier of its own drives
+        from .tables import node_nvme_tier
+        node, gpu = _node_and_gpu(args)
+        gpu = replace(gpu, gpus_per_node=node.gpus)
+        if args.tier == "nvme":
+            if not node.nvme_drives:
+                raise ScenarioError(f"node {node.name} has no NVMe drives: --tier nvme has "
+                                    "nothing to read")
+            tier = node_nvme_tier(node)
+    b = band(resolve_model(args.model), gpu, tier,
                      args.tokens, tp=args.tp,
                      bandwidth_Bps=args.bandwidth * 1e9 if args.bandwidth else None,
                      efficiency=args.efficiency, kv_dtype=args.kv_dtype,

@@ -236,3 +236,32 @@ def test_a_bug_is_not_a_user_error(capsys, monkeypatch):
     code, out, err = run(capsys, "compare", "--model", "no-such-model", "--gpu", "h100-sxm",
                          "--tier", "nvme", "--tokens", "10")
     assert code == 2 and "unknown model 'no-such-model'" in err
+
+
+def test_compare_takes_the_node(capsys, tmp_path):
+    """issue 19: compare had no --node, so four drives could be stated only as --bandwidth (which
+    drops the engine model); with the node its GPU is implied, its nvme tier stripes the node's
+    own drives, and a node with the bundled drives gives the bundled tier's answer."""
+    import csv
+
+    from kvmath.schema import data_path
+    rows = data_path("nodes.csv").read_text().splitlines()
+    row = next(r for r in csv.DictReader(rows) if r["name"] == "dgx-h100")
+    row.update(name="four-drives", nvme_drives="4")
+    path = tmp_path / "node.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=rows[0].split(","), lineterminator="\n")
+        w.writeheader()
+        w.writerow(row)
+    got = {}
+    for extra in (["--gpu", "h100-sxm"], ["--node", "dgx-h100"], ["--node", str(path)]):
+        code, out, err = run(capsys, "compare", "--model", "llama-3.1-70b", "--tier", "nvme",
+                             "--tokens", "32768", "--json", *extra)
+        assert code == 0, err
+        got[extra[-1]] = json.loads(out)
+    assert got["dgx-h100"]["reload_s"] == got["h100-sxm"]["reload_s"]
+    assert got[str(path)]["reload_bandwidth_Bps"] == pytest.approx(
+        got["dgx-h100"]["reload_bandwidth_Bps"] / 2)
+    code, out, err = run(capsys, "compare", "--model", "llama-3.1-70b", "--tier", "nvme",
+                         "--tokens", "32768", "--node", "dgx-h200", "--gpu", "h100-sxm")
+    assert code == 2 and "is not the GPU of node dgx-h200" in err
