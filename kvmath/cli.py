@@ -184,6 +184,13 @@ def _plan_options(p):
                    "and GPU, else fp8 only for fp8 weights; fp8 reads fp8 weights)")
     p.add_argument("--gpu-price", type=_positive_float, metavar="USD_PER_GPU_HOUR",
                    help="price of a GPU-hour (default: the GPU's own dated list price, gpu_prices.csv)")
+    p.add_argument("--prices", metavar="FILE.csv",
+                   help="a CSV in the format of kvmath/data/prices.csv whose rows replace the "
+                   "bundled ones they name (DRAM and NVMe per GB, amortisation, drive lifetime)")
+    p.add_argument("--dram-price", type=_positive_float, metavar="USD_PER_GB",
+                   help="host DRAM price per 1e9 B (default: prices.csv ddr5_usd_per_GB)")
+    p.add_argument("--nvme-price", type=_positive_float, metavar="USD_PER_GB",
+                   help="NVMe price per 1e9 B (default: prices.csv nvme_usd_per_GB)")
     p.add_argument("--engine", default=None, metavar="NAME",
                    help="engine profile: bundled name (kvmath list) or path to an engines CSV row; "
                    "the copies it stores per cache set capacity, writes and wear")
@@ -440,10 +447,11 @@ _COMPARE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "ep", "batch", "engine"
                  "concurrent_reloads", "compute_dtype", "prefill", "kv_dtype", "new_tokens",
                  "token_ids", "resume_rate", "node")
 _REUSE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "pause", "node", "resume_rate",
-               "compute_dtype", "gpu_price", "engine")
+               "compute_dtype", "gpu_price", "engine", "prices", "dram_price", "nvme_price")
 _TIERS_KEYS = ("model", "gpu", "tokens", "tp", "pause", "node", "resume_rate", "compute_dtype",
                "gpu_price", "gpu_memory_utilization", "activation_reserve", "batch_seqs",
-               "batch_context", "writes_within_rating", "engine")
+               "batch_context", "writes_within_rating", "engine", "prices", "dram_price",
+               "nvme_price")
 
 
 def _scenario(args, keys, required):
@@ -481,6 +489,30 @@ def _node_and_gpu(args, need_node=True):
     return node, gpu
 
 
+def _price_overrides(args):
+    """((name, Price row), ...) replacing prices.csv rows: a --prices file, then the per-item
+    flags (observed the day they are given: a user's own price is never stale)."""
+    import datetime
+
+    from .schema import Row, read
+    from .tables import prices
+    rows = dict(prices())
+    out = {}
+    if args.prices:
+        for name, row in read(Row.types["prices"], args.prices).items():
+            if name not in rows:
+                raise DataError(args.prices, None, "name", f"unknown price {name!r}; expected one "
+                                f"of {', '.join(sorted(rows))}")
+            out[name] = row
+    for flag, name in (("dram_price", "ddr5_usd_per_GB"), ("nvme_price", "nvme_usd_per_GB")):
+        value = getattr(args, flag)
+        if value is not None:
+            out[name] = replace(rows[name], value=value, observed=datetime.date.today(),
+                                kind="assumption", source=f"--{flag.replace('_', '-')}",
+                                source_location="command line")
+    return tuple(sorted(out.items()))
+
+
 def _run_reuse(args):
     from .reuse import reuse, tier_plan
     from .tables import resolve_pause
@@ -491,7 +523,7 @@ def _run_reuse(args):
     drive = node_drive(node) if node is not None and tier.name == "nvme" else None
     engine = resolve_engine(args.engine) if args.engine else None
     kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype,
-              engine=engine)
+              engine=engine, price_overrides=_price_overrides(args))
     result = reuse(model, gpu, tier, args.tokens, pause, drive=drive, **kw)
     result["holding_priced_at"] = "purchase"
     opp = dict(capacity_usd_per_byte_s_opportunity=None, value_usd_opportunity=None,
@@ -499,7 +531,7 @@ def _run_reuse(args):
     if args.resume_rate is not None and tier.name in ("host-dram", "nvme"):
         plan = tier_plan(node, model, args.tokens, args.resume_rate, pause, tp=args.tp or None,
                          gpu=gpu, compute_dtype=args.compute_dtype, gpu_price=args.gpu_price,
-                         find_limit=False, engine=engine)
+                         find_limit=False, engine=engine, price_overrides=kw["price_overrides"])
         row = next((t for t in plan["tiers"] if t["tier"] == tier.name), None)
         if row is not None:
             c = row["capacity_usd_per_byte_s_opportunity"]
@@ -526,7 +558,8 @@ def _run_tiers(args):
                      gpu_memory_utilization=args.gpu_memory_utilization,
                      activation_reserve=args.activation_reserve, gpu_price=args.gpu_price,
                      writes_within_rating=bool(args.writes_within_rating),
-                     engine=resolve_engine(args.engine) if args.engine else None)
+                     engine=resolve_engine(args.engine) if args.engine else None,
+                     price_overrides=_price_overrides(args))
 
 
 def _run_other(args):

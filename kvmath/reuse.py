@@ -65,14 +65,20 @@ def _kind(pause):
     return "exp" if pause.distribution == "exponential" else "logn"
 
 
-def tier_prices(tier_name, drive=None):
+def price_rows(overrides=()):
+    """prices.csv's rows by name, with ``overrides`` (((name, Price row), ...): a user's prices
+    file or price flags) in place of the bundled rows they name."""
+    return {**prices(), **dict(overrides)}
+
+
+def tier_prices(tier_name, drive=None, overrides=()):
     """(c_cap in $ per byte-second, c_wear in $ per byte written) of a tier.
 
     NVMe wear spreads the price of a byte of drive over the drive's rated lifetime writes
     (DWPD x warranty days) when the drive model is known, else over the assumed lifetime
     writes in prices.csv.
     """
-    pr = {k: p.value for k, p in prices().items()}
+    pr = {k: p.value for k, p in price_rows(overrides).items()}
     months = pr["amortisation_months"]
     if tier_name.startswith("nvme"):
         per_byte = pr["nvme_usd_per_GB"] / 1e9
@@ -94,7 +100,7 @@ def gpu_second_price(gpu, usd_per_gpu_hour=None):
     return row.usd_per_gpu_hour / 3600
 
 
-def prices_used(gpu, tier_names, usd_per_gpu_hour=None):
+def prices_used(gpu, tier_names, usd_per_gpu_hour=None, overrides=()):
     """{what: observed date} of the bundled prices an answer uses: the GPU's hour (unless one
     was given) and the holding price of each tier (host DRAM or NVMe; HBM costs nothing)."""
     out = {}
@@ -102,7 +108,7 @@ def prices_used(gpu, tier_names, usd_per_gpu_hour=None):
         name = getattr(gpu, "name", gpu)
         if name in gpu_prices():
             out[f"{name} GPU-hour"] = gpu_prices()[name].observed
-    pr = prices()
+    pr = price_rows(overrides)
     for t in tier_names:
         key = "nvme_usd_per_GB" if t.startswith("nvme") else (
             "ddr5_usd_per_GB" if t != "hbm" else None)
@@ -138,16 +144,17 @@ def held_caches(pause, tau, resume_rate):
 
 
 def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtype=None,
-          c_cap=None, drive=None, engine=None):
+          c_cap=None, drive=None, engine=None, price_overrides=()):
     """Break-even return probability and the best TTL for offloading one conversation.
 
     c_cap: price of holding a byte for a second ($); default the tier's amortised purchase
     price (a node being built); pass :func:`opportunity_price` for a node already bought.
+    price_overrides: ((name, Price row), ...) in place of prices.csv's rows they name.
     """
     r = compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype, engine=engine)
     tp = r["tp"]
     saving = r["gpus"] * saved_s(r)  # GPU-seconds one reuse saves
-    c_cap_buy, c_wear = tier_prices(tier.name, drive)
+    c_cap_buy, c_wear = tier_prices(tier.name, drive, price_overrides)
     c_cap = c_cap_buy if c_cap is None else c_cap
     v = {**pause_values(pause), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(gpu, gpu_price),
          "c_cap": c_cap, "c_wear": c_wear, "Q": r["kv_bytes_stored"]}
@@ -158,7 +165,7 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
            "kv_bytes": r["kv_bytes_stored"], "recompute_s": r["recompute_s"],
            "reload_s": r["reload_s"], "saving_gpu_s": saving,
            "saving_usd": saving * v["c_gpu"], "gpu_usd_per_hour": v["c_gpu"] * 3600,
-           "prices_observed": _iso(prices_used(gpu, [tier.name], gpu_price)),
+           "prices_observed": _iso(prices_used(gpu, [tier.name], gpu_price, price_overrides)),
            "capacity_usd_per_byte_s": c_cap,
            "write_usd_per_byte": c_wear, "return_probability": pause.return_probability}
     if saving <= 0:
@@ -351,7 +358,7 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
 def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, compute_dtype=None,
               batch_seqs=None, batch_context=None, gpu_memory_utilization=None,
               activation_reserve=None, gpu_price=None, writes_within_rating=False,
-              find_limit=True, engine=None):
+              find_limit=True, engine=None, price_overrides=()):
     """Which tier holds which caches, the traffic each carries, and whether the node can run it.
 
     Caches cascade by age: HBM (after the activation reserve, weights and the running batch)
@@ -362,7 +369,7 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
     """
     args = (node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
             batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
-            writes_within_rating, find_limit, engine)
+            writes_within_rating, find_limit, engine, tuple(price_overrides))
     try:
         hash(args)
     except TypeError:  # an input that cannot be remembered: plan it afresh
@@ -373,7 +380,7 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
 @lru_cache(maxsize=1024, typed=True)
 def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
                batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
-               writes_within_rating, find_limit, engine=None):
+               writes_within_rating, find_limit, engine=None, price_overrides=()):
     """:func:`tier_plan`, once per process for each set of inputs (the rows and frozen tables
     fix the plan): a chapter asks for the same plans in several places, and a sweep of the
     NVMe tier's value for the plans a sweep of the plans already made."""
@@ -442,7 +449,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                        headroom=float(rfn("tier_headroom").take(at)), admitted_fraction=admitted)
         row["bandwidth_limited"] = row["headroom"] < 1
         row.update(_endurance(name, node, drive, row["write_Bps"]))
-        c_buy, _ = tier_prices(tier_name, drive)
+        c_buy, _ = tier_prices(tier_name, drive, price_overrides)
         saving = tp * saved_s(base, row["reload_s"])
         row["capacity_usd_per_byte_s_purchase"] = c_buy
         row["capacity_usd_per_byte_s_opportunity"] = opportunity_price(
@@ -458,7 +465,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
             "kv_bytes_hbm": q_hbm, "engine": base["engine"],
             "recompute_s": base["recompute_s"], "saved_by_hit_s": saved_s(base, 0.0),
             "gpu_usd_per_hour": c_gpu * 3600,
-            "prices_observed": _iso(prices_used(gpu, [r["tier"] for r in rows], gpu_price)),
+            "prices_observed": _iso(prices_used(gpu, [r["tier"] for r in rows], gpu_price,
+                                                price_overrides)),
             "drive": drive.name if drive else None,
             "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
             "batch_seqs": batch_seqs, "batch_context_tokens": batch_context,
@@ -472,7 +480,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
         kw = dict(tp=tp, gpu=gpu, compute_dtype=compute_dtype, batch_seqs=batch_seqs,
                   batch_context=batch_context, gpu_memory_utilization=util,
                   activation_reserve=reserve, gpu_price=gpu_price, find_limit=False,
-                  writes_within_rating=writes_within_rating, engine=engine)
+                  writes_within_rating=writes_within_rating, engine=engine,
+                  price_overrides=price_overrides)
         plan["compute_limit_resume_rate_per_s"] = compute_limit(node, model, tokens, pause, **kw)
     return plan
 
@@ -545,7 +554,7 @@ def nvme_value(node, model, tokens, resume_rate, pause, tp=None, basis="purchase
     if nv is None:
         return 0.0, plan
     tp = plan["tp"]
-    c_cap, c_wear = tier_prices("nvme", node_drive(node))
+    c_cap, c_wear = tier_prices("nvme", node_drive(node), kw.get("price_overrides", ()))
     value = rfn("tier_value_rate" if basis == "purchase" else "tier_value_rate_fixed").take({
         "r": resume_rate, "p": pause.return_probability, "Q": plan["kv_bytes"],
         "Q_r": plan["kv_bytes"], "F_lo": _cdf_or(pause, nv["ttl_from_s"], 0.0, 1.0),

@@ -86,9 +86,10 @@ KEYS = {"model": _text, "gpu": _text, "tier": _text, "tokens": _positive_int, "t
         "activation_reserve": _reserve, "batch_seqs": _count, "batch_context": _positive_int,
         "writes_within_rating": _boolean, "ep": _positive_int, "batch": _positive_int,
         "engine": _text, "concurrent_reloads": _positive, "prefill": _prefill,
-        "kv_dtype": _text, "new_tokens": _positive_int, "token_ids": _boolean}
+        "kv_dtype": _text, "new_tokens": _positive_int, "token_ids": _boolean,
+        "prices": _text, "dram_price": _positive, "nvme_price": _positive}
 #: keys that name a file when they end in .csv (read relative to the scenario)
-PATH_KEYS = ("model", "gpu", "node", "pause", "engine")
+PATH_KEYS = ("model", "gpu", "node", "pause", "engine", "prices")
 
 
 def load_scenario(path, allowed):

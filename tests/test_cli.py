@@ -265,3 +265,28 @@ def test_compare_takes_the_node(capsys, tmp_path):
     code, out, err = run(capsys, "compare", "--model", "llama-3.1-70b", "--tier", "nvme",
                          "--tokens", "32768", "--node", "dgx-h200", "--gpu", "h100-sxm")
     assert code == 2 and "is not the GPU of node dgx-h200" in err
+
+
+def test_reuse_and_tiers_take_the_users_prices(capsys, tmp_path):
+    """issue 19: only --gpu-price could be set; DRAM and NVMe prices come from a --prices file
+    (prices.csv's format, its rows replacing the bundled ones they name) or --dram-price and
+    --nvme-price, and the output dates each price it used."""
+    base = ["reuse", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+            "--tokens", "8192", "--json"]
+    f = tmp_path / "prices.csv"
+    f.write_text("name,value,observed,kind,source,source_location,retrieved,verified_via,notes\n"
+                 "ddr5_usd_per_GB,5.0,2026-11-15,assumption,a quote,our vendor,2026-12-01,,\n")
+    got = {}
+    for extra in ([], ["--prices", str(f)], ["--dram-price", "5"]):
+        code, out, err = run(capsys, *base, *extra)
+        assert code == 0, err
+        got[" ".join(extra)] = json.loads(out)
+    cheaper = got[f"--prices {f}"]
+    assert cheaper["p_breakeven"] < got[""]["p_breakeven"]
+    assert cheaper["p_breakeven"] == pytest.approx(got["--dram-price 5"]["p_breakeven"], rel=1e-12)
+    assert cheaper["prices_observed"]["ddr5_usd_per_GB"] == "2026-11-15"
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,value,observed,kind,source,source_location,retrieved,verified_via,notes\n"
+                   "hbm_usd_per_GB,5.0,2026-11-15,assumption,a quote,x,2026-12-01,,\n")
+    code, out, err = run(capsys, *base, "--prices", str(bad))
+    assert code == 2 and "unknown price 'hbm_usd_per_GB'" in err and err.count("\n") == 1
