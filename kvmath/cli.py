@@ -570,8 +570,8 @@ def _run_other(args):
     result = dict(_run_reuse(args) if args.command == "reuse" else _run_tiers(args))
     result["price_warnings"] = price_warnings(result["prices_observed"])
     human = _reuse_human if args.command == "reuse" else _tiers_human
-    print(_dump(result) if args.json else "\n".join(
-        [human(result)] + [f"warning: {w}" for w in result["price_warnings"]]))
+    _print(args, result, lambda r: "\n".join([human(r)] + [f"warning: {w}"
+                                                         for w in r["price_warnings"]]))
     return 0
 
 
@@ -626,11 +626,22 @@ def run(argv=None):
                                             if b["reload_bandwidth_Bps"][0] is not None else None),
               "verdict_flips_in_band": b["flips"], "prefill_fit_own": b["prefill_fit_own"],
               "known_limits": b["known_limits"]}
+    _print(args, result, _human)
+    return 0
+
+
+def _print(args, result, human):
+    """One JSON object, or the human lines; with a scenario file, the keys of it this command
+    does not use (another command's) are named, never skipped silently."""
+    unused = getattr(args, "scenario_keys_not_used", None)
+    if args.scenario:
+        result["scenario_keys_not_used"] = unused or []
     if args.json:
         print(_dump(result))
-    else:
-        print(_human(result))
-    return 0
+        return
+    print(human(result))
+    if unused:
+        print(f"note: scenario key(s) {', '.join(unused)} are not used by {args.command}")
 
 
 def _compare_tier(name):

@@ -93,7 +93,9 @@ PATH_KEYS = ("model", "gpu", "node", "pause", "engine", "prices")
 
 
 def load_scenario(path, allowed):
-    """{key: checked value} from a TOML file; only keys in allowed (a subset of KEYS)."""
+    """{key: checked value} from a TOML file, of the keys in allowed (a subset of KEYS) only:
+    one scenario file serves every command, so a key of KEYS that this command does not use is
+    checked and left out (:func:`unused_keys` names them); any other key is an error."""
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -103,23 +105,36 @@ def load_scenario(path, allowed):
         raise DataError(path, None, None, f"not a readable TOML file ({exc})") from None
     out = {}
     for key, value in data.items():
-        if key not in allowed:
+        if key not in KEYS:
             raise DataError(path, None, key, f"unknown key; expected one of "
-                            f"{', '.join(sorted(allowed))}")
+                            f"{', '.join(sorted(KEYS))}")
         try:
-            out[key] = KEYS[key](value)
+            checked = KEYS[key](value)
         except ValueError as exc:
             raise DataError(path, None, key, f"{exc}, got {value!r}") from None
+        if key not in allowed:  # another command's key: checked, not used here
+            continue
+        out[key] = checked
         if key in PATH_KEYS and out[key].endswith(".csv") and not Path(out[key]).is_absolute():
             out[key] = str(path.parent / out[key])
     return out
 
 
+def unused_keys(path, allowed):
+    """The keys of a scenario file that this command (its keys: allowed) does not use, sorted."""
+    if path is None:
+        return []
+    data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    return sorted(k for k in data if k not in allowed)
+
+
 def merge(args, path, allowed):
-    """Fill each option of argparse namespace args left unset (None) from the scenario file."""
+    """Fill each option of argparse namespace args left unset (None) from the scenario file,
+    and record the file's keys this command does not use (``args.scenario_keys_not_used``)."""
     if path is None:
         return args
     for key, value in load_scenario(path, allowed).items():
         if getattr(args, key, None) is None:
             setattr(args, key, value)
+    args.scenario_keys_not_used = unused_keys(path, allowed)
     return args

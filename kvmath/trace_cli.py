@@ -139,7 +139,7 @@ def _human(r):
 
 def run(args):
     """Run ``kvmath trace``; returns the exit status."""
-    from .cli import UsageError, _dump
+    from .cli import UsageError, _print
     from .scenario import merge
     merge(args, args.scenario, ("model", "node", "tp", "batch_seqs", "batch_context"))
     if args.model is None:
@@ -147,5 +147,5 @@ def run(args):
                          "--scenario file)")
     args.node = args.node or "dgx-h100"
     result = analyse(args)
-    print(_dump(result) if args.json else _human(result))
+    _print(args, result, _human)
     return 0

@@ -290,3 +290,23 @@ def test_reuse_and_tiers_take_the_users_prices(capsys, tmp_path):
                    "hbm_usd_per_GB,5.0,2026-11-15,assumption,a quote,x,2026-12-01,,\n")
     code, out, err = run(capsys, *base, "--prices", str(bad))
     assert code == 2 and "unknown price 'hbm_usd_per_GB'" in err and err.count("\n") == 1
+
+
+def test_one_scenario_file_travels_to_every_command(capsys, tmp_path):
+    """issue 19: compare --scenario rejected node, reuse rejected batch_seqs; one TOML file now
+    serves compare, reuse, tiers and trace alike: each uses its own keys, names the others it
+    does not use, and still refuses a key no command knows."""
+    f = tmp_path / "scenario.toml"
+    f.write_text('model = "llama-3.1-70b"\ngpu = "h100-sxm"\nnode = "dgx-h100"\ntier = "nvme"\n'
+                 'tokens = 32768\nresume_rate = 0.6\nbatch_seqs = 16\nnvme_price = 0.2\n')
+    for command in (["compare"], ["reuse"], ["tiers"], ["trace", "synthetic"]):
+        code, out, err = run(capsys, *command, "--scenario", str(f), "--json")
+        assert code == 0, (command, err)
+        assert "scenario_keys_not_used" in json.loads(out)
+    code, out, err = run(capsys, "compare", "--scenario", str(f), "--json")
+    assert json.loads(out)["scenario_keys_not_used"] == ["batch_seqs", "nvme_price"]
+    code, out, err = run(capsys, "compare", "--scenario", str(f))
+    assert "not used by compare" in out
+    f.write_text('model = "llama-3.1-70b"\nfrobnicate = 1\n')
+    code, out, err = run(capsys, "compare", "--scenario", str(f), "--gpu", "h100-sxm")
+    assert code == 2 and "frobnicate" in err and "unknown key" in err
