@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from dataclasses import replace
 
@@ -650,12 +651,32 @@ def _compare_tier(name):
     return HBM_TIER if name == HBM_TIER.name else resolve_tier(name)
 
 
+def _stdout_failed(exc):
+    """The output could not be written (a full disk, /dev/full): say so once; the interpreter's
+    own flush at exit would otherwise print a second error."""
+    print(f"kvmath: error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 1
+
+
 def main(argv=None):
     try:
-        return run(argv)
+        code = run(argv)
+        sys.stdout.flush()
+        return code
     except BrokenPipeError:  # the reader went away (| head): nothing left to say
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:
+        print("kvmath: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        if exc.filename is None:  # writing stdout, not a file the user named
+            return _stdout_failed(exc)
+        raise
     except (UsageError, DataError, ScenarioError) as exc:
         print(f"kvmath: error: {exc}", file=sys.stderr)
     except UnknownName as exc:  # a name no bundled row holds; any other KeyError is a bug

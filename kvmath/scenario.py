@@ -16,6 +16,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from .schema import regular_file
 from .tables import DataError
 
 
@@ -96,13 +97,15 @@ def load_scenario(path, allowed):
     """{key: checked value} from a TOML file, of the keys in allowed (a subset of KEYS) only:
     one scenario file serves every command, so a key of KEYS that this command does not use is
     checked and left out (:func:`unused_keys` names them); any other key is an error."""
-    path = Path(path)
+    path = regular_file(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise DataError(path, None, None, f"cannot read file ({exc.strerror})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise DataError(path, None, None, f"not a readable TOML file ({exc})") from None
+    except RecursionError:  # tables nested hundreds deep: no scenario is
+        raise DataError(path, None, None, "not a scenario: its tables nest too deep") from None
     out = {}
     for key, value in data.items():
         if key not in KEYS:
@@ -124,7 +127,7 @@ def unused_keys(path, allowed):
     """The keys of a scenario file that this command (its keys: allowed) does not use, sorted."""
     if path is None:
         return []
-    data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    data = tomllib.loads(regular_file(path).read_text(encoding="utf-8"))  # checked already
     return sorted(k for k in data if k not in allowed)
 
 

@@ -14,6 +14,7 @@ import dataclasses
 import datetime
 import inspect
 import json
+import stat
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -121,8 +122,31 @@ def _validator(name):
                                                  for f in resource(name)["schema"]["fields"]}))
 
 
+#: the largest data or scenario file read, B: a table row or a scenario is a few kB; more is
+#: not one (/dev/zero, a trace given as a model)
+MAX_INPUT_BYTES = 64 * 2**20
+
+
+def regular_file(path):
+    """``path`` as a Path, refused (DataError) unless it is a regular file of at most
+    MAX_INPUT_BYTES: a FIFO would block a read for ever and a device would never end."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise DataError(path, None, None, f"cannot read file ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise DataError(path, None, None, "not a regular file (a FIFO, device or directory "
+                        "cannot be read as a table or scenario)")
+    if st.st_size > MAX_INPUT_BYTES:
+        raise DataError(path, None, None, f"{st.st_size:,} B is larger than any table or "
+                        f"scenario ({MAX_INPUT_BYTES:,} B at most)")
+    return p
+
+
 def _rows(path):
     """Header and rows of a CSV file."""
+    regular_file(path)
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:  # a BOM is not a field name
             reader = csv.DictReader(fh)

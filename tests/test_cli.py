@@ -310,3 +310,27 @@ def test_one_scenario_file_travels_to_every_command(capsys, tmp_path):
     f.write_text('model = "llama-3.1-70b"\nfrobnicate = 1\n')
     code, out, err = run(capsys, "compare", "--scenario", str(f), "--gpu", "h100-sxm")
     assert code == 2 and "frobnicate" in err and "unknown key" in err
+
+
+def test_files_that_are_not_files_are_refused(capsys, tmp_path):
+    """issue 20: a FIFO as --model or --scenario hung for ever, /dev/zero exhausted memory and a
+    TOML file nested 600 deep gave a RecursionError traceback: each is one line and exit 2."""
+    import os
+    fifo = tmp_path / "model.csv"
+    os.mkfifo(fifo)
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 600 + "]" * 600 + "\n")
+    base = ["--gpu", "h100-sxm", "--tier", "nvme", "--tokens", "10"]
+    for argv, message in ((["--model", str(fifo)], "not a regular file"),
+                          (["--model", "/dev/zero"], "not a regular file"),
+                          (["--model", "llama-3.1-8b", "--scenario", str(deep)], "nest too deep")):
+        code, out, err = run(capsys, "compare", *base, *argv)
+        assert code == 2 and message in err and err.count("\n") == 1, (argv, err)
+
+
+def test_a_full_disk_is_one_line():
+    """issue 20: `kvmath list > /dev/full` gave a traceback."""
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "kvmath", "list"], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "cannot write" in p.stderr
