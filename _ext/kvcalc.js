@@ -37,16 +37,19 @@
     return s;
   }
 
+  // a name is one of the table's own rows: "constructor" or "__proto__" in a permalink is not
+  const has = (table, name) => typeof name === "string" && Object.prototype.hasOwnProperty.call(table, name);
+
   function check(state) {
-    if (!D.models[state.model]) return `unknown model ${state.model}`;
-    if (!D.gpus[state.gpu]) return `unknown GPU ${state.gpu}`;
-    if (!D.tiers[state.tier]) return `unknown tier ${state.tier}`;
-    if (state.engine !== undefined && !D.engines[state.engine]) return `unknown engine ${state.engine}`;
+    if (!has(D.models, state.model)) return `unknown model ${state.model}`;
+    if (!has(D.gpus, state.gpu)) return `unknown GPU ${state.gpu}`;
+    if (!has(D.tiers, state.tier)) return `unknown tier ${state.tier}`;
+    if (state.engine !== undefined && !has(D.engines, state.engine)) return `unknown engine ${state.engine}`;
     if (state.prefill !== undefined && !D.prefill_models.includes(state.prefill)) {
       return `--prefill must be one of ${D.prefill_models.join(", ")}, got '${state.prefill}'`;
     }
     for (const k of ["kv-dtype", "compute-dtype"]) {
-      if (state[k] !== undefined && !(state[k] in D.dtype_bytes)) return `unknown ${k} ${state[k]}`;
+      if (state[k] !== undefined && !has(D.dtype_bytes, state[k])) return `unknown ${k} ${state[k]}`;
     }
     for (const k of NUMBERS.concat(SYMBOLS)) {
       if (k in state && !Number.isFinite(state[k])) return `${k} must be a number`;

@@ -113,3 +113,17 @@ def test_page_evaluation_matches_compare(tmp_path):
     assert not mismatches(good, got[:len(good)])
     assert all("error" in r for r in got[len(good):]), [s for s, r in zip(bad, got[len(good):])
                                                       if "error" not in r]
+
+
+def test_a_permalink_naming_a_javascript_built_in_is_an_unknown_name(tmp_path):
+    """issue 20: ?model=constructor (or __proto__, toString, hasOwnProperty as a GPU, tier or
+    dtype) threw an uncaught TypeError and left the page blank; each is refused as unknown."""
+    write_static(tmp_path)
+    base = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 4096}
+    hostile = [{**base, key: name} for key in ("model", "gpu", "tier", "engine", "compute-dtype",
+                                                 "kv-dtype")
+               for name in ("constructor", "__proto__", "toString", "hasOwnProperty")]
+    out = subprocess.run([NODE, "-e", RUNNER, str(tmp_path), str(UI)], capture_output=True,
+                         text=True, input=json.dumps(hostile), check=True)
+    got = json.loads(out.stdout)
+    assert all("error" in r and "unknown" in r["error"] for r in got), got
