@@ -197,7 +197,7 @@
     if ("concurrent-reloads" in state && state["concurrent-reloads"] > replicas) {
       fail(`--concurrent-reloads ${state["concurrent-reloads"]} exceeds the ${replicas} replica(s) of TP ` +
            `${layout.tp} that a node of ${v.N_node} ${state.gpu} GPUs holds (each replica reloads one ` +
-           "cache at a time here; give at most that many, or --resume-rate)");
+           "cache at a time here; give at most that many)");
     }
     v.n_c = "concurrent-reloads" in state ? state["concurrent-reloads"] : replicas;
     const perModel = rule => rule === "always" || (rule === "mla" && D.models[state.model].attention === "mla");
@@ -234,7 +234,10 @@
     v.c_hit = state.tier === "hbm" ? 0 : costs.hit_token_s || 0;
     v.n = state["new-tokens"] || 1;
     v.n_step = eng.request_steps;
-    v.o_lay = eng.layer_overlap ? 1 : 0;  // kvmath.evaluate: loads layer by layer under its step
+    // kvmath.evaluate.scenario_values: a layer-by-layer load hides under the step from host memory only
+    const tierHops = D.tiers[state.tier];
+    const hostOnly = tierHops.length > 0 && tierHops.every(h => h.link === D.gpu_host_link || h.link === D.gpu_host_memory);
+    v.o_lay = eng.layer_overlap && hostOnly ? 1 : 0;
     v.t_step = S.t_step_ideal.f(v);  // evaluate() re-times it with its prefill model
     v.t_0 = S.fixed_cost.f(v);
     if ("bandwidth" in state) v.B = state.bandwidth * D.flags.bandwidth.scale;

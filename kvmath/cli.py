@@ -95,9 +95,9 @@ def build_parser():
                    help="resumes per second arriving at the node, each reloading from the tier: "
                    "sets the reloads sharing its drives and host memory, and the delay they add")
     c.add_argument("--concurrent-reloads", type=_positive_float, metavar="N",
-                   help="replicas reloading at once through the node's shared hops, overriding "
-                   "--resume-rate (default without either: the node's GPUs / TP, every replica "
-                   "reloading at once, the worst case)")
+                   help="replicas reloading at once through the node's shared hops, at most the "
+                   "node's GPUs / TP, instead of --resume-rate (default without either: every "
+                   "replica reloading at once, the worst case)")
     c.add_argument("--compute-dtype", choices=["bf16", "fp8"],
                    help="prefill compute dtype (default: the deployment's; fp8 reads fp8 weights)")
     c.add_argument("--bandwidth", type=_positive_float, metavar="GBPS",
@@ -485,6 +485,8 @@ def _node_and_gpu(args, need_node=True):
         raise ScenarioError(f"--gpu {gpu.name} is not the GPU of node {node.name} ({node.gpus}x "
                             f"{node.gpu}): drop --gpu, or give a node with that GPU")
     gpu = gpu or resolve_gpu(node.gpu)
+    if node is not None:  # the node's GPU count, not the GPU row's
+        gpu = replace(gpu, gpus_per_node=node.gpus)
     if args.compute_dtype == "fp8" and gpu.fp8_dense_flops is None:
         raise ScenarioError(f"--compute-dtype fp8: GPU {gpu.name} has no FP8 tensor-core peak")
     return node, gpu
@@ -517,11 +519,13 @@ def _price_overrides(args):
 def _run_reuse(args):
     from .reuse import reuse, tier_plan
     from .tables import resolve_pause
-    from .tables import node_drive
-    _scenario(args, _REUSE_KEYS, ("model", "gpu", "tier", "tokens"))
+    from .tables import node_drive, node_nvme_tier
+    _scenario(args, _REUSE_KEYS, ("model", "tier", "tokens") + (() if args.node else ("gpu",)))
     model, tier, pause = resolve_model(args.model), resolve_tier(args.tier), resolve_pause(args.pause)
     node, gpu = _node_and_gpu(args, need_node=args.resume_rate is not None)
     drive = node_drive(node) if node is not None and tier.name == "nvme" else None
+    if node is not None and tier.name == "nvme":  # the node's own drives, as compare --node
+        tier = node_nvme_tier(node)
     engine = resolve_engine(args.engine) if args.engine else None
     kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype,
               engine=engine, price_overrides=_price_overrides(args))
@@ -604,7 +608,6 @@ def run(argv=None):
     if args.node:  # the node's GPU and count, and an nvme tier of its own drives
         from .tables import node_nvme_tier
         node, gpu = _node_and_gpu(args)
-        gpu = replace(gpu, gpus_per_node=node.gpus)
         if args.tier == "nvme":
             if not node.nvme_drives:
                 raise ScenarioError(f"node {node.name} has no NVMe drives: --tier nvme has "

@@ -535,7 +535,11 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     v.update(request_cost_values(eng, tier, token_ids))
     v["n"] = float(new_tokens)
     v["n_step"] = eng.request_steps
-    v["o_lay"] = 1.0 if eng.layer_overlap else 0.0  # loads layer by layer under its step
+    # an engine loading layer by layer under its step does so from host memory (its L2): a
+    # drive's or a NIC's read is prefetched into host memory first, so it hides nothing
+    host_only = bool(tier.hops) and all(h.link in (GPU_HOST_LINK, GPU_HOST_MEMORY)
+                                        for h in tier.hops)
+    v["o_lay"] = 1.0 if eng.layer_overlap and host_only else 0.0
     v["t_step"] = float(fn("t_step_ideal").take(v))  # compare() re-times it with its prefill model
     v["t_0"] = float(fn("fixed_cost").take(v))
     if bandwidth_Bps is not None:

@@ -68,7 +68,7 @@ def _new_tokens_to_hide(values, rec, tokens, t_load):
         return 0.0
     if slack(MAX_HIDE_TOKENS) < 0:
         return None
-    return _bisect_first(slack, 1.0, MAX_HIDE_TOKENS)
+    return float(math.ceil(_bisect_first(slack, 1.0, MAX_HIDE_TOKENS) - 1e-9))  # whole tokens
 
 
 def split(model, gpu, tier, tokens, tp=1, prefill="calibrated", **kw):

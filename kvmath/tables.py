@@ -113,6 +113,9 @@ class Engine(Row, table="engines"):
     def check(self):
         if (self.storage_io_bytes is None) != (self.queue_depth is None):
             raise FieldError("queue_depth", "give storage_io_bytes and queue_depth together")
+        if self.layer_overlap and self.request_steps < 1:
+            raise FieldError("layer_overlap", "a load can hide only under a step the engine runs: "
+                             "layer_overlap needs request_steps of at least 1")
 
 
 class EngineCost(Row, table="engine_costs"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 
 POLICIES = ("lru", "ttl", "selective")
 
@@ -70,7 +71,7 @@ def analyse(args):
         raise ScenarioError(f"--sample-rate must be below 1, got {args.sample_rate:g}")
     node = resolve_node(args.node)  # a bundled node, or the one row of a nodes CSV, as in tiers
     model = resolve_model(args.model)
-    gpu = bundled().gpus[node.gpu]
+    gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)  # the node's count
     tp = args.tp or node.gpus
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")

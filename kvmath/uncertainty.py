@@ -29,7 +29,7 @@ from functools import lru_cache
 from .evaluate import Layout, compare, crossings, fn, scenario_values
 from .schema import table
 from .tables import bundled
-from .validation import measurements, predict
+from .validation import measurements, model_of, predict
 
 @lru_cache(maxsize=None)
 def efficiency_range():
@@ -135,8 +135,10 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
         recompute = (nominal["recompute_s"], nominal["recompute_s"] / e_lo)
     # a configuration the model is known to miss carries that miss: the failing row's
     # measured/predicted widens its side's band
-    limits = known_limits(model.name, gpu.name, nominal)
-    step_ratios = [ratio for m, ratio in limits if m.quantity == "decode_step_s"]
+    limits = known_limits(model, gpu.name, nominal)
+    # a batch-1 decode row is a one-token forward: it speaks for a one-token turn's step only
+    step_ratios = [ratio for m, ratio in limits if m.quantity == "decode_step_s"
+                   and nominal["new_tokens"] == 1]
     for m, ratio in limits:  # ratio: measured / predicted
         if m.quantity == "decode_step_s":  # the reload's own step, below
             continue
@@ -165,7 +167,15 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     cold_add = nominal["ttft_recompute_s"] - nominal["recompute_s"]
     hit_add = nominal["ttft_reload_s"] - nominal["reload_s"]
     ttft_recompute = tuple(x + cold_add for x in recompute)
-    ttft_reload = tuple(x + hit_add for x in reload)
+    # what a layer-by-layer load hides under the step, at each end's own load and step (the
+    # nominal's hidden part is in hit_add): min(load, step)(1 - 1/L)
+    hidden = nominal["overlap_hidden_s"]
+    ends = (hidden, hidden)
+    if hops and v["o_lay"]:
+        kv, layers = nominal["kv_bytes_per_gpu"], v["L_full"] + v["L_win"]
+        ends = tuple(v["o_lay"] * min(kv / b, s) * (1 - 1 / layers)
+                     for b, s in ((b_hi, step_lo), (b_lo, step_hi)))
+    ttft_reload = tuple(x + hit_add + hidden - h for x, h in zip(reload, ends))
     winners = {nominal["winner"]}
     for rc in ttft_recompute:
         for rl in ttft_reload:
@@ -223,12 +233,34 @@ def _failing_rows():
                  and m.quantity in (*_PREFILL_QUANTITIES, "ttft_reload_s", "decode_step_s"))
 
 
-def known_limits(model_name, gpu_name, r):
-    """(row, measured/predicted) of the validation rows outside their tolerance whose model,
-    GPU, tensor-parallel degree and expert layout are those of compare() result r."""
+#: the fields of a model row that set its FLOPs and bytes: two models equal in these are one
+#: architecture to the arithmetic (a validation-only model, as Llama-3-8B-1M is Llama-3.1-8B's)
+SHAPE_FIELDS = ("attention", "layers", "window_layers", "window", "hidden_size",
+                "num_attention_heads", "num_key_value_heads", "head_dim", "kv_lora_rank",
+                "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "q_lora_rank",
+                "intermediate_size", "moe_intermediate_size", "num_experts", "experts_per_token",
+                "shared_experts", "dense_layers", "vocab_size", "tie_word_embeddings",
+                "weight_dtype", "kv_dtype")
+
+
+def shape(model):
+    """The architecture of a model row, as :data:`SHAPE_FIELDS`."""
+    return tuple(getattr(model, f) for f in SHAPE_FIELDS)
+
+
+@lru_cache(maxsize=None)
+def _shape_of(name):
+    return shape(model_of(name))
+
+
+def known_limits(model, gpu_name, r):
+    """(row, measured/predicted) of the validation rows outside their tolerance whose model
+    architecture (its shapes, whatever its name), GPU, tensor-parallel degree and expert layout
+    are those of compare() result r."""
     ep = r["ep"] if r["ep"] > 1 else None
+    arch = shape(model)
     return [(m, ratio) for m, ratio in _failing_rows()
-            if m.model == model_name and m.gpu == gpu_name and m.tp == r["gpus"]
+            if _shape_of(m.model) == arch and m.gpu == gpu_name and m.tp == r["gpus"]
             and (m.ep if m.ep and m.ep > 1 else None) == ep
             and bool(m.dp_attention) == bool(r["dp_attention"])]
 

@@ -334,3 +334,26 @@ def test_a_full_disk_is_one_line():
         p = subprocess.run([sys.executable, "-m", "kvmath", "list"], stdout=full,
                            stderr=subprocess.PIPE, text=True, timeout=60)
     assert p.returncode == 1 and p.stderr.count("\n") == 1 and "cannot write" in p.stderr
+
+
+def test_reuse_prices_an_nvme_hit_on_the_nodes_drives(capsys, tmp_path):
+    """After review: reuse --node had priced an NVMe hit over the bundled eight-drive tier (while
+    compare --node used the node's drives) and still required --gpu."""
+    import csv
+
+    from kvmath.schema import data_path
+    rows = data_path("nodes.csv").read_text().splitlines()
+    row = next(r for r in csv.DictReader(rows) if r["name"] == "dgx-h100")
+    row.update(name="four-drives", nvme_drives="4")
+    path = tmp_path / "node.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=rows[0].split(","), lineterminator="\n")
+        w.writeheader()
+        w.writerow(row)
+    reload = {}
+    for cmd in ("reuse", "compare"):
+        code, out, err = run(capsys, cmd, "--model", "llama-3.1-70b", "--tier", "nvme",
+                             "--tokens", "32768", "--node", str(path), "--json")
+        assert code == 0, err
+        reload[cmd] = json.loads(out)["reload_s"]
+    assert reload["reuse"] == pytest.approx(reload["compare"], rel=1e-12)
