@@ -408,8 +408,12 @@ def _tiers_human(plan):
              ]
     rows = []
     for t in plan["tiers"]:
-        to = fmt_time(t["ttl_to_s"]) if math.isfinite(t["ttl_to_s"]) else "inf"
-        ages = f"{fmt_time(t['ttl_from_s'])} - {to}" if t["ttl_from_s"] else f"0 - {to}"
+        if math.isfinite(t["ttl_to_s"]):
+            to = fmt_time(t["ttl_to_s"])
+            ages = f"{fmt_time(t['ttl_from_s'])} - {to}" if t["ttl_from_s"] else f"0 - {to}"
+        else:  # the tier holds every cache it is given, whatever its age (issue 20: "0 - inf")
+            ages = (f"{fmt_time(t['ttl_from_s'])} and older" if t["ttl_from_s"]
+                    else "every age")
         share = ("-" if not math.isfinite(t["write_bandwidth_Bps"])
                  else f"{t['write_Bps'] / t['write_bandwidth_Bps']:.0%}")
         dwpd = "-" if t["drive_writes_per_day"] is None else f"{t['drive_writes_per_day']:.3g}"

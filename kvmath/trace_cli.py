@@ -129,8 +129,10 @@ def _human(r):
                      f"{fmt_bytes(t['write_Bps_mean'], 3) + '/' + fmt_bytes(t['write_Bps_p99'], 3):>22} "
                      f"{t['writes_dropped']:>8,}")
         if "drive_writes_per_day" in t:
+            life = t["lifetime_years"]
             lines.append(f"{'':<10} {t['drive_writes_per_day']:.3g} drive writes per day, "
-                         f"rated life {t['lifetime_years']:.3g} years at that rate")
+                         + (f"rated life {life:.3g} years at that rate" if math.isfinite(life)
+                            else "so no wear"))  # issue 20: "rated life inf years"
     lines.append(f"GPU-seconds saved per second: {r['gpu_seconds_saved_per_s']:.3g}; prefill "
                  f"demand {r['prefill_gpu_s_per_s']:.3g} GPU-s/s (no cache "
                  f"{r['prefill_gpu_s_per_s_no_cache']:.3g}) of the node's "

@@ -1,5 +1,6 @@
 """The command line: happy paths, and one clear line with exit status 2 for each mistake."""
 import json
+import re
 import subprocess
 import sys
 
@@ -357,3 +358,12 @@ def test_reuse_prices_an_nvme_hit_on_the_nodes_drives(capsys, tmp_path):
         assert code == 0, err
         reload[cmd] = json.loads(out)["reload_s"]
     assert reload["reuse"] == pytest.approx(reload["compare"], rel=1e-12)
+
+
+def test_no_inf_printed_as_an_answer(capsys):
+    """issue 20: `tiers --resume-rate 1e-15` printed ages held "0 - inf"; a tier that holds every
+    cache it gets says so."""
+    code, out, err = run(capsys, "tiers", "--model", "llama-3.1-8b", "--tokens", "8192",
+                         "--resume-rate", "1e-15")
+    assert code == 0 and "every age" in out
+    assert not re.search(r"\binf\b|\bnan\b", out), out
