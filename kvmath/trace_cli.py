@@ -118,7 +118,8 @@ def _human(r):
     lines = [f"{r['trace']}: {r['requests']:,} requests over {r['duration_s']:,.0f} s, "
              f"{r['prompt_tokens']:,} prompt tokens; {r['model']} on {r['node']} (TP {r['tp']})",
              f"unlimited prefix cache: {r['max_token_hit_rate']:.1%} of tokens, "
-             f"{r['max_block_hit_rate']:.1%} of blocks",
+             + (f"{r['max_block_hit_rate']:.1%} of blocks" if r["max_block_hit_rate"] is not None
+                else "no prompt fills a block"),
              f"tier replay ({r['policy']}): {r['token_hit_rate']:.1%} of tokens hit",
              f"{'tier':<10} {'capacity':>10} {'hits':>7} {'read mean/p99':>22} "
              f"{'write mean/p99':>22} {'dropped':>8}"]

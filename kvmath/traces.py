@@ -511,7 +511,8 @@ def reuse_stats(trace: Trace):
         "trace": trace.name, "requests": n_req, "duration_s": trace.duration_s,
         "prompt_tokens": int(trace.prompt_tokens.sum()), "block_tokens": bt,
         "blocks": blocks_total, "distinct_blocks": int(len(first_idx)),
-        "max_block_hit_rate": float(hit.sum() / blocks_total),
+        # no prompt fills a block: no block can be reused, and no share of them is defined
+        "max_block_hit_rate": float(hit.sum() / blocks_total) if blocks_total else None,
         "max_token_hit_rate": float(hit_tokens.sum() / trace.prompt_tokens.sum()),
         "requests_with_hit": float((m > 0).mean()),
         "requests_continuation": float((kind == 2).mean()),

@@ -299,3 +299,17 @@ def test_generic_parquet_bad_row(tmp_path):
                f"block_hashes, 512 AS block_tokens) TO '{pq}' (FORMAT parquet)")
     with pytest.raises(T.TraceError, match="line 1: bad row"):
         T.load(pq)
+
+
+def test_a_trace_whose_prompts_fill_no_block_says_so(capsys, tmp_path):
+    """issue 20: prompts all shorter than a block printed "nan% of blocks" after a numpy
+    RuntimeWarning, and exited 0; no share of no blocks is printed now, and nothing on stderr."""
+    import warnings
+    path = tmp_path / "short.jsonl"
+    path.write_text("".join(json.dumps({"timestamp_s": float(i), "prompt_tokens": 100,
+                                        "block_hashes": [], "block_tokens": 512}) + "\n"
+                            for i in range(20)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, out, err = run(capsys, "trace", str(path), "--model", "llama-3.1-8b")
+    assert code == 0 and err == "" and "no prompt fills a block" in out and "nan" not in out
