@@ -6,7 +6,6 @@ on stderr and exits with status 2; it never shows a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -18,13 +17,10 @@ from .scenario import LARGEST, SMALLEST
 from .tables import (DTYPE_BYTES, DataError, UnknownName, bundled, resolve_engine, resolve_gpu,
                      resolve_model, resolve_tier)
 from .units import TIE_SPEEDUP, fmt_bytes, fmt_time, fmt_token_list
-from .version import version_line, with_version
+from .output import UsageError, dump, print_result
+from .version import version_line
 
 USAGE_ERROR = 2
-
-
-class UsageError(Exception):
-    """A mistake in the command line or its inputs."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -341,18 +337,6 @@ def _list():
     return "\n".join(out)
 
 
-def _dump(result):
-    def clean(x):
-        if isinstance(x, float) and not math.isfinite(x):
-            return None
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [clean(v) for v in x]
-        return x
-    return json.dumps(clean(with_version(result)))
-
-
 def _ttl_text(ttl):
     return "none pays (do not offload)" if ttl == 0 else fmt_time(ttl) if math.isfinite(ttl) \
         else "keep until return"
@@ -579,7 +563,7 @@ def _run_other(args):
     result = dict(_run_reuse(args) if args.command == "reuse" else _run_tiers(args))
     result["price_warnings"] = price_warnings(result["prices_observed"])
     human = _reuse_human if args.command == "reuse" else _tiers_human
-    _print(args, result, lambda r: "\n".join([human(r)] + [f"warning: {w}"
+    print_result(args, result, lambda r: "\n".join([human(r)] + [f"warning: {w}"
                                                          for w in r["price_warnings"]]))
     return 0
 
@@ -634,22 +618,8 @@ def run(argv=None):
                                             if b["reload_bandwidth_Bps"][0] is not None else None),
               "verdict_flips_in_band": b["flips"], "prefill_fit_own": b["prefill_fit_own"],
               "known_limits": b["known_limits"]}
-    _print(args, result, _human)
+    print_result(args, result, _human)
     return 0
-
-
-def _print(args, result, human):
-    """One JSON object, or the human lines; with a scenario file, the keys of it this command
-    does not use (another command's) are named, never skipped silently."""
-    unused = getattr(args, "scenario_keys_not_used", None)
-    if args.scenario:
-        result["scenario_keys_not_used"] = unused or []
-    if args.json:
-        print(_dump(result))
-        return
-    print(human(result))
-    if unused:
-        print(f"note: scenario key(s) {', '.join(unused)} are not used by {args.command}")
 
 
 def _compare_tier(name):

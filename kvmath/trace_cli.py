@@ -9,6 +9,8 @@ import argparse
 import math
 from dataclasses import replace
 
+from .output import UsageError, print_result
+
 POLICIES = ("lru", "ttl", "selective")
 
 
@@ -143,7 +145,6 @@ def _human(r):
 
 def run(args):
     """Run ``kvmath trace``; returns the exit status."""
-    from .cli import UsageError, _print
     from .scenario import merge
     merge(args, args.scenario, ("model", "node", "tp", "batch_seqs", "batch_context"))
     if args.model is None:
@@ -151,5 +152,5 @@ def run(args):
                          "--scenario file)")
     args.node = args.node or "dgx-h100"
     result = analyse(args)
-    _print(args, result, _human)
+    print_result(args, result, _human)
     return 0

@@ -1,0 +1,41 @@
+"""What every command prints: one JSON object or its human lines, and the user-error type.
+
+Shared by :mod:`kvmath.cli` and :mod:`kvmath.trace_cli`, so neither imports the other back.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+from .version import with_version
+
+
+class UsageError(Exception):
+    """A mistake in the command line or its inputs."""
+
+
+def dump(result):
+    """``result`` as one JSON object with the version stamp; inf and nan become null."""
+    def clean(x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [clean(v) for v in x]
+        return x
+    return json.dumps(clean(with_version(result)))
+
+
+def print_result(args, result, human):
+    """One JSON object, or the human lines; with a scenario file, the keys of it this command
+    does not use (another command's) are named, never skipped silently."""
+    unused = getattr(args, "scenario_keys_not_used", None)
+    if args.scenario:
+        result["scenario_keys_not_used"] = unused or []
+    if args.json:
+        print(dump(result))
+        return
+    print(human(result))
+    if unused:
+        print(f"note: scenario key(s) {', '.join(unused)} are not used by {args.command}")
