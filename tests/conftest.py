@@ -40,6 +40,19 @@ def model_file(tmp_path):
 
 
 @pytest.fixture
+def node_file(tmp_path):
+    """Write a one-row nodes CSV from a bundled node, with overrides (a four-drive DGX H100 by
+    default: the node the tier-from-node tests hold against the bundled eight drives)."""
+    def make(base="dgx-h100", **overrides):
+        header, rows = bundled_rows("nodes.csv")
+        row = dict(next(r for r in rows if r["name"] == base))
+        changes = {"name": "four-drives", "nvme_drives": 4, **overrides}
+        row.update({k: str(v) for k, v in changes.items()})
+        return write_csv(tmp_path / "node.csv", header, [row])
+    return make
+
+
+@pytest.fixture
 def gpu_file(tmp_path):
     def make(base="h100-sxm", extra=None, header_rename=None, **overrides):
         header, rows = bundled_rows("gpus.csv")

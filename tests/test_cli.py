@@ -239,21 +239,11 @@ def test_a_bug_is_not_a_user_error(capsys, monkeypatch):
     assert code == 2 and "unknown model 'no-such-model'" in err
 
 
-def test_compare_takes_the_node(capsys, tmp_path):
+def test_compare_takes_the_node(capsys, node_file):
     """issue 19: compare had no --node, so four drives could be stated only as --bandwidth (which
     drops the engine model); with the node its GPU is implied, its nvme tier stripes the node's
     own drives, and a node with the bundled drives gives the bundled tier's answer."""
-    import csv
-
-    from kvmath.schema import data_path
-    rows = data_path("nodes.csv").read_text().splitlines()
-    row = next(r for r in csv.DictReader(rows) if r["name"] == "dgx-h100")
-    row.update(name="four-drives", nvme_drives="4")
-    path = tmp_path / "node.csv"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=rows[0].split(","), lineterminator="\n")
-        w.writeheader()
-        w.writerow(row)
+    path = node_file()
     got = {}
     for extra in (["--gpu", "h100-sxm"], ["--node", "dgx-h100"], ["--node", str(path)]):
         code, out, err = run(capsys, "compare", "--model", "llama-3.1-70b", "--tier", "nvme",
@@ -337,20 +327,10 @@ def test_a_full_disk_is_one_line():
     assert p.returncode == 1 and p.stderr.count("\n") == 1 and "cannot write" in p.stderr
 
 
-def test_reuse_prices_an_nvme_hit_on_the_nodes_drives(capsys, tmp_path):
+def test_reuse_prices_an_nvme_hit_on_the_nodes_drives(capsys, node_file):
     """After review: reuse --node had priced an NVMe hit over the bundled eight-drive tier (while
     compare --node used the node's drives) and still required --gpu."""
-    import csv
-
-    from kvmath.schema import data_path
-    rows = data_path("nodes.csv").read_text().splitlines()
-    row = next(r for r in csv.DictReader(rows) if r["name"] == "dgx-h100")
-    row.update(name="four-drives", nvme_drives="4")
-    path = tmp_path / "node.csv"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=rows[0].split(","), lineterminator="\n")
-        w.writeheader()
-        w.writerow(row)
+    path = node_file()
     reload = {}
     for cmd in ("reuse", "compare"):
         code, out, err = run(capsys, cmd, "--model", "llama-3.1-70b", "--tier", "nvme",

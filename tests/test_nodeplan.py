@@ -273,21 +273,12 @@ def test_every_command_serves_the_model_as_its_deployment_does(capsys, model, gp
     assert max(s[1] for s in seen) == pytest.approx(min(s[1] for s in seen), rel=1e-12)
 
 
-def test_an_nvme_hit_reloads_over_the_nodes_own_drives(tmp_path):
+def test_an_nvme_hit_reloads_over_the_nodes_own_drives(node_file):
     """issue 19: an NVMe hit in the plan and the replay was priced on the bundled eight-drive path
     whatever the node; a node with half the drives now reloads slower from them, and a node with
     the bundled drives keeps the bundled tier's numbers."""
-    import csv
-
     from kvmath.tables import node_nvme_tier
-    rows = data_path("nodes.csv").read_text().splitlines()
-    row = next(r for r in csv.DictReader(rows) if r["name"] == "dgx-h100")
-    row.update(name="four-drives", nvme_drives="4")
-    path = tmp_path / "node.csv"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=rows[0].split(","), lineterminator="\n")
-        w.writeheader()
-        w.writerow(row)
+    path = node_file()
     assert node_nvme_tier(resolve_node("dgx-h100")).hops == bundled().tiers["nvme"].hops
     model = bundled().models["llama-3.1-70b"]
     nvme = {}

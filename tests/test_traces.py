@@ -199,19 +199,10 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def test_trace_takes_the_node_file_tiers_and_reuse_take(capsys, tmp_path):
+def test_trace_takes_the_node_file_tiers_and_reuse_take(capsys, node_file):
     """issue 19: `trace --node FILE` said "unknown node" for the CSV row tiers and reuse accept;
     a node with half the drives holds half the NVMe bytes in the replay."""
-    from kvmath.schema import data_path
-    rows = data_path("nodes.csv").read_text().splitlines()
-    fields = rows[0].split(",")
-    row = next(r for r in csv.DictReader(rows) if r["name"] == "dgx-h100")
-    row.update(name="half-drives", nvme_drives=str(int(row["nvme_drives"]) // 2))
-    path = tmp_path / "node.csv"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
-        w.writeheader()
-        w.writerow(row)
+    path = node_file()  # dgx-h100 with four of its eight drives
     nvme = {}
     for node in ("dgx-h100", str(path)):
         code, out, err = run(capsys, "trace", "synthetic", "--model", "llama-3.1-8b", "--node",
