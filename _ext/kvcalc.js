@@ -16,9 +16,11 @@
   // The algorithms of kvmath.evaluate (compare, scenario_values, choose_layout, tier_path,
   // numeric_crossings) and kvmath.prefill.calibrated_values, in the same order; every formula
   // they apply is a generated function of F, every number a field of D.
-  const CHOICES = ["model", "gpu", "tier", "engine", "prefill", "kv-dtype", "compute-dtype"];
-  const NUMBERS = ["tokens", "tp", "ep", "batch", "concurrent-reloads", "efficiency", "bandwidth"];
-  const FLAGS = ["allow-beyond-context"];
+  // the form's fields and their bounds: kvmath.options (the command line's own declarations)
+  const O = D.options, NAMES = Object.keys(O);
+  const FLAGS = NAMES.filter(k => O[k].flag);
+  const CHOICES = NAMES.filter(k => O[k].text || O[k].choices.length);
+  const NUMBERS = NAMES.filter(k => !FLAGS.includes(k) && !CHOICES.includes(k));
   const SYMBOLS = F.inputs.map(i => i.symbol);
   const S = F.scenario;
 
@@ -37,6 +39,15 @@
     return s;
   }
 
+  /** value within a field's bounds (kvmath.options.Kind.ok): finite, whole where integer. */
+  function within(b, x) {
+    if (typeof x !== "number" || !Number.isFinite(x)) return false;
+    if (b.integer && !Number.isInteger(x)) return false;
+    if (b.minimum !== null && (b.exclusive_min ? x <= b.minimum : x < b.minimum)) return false;
+    if (b.maximum !== null && (b.below_max ? x >= b.maximum : x > b.maximum)) return false;
+    return true;
+  }
+
   // a name is one of the table's own rows: "constructor" or "__proto__" in a permalink is not
   const has = (table, name) => typeof name === "string" && Object.prototype.hasOwnProperty.call(table, name);
 
@@ -45,28 +56,25 @@
     if (!has(D.gpus, state.gpu)) return `unknown GPU ${state.gpu}`;
     if (!has(D.tiers, state.tier)) return `unknown tier ${state.tier}`;
     if (state.engine !== undefined && !has(D.engines, state.engine)) return `unknown engine ${state.engine}`;
-    if (state.prefill !== undefined && !D.prefill_models.includes(state.prefill)) {
-      return `--prefill must be one of ${D.prefill_models.join(", ")}, got '${state.prefill}'`;
-    }
     for (const k of ["kv-dtype", "compute-dtype"]) {
       if (state[k] !== undefined && !has(D.dtype_bytes, state[k])) return `unknown ${k} ${state[k]}`;
     }
-    for (const k of NUMBERS.concat(SYMBOLS)) {
-      if (k in state && !Number.isFinite(state[k])) return `${k} must be a number`;
+    for (const k of NUMBERS) {
+      if (k in state && !within(O[k], state[k])) return `${O[k].label} must be ${O[k].words}, got ${state[k]}`;
+    }
+    for (const k of SYMBOLS) {
+      if (k in state && !within(D.own[k], state[k])) {
+        return `your own ${k} must be ${D.own[k].words}, got ${state[k]}`;
+      }
+    }
+    for (const k of CHOICES) {
+      if (O[k].choices.length && state[k] !== undefined && !O[k].choices.includes(state[k])) {
+        return `${O[k].label} must be ${O[k].words}, got '${state[k]}'`;
+      }
     }
     if (!(state.tokens >= D.numeric_crossings.t_min)) {  // kvmath.evaluate.MIN_PREFIX_TOKENS
       return `--tokens must be at least ${D.numeric_crossings.t_min}, got ${state.tokens}: a ` +
              "one-token prefix leaves nothing to reload beyond the request's own forward pass";
-    }
-    for (const k of ["tp", "ep", "batch"]) {
-      if (k in state && !(Number.isInteger(state[k]) && state[k] >= 1)) return `--${k} must be a positive integer`;
-    }
-    if ("efficiency" in state && !(state.efficiency > 0 && state.efficiency <= 1)) {
-      return "--efficiency must be in (0, 1]";
-    }
-    if ("bandwidth" in state && !(state.bandwidth > 0)) return "--bandwidth must be positive";
-    if ("concurrent-reloads" in state && !(state["concurrent-reloads"] > 0)) {
-      return "--concurrent-reloads must be positive";
     }
     return null;
   }
@@ -324,7 +332,15 @@
     const err = check(state);
     if (err) return {error: err};
     try {
-      return evaluate(state);
+      const r = evaluate(state);
+      // an answer is finite and positive, or it is not an answer (your own values can make
+      // a model with no layers, or a GPU so slow a time overflows)
+      for (const k of ["reload_s", "recompute_s", "ttft_reload_s", "ttft_recompute_s"]) {
+        if (!(Number.isFinite(r[k]) && r[k] > 0)) {
+          return {error: `no finite answer: ${k} is ${r[k]} for these values (check your own values)`};
+        }
+      }
+      return r;
     } catch (e) {
       if (e instanceof ScenarioError) return {error: e.message};
       throw e;
@@ -465,25 +481,26 @@
 
   function build(root) {
     const form = el("form", {class: "kvcalc-form", id: "kvcalc-form"});
-    form.append(select("model", "model", Object.keys(D.models)),
-                select("gpu", "GPU", Object.keys(D.gpus)),
-                select("tier", "tier", Object.keys(D.tiers)),
-                select("tp", "TP (GPUs)", []),
-                number("tokens", "prompt length (tokens)", {min: "1", step: "1"}),
-                select("engine", "engine", [""].concat(Object.keys(D.engines)),
+    const L = k => O[k].label;  // the form's words, declared with the option (kvmath.options)
+    form.append(select("model", L("model"), Object.keys(D.models)),
+                select("gpu", L("gpu"), Object.keys(D.gpus)),
+                select("tier", L("tier"), Object.keys(D.tiers)),
+                select("tp", L("tp"), []),
+                number("tokens", L("tokens"), {min: String(D.numeric_crossings.t_min), step: "1"}),
+                select("engine", L("engine"), [""].concat(Object.keys(D.engines)),
                        o => o || `default (${D.default_engine})`),
-                select("prefill", "prefill model", [""].concat(D.prefill_models),
+                select("prefill", L("prefill"), [""].concat(O.prefill.choices),
                        o => o || `default (${D.prefill_models[0]})`),
-                select("kv-dtype", "KV dtype", [""].concat(Object.keys(D.dtype_bytes)),
+                select("kv-dtype", L("kv-dtype"), [""].concat(O["kv-dtype"].choices),
                        o => o || "deployment's"),
-                select("compute-dtype", "compute dtype", [""].concat(Object.keys(D.dtype_bytes)),
+                select("compute-dtype", L("compute-dtype"), [""].concat(O["compute-dtype"].choices),
                        o => o || "deployment's"),
-                number("ep", "experts over (GPUs)", {min: "1", step: "1"}),
-                number("batch", "sequences in HBM", {min: "1", step: "1"}),
-                number("concurrent-reloads", "replicas reloading at once"),
-                number("efficiency", "flat prefill efficiency (0–1)"),
-                number("bandwidth", "reload bandwidth per GPU (GB/s)"),
-                el("label", {class: "kvcalc-field"}, el("span", {}, "beyond the context window"),
+                number("ep", L("ep"), {min: "1", step: "1"}),
+                number("batch", L("batch"), {min: "1", step: "1"}),
+                number("concurrent-reloads", L("concurrent-reloads")),
+                number("efficiency", L("efficiency")),
+                number("bandwidth", L("bandwidth")),
+                el("label", {class: "kvcalc-field"}, el("span", {}, L("allow-beyond-context")),
                    el("input", {name: "allow-beyond-context", id: "kvcalc-allow-beyond-context",
                                 type: "checkbox"})));
     const own = el("details", {class: "kvcalc-own"}, el("summary", {}, "Your own values for the model and GPU rows"));
@@ -566,11 +583,18 @@
     return "?" + q.toString();
   }
 
+  /** A message in the form's words: "--tp 3" reads "“TP (GPUs)” 3", "pass --flag" reads
+   * "tick “its label”" (compute() keeps the command line's words, which tests compare). */
+  function formWords(msg) {
+    return msg.replace(/\bpass --([a-z-]+)/g, (all, k) => has(O, k) ? `tick “${O[k].label}”` : all)
+              .replace(/--([a-z-]+)/g, (all, k) => has(O, k) ? `“${O[k].label}”` : all);
+  }
+
   function update(root, state, resizeOnly) {
     const r = compute(state);
     const status = root.querySelector("#kvcalc-status");
     if (r.error) {  // no stale numbers beside an error
-      status.textContent = r.error;
+      status.textContent = formWords(r.error);
       for (const [key] of LABELS) {
         const cell = root.querySelector(`#${key}`);
         delete cell.dataset.value;

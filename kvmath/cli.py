@@ -13,8 +13,9 @@ from dataclasses import replace
 
 from . import trace_cli
 from .evaluate import BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT, ScenarioError, compare
-from .scenario import LARGEST, SMALLEST
-from .tables import (DTYPE_BYTES, DataError, UnknownName, bundled, resolve_engine, resolve_gpu,
+from .options import COMPARE, DEFAULT_PAUSE, REUSE, TIERS, add_options  # noqa: F401 (chapters)
+from .scenario import read_scenario
+from .tables import (DataError, UnknownName, bundled, resolve_engine, resolve_gpu,
                      resolve_model, resolve_tier)
 from .units import TIE_SPEEDUP, fmt_bytes, fmt_time, fmt_token_list
 from .output import UsageError, dump, print_result
@@ -28,132 +29,18 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-#: the largest integer any option accepts: beyond it no deployment exists and floats lose digits
-MAX_INT = 10 ** 9
-
-
-#: pause distribution of reuse and tiers: pauses.csv row fitted to the conversation trace
-DEFAULT_PAUSE = "conversation-fitted"
-
-def _number(cast, ok, words):
-    """An argparse type: ``cast(text)`` when it satisfies ``ok``, else an error naming ``words``."""
-    def parse(text):
-        try:
-            value = cast(text)
-        except ValueError:
-            value = None
-        if value is None or not ok(value):
-            raise argparse.ArgumentTypeError(f"expected {words}, got {text!r}")
-        return value
-    return parse
-
-
-_positive_int = _number(int, lambda v: 0 < v <= MAX_INT, f"a positive integer of at most {MAX_INT:,}")
-_positive_float = _number(float, lambda v: math.isfinite(v) and SMALLEST <= v <= LARGEST,
-                          f"a positive number from {SMALLEST:g} to {LARGEST:g}")
-_fraction = _number(float, lambda v: SMALLEST <= v <= 1, f"a fraction from {SMALLEST:g} to 1")
-_count = _number(int, lambda v: v >= 0, "a non-negative integer")
-_reserve = _number(float, lambda v: 0 <= v < 1, "a fraction in [0, 1)")
-
-
 def build_parser():
+    """The argument parser, built from the option table of :mod:`kvmath.options`."""
     p = _Parser(prog="python -m kvmath", description="Reload a paused conversation's KV cache, "
                 "or recompute it by prefill? Bandwidths are SI (1 GB/s = 1e9 B/s).")
     p.add_argument("--version", action="version", version=version_line())
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    c = sub.add_parser("compare", help="reload against recompute for one scenario")
-    c.add_argument("--model", help="bundled model name or path to a models CSV row (required)")
-    c.add_argument("--gpu", help="bundled GPU name or path to a gpus CSV row (required)")
-    c.add_argument("--tier", help="tier: host-dram, nvme, rdma, ..., or hbm (the prefix still in "
-                   "GPU memory: no load, the engine's costs remain) (required)")
-    c.add_argument("--tokens", type=_positive_int, help="tokens in the cached prefix (required)")
-    c.add_argument("--new-tokens", type=_positive_int, metavar="N",
-                   help="the new turn's own tokens, computed after the prefix either way (default 1)")
-    c.add_argument("--token-ids", action="store_true", default=None,
-                   help="the prompt arrives as token IDs: the engine does not tokenise it")
-    c.add_argument("--scenario", metavar="FILE.toml",
-                   help="a TOML file of these options (keys with _ for -); flags override it")
-    c.add_argument("--tp", type=_positive_int,
-                   help="tensor-parallel GPUs of attention (default: the sourced deployment, "
-                   "else the smallest that holds the weights and the batch's KV)")
-    c.add_argument("--ep", type=_positive_int,
-                   help="expert-parallel ranks of the routed experts, with all-to-all dispatch and combine; "
-                   "1 shards each expert by tensor parallelism (default: the deployment's, else 1)")
-    c.add_argument("--batch", type=_positive_int,
-                   help="sequences of --tokens tokens whose KV must fit beside the weights (default 1)")
-    c.add_argument("--engine", default=None, metavar="NAME",
-                   help="engine profile: bundled name (kvmath list) or path to an engines CSV row")
-    c.add_argument("--node", metavar="NAME",
-                   help="node: bundled name or path to a nodes CSV row, as tiers and reuse take; "
-                   "sets the GPU (--gpu may be left out), its count, and the drives the nvme tier "
-                   "stripes (default: the tier as tiers.csv gives it, eight drives)")
-    c.add_argument("--resume-rate", type=_positive_float, metavar="R",
-                   help="resumes per second arriving at the node, each reloading from the tier: "
-                   "sets the reloads sharing its drives and host memory, and the delay they add")
-    c.add_argument("--concurrent-reloads", type=_positive_float, metavar="N",
-                   help="replicas reloading at once through the node's shared hops, at most the "
-                   "node's GPUs / TP, instead of --resume-rate (default without either: every "
-                   "replica reloading at once, the worst case)")
-    c.add_argument("--compute-dtype", choices=["bf16", "fp8"],
-                   help="prefill compute dtype (default: the deployment's; fp8 reads fp8 weights)")
-    c.add_argument("--bandwidth", type=_positive_float, metavar="GBPS",
-                   help="effective reload bandwidth per GPU in GB/s, after all efficiency factors "
-                   "(overrides the tier's path and the engine)")
-    c.add_argument("--efficiency", type=_fraction, metavar="F",
-                   help="prefill efficiency, achieved fraction of dense peak (0 < F <= 1)")
-    c.add_argument("--kv-dtype", choices=sorted(DTYPE_BYTES), help="KV element type (default: model's)")
-    c.add_argument("--prefill", choices=["calibrated", "ideal"],
-                   help="prefill model: calibrated on measured operator times (default), or the "
-                   "ideal flat roofline upper bound")
-    c.add_argument("--allow-beyond-context", action="store_true",
-                   help="evaluate prompts longer than the model's context window")
-    c.add_argument("--json", action="store_true", help="print one JSON object")
+    add_options(sub.add_parser(COMPARE, help="reload against recompute for one scenario"), COMPARE)
     sub.add_parser("list", help="bundled models, GPUs, tiers, nodes and pause distributions")
-
-    r = sub.add_parser("reuse", help="break-even return probability and best TTL for offloading")
-    r.add_argument("--scenario", metavar="FILE.toml",
-                   help="TOML file of these options (keys with _ for -); flags override it")
-    r.add_argument("--model", help="bundled model name or path to a models CSV row (required)")
-    r.add_argument("--gpu", help="bundled GPU name or path to a gpus CSV row (required)")
-    r.add_argument("--tier", help="tier the cache is offloaded to (required)")
-    r.add_argument("--tokens", type=_positive_int, help="tokens in the cached prefix (required)")
-    r.add_argument("--tp", type=_positive_int, help="tensor-parallel GPUs (default: smallest that fits)")
-    r.add_argument("--pause", help="pause distribution: bundled name or path to a pauses CSV row "
-                   "(default %s, fitted to Mooncake's conversation trace; chat-lognormal is the "
-                   "assumed what-if)" % DEFAULT_PAUSE)
-    _plan_options(r)
-    r.add_argument("--resume-rate", type=_positive_float, metavar="PER_S",
-                   help="resumes per second on the node: also price holding at opportunity cost "
-                   "(the hits a held cache displaces on a node already bought)")
-    r.add_argument("--json", action="store_true", help="print one JSON object")
-
-    t = sub.add_parser("tiers", help="capacity, bandwidth, endurance and compute plan of a node's "
-                       "tiers for a load")
-    t.add_argument("--scenario", metavar="FILE.toml",
-                   help="TOML file of these options (keys with _ for -); flags override it")
-    t.add_argument("--model", help="bundled model name or path to a models CSV row (required)")
-    t.add_argument("--tokens", type=_positive_int, help="tokens per paused conversation (required)")
-    t.add_argument("--resume-rate", type=_positive_float, metavar="PER_S",
-                   help="conversations resuming per second on the node (required)")
-    t.add_argument("--gpu", help="bundled GPU name or gpus CSV row (default: the node's GPU)")
-    t.add_argument("--tp", type=_positive_int, help="tensor-parallel GPUs (default: all of the node)")
-    t.add_argument("--pause", help="pause distribution: bundled name or path to a pauses CSV row "
-                   "(default %s, fitted to Mooncake's conversation trace; chat-lognormal is the "
-                   "assumed what-if)" % DEFAULT_PAUSE)
-    _plan_options(t)
-    t.add_argument("--gpu-memory-utilization", type=_fraction, metavar="F",
-                   help="fraction of HBM the engine uses (default: vLLM's, plan_defaults.csv)")
-    t.add_argument("--activation-reserve", type=_reserve, metavar="F",
-                   help="share of the used HBM kept for activations and workspace (default: "
-                   "plan_defaults.csv, an assumption)")
-    t.add_argument("--batch-seqs", type=_count, metavar="N",
-                   help="sequences in the running batch of the node, whose KV stays in HBM "
-                   "(default: plan_defaults.csv, an assumption)")
-    t.add_argument("--batch-context", type=_positive_int, metavar="TOKENS",
-                   help="tokens of each running sequence (default: --tokens)")
-    t.add_argument("--writes-within-rating", action="store_true", default=None,
-                   help="admit to NVMe only the writes the drives' rated endurance allows")
-    t.add_argument("--json", action="store_true", help="print one JSON object")
+    add_options(sub.add_parser(REUSE, help="break-even return probability and best TTL for "
+                               "offloading"), REUSE)
+    add_options(sub.add_parser(TIERS, help="capacity, bandwidth, endurance and compute plan of "
+                               "a node's tiers for a load"), TIERS)
     trace_cli.add_parser(sub)
     return p
 
@@ -170,27 +57,6 @@ def _layout(r):
 
 def _band(pair):
     return f"[{fmt_time(pair[0])} to {fmt_time(pair[1])}]"
-
-
-def _plan_options(p):
-    """Options reuse and tiers share: the node, compute dtype and GPU price."""
-    p.add_argument("--node", help="bundled node name or path to a nodes CSV row (default: a "
-                   "bundled node with the GPU of --gpu, else dgx-h100)")
-    p.add_argument("--compute-dtype", choices=["bf16", "fp8"],
-                   help="dtype of the prefill matmuls (default: the deployment's for the model "
-                   "and GPU, else fp8 only for fp8 weights; fp8 reads fp8 weights)")
-    p.add_argument("--gpu-price", type=_positive_float, metavar="USD_PER_GPU_HOUR",
-                   help="price of a GPU-hour (default: the GPU's own dated list price, gpu_prices.csv)")
-    p.add_argument("--prices", metavar="FILE.csv",
-                   help="a CSV in the format of kvmath/data/prices.csv whose rows replace the "
-                   "bundled ones they name (DRAM and NVMe per GB, amortisation, drive lifetime)")
-    p.add_argument("--dram-price", type=_positive_float, metavar="USD_PER_GB",
-                   help="host DRAM price per 1e9 B (default: prices.csv ddr5_usd_per_GB)")
-    p.add_argument("--nvme-price", type=_positive_float, metavar="USD_PER_GB",
-                   help="NVMe price per 1e9 B (default: prices.csv nvme_usd_per_GB)")
-    p.add_argument("--engine", default=None, metavar="NAME",
-                   help="engine profile: bundled name (kvmath list) or path to an engines CSV row; "
-                   "the copies it stores per cache set capacity, writes and wear")
 
 
 def _side(model_fpb, gpu_fpb):
@@ -432,27 +298,6 @@ def _drive_rating(plan):
     return f"{d.drive_writes_per_day:g} ({d.name})"
 
 
-_COMPARE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "ep", "batch", "engine",
-                 "concurrent_reloads", "compute_dtype", "prefill", "kv_dtype", "new_tokens",
-                 "token_ids", "resume_rate", "node")
-_REUSE_KEYS = ("model", "gpu", "tier", "tokens", "tp", "pause", "node", "resume_rate",
-               "compute_dtype", "gpu_price", "engine", "prices", "dram_price", "nvme_price")
-_TIERS_KEYS = ("model", "gpu", "tokens", "tp", "pause", "node", "resume_rate", "compute_dtype",
-               "gpu_price", "gpu_memory_utilization", "activation_reserve", "batch_seqs",
-               "batch_context", "writes_within_rating", "engine", "prices", "dram_price",
-               "nvme_price")
-
-
-def _scenario(args, keys, required):
-    from .scenario import merge
-    merge(args, args.scenario, keys)
-    for key in required:
-        if getattr(args, key) is None:
-            raise UsageError(f"--{key.replace('_', '-')} is required (on the command line or "
-                             f"as key '{key}' in a --scenario file)")
-    args.pause = args.pause or DEFAULT_PAUSE
-
-
 def _node_and_gpu(args, need_node=True):
     """(node, gpu): --node, else a bundled node with --gpu's GPU, else dgx-h100 (node None
     when not needed and not given)."""
@@ -508,7 +353,7 @@ def _run_reuse(args):
     from .reuse import reuse, tier_plan
     from .tables import resolve_pause
     from .tables import node_drive, node_nvme_tier
-    _scenario(args, _REUSE_KEYS, ("model", "tier", "tokens") + (() if args.node else ("gpu",)))
+    read_scenario(args, REUSE)
     model, tier, pause = resolve_model(args.model), resolve_tier(args.tier), resolve_pause(args.pause)
     node, gpu = _node_and_gpu(args, need_node=args.resume_rate is not None)
     drive = node_drive(node) if node is not None and tier.name == "nvme" else None
@@ -539,7 +384,7 @@ def _run_reuse(args):
 def _run_tiers(args):
     from .reuse import tier_plan
     from .tables import resolve_pause
-    _scenario(args, _TIERS_KEYS, ("model", "tokens", "resume_rate"))
+    read_scenario(args, TIERS)
     node, gpu = _node_and_gpu(args)
     model = resolve_model(args.model)
     tp = args.tp or node.gpus
@@ -580,16 +425,7 @@ def run(argv=None):
         except ScenarioError as exc:  # they take no --allow-beyond-context: do not offer it
             raise ScenarioError(str(exc).replace(BEYOND_CONTEXT_HINT, BEYOND_CONTEXT_ELSEWHERE)) \
                 from None
-    from .scenario import merge
-    merge(args, args.scenario, _COMPARE_KEYS)
-    for key in ("model", "gpu", "tier", "tokens"):
-        if getattr(args, key) is None and not (key == "gpu" and args.node):
-            raise UsageError(f"--{key} is required (on the command line or as key '{key}' in "
-                             "a --scenario file)")
-    if args.kv_dtype is not None and args.kv_dtype not in DTYPE_BYTES:
-        raise UsageError(f"kv_dtype: expected one of {', '.join(sorted(DTYPE_BYTES))}, "
-                         f"got {args.kv_dtype!r}")
-    args.batch, args.prefill = args.batch or 1, args.prefill or "calibrated"
+    read_scenario(args, COMPARE)
     from .uncertainty import band
     gpu = resolve_gpu(args.gpu) if args.gpu else None
     tier = _compare_tier(args.tier)
@@ -609,7 +445,7 @@ def run(argv=None):
                      concurrent_reloads=args.concurrent_reloads, ep=args.ep, batch=args.batch,
                      resume_rate=args.resume_rate,
                      allow_beyond_context=args.allow_beyond_context, prefill=args.prefill,
-                     new_tokens=args.new_tokens or 1, token_ids=bool(args.token_ids))
+                     new_tokens=args.new_tokens, token_ids=args.token_ids)
     result = {**b["nominal"], "recompute_s_band": list(b["recompute_s"]),
               "reload_s_band": list(b["reload_s"]),
               "ttft_recompute_s_band": list(b["ttft_recompute_s"]),

@@ -1,13 +1,13 @@
 """Scenario files: a TOML table of command-line options, so a design can be written down once.
 
-Keys are the long option names with ``_`` for ``-`` (``resume_rate = 2``); options given on
-the command line override the file. A wrong key, type or value raises :class:`DataError`
-naming the file, the key and what was expected. Relative file paths (``node = "my.csv"``)
+Keys are the long option names with ``_`` for ``-`` (``resume_rate = 2``), declared with
+their checks once in :mod:`kvmath.options`; options given on the command line override the
+file. A wrong key, type or value raises :class:`DataError` naming the file, the key and what
+was expected. Relative file paths (``node = "my.csv"``)
 are read relative to the scenario file.
 """
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -16,81 +16,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from .options import BY_KEY, apply_defaults, check_toml, keys, missing, required_message
+from .output import UsageError
 from .schema import regular_file
 from .tables import DataError
 
-
-def _text(v):
-    if isinstance(v, str) and v.strip():
-        return v.strip()
-    raise ValueError("expected non-empty text")
-
-
-def _positive_int(v):
-    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-        return v
-    raise ValueError("expected a positive integer")
-
-
-def _count(v):
-    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
-        return v
-    raise ValueError("expected a non-negative integer")
-
-
-#: the magnitudes a real-valued option may take: beyond them products of inputs under- or
-#: overflow (a bandwidth of 1e-300 GB/s times an efficiency of 1e-300 is zero)
-SMALLEST, LARGEST = 1e-15, 1e15
-
-
-def _positive(v):
-    if (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            and SMALLEST <= v <= LARGEST):
-        return float(v)
-    raise ValueError(f"expected a positive number from {SMALLEST:g} to {LARGEST:g}")
-
-
-def _fraction(v):
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and SMALLEST <= v <= 1:
-        return float(v)
-    raise ValueError(f"expected a fraction from {SMALLEST:g} to 1")
-
-
-def _reserve(v):
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1:
-        return float(v)
-    raise ValueError("expected a fraction in [0, 1)")
-
-
-def _dtype(v):
-    if v in ("bf16", "fp8"):
-        return v
-    raise ValueError("expected one of bf16, fp8")
-
-
-def _prefill(v):
-    if v in ("calibrated", "ideal"):
-        return v
-    raise ValueError("expected one of calibrated, ideal")
-
-
-def _boolean(v):
-    if isinstance(v, bool):
-        return v
-    raise ValueError("expected true or false")
-
-
-#: every key a scenario may hold, with its check
-KEYS = {"model": _text, "gpu": _text, "tier": _text, "tokens": _positive_int, "tp": _positive_int,
-        "pause": _text, "node": _text, "resume_rate": _positive, "compute_dtype": _dtype,
-        "gpu_price": _positive, "gpu_memory_utilization": _fraction,
-        "activation_reserve": _reserve, "batch_seqs": _count, "batch_context": _positive_int,
-        "writes_within_rating": _boolean, "ep": _positive_int, "batch": _positive_int,
-        "engine": _text, "concurrent_reloads": _positive, "prefill": _prefill,
-        "kv_dtype": _text, "new_tokens": _positive_int, "token_ids": _boolean,
-        "prices": _text, "dram_price": _positive, "nvme_price": _positive}
+#: every key a scenario may hold: the options of kvmath.options with a TOML key
+KEYS = tuple(sorted(k for k, o in BY_KEY.items() if o.toml))
 #: keys that name a file when they end in .csv (read relative to the scenario)
-PATH_KEYS = ("model", "gpu", "node", "pause", "engine", "prices")
+PATH_KEYS = tuple(k for k in KEYS if BY_KEY[k].path)
 
 
 def load_scenario(path, allowed):
@@ -112,7 +46,7 @@ def load_scenario(path, allowed):
             raise DataError(path, None, key, f"unknown key; expected one of "
                             f"{', '.join(sorted(KEYS))}")
         try:
-            checked = KEYS[key](value)
+            checked = check_toml(key, value)
         except ValueError as exc:
             raise DataError(path, None, key, f"{exc}, got {value!r}") from None
         if key not in allowed:  # another command's key: checked, not used here
@@ -141,3 +75,13 @@ def merge(args, path, allowed):
             setattr(args, key, value)
     args.scenario_keys_not_used = unused_keys(path, allowed)
     return args
+
+
+def read_scenario(args, command):
+    """Fill args from its --scenario file (flags win), refuse a missing required option, then
+    apply the declared defaults: every command reads its scenario the same way."""
+    merge(args, args.scenario, keys(command))
+    absent = missing(args, command)
+    if absent is not None:
+        raise UsageError(required_message(absent))
+    return apply_defaults(args, command)

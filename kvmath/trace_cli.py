@@ -5,55 +5,19 @@ FILE is a bundled trace name (conversation, synthetic) or a Mooncake / generic t
 """
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import replace
 
-from .output import UsageError, print_result
-
-POLICIES = ("lru", "ttl", "selective")
-
-
-def _positive(kind):
-    def parse(text):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-        if not (math.isfinite(value) and value > 0):
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-        return value
-    return parse
-
+from .output import print_result
 
 def add_parser(subparsers):
     """Add the ``trace`` sub-command to an argparse subparsers object."""
+    from .options import TRACE, add_options
     t = subparsers.add_parser("trace", help="reuse, LRU hit-rate curve and tier replay of a "
                               "request trace")
     t.add_argument("file", metavar="FILE", help="bundled trace (conversation, synthetic) or a "
                    "Mooncake/generic JSONL(.gz) or Parquet trace")
-    t.add_argument("--model", help="bundled model name or path to a models CSV row (required)")
-    t.add_argument("--node", help="bundled node name or path to a nodes CSV row, as tiers and "
-                   "reuse take (default dgx-h100)")
-    t.add_argument("--scenario", metavar="FILE.toml",
-                   help="a TOML file of model, node, tp, batch_seqs, batch_context; flags override it")
-    t.add_argument("--tp", type=_positive(int), help="tensor-parallel GPUs (default: all of the node)")
-    t.add_argument("--policy", choices=POLICIES, default="lru", help="tier policy (default lru)")
-    t.add_argument("--ttl", type=_positive(float), metavar="S", default=600.0,
-                   help="time-to-live of offloaded blocks for --policy ttl, s (default 600)")
-    t.add_argument("--min-uses", type=_positive(int), default=2, metavar="N",
-                   help="uses before a block is written to NVMe, --policy selective (default 2)")
-    t.add_argument("--remote-bytes", type=_positive(float), metavar="B",
-                   help="add a remote pool of this many bytes over RDMA")
-    t.add_argument("--batch-seqs", type=_positive(int), metavar="N",
-                   help="sequences in the node's running batch, whose KV stays in HBM "
-                   "(default: plan_defaults.csv, as kvmath tiers)")
-    t.add_argument("--batch-context", type=_positive(int), metavar="TOKENS",
-                   help="context of each running sequence (default: the trace's mean prompt "
-                   "plus output tokens)")
-    t.add_argument("--sample-rate", type=_positive(float), metavar="R",
-                   help="SHARDS sampling rate for the LRU curve (0 < R < 1; default exact)")
-    t.add_argument("--json", action="store_true", help="print one JSON object")
+    add_options(t, TRACE)
     return t
 
 
@@ -69,8 +33,6 @@ def analyse(args):
     from .evaluate import ScenarioError
     from .tables import bundled, resolve_model, resolve_node
 
-    if args.sample_rate is not None and args.sample_rate >= 1:
-        raise ScenarioError(f"--sample-rate must be below 1, got {args.sample_rate:g}")
     node = resolve_node(args.node)  # a bundled node, or the one row of a nodes CSV, as in tiers
     model = resolve_model(args.model)
     gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)  # the node's count
@@ -145,11 +107,9 @@ def _human(r):
 
 def run(args):
     """Run ``kvmath trace``; returns the exit status."""
-    from .scenario import merge
-    merge(args, args.scenario, ("model", "node", "tp", "batch_seqs", "batch_context"))
-    if args.model is None:
-        raise UsageError("--model is required (on the command line or as key 'model' in a "
-                         "--scenario file)")
+    from .scenario import read_scenario
+    from .options import TRACE
+    read_scenario(args, TRACE)
     args.node = args.node or "dgx-h100"
     result = analyse(args)
     print_result(args, result, _human)

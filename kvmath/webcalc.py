@@ -21,6 +21,7 @@ import json
 import math
 from pathlib import Path
 
+from .options import calculator_options
 from .evaluate import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, hbm_fit_fraction, TP_CANDIDATES, PREFILL_MODELS, ScenarioError,
                        _efficiency, architecture_values, heads_fit)
 from .schema import data_path
@@ -45,6 +46,48 @@ MODEL_SYMBOLS = ("d", "n_q", "L_full", "L_win", "W", "n_kv", "d_h", "r_kv", "d_r
                  "d_qk", "d_v")
 #: GPU symbols a reader may override
 GPU_SYMBOLS = ("P", "B_hbm", "C_hbm", "N_node")
+#: the table field each own-value symbol stands for, whose schema constraints bound it
+OWN_FIELDS = {"d": ("models", "hidden_size"), "n_q": ("models", "num_attention_heads"),
+              "L_win": ("models", "window_layers"), "W": ("models", "window"),
+              "n_kv": ("models", "num_key_value_heads"), "d_h": ("models", "head_dim"),
+              "r_kv": ("models", "kv_lora_rank"), "d_rope": ("models", "qk_rope_head_dim"),
+              "d_nope": ("models", "qk_nope_head_dim"), "r_q": ("models", "q_lora_rank"),
+              "E_sh": ("models", "shared_experts"), "L_dense": ("models", "dense_layers"),
+              "V": ("models", "vocab_size"), "d_v": ("models", "v_head_dim"),
+              "P": ("gpus", "bf16_dense_flops"), "B_hbm": ("gpus", "hbm_bandwidth_Bps"),
+              "C_hbm": ("gpus", "hbm_capacity_bytes"), "N_node": ("gpus", "gpus_per_node")}
+#: symbols that are counts of a model's parts with no field of their own (0 where the model
+#: has none: no dense FFN, no experts, no full-attention layers), and d_qk (a head width)
+OWN_COUNTS = {"L_full": 0, "I_ffn": 0, "I_exp": 0, "E": 0, "k_top": 0, "L_moe": 0, "d_qk": 1}
+
+
+def own_bounds():
+    """{symbol: {integer, minimum, exclusive_min, maximum, below_max, words}}: what a reader's
+    own value may be, the constraints of the table field it stands for (tied: 0 or 1)."""
+    from .options import MAX_INT
+    from .schema import resource
+    fields = {(t, f["name"]): f for t in ("models", "gpus")
+              for f in resource(t)["schema"]["fields"]}
+    out = {}
+    for name in (*MODEL_SYMBOLS, *GPU_SYMBOLS):
+        if name == "tied":
+            out[name] = dict(integer=True, minimum=0, exclusive_min=False, maximum=1,
+                             below_max=False, words="0 or 1")
+            continue
+        if name in OWN_COUNTS:
+            f = {"type": "integer", "constraints": {"minimum": OWN_COUNTS[name]}}
+        else:
+            f = fields[OWN_FIELDS[name]]
+        c, integer = f.get("constraints", {}), f["type"] == "integer"
+        exclusive = "exclusiveMinimum" in c
+        low = c.get("exclusiveMinimum", c.get("minimum"))
+        high = c.get("maximum", MAX_INT if integer else None)
+        words = ((f"a whole number from {low:g} to {high:,}" if integer else
+                  (f"a number above {low:g}" if exclusive else f"a number of at least {low:g}"))
+                 + ("" if integer or high is None else f" and at most {high:g}"))
+        out[name] = dict(integer=integer, minimum=low, exclusive_min=exclusive, maximum=high,
+                         below_max=False, words=words)
+    return out
 
 
 def _gpu(g, cat):
@@ -120,6 +163,7 @@ def scenario_data(cat=None):
             # numeric_crossings' grid for the calibrated model (kvmath.evaluate)
             "numeric_crossings": {"points": 1024, "iterations": 48, "t_min": MIN_PREFIX_TOKENS},
             "tie_speedup": TIE_SPEEDUP,
+            "options": calculator_options(), "own": own_bounds(),
             "defaults": dict(DEFAULTS), "version": version_info()}
 
 

@@ -149,7 +149,7 @@ def test_fitted_pauses_file_is_current():
 
 
 def test_default_pause_is_the_measured_one():
-    from kvmath.cli import DEFAULT_PAUSE
+    from kvmath.options import DEFAULT_PAUSE
     from kvmath.tables import pauses
     assert DEFAULT_PAUSE == "conversation-fitted"
     assert pauses()[DEFAULT_PAUSE].kind == "measurement"

@@ -127,3 +127,38 @@ def test_a_permalink_naming_a_javascript_built_in_is_an_unknown_name(tmp_path):
                          text=True, input=json.dumps(hostile), check=True)
     got = json.loads(out.stdout)
     assert all("error" in r and "unknown" in r["error"] for r in got), got
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js not installed (the browser test covers it)")
+def test_own_values_and_options_have_the_command_lines_bounds(tmp_path):
+    """issue 20: ?L_full=-80 showed a negative reload and a verdict, ?P=-1e15 'reload wins';
+    the own-value fields take the bounds of the table fields they stand for, and the options
+    those of kvmath.options, so each is refused with no verdict."""
+    write_static(tmp_path)
+    base = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 4096}
+    hostile = [{**base, **kv} for kv in (
+        {"L_full": -80}, {"P": -1e15}, {"P": 0}, {"n_kv": 2.5}, {"tied": 2}, {"N_node": 0},
+        {"tp": 1.5}, {"tp": 0}, {"ep": -1}, {"efficiency": 2}, {"bandwidth": 0},
+        {"concurrent-reloads": -3}, {"tokens": 1e12}, {"compute-dtype": "fp16"},
+        {"prefill": "magic"}, {"batch": 1e10})]
+    out = subprocess.run([NODE, "-e", RUNNER, str(tmp_path), str(UI)], capture_output=True,
+                         text=True, input=json.dumps(hostile), check=True)
+    got = json.loads(out.stdout)
+    assert all(set(r) == {"error"} for r in got), [(h, r) for h, r in zip(hostile, got)
+                                                   if set(r) != {"error"}]
+    assert "your own L_full must be a whole number from 0" in got[0]["error"]
+    assert got[6]["error"].startswith("TP (GPUs) must be a positive integer")
+
+
+def test_the_calculators_fields_are_the_command_lines_options():
+    """One declaration: each calculator field is a compare option of the same name, kind and
+    bounds (kvmath.options), and each own-value symbol has bounds."""
+    from kvmath.options import BY_NAME, COMPARE
+    data = scenario_data()
+    for name, f in data["options"].items():
+        o = BY_NAME[name]
+        assert COMPARE in o.commands and f["label"] == o.label
+        assert (f["minimum"], f["maximum"], f["integer"]) == (o.kind.minimum, o.kind.maximum,
+                                                             o.kind.integer)
+    assert set(data["own"]) == {i["symbol"] for i in json.loads(
+        re.search(r"inputs: (\[.*\])", generate()["kvcalc-formulas.js"]).group(1))}

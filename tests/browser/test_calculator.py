@@ -122,3 +122,26 @@ def test_own_values_change_the_answer(server, browser):  # noqa: F811
     t.wait_for_selector("#kv_bytes_per_token[data-value]")
     assert float(_shown(t)["kv_bytes_per_token"]) == 2 * base  # twice the KV heads
     ctx.close()
+
+
+@pytest.mark.parametrize("query, words", [
+    ("tp=3", "“TP (GPUs)” 3 does not fit"),
+    ("L_full=-80", "your own L_full must be a whole number from 0"),
+    ("efficiency=2", "flat prefill efficiency (0–1) must be a fraction"),
+    ("tokens=200000", "tick “beyond the context window”"),
+])
+def test_a_bad_permalink_shows_one_message_in_the_forms_words_and_no_verdict(
+        server, browser, query, words):  # noqa: F811
+    """issues 19 and 20: the page's messages quoted command-line flags, and own values such as
+    L_full=-80 showed a negative reload with a verdict."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    t = ctx.new_page()
+    errors = []
+    t.on("pageerror", lambda e: errors.append(str(e)))
+    t.goto(f"{server}{PAGE}?{query}&model=llama-3.1-8b&gpu=h100-sxm&tier=host-dram&tokens=4096",
+           wait_until="load")
+    t.wait_for_function("document.querySelector('#kvcalc-status').textContent.length > 0")
+    status = t.text_content("#kvcalc-status")
+    assert words in status and "--" not in status and "wins" not in status, status
+    assert not _shown(t) and errors == []
+    ctx.close()
