@@ -367,10 +367,11 @@ class HitCost:
     forward pass) plus the reload time, in GPU-seconds per second.
     """
 
-    def __init__(self, model, gpu, tiers, tp, gpus):
+    def __init__(self, model, gpu, tiers, tp, gpus, engine=None):
         from .evaluate import sweep
         from .tables import resolve_tier
         self.model, self.gpu, self.tiers, self.tp, self.gpus = model, gpu, tiers, tp, gpus
+        self.engine = engine  #: the engine profile of the reloads (None: the default)
         self._sweep, self._resolve = sweep, resolve_tier
 
     def _tables(self, trace):
@@ -390,7 +391,8 @@ class HitCost:
             else:
                 tier = (spec.reload_tier if not isinstance(spec.reload_tier, str)
                         else self._resolve(spec.reload_tier))  # a node's own path, or by name
-                rl, _ = self._sweep(self.model, self.gpu, tier, lengths, own_step=False, tp=self.tp)
+                rl, _ = self._sweep(self.model, self.gpu, tier, lengths, own_step=False, tp=self.tp,
+                                    engine=self.engine)
                 reload_blk.append(np.r_[0.0, rl])
         _, rec_prompt = self._sweep(self.model, self.gpu, any_tier,
                                     trace.prompt_tokens.astype(float), tp=self.tp)

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from . import trace_cli
 from .evaluate import BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT, ScenarioError, compare
+from .engine_config import cache_sizes, check_tier, engine_of
 from .options import COMPARE, DEFAULT_PAUSE, REUSE, TIERS, add_options  # noqa: F401 (chapters)
 from .scenario import read_scenario
 from .tables import (DataError, UnknownName, bundled, resolve_engine, resolve_gpu,
@@ -359,7 +360,8 @@ def _run_reuse(args):
     drive = node_drive(node) if node is not None and tier.name == "nvme" else None
     if node is not None and tier.name == "nvme":  # the node's own drives, as compare --node
         tier = node_nvme_tier(node)
-    engine = resolve_engine(args.engine) if args.engine else None
+    engine, cfg = engine_of(args)
+    check_tier(cfg, tier.name)
     kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype,
               engine=engine, price_overrides=_price_overrides(args))
     result = reuse(model, gpu, tier, args.tokens, pause, drive=drive, **kw)
@@ -378,6 +380,8 @@ def _run_reuse(args):
                        p_breakeven_opportunity=o["p_breakeven"], ttl_s_opportunity=o["ttl_s"],
                        verdict_opportunity=o["verdict"])
     result.update(opp, node=node.name if node is not None else None)
+    if cfg is not None:
+        result["engine_config"] = cfg.summary()
     return result
 
 
@@ -390,14 +394,17 @@ def _run_tiers(args):
     tp = args.tp or node.gpus
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
-    return tier_plan(node, model, args.tokens, args.resume_rate, resolve_pause(args.pause), tp=tp,
+    engine, cfg = engine_of(args)
+    plan = tier_plan(node, model, args.tokens, args.resume_rate, resolve_pause(args.pause), tp=tp,
                      gpu=gpu, compute_dtype=args.compute_dtype,
                      batch_seqs=args.batch_seqs, batch_context=args.batch_context,
                      gpu_memory_utilization=args.gpu_memory_utilization,
                      activation_reserve=args.activation_reserve, gpu_price=args.gpu_price,
-                     writes_within_rating=bool(args.writes_within_rating),
-                     engine=resolve_engine(args.engine) if args.engine else None,
-                     price_overrides=_price_overrides(args))
+                     writes_within_rating=bool(args.writes_within_rating), engine=engine,
+                     price_overrides=_price_overrides(args), **cache_sizes(args, cfg, node))
+    if cfg is not None:
+        plan["engine_config"] = cfg.summary()
+    return plan
 
 
 def _run_other(args):
@@ -437,11 +444,13 @@ def run(argv=None):
                 raise ScenarioError(f"node {node.name} has no NVMe drives: --tier nvme has "
                                     "nothing to read")
             tier = node_nvme_tier(node)
+    engine, cfg = engine_of(args)
+    check_tier(cfg, tier.name)
     b = band(resolve_model(args.model), gpu, tier,
                      args.tokens, tp=args.tp,
                      bandwidth_Bps=args.bandwidth * 1e9 if args.bandwidth else None,
                      efficiency=args.efficiency, kv_dtype=args.kv_dtype,
-                     compute_dtype=args.compute_dtype, engine=args.engine,
+                     compute_dtype=args.compute_dtype, engine=engine,
                      concurrent_reloads=args.concurrent_reloads, ep=args.ep, batch=args.batch,
                      resume_rate=args.resume_rate,
                      allow_beyond_context=args.allow_beyond_context, prefill=args.prefill,
@@ -454,6 +463,8 @@ def run(argv=None):
                                             if b["reload_bandwidth_Bps"][0] is not None else None),
               "verdict_flips_in_band": b["flips"], "prefill_fit_own": b["prefill_fit_own"],
               "known_limits": b["known_limits"]}
+    if cfg is not None:
+        result["engine_config"] = cfg.summary()
     print_result(args, result, _human)
     return 0
 

@@ -97,6 +97,7 @@ POSITIVE = Kind(f"a positive number from {SMALLEST:g} to {LARGEST:g}", minimum=S
 FRACTION = Kind(f"a fraction from {SMALLEST:g} to 1", minimum=SMALLEST, maximum=1)
 SAMPLE = Kind(f"a fraction from {SMALLEST:g} to below 1", minimum=SMALLEST, maximum=1,
               below_max=True)
+COUNT_BYTES = Kind(f"a number of bytes from 0 to {LARGEST:g}", minimum=0, maximum=LARGEST)
 RESERVE = Kind("a fraction in [0, 1)", minimum=0, maximum=1, below_max=True)
 FLAG = Kind("true or false", flag=True)
 
@@ -119,7 +120,8 @@ class Option:
     help_for: dict = field(default_factory=dict)   #: a command's own help text
     toml: bool = True               #: a scenario file may hold it
     label: str | None = None        #: the calculator's words for it; None: not in the calculator
-    path: bool = False              #: a value ending in .csv is a file, relative to the scenario
+    path: object = False            #: True: a value ending in .csv is a file, relative to the
+    #:                                 scenario; "file": the value is always a file
     required_unless: str | None = None  #: the option that stands in for this one when given
 
     @property
@@ -176,7 +178,7 @@ OPTIONS = (
     Option("batch", POSITIVE_INT, "sequences of --tokens tokens whose KV must fit beside the "
            "weights (default 1)", (COMPARE,), default=1, label="sequences in HBM"),
     Option("engine", TEXT, "engine profile: bundled name (kvmath list) or path to an engines "
-           "CSV row", (COMPARE, REUSE, TIERS), metavar="NAME", path=True, label="engine",
+           "CSV row", (COMPARE, REUSE, TIERS, TRACE), metavar="NAME", path=True, label="engine",
            help_for={REUSE: "engine profile: bundled name (kvmath list) or path to an engines "
                      "CSV row; the copies it stores per cache set capacity, writes and wear",
                      TIERS: "engine profile: bundled name (kvmath list) or path to an engines "
@@ -211,7 +213,7 @@ OPTIONS = (
            "gpu_prices.csv)", (REUSE, TIERS), unit="USD/GPU-hour", metavar="USD_PER_GPU_HOUR"),
     Option("prices", TEXT, "a CSV in the format of kvmath/data/prices.csv whose rows replace the "
            "bundled ones they name (DRAM and NVMe per GB, amortisation, drive lifetime)",
-           (REUSE, TIERS), metavar="FILE.csv", path=True),
+           (REUSE, TIERS), metavar="FILE.csv", path="file"),
     Option("dram-price", POSITIVE, "host DRAM price per 1e9 B (default: prices.csv "
            "ddr5_usd_per_GB)", (REUSE, TIERS), unit="USD/GB", metavar="USD_PER_GB"),
     Option("nvme-price", POSITIVE, "NVMe price per 1e9 B (default: prices.csv nvme_usd_per_GB)",
@@ -226,6 +228,17 @@ OPTIONS = (
            (TIERS, TRACE), unit="tokens", metavar="TOKENS",
            help_for={TRACE: "context of each running sequence (default: the trace's mean "
                      "prompt plus output tokens)"}),
+    Option("engine-config", TEXT, "the engine's own offload settings: vLLM's "
+           "--kv-transfer-config JSON, an LMCache YAML file or a file of SGLang's server flags; "
+           "sets the engine profile (with its chunk or page size and single-copy settings) and, "
+           "for tiers and trace, the host DRAM and drives it caches in (instead of --engine)",
+           COMMANDS, metavar="FILE", path="file"),
+    Option("host-cache-bytes", POSITIVE, "host DRAM the engine caches KV in, for the node "
+           "(default: --engine-config's size, else the node's whole DRAM)", (TIERS, TRACE),
+           unit="B", metavar="B"),
+    Option("disk-cache-bytes", COUNT_BYTES, "drive capacity the engine caches KV in, for the node; "
+           "0: no NVMe tier (default: --engine-config's, else the node's whole drives)",
+           (TIERS, TRACE), unit="B", metavar="B"),
     Option("writes-within-rating", FLAG, "admit to NVMe only the writes the drives' rated "
            "endurance allows", (TIERS,), default=False),
     Option("policy", choice(*POLICIES), "tier policy (default lru)", (TRACE,), default="lru"),

@@ -37,5 +37,32 @@ def print_result(args, result, human):
         print(dump(result))
         return
     print(human(result))
+    cfg = result.get("engine_config")
+    if cfg:
+        print(engine_config_line(cfg))
     if unused:
         print(f"note: scenario key(s) {', '.join(unused)} are not used by {args.command}")
+
+
+def engine_config_line(cfg):
+    """The human line saying what an --engine-config file set, and what it holds that kvmath
+    does not model."""
+    def size(x, medium):
+        return f"all of the node's {medium}" if x is None else f"{x / 1e9:,.4g} GB"
+    parts = [f"engine settings {cfg['file']} ({cfg['format']}): profile {cfg['engine']}"]
+    if cfg["host_cache_hbm_ratio"] is not None:
+        parts.append(f"host cache {cfg['host_cache_hbm_ratio']:g}x the HBM KV pool")
+    elif cfg["host_cache_bytes_per_gpu"] is not None:
+        parts.append(f"host cache {size(cfg['host_cache_bytes_per_gpu'], 'DRAM')} per GPU")
+    else:
+        parts.append(f"host cache {size(cfg['host_cache_bytes'], 'DRAM')}")
+    if not cfg["disk_tier"]:
+        parts.append("no disk tier")
+    elif cfg["disk_cache_bytes_per_gpu"] is not None:
+        parts.append(f"disk cache {size(cfg['disk_cache_bytes_per_gpu'], 'drives')} per GPU")
+    else:
+        parts.append(f"disk cache {size(cfg['disk_cache_bytes'], 'drives')}")
+    line = "; ".join(parts)
+    if cfg["not_modelled"]:
+        line += f"; not modelled: {', '.join(cfg['not_modelled'])}"
+    return line

@@ -305,9 +305,21 @@ def hbm_tier_capacity(node, gpu, model, tp, kv_batch_bytes, batch_seqs, utilisat
         "Q_batch": kv_batch_bytes}))
 
 
+def _cache_cap(wanted, held, what, medium, node):
+    """The bytes an engine caches in a medium: what its settings give (None: all the node
+    holds), refused when beyond what the node holds."""
+    if wanted is None:
+        return float(held)
+    if wanted > held * (1 + 1e-12):
+        raise ScenarioError(f"the engine's {what} of {wanted:.4g} B exceeds node {node.name}'s "
+                            f"{medium} of {held:.4g} B")
+    return float(wanted)
+
+
 def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_seqs=None,
                     batch_context=None, gpu_memory_utilization=None, activation_reserve=None,
-                    writes_within_rating=False):
+                    writes_within_rating=False, host_cache_bytes=None, disk_cache_bytes=None,
+                    host_cache_hbm_ratio=None):
     """Capacity (B) and read/write bandwidth (B/s, node totals) of a node's KV tiers, the one
     source for both the analytic plan (:func:`tier_plan`) and the trace replay
     (:func:`kvmath.cachesim.node_tiers`).
@@ -318,6 +330,12 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     the host-dram path. NVMe: the drive array, read and write bandwidth from drives.csv
     (capped by the host path), and with writes_within_rating the write bandwidth capped at
     the drives' rated drive writes per day.
+
+    The engine's own sizes (``--engine-config``, ``--host-cache-bytes``, ``--disk-cache-bytes``,
+    node totals in B) cap the host DRAM and the drives it caches KV in; ``disk_cache_bytes``
+    0 means no NVMe tier; ``host_cache_hbm_ratio`` sizes host DRAM as that multiple of the
+    HBM left for KV with no running batch (SGLang's --hicache-ratio). A size beyond what the
+    node holds is refused.
     """
     cat = bundled()
     gpu = gpu or cat.gpus[node.gpu]
@@ -343,12 +361,20 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
             "DWPD_rated": drive.drive_writes_per_day, "n_drives": node.nvme_drives,
             "C_drive": node.nvme_drive_bytes})))
     hbm_bw = gpu.hbm_bandwidth_Bps * node.gpus
+    if host_cache_hbm_ratio is not None:  # the host pool as a multiple of the device KV pool
+        pool = hbm_tier_capacity(node, gpu, model, tp, 0.0, 0, util, reserve, weight_dtype)
+        host_cache_bytes = host_cache_hbm_ratio * max(pool, 0.0)
+    host = _cache_cap(host_cache_bytes, node.host_dram_bytes, "host cache", "DRAM", node)
     tiers = {"hbm": {"capacity_bytes": max(hbm, 0.0), "read_Bps": hbm_bw, "write_Bps": hbm_bw},
-             "host-dram": {"capacity_bytes": node.host_dram_bytes, "read_Bps": dram_bw,
-                           "write_Bps": dram_bw}}
-    if node.nvme_drives:
-        tiers["nvme"] = {"capacity_bytes": node.nvme_drives * node.nvme_drive_bytes,
+             "host-dram": {"capacity_bytes": host, "read_Bps": dram_bw, "write_Bps": dram_bw}}
+    if node.nvme_drives and disk_cache_bytes != 0:
+        tiers["nvme"] = {"capacity_bytes": _cache_cap(
+                             disk_cache_bytes, node.nvme_drives * node.nvme_drive_bytes,
+                             "disk cache", "drives", node),
                          "read_Bps": nvme_read, "write_Bps": nvme_write}
+    elif disk_cache_bytes and not node.nvme_drives:
+        raise ScenarioError(f"a disk cache of {disk_cache_bytes:.4g} B on node {node.name}, "
+                            "which has no NVMe drives")
     return {"tiers": tiers, "drive": drive, "gpu": gpu, "tp": tp, "hbm_free_bytes": hbm,
             "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
             "batch_seqs": batch_seqs, "batch_context_tokens": batch_context,
@@ -358,7 +384,8 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
 def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, compute_dtype=None,
               batch_seqs=None, batch_context=None, gpu_memory_utilization=None,
               activation_reserve=None, gpu_price=None, writes_within_rating=False,
-              find_limit=True, engine=None, price_overrides=()):
+              find_limit=True, engine=None, price_overrides=(), host_cache_bytes=None,
+              disk_cache_bytes=None, host_cache_hbm_ratio=None):
     """Which tier holds which caches, the traffic each carries, and whether the node can run it.
 
     Caches cascade by age: HBM (after the activation reserve, weights and the running batch)
@@ -369,7 +396,8 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
     """
     args = (node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
             batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
-            writes_within_rating, find_limit, engine, tuple(price_overrides))
+            writes_within_rating, find_limit, engine, tuple(price_overrides), host_cache_bytes,
+            disk_cache_bytes, host_cache_hbm_ratio)
     try:
         hash(args)
     except TypeError:  # an input that cannot be remembered: plan it afresh
@@ -380,7 +408,8 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
 @lru_cache(maxsize=1024, typed=True)
 def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
                batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
-               writes_within_rating, find_limit, engine=None, price_overrides=()):
+               writes_within_rating, find_limit, engine=None, price_overrides=(),
+               host_cache_bytes=None, disk_cache_bytes=None, host_cache_hbm_ratio=None):
     """:func:`tier_plan`, once per process for each set of inputs (the rows and frozen tables
     fix the plan): a chapter asks for the same plans in several places, and a sweep of the
     NVMe tier's value for the plans a sweep of the plans already made."""
@@ -400,7 +429,9 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                          batch_seqs=batch_seqs, batch_context=batch_context or tokens,
                          gpu_memory_utilization=gpu_memory_utilization,
                          activation_reserve=activation_reserve,
-                         writes_within_rating=writes_within_rating)
+                         writes_within_rating=writes_within_rating,
+                         host_cache_bytes=host_cache_bytes, disk_cache_bytes=disk_cache_bytes,
+                         host_cache_hbm_ratio=host_cache_hbm_ratio)
     util, reserve, batch_seqs = nc["gpu_memory_utilization"], nc["activation_reserve_fraction"], \
         nc["batch_seqs"]
     batch_context, q_batch, hbm, drive = nc["batch_context_tokens"], nc["batch_seq_kv_bytes"], \
@@ -481,7 +512,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                   batch_context=batch_context, gpu_memory_utilization=util,
                   activation_reserve=reserve, gpu_price=gpu_price, find_limit=False,
                   writes_within_rating=writes_within_rating, engine=engine,
-                  price_overrides=price_overrides)
+                  price_overrides=price_overrides, host_cache_bytes=host_cache_bytes,
+                  disk_cache_bytes=disk_cache_bytes, host_cache_hbm_ratio=host_cache_hbm_ratio)
         plan["compute_limit_resume_rate_per_s"] = compute_limit(node, model, tokens, pause, **kw)
     return plan
 

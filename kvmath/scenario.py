@@ -52,7 +52,8 @@ def load_scenario(path, allowed):
         if key not in allowed:  # another command's key: checked, not used here
             continue
         out[key] = checked
-        if key in PATH_KEYS and out[key].endswith(".csv") and not Path(out[key]).is_absolute():
+        if (key in PATH_KEYS and (out[key].endswith(".csv") or BY_KEY[key].path == "file")
+                and not Path(out[key]).is_absolute()):
             out[key] = str(path.parent / out[key])
     return out
 

@@ -155,6 +155,16 @@ class PlanDefault(Row, table="plan_defaults"):
             raise FieldError("value", f"{self.name}: expected a fraction in (0, 1]")
 
 
+class EngineSetting(Row, table="engine_settings"):
+    """A setting of an engine's own offload configuration, with its default (value, in unit,
+    for the node or per GPU rank; empty: required or none) and where it is defined."""
+
+
+#: what one unit of an engine setting is in kvmath's units (B, tokens, a ratio)
+SETTING_UNITS = {"B": 1.0, "GB": 1e9, "GiB": 2.0 ** 30, "tokens": 1.0, "ratio": 1.0,
+                 "boolean": 1.0, "": 1.0}
+
+
 class FitRow(Row, table="prefill_fit"):
     def check(self):  # the efficiencies (eta_*) are fractions; the rest may be 0
         if self.parameter.startswith("eta_") and not 0 < self.value <= 1:
@@ -189,6 +199,7 @@ CURVE_FIELDS = tuple(f["name"] for f in resource("transfer_curves")["schema"]["f
 drives, prices, pauses, thresholds, engines, deployments, plan_defaults, nodes, gpu_prices = (
     partial(table, n) for n in ("drives", "prices", "pauses", "thresholds", "engines", "deployments",
                                 "plan_defaults", "nodes", "gpu_prices"))
+engine_settings = partial(table, "engine_settings")
 
 
 @dataclass(frozen=True)

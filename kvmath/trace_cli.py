@@ -44,9 +44,12 @@ def analyse(args):
     curve = C.lru_curve(T.load(args.file, args.sample_rate) if args.sample_rate else trace)
     block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens)
     batch_context = args.batch_context or batch_context_of(trace)
+    from .engine_config import cache_sizes, engine_of
+    engine, cfg = engine_of(args)
     specs = C.node_tiers(node, model, tp=tp, remote_bytes=args.remote_bytes,
-                         batch_seqs=args.batch_seqs, batch_context=batch_context)
-    cost = C.HitCost(model, gpu, specs, tp, node.gpus)
+                         batch_seqs=args.batch_seqs, batch_context=batch_context,
+                         **cache_sizes(args, cfg, node))
+    cost = C.HitCost(model, gpu, specs, tp, node.gpus, engine=engine)
     rep = C.replay(trace, specs, block_bytes, policy=args.policy, ttl_s=args.ttl,
                    min_uses=args.min_uses, cost=cost)
     keep = ("tier", "capacity_bytes", "hit_rate", "read_Bps_mean", "read_Bps_p99",
@@ -74,6 +77,8 @@ def analyse(args):
         **{k: rep[k] for k in ("gpu_seconds_saved_per_s", "gpu_seconds_saved_per_s_by_tier",
                                "prefill_gpu_s_per_s_no_cache", "prefill_gpu_s_per_s",
                                "node_gpu_s_per_s", "feasible")},
+        **({"engine": engine.name} if engine is not None else {}),
+        **({"engine_config": cfg.summary()} if cfg is not None else {}),
     }
 
 

@@ -1,0 +1,111 @@
+"""A scenario's engine from the engine's own offload settings (issue 19, item 1)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kvmath.engine_config import read
+from kvmath.tables import DataError, engine_settings
+
+
+def _write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_vllm_offloading_json_with_size_suffixes(tmp_path):
+    p = _write(tmp_path, "kv.json", '{"kv_connector": "OffloadingConnector", "kv_role": "kv_both", '
+               '"kv_connector_extra_config": {"cpu_bytes_to_use": 80G, "block_size": 256}}')
+    cfg = read(p)
+    assert cfg.format == "vllm" and cfg.host_cache_bytes == 80 * 2 ** 30  # G binary, as vLLM
+    assert cfg.disk_tier is False and cfg.not_modelled == ("block_size",)
+    p = _write(tmp_path, "kv2.json", '{"kv_connector": "OffloadingConnector", "kv_role": "kv_both",'
+               ' "kv_connector_extra_config": {"cpu_bytes_to_use": 80g, "canonical_layout": true,'
+               ' "spec_name": "TieringOffloadingSpec", "secondary_tiers": [{"type": "fs", '
+               '"root_dir": "/mnt"}]}}')
+    cfg = read(p)
+    assert cfg.host_cache_bytes == 80e9 and cfg.disk_tier and cfg.engine.stored_once == "always"
+
+
+def test_lmcache_yaml_sizes_are_gib_per_worker(tmp_path):
+    p = _write(tmp_path, "lm.yaml", "chunk_size: 512\nmax_local_cpu_size: 40\n"
+               "local_disk: /mnt/nvme\nmax_local_disk_size: 400\n"
+               "extra_config:\n  save_only_first_rank: false\n")
+    cfg = read(p)
+    assert cfg.engine.name == "lmcache" and cfg.engine.copy_tokens == 512
+    assert cfg.host_cache_bytes_per_gpu == 40 * 2 ** 30 and cfg.disk_cache_bytes_per_gpu == 400 * 2 ** 30
+    assert cfg.engine.stored_once == "never"
+    # defaults from engine_settings.csv: 5 GiB of host memory, no disk tier without both keys
+    cfg = read(_write(tmp_path, "lm2.yaml", "local_disk: /mnt/nvme\n"))
+    assert cfg.host_cache_bytes_per_gpu == engine_settings()["lmcache-max-local-cpu-size"].value * 2 ** 30
+    assert cfg.disk_tier is False and cfg.engine.copy_tokens == 256
+
+
+def test_sglang_flags_pick_the_profile_and_page_size(tmp_path):
+    cfg = read(_write(tmp_path, "sg.txt", "--enable-hierarchical-cache --hicache-size 64 "
+                      "--hicache-mem-layout page_first_direct --page-size 32 --tp 8\n"))
+    assert cfg.engine.name == "sglang-hicache-direct" and cfg.engine.copy_tokens == 32
+    assert cfg.host_cache_bytes_per_gpu == 64e9 and cfg.not_modelled == ("--tp",)
+    cfg = read(_write(tmp_path, "sg2.txt", "--enable-hicache --hicache-storage-backend file"))
+    assert cfg.engine.name == "sglang-hicache" and cfg.host_cache_hbm_ratio == 2.0 and cfg.disk_tier
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"kv_connector": "NixlConnector", "kv_role": "kv_both"}', "no kvmath engine profile"),
+    ('{"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}', "cpu_bytes_to_use"),
+    ('{"kv_connector": "OffloadingConnector", "kv_connector_extra_config": '
+     '{"cpu_bytes_to_use": -1}}', "field 'cpu_bytes_to_use': expected a number of at least 1"),
+    ('{"kv_connector": "OffloadingConnector", "kv_bufer_size": 1}', "field 'kv_bufer_size'"),
+    ('{"kv_connector": ', "not readable JSON"),
+    ("chunk_size: many\n", "field 'chunk_size': expected a whole number"),
+    ("max_local_cpu_size: .nan\n", "field 'max_local_cpu_size'"),
+    ("--hicache-size 10\n", "--enable-hierarchical-cache"),
+    ("--enable-hicache --hicache-io-backend magic\n", "expected one of direct, kernel"),
+    ("--enable-hicache --page-size 0\n", "field '--page-size'"),
+    ("just words\n", "not an engine's offload settings"),
+])
+def test_bad_settings_name_the_file_and_the_setting(tmp_path, text, words):
+    p = _write(tmp_path, "bad.cfg", text)
+    with pytest.raises(DataError) as info:
+        read(p)
+    assert str(p) in str(info.value) and words in str(info.value), str(info.value)
+
+
+def _cli(*argv):
+    return subprocess.run([sys.executable, "-m", "kvmath", *argv], capture_output=True, text=True)
+
+
+def test_every_command_takes_the_engines_settings(tmp_path):
+    """compare, reuse, tiers and trace read the same file: the same profile, and the plan's
+    host tier is the engine's 40 GiB per GPU, not the node's 2 TiB."""
+    p = _write(tmp_path, "lm.yaml", "max_local_cpu_size: 40\n")
+    base = ["--model", "llama-3.1-70b", "--engine-config", str(p), "--json"]
+    out = {}
+    for cmd in (["compare", "--gpu", "h100-sxm", "--tier", "host-dram", "--tokens", "32768"],
+                ["reuse", "--gpu", "h100-sxm", "--tier", "host-dram", "--tokens", "32768"],
+                ["tiers", "--tokens", "32768", "--resume-rate", "1"],
+                ["trace", "conversation"]):
+        r = _cli(*cmd, *base)
+        assert r.returncode == 0, r.stderr
+        out[cmd[0]] = json.loads(r.stdout)
+        assert out[cmd[0]]["engine_config"]["engine"] == "lmcache"
+    dram = next(t for t in out["tiers"]["tiers"] if t["tier"] == "host-dram")
+    assert dram["capacity_bytes"] == 8 * 40 * 2 ** 30
+    assert next(t for t in out["trace"]["tiers"] if t["tier"] == "host-dram")[
+        "capacity_bytes"] == 8 * 40 * 2 ** 30
+    assert not any(t["tier"] == "nvme" for t in out["tiers"]["tiers"])  # no disk tier set
+    r = _cli("compare", "--gpu", "h100-sxm", "--tier", "nvme", "--tokens", "32768", *base)
+    assert r.returncode == 2 and "configure no disk tier" in r.stderr
+    r = _cli("compare", "--gpu", "h100-sxm", "--tier", "host-dram", "--tokens", "32768",
+             "--engine", "lmcache", *base)
+    assert r.returncode == 2 and "give one" in r.stderr
+
+
+def test_a_host_cache_beyond_the_node_is_refused(tmp_path):
+    p = _write(tmp_path, "kv.json", '{"kv_connector": "OffloadingConnector", '
+               '"kv_connector_extra_config": {"cpu_bytes_to_use": 5T}}')
+    r = _cli("tiers", "--model", "llama-3.1-70b", "--tokens", "32768", "--resume-rate", "1",
+             "--engine-config", str(p))
+    assert r.returncode == 2 and "exceeds node dgx-h100's DRAM" in r.stderr, r.stderr
