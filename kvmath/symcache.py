@@ -6,36 +6,136 @@ give the same result: each result is stored under a hash of the function name, t
 ``srepr`` (symbols with their assumptions) and the SymPy version, in ``$KVMATH_CACHE``
 (default ``~/.cache/kvmath``). A changed derivation is a new key, so a stored result is never
 stale; an unreadable or unwritable cache only costs the time of the computation.
+
+The cache cannot run code (issue 20: it was a pickle, and a crafted file ran code on import):
+it is JSON holding each result's ``srepr``, read back by :func:`parse_srepr`, which builds only
+SymPy objects from literals (no ``eval``). It is used only when the file and its directory
+belong to this user and no one else may write them, so another user cannot plant values.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
+import json
 import os
-import pickle
+import stat
 from pathlib import Path
 
 import sympy as sp
 
-_FILE = Path(os.environ.get("KVMATH_CACHE") or Path.home() / ".cache" / "kvmath") / \
-    f"sympy-{sp.__version__}.pickle"
+_DIR = Path(os.environ.get("KVMATH_CACHE") or Path.home() / ".cache" / "kvmath")
+_FILE = _DIR / f"sympy-{sp.__version__}.json"
+_FORMAT = 1
 _store = None
 
 
-def _load():
+class UnsafeCache(ValueError):
+    """A stored result that is not a plain SymPy expression (or list, tuple, dict of them)."""
+
+
+def _constructors():
+    """The SymPy classes a stored srepr may call: SymPy's own Basic subclasses (those its
+    modules define, ExprCondPair and the relationals included), by name."""
+    out, todo = {}, [sp.Basic]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.__module__.startswith("sympy.") and not cls.__name__.startswith("_"):
+            out.setdefault(cls.__name__, cls)
+    out["Function"] = sp.Function  # undefined functions: Function('f')(x)
+    return out
+
+
+_CALLABLE = _constructors()
+#: SymPy's named constants an srepr writes bare (pi, E, oo, zoo, nan, I, true, false)
+_CONSTANTS = {n: getattr(sp, n) for n in ("pi", "E", "oo", "zoo", "nan", "I", "EulerGamma",
+                                          "true", "false")}
+
+
+def parse_srepr(text):
+    """The SymPy object of an ``srepr`` string, built from its syntax tree: calls of SymPy
+    classes on literals, symbols' assumptions as keyword literals, lists, tuples and dicts.
+    Anything else (an attribute, a name that is not a SymPy class, a lambda) raises
+    :class:`UnsafeCache` before anything is called."""
+    def build(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool,
+                                                                      type(None))):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and \
+                isinstance(node.operand, ast.Constant) and isinstance(node.operand.value, (int, float)):
+            return -node.operand.value
+        if isinstance(node, ast.Name) and node.id in _CONSTANTS:
+            return _CONSTANTS[node.id]
+        if isinstance(node, ast.List):
+            return [build(e) for e in node.elts]
+        if isinstance(node, ast.Tuple):
+            return tuple(build(e) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            return {build(k): build(v) for k, v in zip(node.keys, node.values)}
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id in _CALLABLE:
+                func = _CALLABLE[node.func.id]
+            elif isinstance(node.func, ast.Call):  # Function('f')(x)
+                func = build(node.func)
+                if not isinstance(func, sp.core.function.UndefinedFunction):
+                    raise UnsafeCache("a call of something that is not a SymPy function")
+            else:
+                raise UnsafeCache(f"a call of {ast.dump(node.func)[:60]}")
+            kwargs = {}
+            for kw in node.keywords:
+                value = build(kw.value)
+                if kw.arg is None or not isinstance(value, (bool, int, str)):
+                    raise UnsafeCache("a keyword that is not a literal assumption")
+                kwargs[kw.arg] = value
+            return func(*[build(a) for a in node.args], **kwargs)
+        raise UnsafeCache(f"{type(node).__name__} is not part of an srepr")
     try:
-        return pickle.loads(_FILE.read_bytes())
-    except Exception:  # missing, truncated or from another SymPy: start afresh
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError) as exc:
+        raise UnsafeCache(f"not an srepr ({exc})") from None
+    return build(tree.body)
+
+
+def _private(path):
+    """Whether path is this user's and no one else may write it (group or others)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return (not hasattr(os, "getuid") or st.st_uid == os.getuid()) and \
+        not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _load():
+    if not (_private(_DIR) and _private(_FILE)):
         return {}
+    try:
+        data = json.loads(_FILE.read_text(encoding="utf-8"))
+        if data.get("format") != _FORMAT or data.get("sympy") != sp.__version__:
+            return {}
+        return {key: parse_srepr(text) for key, text in data["entries"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return {}  # missing, truncated, unsafe or from another SymPy: start afresh
 
 
 def _save(key, value):
     try:
-        merged = {**_load(), key: value}  # keep what other processes stored meanwhile
-        _FILE.parent.mkdir(parents=True, exist_ok=True)
+        if _DIR.exists() and not _private(_DIR):
+            return  # a directory others may write: never store there
+        stored = {}
+        if _private(_FILE):
+            try:
+                stored = json.loads(_FILE.read_text(encoding="utf-8")).get("entries", {})
+            except (OSError, ValueError, AttributeError):
+                stored = {}
+        stored = {**stored, key: sp.srepr(value)}  # keep what other processes stored meanwhile
+        _DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = _FILE.with_name(f"{_FILE.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps(merged))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"format": _FORMAT, "sympy": sp.__version__, "entries": stored}, f)
         os.replace(tmp, _FILE)
-    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+    except (OSError, TypeError, ValueError):
         pass
 
 

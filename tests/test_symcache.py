@@ -1,0 +1,76 @@
+"""The SymPy cache cannot run code or take values planted by another user (issue 20: it was an
+unchecked pickle, and a crafted file ran code on ``import kvmath.derive``)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import sympy as sp
+
+from kvmath.symcache import UnsafeCache, parse_srepr
+
+PROBE = """
+import sympy as sp
+from kvmath import symcache
+x = sp.Symbol('x')
+print(symcache.simplify(x + x))
+"""
+
+
+def _run(cache_dir):
+    env = {**os.environ, "KVMATH_CACHE": str(cache_dir)}
+    return subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def _key():
+    import hashlib
+    x = sp.Symbol("x")
+    return hashlib.sha256(f"simplify{sp.srepr((x + x,))}".encode()).hexdigest()
+
+
+def _plant(cache_dir, text, mode=0o600):
+    cache_dir.mkdir(mode=0o700, exist_ok=True)
+    f = cache_dir / f"sympy-{sp.__version__}.json"
+    f.write_text(json.dumps({"format": 1, "sympy": sp.__version__, "entries": {_key(): text}}))
+    f.chmod(mode)
+    return f
+
+
+def test_a_stored_result_is_reused(tmp_path):
+    cache = tmp_path / "c"
+    assert _run(cache).stdout.strip() == "2*x"
+    f = cache / f"sympy-{sp.__version__}.json"
+    assert json.loads(f.read_text())["entries"][_key()] == sp.srepr(2 * sp.Symbol("x"))
+    assert f.stat().st_mode & 0o077 == 0  # private
+    _plant(cache, sp.srepr(3 * sp.Symbol("x")))  # the user's own file is trusted as written
+    assert _run(cache).stdout.strip() == "3*x"
+
+
+def test_a_crafted_entry_runs_no_code(tmp_path):
+    marker = tmp_path / "pwned"
+    _plant(tmp_path / "c", f"__import__('pathlib').Path({str(marker)!r}).touch()")
+    r = _run(tmp_path / "c")
+    assert r.returncode == 0 and r.stdout.strip() == "2*x" and not marker.exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_a_file_others_may_write_is_not_used(tmp_path):
+    _plant(tmp_path / "c", sp.srepr(5 * sp.Symbol("x")), mode=0o666)
+    assert _run(tmp_path / "c").stdout.strip() == "2*x"  # recomputed, the planted value unused
+
+
+@pytest.mark.parametrize("text", ["__import__('os').system('true')", "Symbol.__class__",
+                                  "(lambda: 1)()", "Integer(2).__reduce__()",
+                                  "Symbol('x', positive=open)", "Integer(2)(3)", "[" * 2000])
+def test_only_sympy_objects_are_built(text):
+    with pytest.raises(UnsafeCache):
+        parse_srepr(text)
+
+
+def test_sreprs_round_trip():
+    x = sp.Symbol("x", positive=True, integer=True)
+    for e in (sp.Max(x, 2) * sp.pi / 3, [sp.Eq(x, 1)], {x: sp.Rational(1, 3)},
+              sp.Piecewise((x, x > 2), (0, True)), sp.Float("1.25"), sp.erf(x) - sp.log(x)):
+        assert parse_srepr(sp.srepr(e)) == e
