@@ -90,14 +90,19 @@
   }
   function gpuValue(state, name, value) { return name in state ? state[name] : value; }
 
-  function headsFit(state, k) {
+  function headsFit(state, k) {  // kvmath.evaluate.heads_fit
     const m = D.models[state.model];
+    if (gpuValue(state, "n_q", m.values.n_q) % k) return false;
     if (m.attention === "mla") return true;
     const n = gpuValue(state, "n_kv", m.values.n_kv);
     return !(n % k && k % n);
   }
   function replication(state, k) {
     const m = D.models[state.model];
+    const nq = gpuValue(state, "n_q", m.values.n_q);
+    if (nq % k) {
+      fail(`--tp ${k} does not fit ${state.model}'s ${nq} attention heads: TP must divide them (vLLM and SGLang refuse it)`);
+    }
     if (m.attention === "mla") return S.rho_mla.f({K: k});
     const n = gpuValue(state, "n_kv", m.values.n_kv);
     if (!headsFit(state, k)) {
@@ -123,6 +128,10 @@
     let compute = state["compute-dtype"], layout;
     if (ep !== undefined && ep > 1 && !m.is_moe) {
       fail(`--ep ${ep}: ${state.model} has no routed experts to spread (expert parallelism applies to MoE models only)`);
+    }
+    const experts = gpuValue(state, "E", m.values.E);
+    if (ep !== undefined && m.is_moe && ep > experts) {
+      fail(`--ep ${ep}: ${state.model} has ${experts} routed experts, so at most that many ranks hold one each`);
     }
     const served = (D.deployments[state.model] || {})[state.gpu];  // also sets a given TP's dtypes
     const dep = tp === undefined ? served : undefined;

@@ -161,7 +161,11 @@ def parameter_counts(model: Model):
 
 
 def heads_fit(model: Model, tp: int):
-    """Whether tp GPUs can split the model's KV heads (one divides the other; MLA always)."""
+    """Whether tp GPUs can split the model's heads: the query heads evenly (vLLM and SGLang
+    refuse a TP that does not divide them), and the KV heads one way or the other (one divides
+    the other; an MLA latent always)."""
+    if model.num_attention_heads % tp:
+        return False
     if model.attention == "mla":
         return True
     n_kv = model.num_key_value_heads
@@ -170,6 +174,9 @@ def heads_fit(model: Model, tp: int):
 
 def replication(model: Model, tp: int):
     """rho, the copies of the KV across tp GPUs; ScenarioError if tp does not fit the KV heads."""
+    if model.num_attention_heads % tp:
+        raise ScenarioError(f"--tp {tp} does not fit {model.name}'s {model.num_attention_heads} "
+                            "attention heads: TP must divide them (vLLM and SGLang refuse it)")
     if model.attention == "mla":
         return float(fn("rho_mla")(K=tp))
     if not heads_fit(model, tp):
@@ -437,6 +444,9 @@ def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype
     if ep is not None and ep > 1 and not model.is_moe:
         raise ScenarioError(f"--ep {ep}: {model.name} has no routed experts to spread "
                             "(expert parallelism applies to MoE models only)")
+    if ep is not None and model.is_moe and ep > model.num_experts:
+        raise ScenarioError(f"--ep {ep}: {model.name} has {model.num_experts} routed experts, "
+                            "so at most that many ranks hold one each")
     served = deployments().get((model.name, gpu.name))
     dep = served if tp is None else None
     weight_dtype = served.weight_dtype if served else model.weight_dtype

@@ -75,8 +75,10 @@ def calibrated_values(model, gpu, tp=1, ep=None, dp_attention=False, compute_dty
     """Every substitution value of the calibrated model except T."""
     if int(batch) != batch or batch < 1:
         raise ScenarioError(f"batch must be a positive integer, got {batch}")
-    v, _ = scenario_values(model, gpu, bundled().tiers["host-dram"], tp=tp,
-                           compute_dtype=compute_dtype)
+    # the values the calibrated parts read do not depend on the TP given here (K_d and K_x are
+    # set below), but the KV heads must fit it: with data-parallel attention they split tp_attn
+    v, _ = scenario_values(model, gpu, bundled().tiers["host-dram"],
+                           tp=tp_attn if dp_attention else tp, compute_dtype=compute_dtype)
     fits = fitted_parameters()
     if gpu.name not in fits:
         raise ScenarioError(f"no prefill fit for GPU {gpu.name!r} in prefill_fit.csv")

@@ -347,3 +347,29 @@ def test_no_inf_printed_as_an_answer(capsys):
                          "--resume-rate", "1e-15")
     assert code == 0 and "every age" in out
     assert not re.search(r"\binf\b|\bnan\b", out), out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--model", "llama-3.1-8b", "--tp", "1000000000"], "does not fit llama-3.1-8b's 32 attention heads"),
+    (["--model", "llama-3.1-8b", "--tp", "64"], "32 attention heads"),
+    (["--model", "qwen2.5-7b", "--tp", "8"], "28 attention heads"),
+    (["--model", "llama-3.1-8b", "--ep", "1000"], "has no routed experts"),
+    (["--model", "mixtral-8x7b", "--ep", "1000"], "has 8 routed experts"),
+    (["--model", "llama-3.1-8b", "--concurrent-reloads", "100"], "exceeds the 8 replica(s)"),
+])
+def test_impossible_deployments_are_refused(capsys, argv, words):
+    """issue 20: --tp 1000000000 (or 64 on 32 heads) and --ep 1000 got verdicts."""
+    code, out, err = run(capsys, "compare", "--gpu", "h100-sxm", "--tier", "host-dram",
+                         "--tokens", "4096", *argv)
+    assert code == 2 and words in err and err.count("\n") == 1, err
+
+
+def test_expert_parallelism_wider_than_attention_names_the_ep(capsys):
+    """issue 20: --ep 3 on Mixtral answered '--tp 3 does not fit' (the calibrated prefill's
+    values were taken at the node's width, which the KV heads need not fit): EP 3 is three
+    attention groups of TP 1 (data-parallel attention), a deployment engines run."""
+    code, out, err = run(capsys, "compare", "--gpu", "h100-sxm", "--tier", "host-dram",
+                         "--tokens", "4096", "--model", "mixtral-8x7b", "--ep", "3", "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    assert (r["tp"], r["ep"], r["dp_attention"]) == (1, 3, True)

@@ -8,7 +8,7 @@ import sympy as sp
 from kvmath import derive as D
 from kvmath import symbols as S
 from kvmath import bundled, compare
-from kvmath.evaluate import Numeric, ScenarioError, crossings, fn, scenario_values, sweep
+from kvmath.evaluate import Numeric, ScenarioError, crossings, fn, heads_fit, scenario_values, sweep
 
 
 def exact_subs(expr, values):
@@ -25,7 +25,7 @@ def random_scenarios(n, seed=0):
         model = rng.choice(list(cat.models.values()))
         gpu = rng.choice(list(cat.gpus.values()))
         tier = rng.choice(list(cat.tiers.values()))
-        tp = rng.choice([1, 2, 4, 8])
+        tp = rng.choice([k for k in (1, 2, 4, 8) if heads_fit(model, k)])
         v, _ = scenario_values(model, gpu, tier, tp=tp,
                                bandwidth_Bps=10 ** rng.uniform(8.5, 11.5))
         v["t_0"] = 10 ** rng.uniform(-7, -2)

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvmath import bundled
-from kvmath.evaluate import crossings, fn, scenario_values
+from kvmath.evaluate import crossings, fn, heads_fit, scenario_values
 
 CAT = bundled()
 models = st.sampled_from(sorted(CAT.models))
@@ -17,7 +17,7 @@ bandwidth = st.floats(1e8, 1e12)
 
 def values(model, gpu, tier, tp=1, bw=None):
     m = CAT.models[model]
-    if m.attention == "gqa" and m.num_key_value_heads % tp and tp % m.num_key_value_heads:
+    if not heads_fit(m, tp):  # a TP that does not split the heads: TP 1
         tp = 1
     return scenario_values(m, CAT.gpus[gpu], CAT.tiers[tier], tp=tp, bandwidth_Bps=bw)[0]
 
