@@ -180,7 +180,9 @@
       const name = host ? g.host_link : hop.link === D.gpu_host_memory ? g.host_memory_link : hop.link;
       const link = D.links[name];
       let one = link.B_one;
-      if (host && eng.copy_tokens !== null && copy !== null) {
+      // Engine.load_kernel: copies below kernel_below_bytes load by a kernel, no per-copy cost
+      const kernel = eng.kernel_below_bytes !== null && copy !== null && copy < eng.kernel_below_bytes;
+      if (host && eng.copy_tokens !== null && copy !== null && !kernel) {
         one = S.bandwidth_at_size.f({s: copy, B: one, t_0: link.latency_s});
       }
       if (host && eng.writes_overlap) one *= link.duplex_retained;

@@ -93,6 +93,12 @@ def tp_moves(release=PREVIOUS_RELEASE):
 LAST_RELEASE = "0.2.0"
 #: the vLLM profile as it was before v0.27.0 (one host slot per rank)
 OLD_VLLM = "vllm-cross-layer-v0.26"
+#: the vLLM profile as it was from v0.27.0 through v0.28.0 (cross-layer blocks by default)
+CROSS_LAYER_VLLM = "vllm-cross-layer"
+#: the causes diff_since_last names, in the order it tries them
+WHY_LAYOUT = "vLLM copies one page per layer per block (v0.29.0)"
+WHY_MLA = "vLLM stores an MLA latent once per node (v0.27.0)"
+WHY_MOE = "MoE forward charges only the experts its tokens touch"
 
 
 #: the cause of a flip neither the MLA store nor the MoE forward explains: this release's
@@ -103,19 +109,23 @@ OTHER_CAUSE = ("times to first token: the connector's cost per loaded token and 
 
 def diff_since_last(gpus=None):
     """:func:`diff` against :data:`LAST_RELEASE`, each flipped cell with its cause in words
-    (``why``): recomputed with the pre-0.27 vLLM profile, a cell that returns to its old winner
-    flipped because vLLM now stores an MLA latent once per node; an MoE cell otherwise because
-    only the experts its tokens touch are charged; any other flip: :data:`OTHER_CAUSE`."""
+    (``why``): recomputed with vLLM's cross-layer profile (v0.27.0 to v0.28.0), a cell that
+    returns to its old winner flipped because vLLM v0.29.0 copies pages of one layer
+    (:data:`WHY_LAYOUT`); else with the pre-0.27 profile, because vLLM now stores an MLA latent
+    once per node (:data:`WHY_MLA`); an MoE cell otherwise because only the experts its tokens
+    touch are charged (:data:`WHY_MOE`); any other flip: :data:`OTHER_CAUSE`."""
     rows = diff(LAST_RELEASE, gpus=gpus, attribute=False)
     cat = bundled()
     for r in rows:
         if not r["flipped"]:
             continue
-        old = current_cell(r["model"], r["gpu"], r["tier"], r["tokens"], engine=OLD_VLLM)
-        if old["winner"] == r["old_winner"]:
-            r["why"] = "vLLM stores an MLA latent once per node (v0.27.0)"
+        cell = (r["model"], r["gpu"], r["tier"], r["tokens"])
+        if current_cell(*cell, engine=CROSS_LAYER_VLLM)["winner"] == r["old_winner"]:
+            r["why"] = WHY_LAYOUT
+        elif current_cell(*cell, engine=OLD_VLLM)["winner"] == r["old_winner"]:
+            r["why"] = WHY_MLA
         elif cat.models[r["model"]].is_moe:
-            r["why"] = "MoE forward charges only the experts its tokens touch"
+            r["why"] = WHY_MOE
         else:
             r["why"] = OTHER_CAUSE
     return rows

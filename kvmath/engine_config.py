@@ -44,7 +44,7 @@ def default(name):
 
 GIB = SETTING_UNITS["GiB"]
 #: the kvmath profiles the formats map to (engines.csv)
-VLLM_PROFILE = "vllm-cross-layer"
+VLLM_PROFILE = "vllm-lbhnc"
 LMCACHE_PROFILE = "lmcache"
 SGLANG_KERNEL, SGLANG_DIRECT = "sglang-hicache", "sglang-hicache-direct"
 

@@ -21,9 +21,9 @@ from .schema import table
 from .tables import engine_costs
 from .validation import measurements, predict, ttft_result
 
-#: the engine profiles the fitted vLLM costs describe (one request path, two copy layouts, the
+#: the engine profiles the fitted vLLM costs describe (one request path, three copy layouts, the
 #: MLA store changed between them: nothing a request's own costs see)
-VLLM_ENGINES = ("vllm-cross-layer", "vllm-per-layer", "vllm-cross-layer-v0.26",
+VLLM_ENGINES = ("vllm-lbhnc", "vllm-cross-layer", "vllm-per-layer", "vllm-cross-layer-v0.26",
                 "vllm-per-layer-v0.26")
 #: sources whose intercept is the engine's fixed cost (CUDA graphs, the engine as served)
 REQUEST_SOURCES = ("vllm-blog-kv-offloading",)

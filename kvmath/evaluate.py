@@ -112,7 +112,7 @@ class ScenarioError(ValueError):
 
 
 #: the engine profile a comparison uses unless told otherwise (kvmath/data/engines.csv)
-DEFAULT_ENGINE = "vllm-cross-layer"
+DEFAULT_ENGINE = "vllm-lbhnc"
 #: tensor-parallel degrees tried when none is given (powers of two, up to eight 8-GPU nodes)
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 
@@ -233,7 +233,8 @@ def tier_path(tier: Tier, gpu: Gpu, engine=None, copy_bytes=None):
     """The hops of a tier for a GPU, with their effective bandwidths under an engine profile.
 
     The GPU's host link runs at the bandwidth of copies of ``copy_bytes`` (the engine's
-    layout) and keeps the link's measured duplex fraction while offload writes overlap; node-shared
+    layout; copies the engine's load kernel takes, below its kernel_below_bytes, at the link's
+    asymptote) and keeps the link's measured duplex fraction while offload writes overlap; node-shared
     hops with a first-byte latency (drives) run at the bandwidth of the engine's storage
     reads with its queue depth, per drive. The ideal profile changes nothing.
     """
@@ -244,7 +245,8 @@ def tier_path(tier: Tier, gpu: Gpu, engine=None, copy_bytes=None):
         host = hop.link == GPU_HOST_LINK
         link = links[{GPU_HOST_LINK: gpu.host_link, GPU_HOST_MEMORY: gpu.host_memory_link}.get(hop.link, hop.link)]
         one = link.bandwidth_Bps * link.efficiency
-        if host and eng.copy_tokens is not None and copy_bytes is not None:
+        if host and eng.copy_tokens is not None and copy_bytes is not None \
+                and not eng.load_kernel(copy_bytes):  # a kernel reading host memory: no per-copy cost
             # a batched call's copies at the driver's per-descriptor cost, where measured
             fast = eng.fast_copies and eng.copy_batched and link.batched_copy_s is not None
             t_copy = link.batched_copy_s if fast else link.latency_s

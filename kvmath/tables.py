@@ -109,6 +109,13 @@ class Pause(Row, table="pauses"):
 
 class Engine(Row, table="engines"):
     fast_copies: bool = False  #: a batched call's copies at the driver's per-descriptor cost (bands)
+    driver_copies: bool = False  #: small loads by driver copies, not the kernel (the band's slow end)
+
+    def load_kernel(self, copy_bytes):
+        """Whether a load of copies of copy_bytes runs the engine's copy kernel (no per-copy
+        cost) rather than driver copies (kernel_below_bytes)."""
+        return (self.kernel_below_bytes is not None and not self.driver_copies
+                and copy_bytes is not None and copy_bytes < self.kernel_below_bytes)
 
     def check(self):
         if (self.storage_io_bytes is None) != (self.queue_depth is None):

@@ -113,6 +113,12 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
                                        **kw_alone)
             b_hi = max(b_hi, alone["B"])
             fastest = min(fastest, float(fn("t_reload").take({**at, "B": alone["B"]})))
+        if eng.load_kernel(v["copy_bytes"]):  # the slow end: the driver copies the kernel replaced
+            kw_dma = {**{k: x for k, x in kw.items() if k in keep},
+                      "engine": replace(eng, driver_copies=True)}
+            dma, _ = scenario_values(model, gpu, tier, layout=layout,
+                                     concurrent_reloads=nominal["concurrent_reloads"], **kw_dma)
+            b_lo = min(b_lo, dma["B"])
         reload = (float(fn("t_reload").take({**at, "B": b_hi})),
                   float(fn("t_reload").take({**at, "B": b_lo})))
     else:  # a prefix still in HBM moves nothing: its reload is the engine step alone

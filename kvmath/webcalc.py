@@ -141,7 +141,7 @@ def scenario_data(cat=None):
         engs[e.name] = {k: getattr(e, k) for k in (
             "copy_tokens", "copy_spans_layers", "kv_split",
             "replicated_read_once", "stored_once", "storage_io_bytes", "queue_depth", "request_steps",
-            "writes_overlap", "layer_overlap")} | {"hbm_fit_fraction": hbm_fit_fraction(e),
+            "writes_overlap", "layer_overlap", "kernel_below_bytes")} | {"hbm_fit_fraction": hbm_fit_fraction(e),
                                   "costs": {p: r.value for p, r in engine_costs(e.name).items()},
                                   "costs_calibrated": engine_costs_calibrated(e)}
     deps = {}

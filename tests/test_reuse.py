@@ -174,9 +174,16 @@ def test_breakeven_hand_checked_value():
     byte costs 5.3 times as much and a GPU-second 0.81 times: 0.147, a regression value, the
     bisection not rerun. PCIe Gen5's duplex share measured (0.834 of a direction left while
     offload writes run, vLLM's blog; was assumed 1.0) slows the reload on a serving node: 0.1506,
-    a regression value."""
-    r = reuse(CAT.models["llama-3.1-8b"], H100, CAT.tiers["host-dram"], 8192, pauses()["conversation-fitted"])
+    a regression value, with vLLM's cross-layer blocks (its default through v0.28.0). vLLM
+    v0.29.0 and later copy one 64 KiB page per layer per 16-token block (vllm-lbhnc, now the
+    default), each at the per-copy curve's fixed cost: the reload is slower and p* 0.2131, a
+    regression value."""
+    from kvmath.tables import engines
+    args = (CAT.models["llama-3.1-8b"], H100, CAT.tiers["host-dram"], 8192,
+            pauses()["conversation-fitted"])
+    r = reuse(*args, engine=engines()["vllm-cross-layer"])
     assert r["p_breakeven"] == pytest.approx(0.1506, abs=5e-4)
+    assert reuse(*args)["p_breakeven"] == pytest.approx(0.2131, abs=5e-4)
 
 
 def test_never_paying_offload_reports_no_ttl_and_no_probability():

@@ -69,7 +69,7 @@ def test_data_come_from_the_tables():
     assert m["attention"] == "gqa" and 8 in m["tps"] and m["max_context_tokens"] > 0
     assert data["deployments"]["deepseek-v3"]["h200"]["tp"] == 8
     assert data["gpus"]["h100-sxm"]["calibrated"] is not None
-    assert "vllm-cross-layer" in data["engines"] and data["default_engine"] == "vllm-cross-layer"
+    assert "vllm-cross-layer" in data["engines"] and data["default_engine"] == "vllm-lbhnc"
 
 
 def test_no_formula_or_number_typed_in_the_ui():
