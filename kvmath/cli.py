@@ -233,6 +233,8 @@ def _reuse_human(r):
                  ("  value", f"${r['value_usd_opportunity']:.3g}")]
         verdicts.append(f"verdict on a fixed node: {r['verdict_opportunity']} "
                         "(holding priced at opportunity cost)")
+    if r.get("opportunity_not_priced"):
+        verdicts.append(f"note: {r['opportunity_not_priced']}")
     width = max(len(k) for k, _ in rows)
     return "\n".join([f"{k:<{width}}  {v}" for k, v in rows] + verdicts)
 
@@ -353,13 +355,13 @@ def _price_overrides(args):
 def _run_reuse(args):
     from .reuse import reuse, tier_plan
     from .tables import resolve_pause
-    from .tables import node_drive, node_nvme_tier
+    from .tables import node_drive
     read_scenario(args, REUSE)
     model, tier, pause = resolve_model(args.model), resolve_tier(args.tier), resolve_pause(args.pause)
     node, gpu = _node_and_gpu(args, need_node=args.resume_rate is not None)
     drive = node_drive(node) if node is not None and tier.name == "nvme" else None
-    if node is not None and tier.name == "nvme":  # the node's own drives, as compare --node
-        tier = node_nvme_tier(node)
+    if node is not None:  # the node's own drives, as compare --node
+        tier = _node_tier(node, tier)
     engine, cfg = engine_of(args)
     check_tier(cfg, tier.name)
     kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype,
@@ -368,15 +370,24 @@ def _run_reuse(args):
     result["holding_priced_at"] = "purchase"
     opp = dict(capacity_usd_per_byte_s_opportunity=None, value_usd_opportunity=None,
                p_breakeven_opportunity=None, ttl_s_opportunity=None, verdict_opportunity=None)
-    if args.resume_rate is not None and tier.name in ("host-dram", "nvme"):
+    opp["opportunity_not_priced"] = None
+    if args.resume_rate is not None and tier.name not in ("host-dram", "nvme"):
+        # said, not dropped (issue 20): the node plan holds HBM, host DRAM and the node's drives
+        opp["opportunity_not_priced"] = (f"--resume-rate prices holding at opportunity cost on "
+                                         f"the node's own tiers (host-dram, nvme), not {tier.name}")
+    elif args.resume_rate is not None:
         plan = tier_plan(node, model, args.tokens, args.resume_rate, pause, tp=args.tp or None,
                          gpu=gpu, compute_dtype=args.compute_dtype, gpu_price=args.gpu_price,
-                         find_limit=False, engine=engine, price_overrides=kw["price_overrides"])
+                         find_limit=False, engine=engine, price_overrides=kw["price_overrides"],
+                         **cache_sizes(args, cfg, node))
         row = next((t for t in plan["tiers"] if t["tier"] == tier.name), None)
-        if row is not None:
+        if row is None:
+            opp["opportunity_not_priced"] = (f"the node plan holds no {tier.name} tier (the "
+                                             "engine's settings or the node leave it out)")
+        else:
             c = row["capacity_usd_per_byte_s_opportunity"]
             o = reuse(model, gpu, tier, args.tokens, pause, drive=drive, c_cap=c, **kw)
-            opp = dict(capacity_usd_per_byte_s_opportunity=c, value_usd_opportunity=o["value_usd"],
+            opp.update(capacity_usd_per_byte_s_opportunity=c, value_usd_opportunity=o["value_usd"],
                        p_breakeven_opportunity=o["p_breakeven"], ttl_s_opportunity=o["ttl_s"],
                        verdict_opportunity=o["verdict"])
     result.update(opp, node=node.name if node is not None else None)
@@ -437,13 +448,8 @@ def run(argv=None):
     gpu = resolve_gpu(args.gpu) if args.gpu else None
     tier = _compare_tier(args.tier)
     if args.node:  # the node's GPU and count, and an nvme tier of its own drives
-        from .tables import node_nvme_tier
         node, gpu = _node_and_gpu(args)
-        if args.tier == "nvme":
-            if not node.nvme_drives:
-                raise ScenarioError(f"node {node.name} has no NVMe drives: --tier nvme has "
-                                    "nothing to read")
-            tier = node_nvme_tier(node)
+        tier = _node_tier(node, tier)
     engine, cfg = engine_of(args)
     check_tier(cfg, tier.name)
     b = band(resolve_model(args.model), gpu, tier,
@@ -469,6 +475,16 @@ def run(argv=None):
     return 0
 
 
+def _node_tier(node, tier):
+    """The tier on a node: the nvme tier striped over the node's own drives; a drive tier on a
+    node without drives is refused (it had been priced on drives the node does not have)."""
+    from .tables import node_nvme_tier
+    if tier.name.startswith("nvme") and not node.nvme_drives:
+        raise ScenarioError(f"node {node.name} has no NVMe drives: --tier {tier.name} has "
+                            "nothing to read")
+    return node_nvme_tier(node) if tier.name == "nvme" else tier
+
+
 def _compare_tier(name):
     """A tier of tiers.csv, or hbm: the prefix still in GPU memory."""
     from .evaluate import HBM_TIER
@@ -487,8 +503,12 @@ def _stdout_failed(exc):
 
 
 def main(argv=None):
+    import numpy as np
     try:
-        code = run(argv)
+        # a numpy warning is an error inside kvmath (issue 20): it never reaches the terminal,
+        # and an answer it would have made (inf, nan) is not printed
+        with np.errstate(divide="raise", over="raise", invalid="raise"):
+            code = run(argv)
         sys.stdout.flush()
         return code
     except BrokenPipeError:  # the reader went away (| head): nothing left to say
@@ -505,7 +525,8 @@ def main(argv=None):
         print(f"kvmath: error: {exc}", file=sys.stderr)
     except UnknownName as exc:  # a name no bundled row holds; any other KeyError is a bug
         print(f"kvmath: error: {exc.args[0]}", file=sys.stderr)
-    except (OverflowError, ZeroDivisionError):  # a last guard: magnitudes the checks let through
+    except (OverflowError, ZeroDivisionError, FloatingPointError):  # a last guard: magnitudes
+        # the checks let through
         print("kvmath: error: an input is out of range (a number overflowed or underflowed); check the "
               "magnitudes of the options and of the model and GPU rows", file=sys.stderr)
     return USAGE_ERROR

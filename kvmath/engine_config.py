@@ -122,7 +122,8 @@ def check_tier(cfg, tier_name):
 def cache_sizes(args, cfg, node):
     """{host_cache_bytes, disk_cache_bytes, host_cache_hbm_ratio} for node_capacities: the
     flags, else the engine's settings (per-rank sizes times the node's GPUs), else None."""
-    host, disk, ratio = args.host_cache_bytes, args.disk_cache_bytes, None
+    host, disk, ratio = (getattr(args, "host_cache_bytes", None),
+                         getattr(args, "disk_cache_bytes", None), None)
     if cfg is not None:
         per_gpu = lambda x: None if x is None else x * node.gpus  # noqa: E731
         if host is None:

@@ -50,6 +50,9 @@ def analyse(args):
                          batch_seqs=args.batch_seqs, batch_context=batch_context,
                          **cache_sizes(args, cfg, node))
     cost = C.HitCost(model, gpu, specs, tp, node.gpus, engine=engine)
+    from .reuse import node_capacities
+    hbm_free = node_capacities(node, model, tp=tp, batch_seqs=args.batch_seqs,
+                               batch_context=batch_context)["hbm_free_bytes"]
     rep = C.replay(trace, specs, block_bytes, policy=args.policy, ttl_s=args.ttl,
                    min_uses=args.min_uses, cost=cost)
     keep = ("tier", "capacity_bytes", "hit_rate", "read_Bps_mean", "read_Bps_p99",
@@ -76,7 +79,10 @@ def analyse(args):
         "tiers": [{k: row[k] for k in keep if k in row} for row in rep["tiers"]],
         **{k: rep[k] for k in ("gpu_seconds_saved_per_s", "gpu_seconds_saved_per_s_by_tier",
                                "prefill_gpu_s_per_s_no_cache", "prefill_gpu_s_per_s",
-                               "node_gpu_s_per_s", "feasible")},
+                               "node_gpu_s_per_s")},
+        # the running batch must fit HBM too, as tiers says (issue 20: it had set HBM to 0 B)
+        "hbm_free_bytes": hbm_free, "hbm_feasible": hbm_free >= 0,
+        "compute_feasible": rep["feasible"], "feasible": rep["feasible"] and hbm_free >= 0,
         **({"engine": engine.name} if engine is not None else {}),
         **({"engine_config": cfg.summary()} if cfg is not None else {}),
     }
@@ -106,7 +112,11 @@ def _human(r):
     lines.append(f"GPU-seconds saved per second: {r['gpu_seconds_saved_per_s']:.3g}; prefill "
                  f"demand {r['prefill_gpu_s_per_s']:.3g} GPU-s/s (no cache "
                  f"{r['prefill_gpu_s_per_s_no_cache']:.3g}) of the node's "
-                 f"{r['node_gpu_s_per_s']:.3g}: {'feasible' if r['feasible'] else 'INFEASIBLE'}")
+                 f"{r['node_gpu_s_per_s']:.3g}: "
+                 f"{'feasible' if r['compute_feasible'] else 'INFEASIBLE'}")
+    if not r["hbm_feasible"]:
+        lines.append(f"HBM: INFEASIBLE, the running batch overfills HBM by "
+                     f"{fmt_bytes(-r['hbm_free_bytes'], 4)}")
     return "\n".join(lines)
 
 

@@ -3,6 +3,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -373,3 +374,28 @@ def test_expert_parallelism_wider_than_attention_names_the_ep(capsys):
     assert code == 0, err
     r = json.loads(out)
     assert (r["tp"], r["ep"], r["dp_attention"]) == (1, 3, True)
+
+
+def test_inputs_are_never_silently_dropped(capsys, tmp_path):
+    """issue 20: reuse offloaded to NVMe on a node with no drives (a numpy warning, then 'out of
+    range'), --resume-rate was dropped without a word for tiers outside the node plan, and
+    trace --batch-seqs 200 set HBM to 0 B with no INFEASIBLE flag."""
+    import csv
+    rows = list(csv.DictReader(open(Path(__file__).resolve().parents[1] / "kvmath" / "data"
+                                    / "nodes.csv")))
+    node = {**rows[0], "name": "no-drives", "nvme_drives": "0"}
+    path = tmp_path / "node.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, list(node), lineterminator="\n")
+        w.writeheader()
+        w.writerow(node)
+    for cmd, tier in (("reuse", "nvme"), ("compare", "nvme-1drive")):
+        code, out, err = run(capsys, cmd, "--model", "llama-3.1-70b", "--tier", tier,
+                             "--tokens", "32768", "--node", str(path))
+        assert code == 2 and "has no NVMe drives" in err and err.count("\n") == 1, err
+    code, out, err = run(capsys, "reuse", "--model", "llama-3.1-70b", "--gpu", "h100-sxm",
+                         "--tier", "rdma", "--tokens", "32768", "--resume-rate", "1", "--json")
+    assert code == 0 and "not rdma" in json.loads(out)["opportunity_not_priced"]
+    code, out, err = run(capsys, "trace", "conversation", "--model", "llama-3.1-70b",
+                         "--batch-seqs", "200")
+    assert code == 0 and "HBM: INFEASIBLE" in out and err == ""
