@@ -12,7 +12,9 @@ Two formats are read, gzipped or not:
   ``session_id``.
 
 A trace needs ``ceil`` or ``floor`` of prompt_tokens / block_tokens hashes (the last, partial
-block hashed or not), distinct within a request, and non-decreasing timestamps. A file is
+block hashed or not), distinct within a request, and non-decreasing timestamps. Fields have the
+JSON (or Parquet) types documented here, never cast (a string timestamp, a fractional token
+count or a boolean hash is an error), and a field or column the format does not name is refused. A file is
 parsed once, by DuckDB, into a table (DuckDB spills to disk past its memory limit); per-request
 columns, then block accesses in chunks of requests, reach numpy, where the accesses are checked
 and optionally sampled (stratified SHARDS, :func:`shards_keep`), so only the kept ones stay. A bad file raises :class:`TraceError` naming the file, line and field.
@@ -187,6 +189,10 @@ def _check_value(kind, value):
 def _record_problem(fmt, obj, prev_ts, block_tokens_seen):
     """(field, message) of the first problem with one parsed record, or None."""
     fields, optional = _FORMATS[fmt], _OPTIONAL[fmt]
+    unknown = sorted(set(obj) - set(fields) - set(optional))
+    if unknown:  # every field a reader is given is used or refused (issue 20)
+        return unknown[0], ("unknown field; expected only "
+                            + ", ".join(list(fields) + list(optional)))
     for name, (_, kind) in fields.items():
         if name not in obj:
             return name, "missing field"
@@ -243,12 +249,48 @@ def _locate_jsonl(path, fmt):
         raise TraceError(path, None, None, "empty trace (expected at least one request)")
 
 
-def _source_sql(path, fmt):
-    """A SELECT normalising the file to ts_s, prompt, output, hashes, bt."""
+#: Parquet column types each generic field may have (DuckDB's names): a string timestamp or a
+#: float token count is refused, not cast
+_PARQUET_TYPES = {"timestamp_s": ("DOUBLE", "FLOAT", "BIGINT", "INTEGER", "UBIGINT", "UINTEGER",
+                                  "SMALLINT", "USMALLINT", "TINYINT", "UTINYINT", "DECIMAL"),
+                  "prompt_tokens": ("BIGINT", "INTEGER", "UBIGINT", "UINTEGER", "SMALLINT",
+                                    "USMALLINT", "TINYINT", "UTINYINT"),
+                  "block_tokens": ("BIGINT", "INTEGER", "UBIGINT", "UINTEGER", "SMALLINT",
+                                   "USMALLINT", "TINYINT", "UTINYINT"),
+                  "output_tokens": ("BIGINT", "INTEGER", "UBIGINT", "UINTEGER", "SMALLINT",
+                                    "USMALLINT", "TINYINT", "UTINYINT"),
+                  "block_hashes": ("UBIGINT[]", "BIGINT[]", "UINTEGER[]", "INTEGER[]"),
+                  "session_id": ("VARCHAR", "BIGINT", "UBIGINT", "INTEGER", "UINTEGER")}
+
+
+def _parquet_columns(con, path):
+    """The generic fields a Parquet trace holds, each of a type the format documents; a column
+    of another name or type is refused (it was cast, or dropped without a word)."""
+    p = str(path).replace("'", "''")
+    cols = {name: typ for name, typ, *_ in
+            con.execute(f"DESCRIBE SELECT * FROM read_parquet('{p}')").fetchall()}
+    for name, typ in cols.items():
+        if name not in _PARQUET_TYPES:
+            raise TraceError(path, None, name, "unknown column; expected only "
+                             + ", ".join(_PARQUET_TYPES))
+        base = typ.split("(")[0] if not typ.endswith("[]") else typ
+        if base not in _PARQUET_TYPES[name]:
+            raise TraceError(path, None, name, f"expected a column of type "
+                             f"{' or '.join(_PARQUET_TYPES[name][:3])}, got {typ}")
+    for name in _FORMATS["generic"]:
+        if name not in cols:
+            raise TraceError(path, None, name, "missing column")
+    return set(cols)
+
+
+def _source_sql(path, fmt, columns=()):
+    """A SELECT normalising the file to ts_s, prompt, output, hashes, bt (columns: a Parquet
+    trace's own, from :func:`_parquet_columns`)."""
     p = str(path).replace("'", "''")
     if fmt == "parquet":
+        output = "coalesce(output_tokens, 0)" if "output_tokens" in columns else "0"
         return (f"SELECT timestamp_s::DOUBLE AS ts_s, prompt_tokens::BIGINT AS prompt, "
-                f"0::BIGINT AS output, block_hashes::UBIGINT[] AS hashes, "
+                f"{output}::BIGINT AS output, block_hashes::UBIGINT[] AS hashes, "
                 f"block_tokens::BIGINT AS bt FROM read_parquet('{p}')")
     cols = {**_FORMATS[fmt], **_OPTIONAL[fmt]}
     spec = ", ".join(f"'{k}': '{t}'" for k, (t, _) in cols.items())
@@ -258,6 +300,35 @@ def _source_sql(path, fmt):
                 f"output, hash_ids AS hashes, {MOONCAKE_BLOCK_TOKENS}::BIGINT AS bt FROM {src}")
     return (f"SELECT timestamp_s AS ts_s, prompt_tokens AS prompt, coalesce(output_tokens, 0) "
             f"AS output, block_hashes AS hashes, block_tokens AS bt FROM {src}")
+
+
+#: JSON types DuckDB reports for a field of each kind (json_type)
+_JSON_TYPES = {"number": ("UBIGINT", "BIGINT", "DOUBLE"), "integer": ("UBIGINT", "BIGINT"),
+               "text": ("VARCHAR", "UBIGINT", "BIGINT")}
+
+
+def _strict_sql(path, fmt):
+    """A count of the JSONL records whose fields do not have the types the format documents
+    (DuckDB's typed reader would cast "100" to a number, 1024.5 to an integer and true to 1)
+    or that hold a field the format does not name: nonzero sends the file to the line-by-line
+    check, which names the line and field."""
+    p = str(path).replace("'", "''")
+    fields, optional = _FORMATS[fmt], _OPTIONAL[fmt]
+    known = ", ".join(f"'{k}'" for k in list(fields) + list(optional))
+    checks = [f"list_bool_and(list_transform(json_keys(json), lambda k: k IN ({known})))"]
+    for name, (_, kind) in {**fields, **optional}.items():
+        where = f"'$.{name}'"
+        if kind == "hashes":
+            ok = (f"json_type(json, {where}) = 'ARRAY' AND coalesce(list_bool_and(list_transform("
+                  f"json_extract(json, '$.{name}[*]'), lambda x: json_type(x) IN "
+                  f"('UBIGINT', 'BIGINT'))), true)")
+        else:
+            ok = f"json_type(json, {where}) IN ({', '.join(repr(t) for t in _JSON_TYPES[kind])})"
+        if name in optional:
+            ok = f"(json_type(json, {where}) IS NULL OR json_type(json, {where}) = 'NULL' OR {ok})"
+        checks.append(f"coalesce({ok}, false)")
+    return (f"SELECT count(*) FROM read_ndjson_objects('{p}') "
+            f"WHERE NOT ({' AND '.join(checks)})")
 
 
 _BAD_ROW = ("ts_s IS NULL OR prompt IS NULL OR hashes IS NULL OR bt IS NULL OR ts_s < 0 "
@@ -308,12 +379,18 @@ def load(name_or_path, sample_rate=None, full_positions=1):
         raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
     sampled = sample_rate is not None and sample_rate < 1
     fmt, _ = _detect(path)
-    src = _source_sql(path, fmt)
     con = duckdb.connect()
     try:  # a progress bar on stdout would corrupt --json output
         con.execute("SET enable_progress_bar = false")
     except duckdb.Error:
         pass  # in Jupyter without ipywidgets DuckDB shows none and refuses the setting
+    try:
+        columns = _parquet_columns(con, path) if fmt == "parquet" else ()
+    except duckdb.Error as exc:
+        con.close()
+        raise TraceError(path, None, None, f"not a readable trace "
+                         f"({str(exc).splitlines()[0]})") from None
+    src = _source_sql(path, fmt, columns)
     cheap_bad = _BAD_ROW.replace(" OR len(list_distinct(hashes)) != len(hashes)", "")
     try:
         try:
@@ -323,6 +400,8 @@ def load(name_or_path, sample_rate=None, full_positions=1):
                               "FROM t").fetchnumpy()
             bts = np.unique(np.asarray(per["bt"]))
             bad = bool(np.asarray(per["bad"]).astype(bool).any()) or len(bts) > 1
+            if not bad and fmt != "parquet":
+                bad = con.execute(_strict_sql(path, fmt)).fetchone()[0] > 0
         except duckdb.Error as exc:
             if fmt == "parquet":
                 raise TraceError(path, None, None, f"not a readable trace "

@@ -304,3 +304,42 @@ def test_a_trace_whose_prompts_fill_no_block_says_so(capsys, tmp_path):
         warnings.simplefilter("error")
         code, out, err = run(capsys, "trace", str(path), "--model", "llama-3.1-8b")
     assert code == 0 and err == "" and "no prompt fills a block" in out and "nan" not in out
+
+
+@pytest.mark.parametrize("record, field, words", [
+    ({"timestamp": "100"}, "timestamp", "expected a non-negative number"),
+    ({"input_length": 1024.5}, "input_length", "expected a non-negative integer"),
+    ({"hash_ids": [True, 2]}, "hash_ids", "64-bit integer hashes"),
+    ({"hash_ids": ["1", "2"]}, "hash_ids", "64-bit integer hashes"),
+    ({"priority": 1}, "priority", "unknown field"),
+])
+def test_trace_fields_are_strict(capsys, tmp_path, record, field, words):
+    """issue 20: string timestamps, a fractional input_length and boolean hashes were coerced
+    by the reader, and a field no format names was ignored; each is now the line and field."""
+    good = {"timestamp": 0, "input_length": 1024, "output_length": 5, "hash_ids": [1, 2]}
+    lines = [json.dumps({**good, "timestamp": 10 * i, "hash_ids": [2 * i + 1, 2 * i + 2]})
+             for i in range(4)]
+    lines[2] = json.dumps({**good, "timestamp": 20, "hash_ids": [11, 12], **record})
+    path = write_lines(tmp_path / "t.jsonl", lines)
+    code, out, err = run(capsys, "trace", path, "--model", "llama-3.1-8b")
+    assert code == 2 and f"line 3, field '{field}'" in err and words in err, err
+
+
+def test_parquet_reads_output_tokens_and_refuses_other_columns(tmp_path):
+    """issue 20: Parquet traces dropped output_tokens without a word, and cast or ignored
+    other columns."""
+    import duckdb
+    pq = str(tmp_path / "g.parquet")
+    duckdb.sql(f"COPY (SELECT 1.0 AS timestamp_s, 1024 AS prompt_tokens, [1, 2]::UBIGINT[] AS "
+               f"block_hashes, 512 AS block_tokens, 77 AS output_tokens) TO '{pq}' "
+               "(FORMAT parquet)")
+    assert T.load(pq).output_tokens.tolist() == [77]
+    for extra, words in (("'x' AS priority", "field 'priority': unknown column"),
+                         ("'1.0' AS timestamp_s", "field 'timestamp_s': expected a column")):
+        bad = str(tmp_path / "bad.parquet")
+        cols = "1024 AS prompt_tokens, [1, 2]::UBIGINT[] AS block_hashes, 512 AS block_tokens"
+        if "timestamp" not in extra:
+            cols = "1.0 AS timestamp_s, " + cols
+        duckdb.sql(f"COPY (SELECT {cols}, {extra}) TO '{bad}' (FORMAT parquet)")
+        with pytest.raises(T.TraceError, match=words):
+            T.load(bad)
