@@ -142,6 +142,48 @@ def _open_text(path):
     return gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def check_gzip(path, chunk=1 << 20):
+    """Raise TraceError unless a gzip file decompresses whole: a truncated file (no end marker)
+    or bytes after the last member, each named with how far the data got. Streams the file
+    once (O(1) memory); concatenated members are valid gzip and read on."""
+    import zlib
+    d, lines, read, member_end = zlib.decompressobj(wbits=31), 0, 0, 0
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(chunk)
+            if not block:
+                break
+            data = block
+            while data:
+                try:
+                    out = d.decompress(data)
+                except zlib.error as exc:
+                    raise TraceError(path, None, None, f"corrupt gzip data after {read:,} "
+                                     f"compressed bytes and {lines:,} lines ({exc})") from None
+                lines += out.count(b"\n")
+                if not d.eof:
+                    read += len(data)
+                    break
+                rest = d.unused_data
+                read += len(data) - len(rest)
+                member_end = read
+                if not rest:
+                    break
+                if not rest.startswith(GZIP_MAGIC[:len(rest)]):
+                    raise TraceError(path, None, None, f"{len(rest) + len(fh.read()):,} bytes "
+                                     f"after the gzip data (which ends at byte {member_end:,}, "
+                                     f"{lines:,} lines): not a gzip member")
+                d = zlib.decompressobj(wbits=31)  # another member follows
+                data = rest
+    if not d.eof and read > member_end:
+        raise TraceError(path, None, None, f"truncated gzip file: the compressed data ends "
+                         f"after {read:,} bytes and {lines:,} complete lines, before its end "
+                         "marker")
+
+
 def _detect(path):
     """(format, first line number) from the first non-blank line of a JSONL file."""
     if path.suffix == ".parquet":
@@ -375,6 +417,9 @@ def load(name_or_path, sample_rate=None, full_positions=1):
     import duckdb
 
     path = resolve_path(name_or_path)
+    with open(path, "rb") as fh:
+        if fh.read(2) == GZIP_MAGIC:
+            check_gzip(path)
     if sample_rate is not None and not 0 < sample_rate <= 1:
         raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
     sampled = sample_rate is not None and sample_rate < 1

@@ -343,3 +343,21 @@ def test_parquet_reads_output_tokens_and_refuses_other_columns(tmp_path):
         duckdb.sql(f"COPY (SELECT {cols}, {extra}) TO '{bad}' (FORMAT parquet)")
         with pytest.raises(T.TraceError, match=words):
             T.load(bad)
+
+
+def test_compressed_input_is_checked_as_it_is_read(capsys, tmp_path):
+    """issue 20: a truncated gzip trace gave an EOFError traceback and trailing bytes a
+    BadGzipFile misreported as an output error; each is one line saying how far the data got.
+    Concatenated gzip members are valid and read on."""
+    data = T.resolve_path("conversation").read_bytes()
+    cases = {"trunc.jsonl.gz": (data[:400_000], "truncated gzip file"),
+             "pad.jsonl.gz": (data + b"garbage\n", "bytes after the gzip data"),
+             "tiny.jsonl.gz": (data[:5], "truncated gzip file")}
+    for name, (blob, words) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(blob)
+        code, out, err = run(capsys, "trace", str(path), "--model", "llama-3.1-8b")
+        assert code == 2 and words in err and err.count("\n") == 1 and str(path) in err, err
+    two = tmp_path / "two.jsonl.gz"
+    two.write_bytes(data + data)
+    T.check_gzip(two)  # two members: whole
