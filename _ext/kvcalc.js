@@ -181,7 +181,8 @@
       const link = D.links[name];
       let one = link.B_one;
       // Engine.load_kernel: copies below kernel_below_bytes load by a kernel, no per-copy cost
-      const kernel = eng.kernel_below_bytes !== null && copy !== null && copy < eng.kernel_below_bytes;
+      const kernel = eng.kernel_below_bytes !== null && g.platform === "cuda" && copy !== null &&
+        copy < eng.kernel_below_bytes;
       if (host && eng.copy_tokens !== null && copy !== null && !kernel) {
         one = S.bandwidth_at_size.f({s: copy, B: one, t_0: link.latency_s});
       }
@@ -221,8 +222,11 @@
     v.n_c = "concurrent-reloads" in state ? state["concurrent-reloads"] : replicas;
     const perModel = rule => rule === "always" || (rule === "mla" && D.models[state.model].attention === "mla");
     const once = perModel(eng.replicated_read_once);  // kvmath.evaluate.reads_once, stores_once
-    const stored = eng.stored_once === "mla-single-node"
-      ? D.models[state.model].attention === "mla" && layout.tp <= v.N_node : perModel(eng.stored_once);
+    const single = eng.stored_once === "mla-single-node" ||
+      (eng.stored_once === "mla-single-node-cuda" && D.gpus[state.gpu].platform === "cuda");
+    const stored = eng.stored_once.startsWith("mla-single-node")
+      ? single && D.models[state.model].attention === "mla" && layout.tp <= v.N_node
+      : perModel(eng.stored_once);
     v.rho_n = once ? 1 : v.rho;
     v.rho_s = once || stored ? 1 : v.rho;
     let copy = null;

@@ -425,12 +425,14 @@ class HitCost:
                 "feasible": bool(demand <= self.gpus)}
 
 
-def kv_block_bytes(model, gpu, tp, block_tokens):
-    """KV bytes of one block: compare's kv_bytes_per_token x block_tokens."""
+def kv_block_bytes(model, gpu, tp, block_tokens, engine=None):
+    """KV bytes one block occupies in the offload tiers: compare's kv_bytes_per_token x
+    block_tokens, times the copies the engine stores of it (one per rank of a replicated MLA
+    latent or KV head unless the engine stores it once: kv_bytes_stored / kv_bytes_unique)."""
     from .evaluate import compare
     from .tables import resolve_tier
-    return compare(model, gpu, resolve_tier("host-dram"), block_tokens,
-                   tp=tp)["kv_bytes_per_token"] * block_tokens
+    r = compare(model, gpu, resolve_tier("host-dram"), block_tokens, tp=tp, engine=engine)
+    return r["kv_bytes_per_token"] * block_tokens * r["kv_bytes_stored"] / r["kv_bytes_unique"]
 
 
 def node_tiers(node, model, tp=None, remote_bytes=None, batch_seqs=None, batch_context=None,

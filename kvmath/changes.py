@@ -9,11 +9,12 @@ release's changes flips it back (the ideal prefill model, the ideal engine).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import lru_cache
 
-from .evaluate import ScenarioError, compare
+from .evaluate import DEFAULT_ENGINE, ScenarioError, compare
 from .reuse import _kind, best_ttl, pause_values, rfn
-from .tables import bundled, data_path
+from .tables import bundled, data_path, engines
 
 #: the release whose published tables the What-changed page compares against
 PREVIOUS_RELEASE = "0.1.0"
@@ -96,6 +97,7 @@ OLD_VLLM = "vllm-cross-layer-v0.26"
 #: the vLLM profile as it was from v0.27.0 through v0.28.0 (cross-layer blocks by default)
 CROSS_LAYER_VLLM = "vllm-cross-layer"
 #: the causes diff_since_last names, in the order it tries them
+WHY_KERNEL = "vLLM loads small pages by a copy kernel (v0.29.0; its rate assumed)"
 WHY_LAYOUT = "vLLM copies one page per layer per block (v0.29.0)"
 WHY_MLA = "vLLM stores an MLA latent once per node (v0.27.0)"
 WHY_MOE = "MoE forward charges only the experts its tokens touch"
@@ -109,7 +111,9 @@ OTHER_CAUSE = ("times to first token: the connector's cost per loaded token and 
 
 def diff_since_last(gpus=None):
     """:func:`diff` against :data:`LAST_RELEASE`, each flipped cell with its cause in words
-    (``why``): recomputed with vLLM's cross-layer profile (v0.27.0 to v0.28.0), a cell that
+    (``why``): recomputed with the default profile's small loads by driver copies, a cell that
+    returns to its old winner flipped because of the copy kernel's assumed rate
+    (:data:`WHY_KERNEL`); else with vLLM's cross-layer profile (v0.27.0 to v0.28.0), a cell that
     returns to its old winner flipped because vLLM v0.29.0 copies pages of one layer
     (:data:`WHY_LAYOUT`); else with the pre-0.27 profile, because vLLM now stores an MLA latent
     once per node (:data:`WHY_MLA`); an MoE cell otherwise because only the experts its tokens
@@ -120,7 +124,10 @@ def diff_since_last(gpus=None):
         if not r["flipped"]:
             continue
         cell = (r["model"], r["gpu"], r["tier"], r["tokens"])
-        if current_cell(*cell, engine=CROSS_LAYER_VLLM)["winner"] == r["old_winner"]:
+        by_driver = replace(engines()[DEFAULT_ENGINE], driver_copies=True)
+        if current_cell(*cell, engine=by_driver)["winner"] == r["old_winner"]:
+            r["why"] = WHY_KERNEL
+        elif current_cell(*cell, engine=CROSS_LAYER_VLLM)["winner"] == r["old_winner"]:
             r["why"] = WHY_LAYOUT
         elif current_cell(*cell, engine=OLD_VLLM)["winner"] == r["old_winner"]:
             r["why"] = WHY_MLA

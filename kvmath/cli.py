@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import os
 import sys
 from dataclasses import replace
 
 from . import trace_cli
-from .evaluate import BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT, ScenarioError, compare
+from .evaluate import (BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT, ScenarioError, compare,
+                       node_tp)
 from .engine_config import cache_sizes, check_tier, engine_of
 from .options import COMPARE, DEFAULT_PAUSE, REUSE, TIERS, add_options  # noqa: F401 (chapters)
 from .scenario import read_scenario
@@ -170,6 +172,11 @@ def _human(r):
     if r["known_limits"]:
         lines.append(f"note: validation row(s) {', '.join(r['known_limits'])} show the model "
                      "missing this configuration; their error is in the bands")
+    if r.get("load_kernel"):
+        lines.append(f"note: {r['engine']} loads copies of {fmt_bytes(r['copy_bytes'], 3)} "
+                     "by its copy kernel, charged no per-copy cost (an assumption, no published "
+                     "rate: the link's asymptote); the band's slow end is the driver copies it "
+                     "replaced")
     return "\n".join(lines)
 
 
@@ -187,8 +194,11 @@ def _list():
     from .tables import nodes, pauses
     from .tables import deployments, engines
     out.append("engines:")
+    from .evaluate import DEFAULT_ENGINE
     for e in engines().values():
-        out.append(f"  {e.name:<22} {e.layout}, {e.engine}")
+        mark = " (default)" if e.name == DEFAULT_ENGINE else ""
+        out.append(f"  {e.name:<22} {e.layout}, {e.engine}{mark}; "
+                   f"{re.split(r'[:;(]', e.version)[0].strip()}")
     out.append("deployments:")
     for d in deployments().values():
         attn = "data-parallel attention" if d.dp_attention else f"TP {d.tp}"
@@ -379,7 +389,8 @@ def _run_reuse(args):
         plan = tier_plan(node, model, args.tokens, args.resume_rate, pause, tp=args.tp or None,
                          gpu=gpu, compute_dtype=args.compute_dtype, gpu_price=args.gpu_price,
                          find_limit=False, engine=engine, price_overrides=kw["price_overrides"],
-                         **cache_sizes(args, cfg, node))
+                         **cache_sizes(args, cfg, node, args.tp or node_tp(model, node.gpus),
+                                       model))
         row = next((t for t in plan["tiers"] if t["tier"] == tier.name), None)
         if row is None:
             opp["opportunity_not_priced"] = (f"the node plan holds no {tier.name} tier (the "
@@ -402,7 +413,7 @@ def _run_tiers(args):
     read_scenario(args, TIERS)
     node, gpu = _node_and_gpu(args)
     model = resolve_model(args.model)
-    tp = args.tp or node.gpus
+    tp = args.tp or node_tp(model, node.gpus)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
     engine, cfg = engine_of(args)
@@ -412,7 +423,8 @@ def _run_tiers(args):
                      gpu_memory_utilization=args.gpu_memory_utilization,
                      activation_reserve=args.activation_reserve, gpu_price=args.gpu_price,
                      writes_within_rating=bool(args.writes_within_rating), engine=engine,
-                     price_overrides=_price_overrides(args), **cache_sizes(args, cfg, node))
+                     price_overrides=_price_overrides(args),
+                     **cache_sizes(args, cfg, node, tp, model))
     if cfg is not None:
         plan["engine_config"] = cfg.summary()
     return plan

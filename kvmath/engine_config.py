@@ -51,15 +51,18 @@ SGLANG_KERNEL, SGLANG_DIRECT = "sglang-hicache", "sglang-hicache-direct"
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """What an engine's settings fix in a scenario. Host and disk caches are node totals in B
-    (``*_per_gpu`` when the engine sizes them per rank; None: not limited by the settings, the
-    node's whole DRAM or drives); ``host_cache_hbm_ratio``: SGLang's host pool as a multiple of
-    its device pool, when no size is given; ``disk_tier`` False: the engine writes no drive."""
+    """What an engine's settings fix in a scenario. Host and disk caches in B, per engine (one
+    serving replica of TP ranks: vLLM's cpu_bytes_to_use) or per GPU rank (LMCache, SGLang);
+    None: not limited by the settings, the node's whole DRAM or drives. A per-rank size where
+    only rank 0 stores (``first_rank_only``: LMCache's save_only_first_rank for an MLA model) is
+    one per engine. ``host_cache_hbm_ratio``: SGLang's host pool as a multiple of its device
+    pool, when no size is given; ``disk_tier`` False: the engine writes no drive."""
     path: str
     format: str
     engine: object
-    host_cache_bytes: float | None = None
+    host_cache_bytes_per_engine: float | None = None
     host_cache_bytes_per_gpu: float | None = None
+    first_rank_only: bool = False
     host_cache_hbm_ratio: float | None = None
     disk_tier: bool = False
     disk_cache_bytes: float | None = None
@@ -71,8 +74,9 @@ class EngineConfig:
         """The JSON-ready record of what was read."""
         return {"file": self.path, "format": self.format, "engine": self.engine.name,
                 "copy_tokens": self.engine.copy_tokens, "stored_once": self.engine.stored_once,
-                "host_cache_bytes": self.host_cache_bytes,
+                "host_cache_bytes_per_engine": self.host_cache_bytes_per_engine,
                 "host_cache_bytes_per_gpu": self.host_cache_bytes_per_gpu,
+                "first_rank_only": self.first_rank_only,
                 "host_cache_hbm_ratio": self.host_cache_hbm_ratio, "disk_tier": self.disk_tier,
                 "disk_cache_bytes": self.disk_cache_bytes,
                 "disk_cache_bytes_per_gpu": self.disk_cache_bytes_per_gpu,
@@ -89,12 +93,14 @@ def read(path) -> EngineConfig:
     except UnicodeDecodeError:
         raise DataError(path, None, None, "not a text file (expected vLLM's --kv-transfer-config "
                         "JSON, an LMCache YAML file or SGLang's server flags)") from None
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
+    suffix, stripped = p.suffix.lower(), text.lstrip()
+    if suffix == ".json" or (suffix not in (".yaml", ".yml") and stripped.startswith("{")):
         return _vllm(str(path), _json(str(path), text))
-    if stripped.startswith("-") or "--enable-hierarchical-cache" in text or "--hicache" in text:
+    if suffix in (".yaml", ".yml"):
+        return _lmcache_file(str(path), text)
+    if stripped.startswith("--") or "--enable-hierarchical-cache" in text or "--hicache" in text:
         return _sglang(str(path), text)
-    if p.suffix.lower() in (".yaml", ".yml") or re.search(r"^\s*[a-z_]+\s*:", text, re.M):
+    if re.search(r"^\s*[a-z_]+\s*:", text, re.M):
         return _lmcache_file(str(path), text)
     raise DataError(path, None, None, "not an engine's offload settings: expected vLLM's "
                     "--kv-transfer-config JSON (an object with kv_connector), an LMCache YAML "
@@ -119,30 +125,50 @@ def check_tier(cfg, tier_name):
                          "disk tier, so nothing is reloaded from drives")
 
 
-def cache_sizes(args, cfg, node):
-    """{host_cache_bytes, disk_cache_bytes, host_cache_hbm_ratio} for node_capacities: the
-    flags, else the engine's settings (per-rank sizes times the node's GPUs), else None."""
+def cache_sizes(args, cfg, node, tp, model):
+    """{host_cache_bytes, disk_cache_bytes, host_cache_hbm_ratio} for node_capacities, node
+    totals: the flags, else the engine's settings, a per-engine size times the node's
+    node.gpus / tp engines and a per-rank size times its GPUs (or its engines, where only rank 0
+    of each stores: LMCache's MLA default), else None."""
+    from .evaluate import stores_once
     host, disk, ratio = (getattr(args, "host_cache_bytes", None),
                          getattr(args, "disk_cache_bytes", None), None)
     if cfg is not None:
-        per_gpu = lambda x: None if x is None else x * node.gpus  # noqa: E731
+        engines_per_node = node.gpus / tp
+        storing = engines_per_node if (cfg.first_rank_only and stores_once(
+            cfg.engine, model, tp, node.gpus)) else node.gpus  # LMCache's rule has no platform
+        def total(per_engine, per_gpu):
+            if per_engine is not None:
+                return per_engine * engines_per_node
+            return None if per_gpu is None else per_gpu * storing
         if host is None:
-            host = cfg.host_cache_bytes if cfg.host_cache_bytes is not None else \
-                per_gpu(cfg.host_cache_bytes_per_gpu)
+            host = total(cfg.host_cache_bytes_per_engine, cfg.host_cache_bytes_per_gpu)
             ratio = cfg.host_cache_hbm_ratio if host is None else None
         if disk is None:
-            disk = (0.0 if not cfg.disk_tier else cfg.disk_cache_bytes
-                    if cfg.disk_cache_bytes is not None else per_gpu(cfg.disk_cache_bytes_per_gpu))
+            disk = 0.0 if not cfg.disk_tier else total(None, cfg.disk_cache_bytes_per_gpu)
     return {"host_cache_bytes": host, "disk_cache_bytes": disk, "host_cache_hbm_ratio": ratio}
 
+
 # ---------------------------------------------------------------------------- checks
-def _number(path, key, value, minimum=0.0, integer=False):
+def _one_line(exc):
+    return " ".join(str(exc).split())[:200]
+
+
+def _number(path, key, value, minimum=0.0, integer=False, above=False):
+    """A setting's number, from minimum (exclusive when above) to LARGEST, refused otherwise
+    with the file and setting named (a 400-digit integer is a DataError, not an overflow)."""
+    from .options import LARGEST
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok:
+        ok = -LARGEST <= value <= LARGEST and (value > minimum if above else value >= minimum)
     if ok and integer:
         ok = float(value).is_integer()
-    if not ok or not (value == value) or value in (float("inf"), float("-inf")) or value < minimum:
+    if not ok:
         words = "a whole number" if integer else "a number"
-        raise DataError(path, None, key, f"expected {words} of at least {minimum:g}, got {value!r}")
+        bound = f"above {minimum:g}" if above else f"of at least {minimum:g}"
+        shown = repr(value) if len(repr(value)) < 40 else repr(value)[:37] + "..."
+        raise DataError(path, None, key, f"expected {words} {bound} and at most {LARGEST:g}, "
+                        f"got {shown}")
     return int(value) if integer else float(value)
 
 
@@ -171,8 +197,8 @@ def _json(path, text):
     expanded = _SUFFIX.sub(lambda m: repr(float(m.group(1)) * _SCALE[m.group(2)]), text)
     try:
         data = json.loads(expanded)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise DataError(path, None, None, f"not readable JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # ValueError: also Python's int-digit limit
+        raise DataError(path, None, None, f"not readable JSON ({_one_line(exc)})") from None
     if not isinstance(data, dict):
         raise DataError(path, None, None, "expected a JSON object (vLLM's --kv-transfer-config)")
     return data
@@ -180,8 +206,10 @@ def _json(path, text):
 
 _VLLM_KNOWN = {"kv_connector", "kv_role", "kv_connector_extra_config", "engine_id",
                "kv_buffer_device", "kv_port", "kv_connector_module_path",
-               "enable_permute_local_kv", "kv_load_failure_policy"}
-_OFFLOAD_MODELLED = {"cpu_bytes_to_use", "canonical_layout", "spec_name", "secondary_tiers"}
+               "enable_permute_local_kv", "kv_load_failure_policy",
+               # fields of older releases' KVTransferConfig (before v0.33.0): read, not modelled
+               "kv_buffer_size", "kv_rank", "kv_parallel_size", "kv_ip"}
+_OFFLOAD_MODELLED = {"cpu_bytes_to_use", "spec_name", "secondary_tiers"}
 
 
 def _vllm(path, data):
@@ -193,6 +221,7 @@ def _vllm(path, data):
     if not isinstance(extra, dict):
         raise DataError(path, None, "kv_connector_extra_config", "expected a JSON object")
     unknown = sorted(set(data) - _VLLM_KNOWN)
+    older = sorted(set(data) & {"kv_buffer_size", "kv_rank", "kv_parallel_size", "kv_ip"})
     if unknown:
         raise DataError(path, None, unknown[0], "not a field of vLLM's KVTransferConfig "
                         f"(expected one of {', '.join(sorted(_VLLM_KNOWN))})")
@@ -210,8 +239,10 @@ def _vllm(path, data):
                         "requires it (bytes of host memory for the whole engine)")
     cpu = _number(path, "cpu_bytes_to_use", extra["cpu_bytes_to_use"], minimum=1)
     engine = engines()[VLLM_PROFILE]
-    if _flag(path, "canonical_layout", extra.get("canonical_layout", False)):
-        engine = replace(engine, stored_once="always")  # replicated heads stored once (PR 48414)
+    # canonical_layout writes replicated GQA heads once, but only under TieringOffloadingSpec,
+    # and host capacity is still reserved for every rank's copy (engine_settings.csv): read,
+    # not modelled (the cache still occupies every rank's copy)
+    _flag(path, "canonical_layout", extra.get("canonical_layout", False))
     spec = extra.get("spec_name", "CPUOffloadingSpec")
     _one_of(path, "spec_name", spec, ("CPUOffloadingSpec", "TieringOffloadingSpec"))
     tiers = extra.get("secondary_tiers", [])
@@ -223,9 +254,9 @@ def _vllm(path, data):
     kinds = [t.get("type") for t in tiers]
     disk = "fs" in kinds
     other = [k for k in kinds if k != "fs"]
-    not_modelled = sorted(set(extra) - _OFFLOAD_MODELLED) + [f"secondary_tiers type {k}"
-                                                            for k in other]
-    return EngineConfig(path, "vllm", engine, host_cache_bytes=cpu, disk_tier=disk,
+    not_modelled = older + sorted(set(extra) - _OFFLOAD_MODELLED) + [
+        f"secondary_tiers type {k}" for k in other]
+    return EngineConfig(path, "vllm", engine, host_cache_bytes_per_engine=cpu, disk_tier=disk,
                         settings={"kv_connector": connector, "cpu_bytes_to_use": cpu,
                                   "spec_name": spec, "secondary_tiers": kinds},
                         not_modelled=tuple(not_modelled))
@@ -240,8 +271,8 @@ def _lmcache_file(path, text):
     import yaml
     try:
         data = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError) as exc:
-        raise DataError(path, None, None, f"not readable YAML ({exc})") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        raise DataError(path, None, None, f"not readable YAML ({_one_line(exc)})") from None
     if not isinstance(data, dict):
         raise DataError(path, None, None, "expected a YAML mapping of LMCache settings")
     return _lmcache(path, data, "lmcache")
@@ -255,9 +286,11 @@ def _lmcache(path, data, fmt):
     extra = data.get("extra_config") or {}
     if not isinstance(extra, dict):
         raise DataError(path, None, "extra_config", "expected a mapping")
-    if "save_only_first_rank" in extra:  # default: the model is MLA (cache_engine.py)
-        engine = replace(engine, stored_once="mla" if _flag(
-            path, "extra_config.save_only_first_rank", extra["save_only_first_rank"]) else "never")
+    first_rank = True  # save_only_first_rank's default: the model is MLA (cache_engine.py)
+    if "save_only_first_rank" in extra:
+        first_rank = _flag(path, "extra_config.save_only_first_rank", extra["save_only_first_rank"])
+        rule = "mla" if first_rank else "never"  # rank 0 stores and reads, or every rank
+        engine = replace(engine, stored_once=rule, replicated_read_once=rule)
     cpu_on = _flag(path, "local_cpu", data.get("local_cpu", True))
     cpu_gib = _number(path, "max_local_cpu_size", data.get(
         "max_local_cpu_size", default("lmcache-max-local-cpu-size") / GIB))
@@ -267,7 +300,9 @@ def _lmcache(path, data, fmt):
     disk = bool(disk_dir) and disk_gib > 0  # both, or no disk backend (storage_backend/__init__)
     not_modelled = sorted(set(data) - _LMCACHE_MODELLED) + sorted(
         f"extra_config.{k}" for k in extra if k != "save_only_first_rank")
-    return EngineConfig(path, fmt, engine,
+    if fmt == "vllm-lmcache":  # the settings as the file names them
+        not_modelled = [f"lmcache.{k}" for k in not_modelled]
+    return EngineConfig(path, fmt, engine, first_rank_only=first_rank,
                         host_cache_bytes_per_gpu=cpu_gib * GIB if cpu_on else 0.0,
                         disk_tier=disk, disk_cache_bytes_per_gpu=disk_gib * GIB if disk else None,
                         settings={"chunk_size": chunk, "local_cpu": cpu_on,
@@ -320,7 +355,8 @@ def _sglang(path, text):
     ratio = None
     if size == 0:
         ratio = _number(path, "--hicache-ratio", default("sglang-hicache-ratio")
-                        if args.hicache_ratio is None else args.hicache_ratio, minimum=1e-9)
+                        if args.hicache_ratio is None else args.hicache_ratio, minimum=1,
+                        above=True)  # SGLang asserts the host pool is larger than the device's
     engine = engines()[SGLANG_DIRECT if io == "direct" else SGLANG_KERNEL]
     if io == "direct":
         engine = replace(engine, copy_tokens=float(page))  # one page of one layer per copy

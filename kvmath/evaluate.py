@@ -172,6 +172,12 @@ def heads_fit(model: Model, tp: int):
     return not (n_kv % tp and tp % n_kv)
 
 
+def node_tp(model: Model, gpus: int):
+    """The TP a node's plan uses by default: all of its gpus, or the largest TP below that the
+    model's heads allow (Qwen2.5-7B's 28 heads take TP 4 on an 8-GPU node, not 8)."""
+    return max(k for k in range(1, gpus + 1) if heads_fit(model, k))
+
+
 def replication(model: Model, tp: int):
     """rho, the copies of the KV across tp GPUs; ScenarioError if tp does not fit the KV heads."""
     if model.num_attention_heads % tp:
@@ -246,7 +252,8 @@ def tier_path(tier: Tier, gpu: Gpu, engine=None, copy_bytes=None):
         link = links[{GPU_HOST_LINK: gpu.host_link, GPU_HOST_MEMORY: gpu.host_memory_link}.get(hop.link, hop.link)]
         one = link.bandwidth_Bps * link.efficiency
         if host and eng.copy_tokens is not None and copy_bytes is not None \
-                and not eng.load_kernel(copy_bytes):  # a kernel reading host memory: no per-copy cost
+                and not eng.load_kernel(copy_bytes, gpu.platform):  # a kernel reading host
+            # memory: no per-copy cost
             # a batched call's copies at the driver's per-descriptor cost, where measured
             fast = eng.fast_copies and eng.copy_batched and link.batched_copy_s is not None
             t_copy = link.batched_copy_s if fast else link.latency_s
@@ -309,13 +316,14 @@ def reads_once(eng, model):
     return _per_model(eng.replicated_read_once, model)
 
 
-def stores_once(eng, model, tp=1, node_gpus=1):
+def stores_once(eng, model, tp=1, node_gpus=1, platform="cuda"):
     """Whether the engine's offloaded cache holds one copy of a replicated KV head or MLA latent
     per node (engines.csv stored_once: vLLM from v0.27.0 for MLA on one node, LMCache for MLA),
     rather than one per rank: it sets the bytes a cache occupies and writes, and what a drive
     behind host memory is read for."""
-    if eng.stored_once == "mla-single-node":
-        return model.attention == "mla" and tp <= node_gpus
+    if eng.stored_once in ("mla-single-node", "mla-single-node-cuda"):
+        return (model.attention == "mla" and tp <= node_gpus
+                and (eng.stored_once == "mla-single-node" or platform == "cuda"))
     return _per_model(eng.stored_once, model)
 
 
@@ -527,7 +535,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     v["n_c"] = (float(concurrent_reloads) if concurrent_reloads is not None
                 else default_concurrency(gpu, layout.tp))
     once = reads_once(eng, model)
-    stored = stores_once(eng, model, layout.tp, gpu.gpus_per_node)
+    stored = stores_once(eng, model, layout.tp, gpu.gpus_per_node, gpu.platform)
     v["rho_n"] = 1.0 if once else v["rho"]  # host memory's copies (hop_copies per hop)
     v["rho_s"] = 1.0 if stored or once else v["rho"]  # copies a stored cache holds
     copy = None
@@ -820,6 +828,8 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"],
         "overlap_hidden_s": float(fn("t_overlap_hidden").take(at)),
         "copy_bytes": copy,
+        # the engine's copy kernel loads these copies (no per-copy cost: an assumption)
+        "load_kernel": bool(tier.hops) and eng.load_kernel(copy, gpu.platform),
         "path": path,
         "winner": "reload" if ttft_hit < ttft_cold else "recompute",
         "speedup": max(ttft_hit, ttft_cold) / min(ttft_hit, ttft_cold),

@@ -140,7 +140,8 @@ def _models(what="model", table="models"):
     return f"bundled {what} name or path to a {table} CSV row"
 
 
-_TP_NODE = "tensor-parallel GPUs (default: all of the node)"
+_TP_NODE = ("tensor-parallel GPUs (default: all of the node's, or the largest TP below that the "
+            "model's attention heads allow)")
 _PAUSE = ("pause distribution: bundled name or path to a pauses CSV row (default %s, fitted to "
           "Mooncake's conversation trace; chat-lognormal is the assumed what-if)" % DEFAULT_PAUSE)
 

@@ -53,9 +53,14 @@ def engine_config_line(cfg):
     if cfg["host_cache_hbm_ratio"] is not None:
         parts.append(f"host cache {cfg['host_cache_hbm_ratio']:g}x the HBM KV pool")
     elif cfg["host_cache_bytes_per_gpu"] is not None:
-        parts.append(f"host cache {size(cfg['host_cache_bytes_per_gpu'], 'DRAM')} per GPU")
+        parts.append(f"host cache {size(cfg['host_cache_bytes_per_gpu'], 'DRAM')} per GPU"
+                     + (" (rank 0 of each engine stores an MLA latent)"
+                        if cfg["first_rank_only"] else ""))
+    elif cfg["host_cache_bytes_per_engine"] is not None:
+        parts.append(f"host cache {size(cfg['host_cache_bytes_per_engine'], 'DRAM')} per "
+                     "engine (each replica of TP ranks)")
     else:
-        parts.append(f"host cache {size(cfg['host_cache_bytes'], 'DRAM')}")
+        parts.append("host cache all of the node's DRAM")
     if not cfg["disk_tier"]:
         parts.append("no disk tier")
     elif cfg["disk_cache_bytes_per_gpu"] is not None:

@@ -21,6 +21,7 @@ import math
 
 from . import cachesim as C
 from . import traces as T
+from .evaluate import node_tp
 from .reuse import tier_plan
 from .tables import Pause, bundled
 
@@ -56,7 +57,7 @@ def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_cont
     resume_rate = n_cont / duration
     tokens = int(round(stats["hit_tokens_continuation"] * stats["prompt_tokens"] / n_cont))
     batch_context = batch_context or batch_context_of(trace)
-    tp = tp or node.gpus
+    tp = tp or node_tp(model, node.gpus)
     plan = tier_plan(node, model, tokens, resume_rate, pause, tp=tp, batch_seqs=batch_seqs,
                      batch_context=batch_context, find_limit=False)
     specs = C.node_tiers(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context)

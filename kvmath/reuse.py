@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .evaluate import ScenarioError, choose_layout, compare, min_tp, numeric_of, path_values
+from .evaluate import ScenarioError, choose_layout, compare, min_tp, node_tp, numeric_of, path_values
 from .tables import Tier, bundled, gpu_prices, prices
 from .tables import node_drive, node_nvme_tier, plan_defaults
 
@@ -339,7 +339,7 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     """
     cat = bundled()
     gpu = gpu or cat.gpus[node.gpu]
-    tp = tp or node.gpus
+    tp = tp or node_tp(model, node.gpus)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
     d = plan_defaults()
@@ -415,7 +415,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
     NVMe tier's value for the plans a sweep of the plans already made."""
     cat = bundled()
     gpu = gpu or cat.gpus[node.gpu]
-    tp = tp or node.gpus
+    tp = tp or node_tp(model, node.gpus)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
     base = _compared(model, gpu, cat.tiers["host-dram"], tokens, tp, compute_dtype, engine)

@@ -47,6 +47,9 @@ def _constructors():
 
 
 _CALLABLE = _constructors()
+#: the constructors whose first argument is text in an srepr: a name, or a Float's digits
+_NAMED = (sp.Symbol, sp.Dummy, sp.Wild, sp.Function, sp.Float)
+_DIGITS = __import__("re").compile(r"-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?|[-+]?inf|nan")
 #: SymPy's named constants an srepr writes bare (pi, E, oo, zoo, nan, I, true, false)
 _CONSTANTS = {n: getattr(sp, n) for n in ("pi", "E", "oo", "zoo", "nan", "I", "EulerGamma",
                                           "true", "false")}
@@ -84,10 +87,18 @@ def parse_srepr(text):
             kwargs = {}
             for kw in node.keywords:
                 value = build(kw.value)
-                if kw.arg is None or not isinstance(value, (bool, int, str)):
+                if kw.arg is None or not isinstance(value, (bool, int)):
                     raise UnsafeCache("a keyword that is not a literal assumption")
                 kwargs[kw.arg] = value
-            return func(*[build(a) for a in node.args], **kwargs)
+            args = [build(a) for a in node.args]
+            # text reaches only the constructors that take a name or digits as text: any other
+            # SymPy function would sympify a string, which evaluates it as Python
+            named = func in _NAMED and len(args) >= 1 and isinstance(args[0], str)
+            if any(isinstance(a, str) for a in args[1 if named else 0:]):
+                raise UnsafeCache(f"text given to {getattr(func, '__name__', func)}")
+            if named and func is sp.Float and not _DIGITS.fullmatch(args[0]):
+                raise UnsafeCache("a Float whose text is not a number")
+            return func(*args, **kwargs)
         raise UnsafeCache(f"{type(node).__name__} is not part of an srepr")
     try:
         tree = ast.parse(text, mode="eval")

@@ -111,11 +111,13 @@ class Engine(Row, table="engines"):
     fast_copies: bool = False  #: a batched call's copies at the driver's per-descriptor cost (bands)
     driver_copies: bool = False  #: small loads by driver copies, not the kernel (the band's slow end)
 
-    def load_kernel(self, copy_bytes):
+    def load_kernel(self, copy_bytes, platform="cuda"):
         """Whether a load of copies of copy_bytes runs the engine's copy kernel (no per-copy
-        cost) rather than driver copies (kernel_below_bytes)."""
+        cost) rather than driver copies (kernel_below_bytes; CUDA only: vLLM falls back to
+        driver copies on ROCm, cpu/gpu_worker.py _select_swap_blocks_fn)."""
         return (self.kernel_below_bytes is not None and not self.driver_copies
-                and copy_bytes is not None and copy_bytes < self.kernel_below_bytes)
+                and platform == "cuda" and copy_bytes is not None
+                and copy_bytes < self.kernel_below_bytes)
 
     def check(self):
         if (self.storage_io_bytes is None) != (self.queue_depth is None):

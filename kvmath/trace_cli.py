@@ -30,25 +30,25 @@ def analyse(args):
     """The JSON-ready result of ``kvmath trace``."""
     from . import cachesim as C
     from . import traces as T
-    from .evaluate import ScenarioError
+    from .evaluate import ScenarioError, node_tp
     from .tables import bundled, resolve_model, resolve_node
 
     node = resolve_node(args.node)  # a bundled node, or the one row of a nodes CSV, as in tiers
     model = resolve_model(args.model)
     gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)  # the node's count
-    tp = args.tp or node.gpus
+    tp = args.tp or node_tp(model, node.gpus)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
     trace = T.load(args.file)
     stats = T.reuse_stats(trace)
     curve = C.lru_curve(T.load(args.file, args.sample_rate) if args.sample_rate else trace)
-    block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens)
-    batch_context = args.batch_context or batch_context_of(trace)
     from .engine_config import cache_sizes, engine_of
     engine, cfg = engine_of(args)
+    block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens, engine=engine)
+    batch_context = args.batch_context or batch_context_of(trace)
     specs = C.node_tiers(node, model, tp=tp, remote_bytes=args.remote_bytes,
                          batch_seqs=args.batch_seqs, batch_context=batch_context,
-                         **cache_sizes(args, cfg, node))
+                         **cache_sizes(args, cfg, node, tp, model))
     cost = C.HitCost(model, gpu, specs, tp, node.gpus, engine=engine)
     from .reuse import node_capacities
     hbm_free = node_capacities(node, model, tp=tp, batch_seqs=args.batch_seqs,

@@ -113,7 +113,8 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
                                        **kw_alone)
             b_hi = max(b_hi, alone["B"])
             fastest = min(fastest, float(fn("t_reload").take({**at, "B": alone["B"]})))
-        if eng.load_kernel(v["copy_bytes"]):  # the slow end: the driver copies the kernel replaced
+        if eng.load_kernel(v["copy_bytes"], gpu.platform):  # the slow end: the driver
+            # copies the kernel replaced
             kw_dma = {**{k: x for k, x in kw.items() if k in keep},
                       "engine": replace(eng, driver_copies=True)}
             dma, _ = scenario_values(model, gpu, tier, layout=layout,

@@ -112,6 +112,7 @@ def _gpu(g, cat):
             "B_hbm": g.hbm_bandwidth_Bps * g.hbm_efficiency,  # as scenario_values sets it
             "B_peak": g.hbm_bandwidth_Bps, "C_hbm": g.hbm_capacity_bytes,
             "N_node": g.gpus_per_node, "host_link": g.host_link, "host_memory_link": g.host_memory_link,
+            "platform": g.platform,
             "calibrated": calibrated}
 
 

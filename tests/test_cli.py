@@ -399,3 +399,28 @@ def test_inputs_are_never_silently_dropped(capsys, tmp_path):
     code, out, err = run(capsys, "trace", "conversation", "--model", "llama-3.1-70b",
                          "--batch-seqs", "200")
     assert code == 0 and "HBM: INFEASIBLE" in out and err == ""
+
+
+def test_review_fixes_of_the_node_and_engine_rules(capsys):
+    """After review: the default TP of a node's plan is the largest its heads allow (Qwen2.5-7B
+    had failed with '--tp 8', a flag nobody typed); vLLM's single-copy MLA store and its copy
+    kernel are CUDA's (on MI300X every rank stores its own copy, by driver copies); trace
+    sizes a block by the copies the engine stores."""
+    code, out, err = run(capsys, "tiers", "--model", "qwen2.5-7b", "--tokens", "4096",
+                         "--resume-rate", "1", "--json")
+    assert code == 0 and json.loads(out)["tp"] == 4, err
+    r = {}
+    for gpu in ("h200", "mi300x"):
+        code, out, err = run(capsys, "compare", "--model", "deepseek-v3", "--gpu", gpu,
+                             "--tier", "nvme-1drive", "--tokens", "32768", "--json")
+        r[gpu] = json.loads(out)
+    assert r["mi300x"]["kv_bytes_stored"] == pytest.approx(  # one latent per rank
+        r["mi300x"]["tp"] * r["mi300x"]["kv_bytes_unique"])
+    assert r["h200"]["kv_bytes_stored"] == pytest.approx(r["h200"]["kv_bytes_unique"])
+    assert r["h200"]["load_kernel"] and not r["mi300x"]["load_kernel"]
+    sizes = {}
+    for engine in ("vllm-lbhnc", "sglang-hicache"):
+        code, out, err = run(capsys, "trace", "conversation", "--model", "deepseek-v3",
+                             "--node", "dgx-h200", "--engine", engine, "--json")
+        sizes[engine] = json.loads(out)["block_bytes"]
+    assert sizes["sglang-hicache"] == pytest.approx(8 * sizes["vllm-lbhnc"])

@@ -19,14 +19,16 @@ def test_vllm_offloading_json_with_size_suffixes(tmp_path):
     p = _write(tmp_path, "kv.json", '{"kv_connector": "OffloadingConnector", "kv_role": "kv_both", '
                '"kv_connector_extra_config": {"cpu_bytes_to_use": 80G, "block_size": 256}}')
     cfg = read(p)
-    assert cfg.format == "vllm" and cfg.host_cache_bytes == 80 * 2 ** 30  # G binary, as vLLM
+    assert cfg.format == "vllm" and cfg.host_cache_bytes_per_engine == 80 * 2 ** 30  # binary G
     assert cfg.disk_tier is False and cfg.not_modelled == ("block_size",)
     p = _write(tmp_path, "kv2.json", '{"kv_connector": "OffloadingConnector", "kv_role": "kv_both",'
                ' "kv_connector_extra_config": {"cpu_bytes_to_use": 80g, "canonical_layout": true,'
                ' "spec_name": "TieringOffloadingSpec", "secondary_tiers": [{"type": "fs", '
                '"root_dir": "/mnt"}]}}')
     cfg = read(p)
-    assert cfg.host_cache_bytes == 80e9 and cfg.disk_tier and cfg.engine.stored_once == "always"
+    # canonical_layout is read, not modelled: host capacity is still reserved for every rank
+    assert cfg.host_cache_bytes_per_engine == 80e9 and cfg.disk_tier
+    assert cfg.engine.stored_once == "mla-single-node-cuda" and "canonical_layout" in cfg.not_modelled
 
 
 def test_lmcache_yaml_sizes_are_gib_per_worker(tmp_path):
@@ -36,7 +38,7 @@ def test_lmcache_yaml_sizes_are_gib_per_worker(tmp_path):
     cfg = read(p)
     assert cfg.engine.name == "lmcache" and cfg.engine.copy_tokens == 512
     assert cfg.host_cache_bytes_per_gpu == 40 * 2 ** 30 and cfg.disk_cache_bytes_per_gpu == 400 * 2 ** 30
-    assert cfg.engine.stored_once == "never"
+    assert cfg.engine.stored_once == cfg.engine.replicated_read_once == "never"
     # defaults from engine_settings.csv: 5 GiB of host memory, no disk tier without both keys
     cfg = read(_write(tmp_path, "lm2.yaml", "local_disk: /mnt/nvme\n"))
     assert cfg.host_cache_bytes_per_gpu == engine_settings()["lmcache-max-local-cpu-size"].value * 2 ** 30
@@ -109,3 +111,45 @@ def test_a_host_cache_beyond_the_node_is_refused(tmp_path):
     r = _cli("tiers", "--model", "llama-3.1-70b", "--tokens", "32768", "--resume-rate", "1",
              "--engine-config", str(p))
     assert r.returncode == 2 and "exceeds node dgx-h100's DRAM" in r.stderr, r.stderr
+
+
+def test_sizes_per_engine_and_per_storing_rank(tmp_path):
+    """After review: vLLM's cpu_bytes_to_use is one engine's (a replica of TP ranks), so a node
+    of 8 GPUs at TP 1 holds eight of them; LMCache's per-worker size counts only rank 0 of each
+    engine for an MLA model (save_only_first_rank's default)."""
+    import argparse
+    from kvmath.engine_config import cache_sizes
+    from kvmath.tables import bundled, nodes
+    node, cat = nodes()["dgx-h200"], bundled()
+    none = argparse.Namespace(host_cache_bytes=None, disk_cache_bytes=None)
+    v = read(_write(tmp_path, "kv.json", '{"kv_connector": "OffloadingConnector", '
+                    '"kv_connector_extra_config": {"cpu_bytes_to_use": 8G}}'))
+    assert cache_sizes(none, v, node, 1, cat.models["llama-3.1-8b"])["host_cache_bytes"] == 8 * 8 * 2 ** 30
+    assert cache_sizes(none, v, node, 8, cat.models["llama-3.1-8b"])["host_cache_bytes"] == 8 * 2 ** 30
+    lm = read(_write(tmp_path, "lm.yaml", "max_local_cpu_size: 100\n"))
+    assert cache_sizes(none, lm, node, 8, cat.models["deepseek-v3"])["host_cache_bytes"] == 100 * 2 ** 30
+    assert cache_sizes(none, lm, node, 8, cat.models["llama-3.1-70b"])["host_cache_bytes"] == 8 * 100 * 2 ** 30
+
+
+@pytest.mark.parametrize("text, name, words", [
+    ('{"kv_connector": "OffloadingConnector", "kv_connector_extra_config": {"cpu_bytes_to_use": '
+     + "9" * 5000 + "}}", "kv.json", "not readable JSON"),
+    ('{"kv_connector": "OffloadingConnector", "kv_connector_extra_config": {"cpu_bytes_to_use": '
+     + "9" * 400 + "}}", "kv.json", "field 'cpu_bytes_to_use'"),
+    ("chunk_size: " + "9" * 5000 + "\n", "lm.yaml", "lm.yaml"),
+    ("max_local_cpu_size: 1.0e+300\n", "lm.yaml", "at most"),
+    ("--enable-hicache --hicache-ratio 0.5\n", "sg.txt", "above 1"),
+    ("!!python/object:os.system\n", "lm.yaml", "not readable YAML"),
+])
+def test_hostile_sizes_are_one_line(tmp_path, text, name, words):
+    """After review: a 5,000-digit integer gave a traceback, a 400-digit one the generic 'out
+    of range', 1e300 was accepted, and SGLang's host pool could be smaller than its device's."""
+    with pytest.raises(DataError) as info:
+        read(_write(tmp_path, name, text))
+    assert words in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+def test_older_vllm_fields_are_read_not_refused(tmp_path):
+    cfg = read(_write(tmp_path, "kv.json", '{"kv_connector": "OffloadingConnector", '
+                      '"kv_buffer_size": 1e9, "kv_connector_extra_config": {"cpu_bytes_to_use": 8G}}'))
+    assert "kv_buffer_size" in cfg.not_modelled

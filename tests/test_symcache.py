@@ -63,7 +63,10 @@ def test_a_file_others_may_write_is_not_used(tmp_path):
 
 @pytest.mark.parametrize("text", ["__import__('os').system('true')", "Symbol.__class__",
                                   "(lambda: 1)()", "Integer(2).__reduce__()",
-                                  "Symbol('x', positive=open)", "Integer(2)(3)", "[" * 2000])
+                                  "Symbol('x', positive=open)", "Integer(2)(3)", "[" * 2000,
+                                  "sin('__import__(\\'os\\').system(\\'true\\')')",
+                                  "Max('1+1', Integer(2))", "Poly('x**2')",
+                                  "Float('__import__(1)')", "Symbol('x', positive='yes')"])
 def test_only_sympy_objects_are_built(text):
     with pytest.raises(UnsafeCache):
         parse_srepr(text)
