@@ -215,7 +215,7 @@ def analyse_transfer(points, link_peak_Bps=None):
 
 def analyse_prefill(rows, peak_flops):
     """Implied prefill efficiency (achieved FLOP/s over dense peak) per measured length."""
-    from .validation import model_of
+    from .tables import model_of
 
     out = []
     for r in rows:

@@ -253,6 +253,16 @@ OPTIONS = (
            "exact)", (TRACE,), metavar="R"),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
+
+# the calculator's own values: symbols of the model and GPU rows a reader may set, as query
+# parameters by symbol name (bounds from the table fields they stand for: kvmath.webcalc)
+#: architecture symbols a reader may override (the model row's fields as symbols)
+MODEL_SYMBOLS = ("d", "n_q", "L_full", "L_win", "W", "n_kv", "d_h", "r_kv", "d_rope", "d_nope",
+                 "r_q", "I_ffn", "I_exp", "E", "k_top", "E_sh", "L_dense", "L_moe", "V", "tied",
+                 "d_qk", "d_v")
+#: GPU symbols a reader may override
+GPU_SYMBOLS = ("P", "B_hbm", "C_hbm", "N_node")
+
 BY_KEY = {o.key: o for o in OPTIONS}
 
 

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .evaluate import Numeric, ScenarioError, fn, scenario_values
+from .values import Numeric, ScenarioError, fn, scenario_values
 from .schema import DataError, read
 from .tables import Allreduce, FitRow, bundled, data_path
 
@@ -59,7 +59,7 @@ def _resolve(model, gpu):
     cat = bundled()
     if isinstance(model, str):
         if model not in cat.models:
-            from .validation import model_of  # validation-only models (e.g. llama-3.3-70b)
+            from .tables import model_of  # validation-only models (e.g. llama-3.3-70b)
             model = model_of(model)
         else:
             model = cat.models[model]

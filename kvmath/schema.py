@@ -226,6 +226,6 @@ def read(cls, path=None):
 
 @lru_cache(maxsize=None)
 def table(name):
-    """The bundled table ``name``, read once."""
-    from . import tables  # noqa: F401  (declares a row type for every table)
+    """The bundled table ``name``, read once. Its row type is declared in :mod:`kvmath.tables`,
+    which the package imports first (kvmath/__init__.py), so schema never imports it back."""
     return read(Row.types[name])

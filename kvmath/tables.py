@@ -336,3 +336,10 @@ def node_for_gpu(gpu_name):
 def node_drive(node):
     """The node's Drive, or None when the node names none."""
     return drives()[node.drive] if node.drive else None
+
+
+def model_of(name):
+    """A bundled model, or a validation-only one (kvmath/data/validation_models: a model the
+    measurements name that the catalogue does not bundle, e.g. llama-3.3-70b)."""
+    cat = bundled()
+    return cat.models[name] if name in cat.models else resolve_model(str(validation_model_path(name)))

@@ -12,16 +12,13 @@ from functools import lru_cache
 
 from .evaluate import HBM_TIER, compare, fn, scenario_values
 from .schema import read
-from .tables import Measurement, bundled, resolve_engine, resolve_model, validation_model_path
+from .tables import Measurement, bundled, model_of, resolve_engine  # noqa: F401 (model_of re-exported)
 
 
 def load_validation(path=None):
     return list(read(Measurement, path).values())
 
 
-def model_of(name):
-    cat = bundled()
-    return cat.models[name] if name in cat.models else resolve_model(str(validation_model_path(name)))
 
 
 @lru_cache(maxsize=None)

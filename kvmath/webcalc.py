@@ -21,7 +21,7 @@ import json
 import math
 from pathlib import Path
 
-from .options import calculator_options
+from .options import GPU_SYMBOLS, MODEL_SYMBOLS, calculator_options
 from .evaluate import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, hbm_fit_fraction, TP_CANDIDATES, PREFILL_MODELS, ScenarioError,
                        _efficiency, architecture_values, heads_fit)
 from .schema import data_path
@@ -40,12 +40,6 @@ def _finite(x):
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
-#: architecture symbols a reader may override (the model row's fields as symbols)
-MODEL_SYMBOLS = ("d", "n_q", "L_full", "L_win", "W", "n_kv", "d_h", "r_kv", "d_rope", "d_nope",
-                 "r_q", "I_ffn", "I_exp", "E", "k_top", "E_sh", "L_dense", "L_moe", "V", "tied",
-                 "d_qk", "d_v")
-#: GPU symbols a reader may override
-GPU_SYMBOLS = ("P", "B_hbm", "C_hbm", "N_node")
 #: the table field each own-value symbol stands for, whose schema constraints bound it
 OWN_FIELDS = {"d": ("models", "hidden_size"), "n_q": ("models", "num_attention_heads"),
               "L_win": ("models", "window_layers"), "W": ("models", "window"),

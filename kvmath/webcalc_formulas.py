@@ -18,8 +18,9 @@ from sympy.printing.jscode import JavascriptCodePrinter
 
 from . import derive as D
 from . import derive_prefill as DP
+from .options import GPU_SYMBOLS, MODEL_SYMBOLS
 from .symbols import MEANING
-from .webcalc import GPU_SYMBOLS, MODEL_SYMBOLS
+
 
 #: a recompute time and a reload time, for the speedup of the winner over the loser
 t_reload_s, t_recompute_s = sp.symbols("reload_s recompute_s", positive=True)
