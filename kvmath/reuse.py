@@ -31,11 +31,12 @@ def rfn(name):
 
 
 @lru_cache(maxsize=512, typed=True)
-def _compared(model, gpu, tier, tokens, tp, compute_dtype, engine=None):
+def _compared(model, gpu, tier, tokens, tp, compute_dtype, engine=None, resume_rate=None):
     """:func:`kvmath.evaluate.compare` of one scenario, once per process and read-only: a plan,
-    and each step of the search for its compute limit, ask for the same few scenarios."""
+    and each step of the search for its compute limit, ask for the same few scenarios.
+    resume_rate: reloads per second from the tier (compare's --resume-rate)."""
     return MappingProxyType(compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype,
-                                    engine=engine))
+                                    engine=engine, resume_rate=resume_rate))
 
 
 def saved_s(r, reload_s=None):
@@ -478,6 +479,19 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                        write_demand_Bps=float(rfn("tier_writes").take(at)),
                        dropped_write_Bps=float(rfn("tier_writes_dropped").take(at)),
                        headroom=float(rfn("tier_headroom").take(at)), admitted_fraction=admitted)
+            # a reload shares the tier's path with the others in flight at the stated load:
+            # this tier's own resumes, resume_rate x its share (compare --resume-rate of it)
+            rate = resume_rate * row["resume_fraction"]
+            row["reload_resumes_per_s"] = rate
+            row["reload_load_from"] = "no resumes reach it"
+            if rate > 0:
+                try:
+                    loaded = _compared(model, gpu, path, tokens, tp, compute_dtype, engine, rate)
+                    row["reload_s"] = loaded["reload_s"]
+                    row["reload_load_from"] = "the tier's own resumes"
+                except ScenarioError:  # its reads fill the path: the worst case instead
+                    row["reload_load_from"] = ("every replica at once (the tier's resumes "
+                                               "saturate its path)")
         row["bandwidth_limited"] = row["headroom"] < 1
         row.update(_endurance(name, node, drive, row["write_Bps"]))
         c_buy, _ = tier_prices(tier_name, drive, price_overrides)

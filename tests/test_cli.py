@@ -424,3 +424,25 @@ def test_review_fixes_of_the_node_and_engine_rules(capsys):
                              "--node", "dgx-h200", "--engine", engine, "--json")
         sizes[engine] = json.loads(out)["block_bytes"]
     assert sizes["sglang-hicache"] == pytest.approx(8 * sizes["vllm-lbhnc"])
+
+
+def test_one_scenario_gives_the_same_per_request_numbers_in_every_command(capsys, tmp_path):
+    """issue 19, item 1: one scenario file, the same per-request numbers: compare, reuse and
+    tiers agree on the recompute and on each tier's reload, tiers pricing a tier's reload at
+    its own share of the stated resumes (compare --resume-rate of that share), as the path is
+    split by the reloads really in flight."""
+    f = tmp_path / "s.toml"
+    f.write_text('model = "llama-3.1-70b"\nnode = "dgx-h100"\ntp = 8\ntokens = 32768\n')
+    code, out, err = run(capsys, "tiers", "--scenario", str(f), "--resume-rate", "0.6", "--json")
+    plan = json.loads(out)
+    for tier in ("host-dram", "nvme"):
+        row = next(t for t in plan["tiers"] if t["tier"] == tier)
+        assert row["reload_load_from"] == "the tier's own resumes"
+        code, out, err = run(capsys, "compare", "--scenario", str(f), "--tier", tier,
+                             "--resume-rate", repr(row["reload_resumes_per_s"]), "--json")
+        r = json.loads(out)
+        assert r["reload_s"] == pytest.approx(row["reload_s"], rel=1e-12), tier
+        assert r["recompute_s"] == pytest.approx(plan["recompute_s"], rel=1e-12)
+        code, out, err = run(capsys, "reuse", "--scenario", str(f), "--tier", tier, "--json")
+        code, out2, err = run(capsys, "compare", "--scenario", str(f), "--tier", tier, "--json")
+        assert json.loads(out)["reload_s"] == pytest.approx(json.loads(out2)["reload_s"], rel=1e-12)
