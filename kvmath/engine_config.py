@@ -70,6 +70,14 @@ class EngineConfig:
     settings: dict = field(default_factory=dict)
     not_modelled: tuple = ()
 
+    def size_setting(self, medium):
+        """The setting that sized the engine's cache in medium (DRAM or drives), for errors."""
+        names = {"vllm": ("cpu_bytes_to_use", "secondary_tiers"),
+                 "lmcache": ("max_local_cpu_size", "max_local_disk_size"),
+                 "vllm-lmcache": ("lmcache.max_local_cpu_size", "lmcache.max_local_disk_size"),
+                 "sglang": ("--hicache-size", "--hicache-storage-backend")}[self.format]
+        return names[0] if medium == "DRAM" else names[1]
+
     def summary(self) -> dict:
         """The JSON-ready record of what was read."""
         return {"file": self.path, "format": self.format, "engine": self.engine.name,
@@ -146,7 +154,21 @@ def cache_sizes(args, cfg, node, tp, model):
             ratio = cfg.host_cache_hbm_ratio if host is None else None
         if disk is None:
             disk = 0.0 if not cfg.disk_tier else total(None, cfg.disk_cache_bytes_per_gpu)
-    return {"host_cache_bytes": host, "disk_cache_bytes": disk, "host_cache_hbm_ratio": ratio}
+    drives = node.nvme_drives * node.nvme_drive_bytes
+    for size, held, medium, flag in ((host, node.host_dram_bytes, "DRAM", "host-cache-bytes"),
+                                     (disk, drives, "drives", "disk-cache-bytes")):
+        if size is not None and size > held * (1 + 1e-12):
+            words = (f"{size:.4g} B for node {node.name} exceeds its {medium} of {held:.4g} B")
+            if getattr(args, flag.replace("-", "_"), None) is not None:
+                raise UsageError(f"--{flag} {words}")
+            raise DataError(cfg.path, None, cfg.size_setting(medium), f"the engine's cache of "
+                            f"{words}")
+    source = None
+    if cfg is not None:
+        source = f"{cfg.path}, " + ("--hicache-ratio" if ratio is not None
+                                    else cfg.size_setting("DRAM"))
+    return {"host_cache_bytes": host, "disk_cache_bytes": disk, "host_cache_hbm_ratio": ratio,
+            "cache_source": source}
 
 
 # ---------------------------------------------------------------------------- checks
@@ -275,6 +297,9 @@ def _lmcache_file(path, text):
         raise DataError(path, None, None, f"not readable YAML ({_one_line(exc)})") from None
     if not isinstance(data, dict):
         raise DataError(path, None, None, "expected a YAML mapping of LMCache settings")
+    odd = [k for k in data if not isinstance(k, str)]
+    if odd:
+        raise DataError(path, None, None, f"expected setting names, got {odd[0]!r}")
     return _lmcache(path, data, "lmcache")
 
 
@@ -284,8 +309,8 @@ def _lmcache(path, data, fmt):
                     minimum=1, integer=True)
     engine = replace(engine, copy_tokens=float(chunk))  # one chunk of all layers per copy
     extra = data.get("extra_config") or {}
-    if not isinstance(extra, dict):
-        raise DataError(path, None, "extra_config", "expected a mapping")
+    if not isinstance(extra, dict) or not all(isinstance(k, str) for k in extra):
+        raise DataError(path, None, "extra_config", "expected a mapping of setting names")
     first_rank = True  # save_only_first_rank's default: the model is MLA (cache_engine.py)
     if "save_only_first_rank" in extra:
         first_rank = _flag(path, "extra_config.save_only_first_rank", extra["save_only_first_rank"])

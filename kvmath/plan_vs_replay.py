@@ -56,7 +56,7 @@ def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_cont
     n_cont = stats["requests_continuation"] * trace.n_requests
     resume_rate = n_cont / duration
     tokens = int(round(stats["hit_tokens_continuation"] * stats["prompt_tokens"] / n_cont))
-    batch_context = batch_context or batch_context_of(trace)
+    batch_context = batch_context or batch_context_of(trace, model)
     tp = tp or node_tp(model, node.gpus)
     plan = tier_plan(node, model, tokens, resume_rate, pause, tp=tp, batch_seqs=batch_seqs,
                      batch_context=batch_context, find_limit=False)

@@ -306,21 +306,21 @@ def hbm_tier_capacity(node, gpu, model, tp, kv_batch_bytes, batch_seqs, utilisat
         "Q_batch": kv_batch_bytes}))
 
 
-def _cache_cap(wanted, held, what, medium, node):
+def _cache_cap(wanted, held, what, medium, node, source=None):
     """The bytes an engine caches in a medium: what its settings give (None: all the node
-    holds), refused when beyond what the node holds."""
+    holds), refused when beyond what the node holds, naming where the size came from."""
     if wanted is None:
         return float(held)
     if wanted > held * (1 + 1e-12):
-        raise ScenarioError(f"the engine's {what} of {wanted:.4g} B exceeds node {node.name}'s "
-                            f"{medium} of {held:.4g} B")
+        raise ScenarioError(f"{source + ': ' if source else ''}the engine's {what} of "
+                            f"{wanted:.4g} B exceeds node {node.name}'s {medium} of {held:.4g} B")
     return float(wanted)
 
 
 def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_seqs=None,
                     batch_context=None, gpu_memory_utilization=None, activation_reserve=None,
                     writes_within_rating=False, host_cache_bytes=None, disk_cache_bytes=None,
-                    host_cache_hbm_ratio=None):
+                    host_cache_hbm_ratio=None, cache_source=None):
     """Capacity (B) and read/write bandwidth (B/s, node totals) of a node's KV tiers, the one
     source for both the analytic plan (:func:`tier_plan`) and the trace replay
     (:func:`kvmath.cachesim.node_tiers`).
@@ -350,6 +350,10 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     batch_seqs = d["batch_seqs"].value if batch_seqs is None else batch_seqs
     if batch_seqs and not batch_context:
         raise ScenarioError("a running batch needs its context length (batch_context tokens)")
+    if batch_seqs and batch_context > model.max_context_tokens:
+        raise ScenarioError(f"--batch-context {batch_context:,} exceeds {model.name}'s context "
+                            f"window of {model.max_context_tokens:,} tokens: no running "
+                            "sequence is that long")
     drive = node_drive(node)
     q_batch = (_compared(model, gpu, cat.tiers["host-dram"], batch_context, tp,
                          compute_dtype)["kv_bytes"] if batch_seqs else 0.0)
@@ -365,13 +369,14 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     if host_cache_hbm_ratio is not None:  # the host pool as a multiple of the device KV pool
         pool = hbm_tier_capacity(node, gpu, model, tp, 0.0, 0, util, reserve, weight_dtype)
         host_cache_bytes = host_cache_hbm_ratio * max(pool, 0.0)
-    host = _cache_cap(host_cache_bytes, node.host_dram_bytes, "host cache", "DRAM", node)
+    host = _cache_cap(host_cache_bytes, node.host_dram_bytes, "host cache", "DRAM", node,
+                      cache_source)
     tiers = {"hbm": {"capacity_bytes": max(hbm, 0.0), "read_Bps": hbm_bw, "write_Bps": hbm_bw},
              "host-dram": {"capacity_bytes": host, "read_Bps": dram_bw, "write_Bps": dram_bw}}
     if node.nvme_drives and disk_cache_bytes != 0:
         tiers["nvme"] = {"capacity_bytes": _cache_cap(
                              disk_cache_bytes, node.nvme_drives * node.nvme_drive_bytes,
-                             "disk cache", "drives", node),
+                             "disk cache", "drives", node, cache_source),
                          "read_Bps": nvme_read, "write_Bps": nvme_write}
     elif disk_cache_bytes and not node.nvme_drives:
         raise ScenarioError(f"a disk cache of {disk_cache_bytes:.4g} B on node {node.name}, "
@@ -386,7 +391,7 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
               batch_seqs=None, batch_context=None, gpu_memory_utilization=None,
               activation_reserve=None, gpu_price=None, writes_within_rating=False,
               find_limit=True, engine=None, price_overrides=(), host_cache_bytes=None,
-              disk_cache_bytes=None, host_cache_hbm_ratio=None):
+              disk_cache_bytes=None, host_cache_hbm_ratio=None, cache_source=None):
     """Which tier holds which caches, the traffic each carries, and whether the node can run it.
 
     Caches cascade by age: HBM (after the activation reserve, weights and the running batch)
@@ -398,7 +403,7 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
     args = (node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
             batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
             writes_within_rating, find_limit, engine, tuple(price_overrides), host_cache_bytes,
-            disk_cache_bytes, host_cache_hbm_ratio)
+            disk_cache_bytes, host_cache_hbm_ratio, cache_source)
     try:
         hash(args)
     except TypeError:  # an input that cannot be remembered: plan it afresh
@@ -410,7 +415,8 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
 def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
                batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
                writes_within_rating, find_limit, engine=None, price_overrides=(),
-               host_cache_bytes=None, disk_cache_bytes=None, host_cache_hbm_ratio=None):
+               host_cache_bytes=None, disk_cache_bytes=None, host_cache_hbm_ratio=None,
+               cache_source=None):
     """:func:`tier_plan`, once per process for each set of inputs (the rows and frozen tables
     fix the plan): a chapter asks for the same plans in several places, and a sweep of the
     NVMe tier's value for the plans a sweep of the plans already made."""
@@ -432,7 +438,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                          activation_reserve=activation_reserve,
                          writes_within_rating=writes_within_rating,
                          host_cache_bytes=host_cache_bytes, disk_cache_bytes=disk_cache_bytes,
-                         host_cache_hbm_ratio=host_cache_hbm_ratio)
+                         host_cache_hbm_ratio=host_cache_hbm_ratio, cache_source=cache_source)
     util, reserve, batch_seqs = nc["gpu_memory_utilization"], nc["activation_reserve_fraction"], \
         nc["batch_seqs"]
     batch_context, q_batch, hbm, drive = nc["batch_context_tokens"], nc["batch_seq_kv_bytes"], \
@@ -527,7 +533,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                   activation_reserve=reserve, gpu_price=gpu_price, find_limit=False,
                   writes_within_rating=writes_within_rating, engine=engine,
                   price_overrides=price_overrides, host_cache_bytes=host_cache_bytes,
-                  disk_cache_bytes=disk_cache_bytes, host_cache_hbm_ratio=host_cache_hbm_ratio)
+                  disk_cache_bytes=disk_cache_bytes, host_cache_hbm_ratio=host_cache_hbm_ratio,
+                  cache_source=cache_source)
         plan["compute_limit_resume_rate_per_s"] = compute_limit(node, model, tokens, pause, **kw)
     return plan
 

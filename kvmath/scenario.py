@@ -51,11 +51,32 @@ def load_scenario(path, allowed):
             raise DataError(path, None, key, f"{exc}, got {value!r}") from None
         if key not in allowed:  # another command's key: checked, not used here
             continue
+        _check_name(path, key, checked)
         out[key] = checked
         if (key in PATH_KEYS and (out[key].endswith(".csv") or BY_KEY[key].path == "file")
                 and not Path(out[key]).is_absolute()):
             out[key] = str(path.parent / out[key])
     return out
+
+
+def _bundled_names(key):
+    """The bundled names a scenario key may hold (a name, not a file), or None."""
+    from .tables import bundled, engines, nodes, pauses
+    cat = bundled()
+    tables = {"model": lambda: cat.models, "gpu": lambda: cat.gpus,
+              "tier": lambda: [*cat.tiers, "hbm"], "node": nodes, "engine": engines,
+              "pause": pauses}
+    return sorted(tables[key]()) if key in tables else None
+
+
+def _check_name(path, key, value):
+    """A name the file gives that no bundled row holds is the file's error, naming its key
+    (it was only found later, with no word of the file it came from)."""
+    names = _bundled_names(key)
+    if names is None or value in names or value.endswith(".csv") or Path(value).exists() \
+            or (path.parent / value).exists():
+        return
+    raise DataError(path, None, key, f"unknown {key} {value!r}; bundled: {', '.join(names)}")
 
 
 def unused_keys(path, allowed):

@@ -21,9 +21,11 @@ def add_parser(subparsers):
     return t
 
 
-def batch_context_of(trace):
-    """Default context of a running sequence: the trace's mean prompt + output tokens."""
-    return int(math.ceil((trace.prompt_tokens + trace.output_tokens).mean()))
+def batch_context_of(trace, model=None):
+    """Default context of a running sequence: the trace's mean prompt + output tokens, at most
+    the model's context window (no sequence runs longer)."""
+    mean = int(math.ceil((trace.prompt_tokens + trace.output_tokens).mean()))
+    return mean if model is None else min(mean, model.max_context_tokens)
 
 
 def analyse(args):
@@ -45,7 +47,7 @@ def analyse(args):
     from .engine_config import cache_sizes, engine_of
     engine, cfg = engine_of(args)
     block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens, engine=engine)
-    batch_context = args.batch_context or batch_context_of(trace)
+    batch_context = args.batch_context or batch_context_of(trace, model)
     specs = C.node_tiers(node, model, tp=tp, remote_bytes=args.remote_bytes,
                          batch_seqs=args.batch_seqs, batch_context=batch_context,
                          **cache_sizes(args, cfg, node, tp, model))
