@@ -643,11 +643,33 @@
     });
   }
 
+  /** The longest prompt the chart may draw, and why: the model's context window (unless the
+   *  reader allows beyond it) and the length whose KV no longer fits HBM beside the weights
+   *  (the largest T with hbm_slack >= 0, bisected in log space). */
+  function chartLimit(state) {
+    const m = D.models[state.model], {sv} = timed(state);
+    const usable = D.engines[sv.engine].hbm_fit_fraction;
+    const slack = T => hbmSlack(Object.assign({}, state, {tokens: T}), sv.layout, usable).slack;
+    let lo = D.numeric_crossings.t_min, hi = 1e12, hbm = null;
+    if (slack(hi) < 0) {
+      for (let i = 0; i < 200 && hi / lo > 1 + 1e-3; i++) {
+        const mid = Math.sqrt(lo * hi);
+        if (slack(mid) >= 0) lo = mid; else hi = mid;
+      }
+      hbm = lo;
+    }
+    const ctx = state["allow-beyond-context"] ? null : m.max_context_tokens;
+    if (hbm !== null && (ctx === null || hbm < ctx)) return {tokens: hbm, why: "HBM full"};
+    return ctx === null ? null : {tokens: ctx, why: "context window"};
+  }
+
   function plot(box, state, r) {
     const W = Math.max(280, Math.round(box.getBoundingClientRect().width) || 640), H = Math.round(Math.min(360, W * 0.6));
     const pad = {l: 64, r: 28, t: 12, b: 44};
     const lx0 = Math.log10(Math.max(D.numeric_crossings.t_min, Math.min(16, state.tokens / 10)));
-    const lx1 = Math.ceil(Math.log10(Math.max(1e6, state.tokens * 10, ...r.breakeven_tokens.map(t => 3 * t))));
+    const limit = chartLimit(state);  // no curve past the window or past what HBM holds
+    const wanted = Math.log10(Math.max(1e6, state.tokens * 10, ...r.breakeven_tokens.map(t => 3 * t)));
+    const lx1 = limit ? Math.max(Math.log10(limit.tokens), lx0 + 1) : Math.ceil(wanted);
     const n = 240;
     const pts = curve(state, Array.from({length: n + 1}, (_, i) => Math.pow(10, lx0 + (lx1 - lx0) * i / n)));
     const ys = pts.flatMap(p => [p[1], p[2]]).filter(y => y > 0 && Number.isFinite(y));
@@ -696,8 +718,15 @@
       add("line", {x1: X(t), x2: X(t), y1: pad.t, y2: H - pad.b, class: "crossing"});
       add("text", {x: X(t) + 3, y: pad.t + 12, class: "crossing-label"}, Math.round(t).toLocaleString("en-US"));
     }
-    add("circle", {cx: X(state.tokens), cy: Y(r.recompute_s), r: 4, class: "recompute-dot"});
-    add("circle", {cx: X(state.tokens), cy: Y(r.reload_s), r: 4, class: "reload-dot"});
+    if (limit) {
+      add("line", {x1: X(limit.tokens), x2: X(limit.tokens), y1: pad.t, y2: H - pad.b, class: "limit"});
+      add("text", {x: X(limit.tokens) - 3, y: pad.t + 12, "text-anchor": "end", class: "limit-label"},
+          `${limit.why} (${Math.round(limit.tokens).toLocaleString("en-US")})`);
+    }
+    svg.dataset.limitTokens = limit ? String(limit.tokens) : "";
+    // the scenario's own times to first token, on the curves they belong to
+    add("circle", {cx: X(state.tokens), cy: Y(r.ttft_recompute_s), r: 4, class: "recompute-dot"});
+    add("circle", {cx: X(state.tokens), cy: Y(r.ttft_reload_s), r: 4, class: "reload-dot"});
     const legend = el("p", {class: "kvcalc-legend"},
       el("span", {class: "key recompute"}, "recompute"), " ",
       el("span", {class: "key reload"}, "reload"), " ",

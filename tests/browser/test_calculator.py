@@ -145,3 +145,55 @@ def test_a_bad_permalink_shows_one_message_in_the_forms_words_and_no_verdict(
     assert words in status and "--" not in status and "wins" not in status, status
     assert not _shown(t) and errors == []
     ctx.close()
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+PARAMS = ["model", "gpu", "tier", "engine", "prefill", "kv-dtype", "compute-dtype", "tokens",
+          "tp", "ep", "batch", "concurrent-reloads", "efficiency", "bandwidth",
+          "allow-beyond-context", "L_full", "n_kv", "P", "B_hbm", "E", "tied", "__proto__",
+          "constructor"]
+VALUES = st.one_of(st.sampled_from(["", "0", "-1", "1e308", "NaN", "Infinity", "1.5", "2",
+                                    "8", "constructor", "__proto__", "toString", "llama-3.1-8b",
+                                    "deepseek-v3", "h100-sxm", "mi300x", "nvme", "hbm", "fp8",
+                                    "<script>alert(1)</script>", "%00", "true"]),
+                   st.text(max_size=8))
+
+
+@given(query=st.lists(st.tuples(st.sampled_from(PARAMS), VALUES), max_size=6))
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_permalink_fuzz(tab, query):
+    """issue 20, item 8: any permalink gives a finite answer or one message and no verdict,
+    never an uncaught exception (the tab fixture fails on any page error)."""
+    from urllib.parse import urlencode
+    search = "?" + urlencode(query)
+    r = tab.evaluate("q => window.kvcalc.compute(window.kvcalc.stateFrom(q))", search)
+    if "error" in r:
+        assert set(r) == {"error"} and isinstance(r["error"], str) and r["error"]
+    else:
+        for key in ("reload_s", "recompute_s", "ttft_reload_s", "ttft_recompute_s"):
+            assert isinstance(r[key], (int, float)) and r[key] > 0, (search, key, r[key])
+        assert r["winner"] in ("reload", "recompute")
+
+
+@pytest.mark.parametrize("query, why", [
+    ("model=llama-3.1-8b&gpu=h100-sxm&tier=host-dram&tokens=4096", "context window"),
+    ("model=llama-3.1-8b&gpu=h100-sxm&tier=host-dram&tokens=4096&allow-beyond-context=true",
+     "HBM full"),
+])
+def test_the_chart_stops_at_the_window_and_at_hbm(server, browser, query, why):  # noqa: F811
+    """issue 19, item 6: the chart was drawn past the context window and past what HBM holds."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    t = ctx.new_page()
+    t.goto(f"{server}{PAGE}?{query}", wait_until="load")
+    t.wait_for_selector("#kvcalc-plot svg")
+    limit = float(t.get_attribute("#kvcalc-plot svg", "data-limit-tokens"))
+    label = t.text_content("#kvcalc-plot svg .limit-label")
+    assert why in label
+    if why == "context window":
+        assert limit == bundled().models["llama-3.1-8b"].max_context_tokens
+    else:
+        assert limit > bundled().models["llama-3.1-8b"].max_context_tokens
+    ctx.close()
