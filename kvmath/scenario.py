@@ -92,11 +92,20 @@ def merge(args, path, allowed):
     and record the file's keys this command does not use (``args.scenario_keys_not_used``)."""
     if path is None:
         return args
+    given = {k for k in allowed if getattr(args, k, None) is not None}  # on the command line
+    overridden = []
     for key, value in load_scenario(path, allowed).items():
-        if getattr(args, key, None) is None:
+        rival = _RIVALS.get(key)
+        if rival in given and key not in given:  # the line's --engine replaces the file's
+            overridden.append(key)               # engine_config, and the other way round
+        elif getattr(args, key, None) is None:
             setattr(args, key, value)
-    args.scenario_keys_not_used = unused_keys(path, allowed)
+    args.scenario_keys_not_used = sorted(unused_keys(path, allowed) + overridden)
     return args
+
+
+#: keys that set the same thing: a flag given for one replaces the file's other
+_RIVALS = {"engine": "engine_config", "engine_config": "engine"}
 
 
 def read_scenario(args, command):

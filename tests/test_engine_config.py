@@ -153,3 +153,16 @@ def test_older_vllm_fields_are_read_not_refused(tmp_path):
     cfg = read(_write(tmp_path, "kv.json", '{"kv_connector": "OffloadingConnector", '
                       '"kv_buffer_size": 1e9, "kv_connector_extra_config": {"cpu_bytes_to_use": 8G}}'))
     assert "kv_buffer_size" in cfg.not_modelled
+
+
+def test_the_command_line_overrides_the_files_engine(tmp_path):
+    """After review: a scenario's engine with --engine-config on the line was refused ('give
+    one'), though the line overrides the file; the line's choice wins and the file's key is
+    named as not used."""
+    s = _write(tmp_path, "s.toml", 'model = "llama-3.1-8b"\ngpu = "h100-sxm"\n'
+               'tier = "host-dram"\ntokens = 4096\nengine = "lmcache"\n')
+    lm = _write(tmp_path, "lm.yaml", "chunk_size: 512\n")
+    r = _cli("compare", "--scenario", str(s), "--engine-config", str(lm), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["engine_config"]["copy_tokens"] == 512 and "engine" in out["scenario_keys_not_used"]
