@@ -217,6 +217,10 @@ class _Tier:
     filtered: int = 0
 
 
+#: requests whose block hashes are turned into Python ints at once during a replay
+CHUNK_REQUESTS = 100_000
+
+
 def window_percentile(values, windows, q):
     """np.percentile (linear) of ``windows`` one-second totals of which ``values`` holds the
     nonzero ones ({window: bytes}), without building the zeros."""
@@ -255,10 +259,13 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
     # trace's span (a timestamp far in the future had allocated one slot per second to it)
     reads = [defaultdict(float) for _ in tiers]
     writes = [defaultdict(float) for _ in tiers]
+    # per-block counts only where a policy reads them (selective: uses; ttl: last use): each
+    # holds every block the trace ever names, the replay's largest memory
     uses, last_use = {}, {}
-    hashes = trace.hashes.tolist()
-    offsets = np.r_[0, np.cumsum(trace.n_blocks)].tolist()
+    track_uses, track_last = policy == "selective", policy == "ttl"
+    offsets = np.r_[0, np.cumsum(trace.n_blocks)]
     times = trace.timestamp_s.tolist()
+    chunk, chunk_start, hashes = CHUNK_REQUESTS, 0, []  # Python ints for one chunk at a time
     ttl = ttl_s if policy == "ttl" else None
     hit_blocks = np.zeros(trace.n_requests, dtype=np.int64)
     runs = []  # (request, tier index, first block, end block)
@@ -287,9 +294,12 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
             k += 1
 
     for r in range(trace.n_requests):
+        if r % chunk == 0:
+            chunk_start = int(offsets[r])
+            hashes = trace.hashes[chunk_start:int(offsets[min(r + chunk, trace.n_requests)])].tolist()
         now = times[r]
         w = int(now - t0)
-        blocks = hashes[offsets[r]:offsets[r + 1]]
+        blocks = hashes[int(offsets[r]) - chunk_start:int(offsets[r + 1]) - chunk_start]
         where = []
         for b in blocks:  # lookup before insert: the leading blocks present somewhere
             found = -1
@@ -316,9 +326,12 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
                 e += 1
             runs.append((r, where[j], j, e))
             j = e
-        for b in blocks:
-            uses[b] = uses.get(b, 0) + 1
-            last_use[b] = now
+        if track_uses:
+            for b in blocks:
+                uses[b] = uses.get(b, 0) + 1
+        if track_last:
+            for b in blocks:
+                last_use[b] = now
         hbm = state[0]
         for j in range(len(blocks) - 1, -1, -1):  # tail first, head last
             b = blocks[j]
@@ -335,7 +348,7 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
                 old, _ = hbm.store.popitem(last=False)
                 offer(1, old, now, w)
 
-    total_blocks = len(hashes)
+    total_blocks = len(trace.hashes)
     duration = max(trace.duration_s, 1.0)
     tokens = trace.access_tokens()
     out_tiers = []
