@@ -180,6 +180,15 @@ def _human(r):
     return "\n".join(lines)
 
 
+def _version_head(version):
+    """An engine profile's version without its parentheses and past its first clause."""
+    while True:
+        shorter = re.sub(r"\s*\([^()]*\)", "", version)
+        if shorter == version:
+            return re.split(r"[:;]", shorter)[0].strip()
+        version = shorter
+
+
 def _list():
     cat = bundled()
     out = ["models:"]
@@ -197,8 +206,7 @@ def _list():
     from .evaluate import DEFAULT_ENGINE
     for e in engines().values():
         mark = " (default)" if e.name == DEFAULT_ENGINE else ""
-        out.append(f"  {e.name:<22} {e.layout}, {e.engine}{mark}; "
-                   f"{re.split(r'[:;(]', e.version)[0].strip()}")
+        out.append(f"  {e.name:<22} {e.layout}, {e.engine}{mark}; {_version_head(e.version)}")
     out.append("deployments:")
     for d in deployments().values():
         attn = "data-parallel attention" if d.dp_attention else f"TP {d.tp}"
