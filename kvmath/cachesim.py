@@ -204,6 +204,9 @@ class TierSpec:
     drive_bytes: float | None = None
     rated_dwpd: float | None = None
     rated_drive_writes: float | None = None  #: full-drive writes over a drive's rated life
+    #: bytes one block occupies in this tier (None: the replay's block_bytes): in HBM every
+    #: rank holds its own copy of replicated KV, where a store may hold one
+    block_bytes: float | None = None
 
 
 @dataclass
@@ -252,7 +255,8 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
         raise ValueError(f"unknown policy {policy!r}; expected lru, ttl or selective")
     if policy == "ttl" and not (ttl_s and ttl_s > 0):
         raise ValueError("policy ttl needs a positive ttl_s")
-    state = [_Tier(t, int(t.capacity_bytes // block_bytes)) for t in tiers]
+    sizes = [t.block_bytes or block_bytes for t in tiers]  # bytes of a block in each tier
+    state = [_Tier(t, int(t.capacity_bytes // b)) for t, b in zip(tiers, sizes)]
     t0 = float(trace.timestamp_s[0])
     windows = int(math.floor(trace.duration_s)) + 1
     # bytes per 1-s window, only the windows with traffic: memory follows the traffic, not the
@@ -279,10 +283,10 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
             if policy == "selective" and tier.spec.drive_bytes and uses.get(b, 0) < min_uses:
                 tier.filtered += 1
                 return
-            if writes[k][w] + block_bytes > tier.spec.write_Bps:
+            if writes[k][w] + sizes[k] > tier.spec.write_Bps:
                 tier.dropped += 1
                 return
-            writes[k][w] += block_bytes
+            writes[k][w] += sizes[k]
             tier.writes += 1
             tier.store[b] = True
             if ttl is not None and k > 0:
@@ -316,7 +320,7 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
         for j, k in enumerate(where):
             state[k].hits += 1
             if k > 0:
-                reads[k][w] += block_bytes
+                reads[k][w] += sizes[k]
                 state[k].store.move_to_end(blocks[j])
         hit_blocks[r] = len(where)
         j = 0
@@ -338,10 +342,10 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
             if b in hbm.store:
                 hbm.store.move_to_end(b)
                 continue
-            if writes[0][w] + block_bytes > hbm.spec.write_Bps:
+            if writes[0][w] + sizes[0] > hbm.spec.write_Bps:
                 hbm.dropped += 1
                 continue
-            writes[0][w] += block_bytes
+            writes[0][w] += sizes[0]
             hbm.writes += 1
             hbm.store[b] = True
             while len(hbm.store) > hbm.capacity_blocks:
@@ -452,6 +456,19 @@ class HitCost:
                 "reload_gpu_s_per_s": float(self.tp * reload_time / duration),
                 "node_gpu_s_per_s": float(self.gpus),
                 "feasible": bool(demand <= self.gpus)}
+
+
+def with_hbm_blocks(specs, model, gpu, tp, block_tokens, engine=None):
+    """specs with the HBM tier's block size set to what one block occupies there: every rank's
+    copy (kv_bytes / kv_bytes_unique copies), where the offload tiers hold what the engine
+    stores (:func:`kv_block_bytes`)."""
+    from dataclasses import replace as _replace
+
+    from .evaluate import compare
+    from .tables import resolve_tier
+    r = compare(model, gpu, resolve_tier("host-dram"), block_tokens, tp=tp, engine=engine)
+    hbm = r["kv_bytes_per_token"] * block_tokens * r["kv_bytes"] / r["kv_bytes_unique"]
+    return [_replace(t, block_bytes=hbm) if t.name == "hbm" else t for t in specs]
 
 
 def kv_block_bytes(model, gpu, tp, block_tokens, engine=None):

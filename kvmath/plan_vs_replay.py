@@ -63,6 +63,7 @@ def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_cont
     specs = C.node_tiers(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context)
     gpu = bundled().gpus[node.gpu]
     block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens)
+    specs = C.with_hbm_blocks(specs, model, gpu, tp, trace.block_tokens)
     if replay is None:
         rep = C.replay(trace, specs, block_bytes, policy=policy)
     else:

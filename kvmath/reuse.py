@@ -391,7 +391,8 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
               batch_seqs=None, batch_context=None, gpu_memory_utilization=None,
               activation_reserve=None, gpu_price=None, writes_within_rating=False,
               find_limit=True, engine=None, price_overrides=(), host_cache_bytes=None,
-              disk_cache_bytes=None, host_cache_hbm_ratio=None, cache_source=None):
+              disk_cache_bytes=None, host_cache_hbm_ratio=None, cache_source=None,
+              at_load=True):
     """Which tier holds which caches, the traffic each carries, and whether the node can run it.
 
     Caches cascade by age: HBM (after the activation reserve, weights and the running batch)
@@ -403,7 +404,7 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
     args = (node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
             batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
             writes_within_rating, find_limit, engine, tuple(price_overrides), host_cache_bytes,
-            disk_cache_bytes, host_cache_hbm_ratio, cache_source)
+            disk_cache_bytes, host_cache_hbm_ratio, cache_source, at_load)
     try:
         hash(args)
     except TypeError:  # an input that cannot be remembered: plan it afresh
@@ -416,7 +417,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
                writes_within_rating, find_limit, engine=None, price_overrides=(),
                host_cache_bytes=None, disk_cache_bytes=None, host_cache_hbm_ratio=None,
-               cache_source=None):
+               cache_source=None, at_load=True):
     """:func:`tier_plan`, once per process for each set of inputs (the rows and frozen tables
     fix the plan): a chapter asks for the same plans in several places, and a sweep of the
     NVMe tier's value for the plans a sweep of the plans already made."""
@@ -485,19 +486,29 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                        write_demand_Bps=float(rfn("tier_writes").take(at)),
                        dropped_write_Bps=float(rfn("tier_writes_dropped").take(at)),
                        headroom=float(rfn("tier_headroom").take(at)), admitted_fraction=admitted)
-            # a reload shares the tier's path with the others in flight at the stated load:
-            # this tier's own resumes, resume_rate x its share (compare --resume-rate of it)
+            # a reload shares the tier's path with the traffic in flight at the stated load:
+            # this tier's own resumes, resume_rate x its share, and the offload writes it
+            # carries, counted as that many more reloads' bytes (compare --resume-rate of them)
             rate = resume_rate * row["resume_fraction"]
             row["reload_resumes_per_s"] = rate
             row["reload_load_from"] = "no resumes reach it"
-            if rate > 0:
+            if rate > 0 and at_load and row["headroom"] >= 1:
+                traffic = (row["read_Bps"] + row["write_Bps"]) / max(row["read_Bps"], 1e-300)
+                row["reload_load_per_s"] = rate * traffic  # compare --resume-rate of it
                 try:
-                    loaded = _compared(model, gpu, path, tokens, tp, compute_dtype, engine, rate)
+                    loaded = _compared(model, gpu, path, tokens, tp, compute_dtype, engine,
+                                       rate * traffic)
                     row["reload_s"] = loaded["reload_s"]
-                    row["reload_load_from"] = "the tier's own resumes"
-                except ScenarioError:  # its reads fill the path: the worst case instead
-                    row["reload_load_from"] = ("every replica at once (the tier's resumes "
-                                               "saturate its path)")
+                    row["reload_load_from"] = "the tier's own resumes and offload writes"
+                except ScenarioError:  # that traffic fills the path
+                    row["reload_load_from"] = ("saturated: its traffic fills the path, so a "
+                                               "reload waits without bound (reload_s: every "
+                                               "replica at once, a floor)")
+            elif rate > 0 and row["headroom"] < 1:
+                row["reload_load_from"] = ("saturated: the tier admits only what its bandwidth "
+                                           "carries (reload_s: every replica at once, a floor)")
+            elif rate > 0:
+                row["reload_load_from"] = "every replica at once (not priced at the load)"
         row["bandwidth_limited"] = row["headroom"] < 1
         row.update(_endurance(name, node, drive, row["write_Bps"]))
         c_buy, _ = tier_prices(tier_name, drive, price_overrides)
@@ -564,8 +575,9 @@ def _compute(plan, node, tp):
 def compute_limit(node, model, tokens, pause, lo=1e-4, hi=1e6, **kw):
     """Resume rate (per s) above which recomputing the misses needs more GPU-seconds per second
     than the node has (demand grows with the rate); inf if not reached by hi."""
-    def over(rate):
-        return not tier_plan(node, model, tokens, rate, pause, **kw)["compute_feasible"]
+    def over(rate):  # compute feasibility reads no reload time: not priced at the load
+        return not tier_plan(node, model, tokens, rate, pause, at_load=False,
+                             **kw)["compute_feasible"]
     if not over(hi):
         return math.inf
     if over(lo):

@@ -51,6 +51,7 @@ def analyse(args):
     specs = C.node_tiers(node, model, tp=tp, remote_bytes=args.remote_bytes,
                          batch_seqs=args.batch_seqs, batch_context=batch_context,
                          **cache_sizes(args, cfg, node, tp, model))
+    specs = C.with_hbm_blocks(specs, model, gpu, tp, trace.block_tokens, engine)
     cost = C.HitCost(model, gpu, specs, tp, node.gpus, engine=engine)
     from .reuse import node_capacities
     hbm_free = node_capacities(node, model, tp=tp, batch_seqs=args.batch_seqs,

@@ -581,20 +581,28 @@ def reuse_stats(trace: Trace):
     if trace.sample_rate < 1:
         raise ValueError("reuse statistics need the whole trace, not a SHARDS sample")
     n_req, bt = trace.n_requests, trace.block_tokens
-    rid, pos, ts = trace.rid, trace.pos.astype(np.int64), trace.timestamp_s
+    # memory follows the accesses: indices narrowed to 32 bits where they fit, and each
+    # temporary as long as an access array freed once used
+    small = np.int32 if max(len(trace.rid), n_req) < 2 ** 31 else np.int64
+    rid, pos, ts = trace.rid.astype(small), trace.pos, trace.timestamp_s
     _, first_idx, inv = np.unique(trace.hashes, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1).astype(small)
     seen = rid[first_idx][inv] < rid
     m = trace.n_blocks.copy()
     np.minimum.at(m, rid[~seen], pos[~seen])  # hit length: leading blocks seen before
+    del seen
     hit = pos < m[rid]
     tokens = trace.access_tokens()
     hit_tokens = np.bincount(rid, weights=np.where(hit, tokens, 0), minlength=n_req)
+    del tokens
     # previous use of each access
     by = np.lexsort((rid, inv))
     same = inv[by][1:] == inv[by][:-1]
-    prev_rid = np.full(len(rid), -1, dtype=np.int64)
+    prev_rid = np.full(len(rid), -1, dtype=small)
     prev_rid[by[1:][same]] = rid[by[:-1][same]]
+    del by, same
     reuse_t = ts[rid] - ts[np.maximum(prev_rid, 0)]
+    del prev_rid
     # tails: the last full block of each request
     n_full = trace.prompt_tokens // bt
     is_tail = pos == n_full[rid] - 1
@@ -607,7 +615,9 @@ def reuse_stats(trace: Trace):
     follows = pos + 1 < trace.n_blocks[rid]
     succ = np.where(follows, np.roll(inv, -1), -1)
     pair = inv[follows].astype(np.int64) * (len(first_tail) + 1) + succ[follows]
+    del succ
     _, pair_first = np.unique(pair, return_index=True)
+    del pair
     pb, pr = inv[follows][pair_first], rid[follows][pair_first]
     o = np.lexsort((pr, pb))
     pb, pr = pb[o], pr[o]

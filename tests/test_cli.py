@@ -437,9 +437,9 @@ def test_one_scenario_gives_the_same_per_request_numbers_in_every_command(capsys
     plan = json.loads(out)
     for tier in ("host-dram", "nvme"):
         row = next(t for t in plan["tiers"] if t["tier"] == tier)
-        assert row["reload_load_from"] == "the tier's own resumes"
+        assert row["reload_load_from"] == "the tier's own resumes and offload writes"
         code, out, err = run(capsys, "compare", "--scenario", str(f), "--tier", tier,
-                             "--resume-rate", repr(row["reload_resumes_per_s"]), "--json")
+                             "--resume-rate", repr(row["reload_load_per_s"]), "--json")
         r = json.loads(out)
         assert r["reload_s"] == pytest.approx(row["reload_s"], rel=1e-12), tier
         assert r["recompute_s"] == pytest.approx(plan["recompute_s"], rel=1e-12)
