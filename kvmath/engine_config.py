@@ -142,7 +142,7 @@ def cache_sizes(args, cfg, node, tp, model):
     host, disk, ratio = (getattr(args, "host_cache_bytes", None),
                          getattr(args, "disk_cache_bytes", None), None)
     if cfg is not None:
-        engines_per_node = node.gpus / tp
+        engines_per_node = node.gpus // tp  # whole replicas: GPUs TP cannot fill idle
         storing = engines_per_node if (cfg.first_rank_only and stores_once(
             cfg.engine, model, tp, node.gpus)) else node.gpus  # LMCache's rule has no platform
         def total(per_engine, per_gpu):

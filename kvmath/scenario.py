@@ -51,7 +51,6 @@ def load_scenario(path, allowed):
             raise DataError(path, None, key, f"{exc}, got {value!r}") from None
         if key not in allowed:  # another command's key: checked, not used here
             continue
-        _check_name(path, key, checked)
         out[key] = checked
         if (key in PATH_KEYS and (out[key].endswith(".csv") or BY_KEY[key].path == "file")
                 and not Path(out[key]).is_absolute()):
@@ -59,20 +58,21 @@ def load_scenario(path, allowed):
     return out
 
 
-def _bundled_names(key):
-    """The bundled names a scenario key may hold (a name, not a file), or None."""
+def _bundled_names(key, command=None):
+    """The bundled names a scenario key may hold (a name, not a file), or None; hbm is a tier
+    of compare's only (the prefix still in GPU memory)."""
     from .tables import bundled, engines, nodes, pauses
     cat = bundled()
     tables = {"model": lambda: cat.models, "gpu": lambda: cat.gpus,
-              "tier": lambda: [*cat.tiers, "hbm"], "node": nodes, "engine": engines,
-              "pause": pauses}
+              "tier": lambda: [*cat.tiers] + (["hbm"] if command in (None, "compare") else []),
+              "node": nodes, "engine": engines, "pause": pauses}
     return sorted(tables[key]()) if key in tables else None
 
 
-def _check_name(path, key, value):
+def _check_name(path, key, value, command=None):
     """A name the file gives that no bundled row holds is the file's error, naming its key
     (it was only found later, with no word of the file it came from)."""
-    names = _bundled_names(key)
+    names = _bundled_names(key, command)
     if names is None or value in names or value.endswith(".csv") or Path(value).exists() \
             or (path.parent / value).exists():
         return
@@ -98,7 +98,8 @@ def merge(args, path, allowed):
         rival = _RIVALS.get(key)
         if rival in given and key not in given:  # the line's --engine replaces the file's
             overridden.append(key)               # engine_config, and the other way round
-        elif getattr(args, key, None) is None:
+        elif getattr(args, key, None) is None:  # used: a name must be one of the bundled rows
+            _check_name(Path(path), key, value, getattr(args, "command", None))
             setattr(args, key, value)
     args.scenario_keys_not_used = sorted(unused_keys(path, allowed) + overridden)
     return args

@@ -93,3 +93,15 @@ def test_a_missing_required_option_says_where_it_may_come_from():
 def run_main(argv):
     from kvmath.cli import main
     return main(argv)
+
+
+def test_a_files_name_is_checked_only_where_it_is_used(capsys, tmp_path):
+    """After review: a bad name in the file failed even when a flag overrode it, and hbm was
+    offered as a tier to reuse, which refuses it."""
+    f = tmp_path / "s.toml"
+    f.write_text('model = "nosuch"\ngpu = "h100-sxm"\ntier = "hbm"\ntokens = 4096\n')
+    assert run_main(["compare", "--scenario", str(f), "--model", "llama-3.1-8b"]) == 0
+    capsys.readouterr()
+    assert run_main(["reuse", "--scenario", str(f), "--model", "llama-3.1-8b"]) == 2
+    err = capsys.readouterr().err
+    assert f"{f}, field 'tier': unknown tier 'hbm'" in err
