@@ -154,21 +154,18 @@ def cache_sizes(args, cfg, node, tp, model):
             ratio = cfg.host_cache_hbm_ratio if host is None else None
         if disk is None:
             disk = 0.0 if not cfg.disk_tier else total(None, cfg.disk_cache_bytes_per_gpu)
-    drives = node.nvme_drives * node.nvme_drive_bytes
-    for size, held, medium, flag in ((host, node.host_dram_bytes, "DRAM", "host-cache-bytes"),
-                                     (disk, drives, "drives", "disk-cache-bytes")):
-        if size is not None and size > held * (1 + 1e-12):
-            words = (f"{size:.4g} B for node {node.name} exceeds its {medium} of {held:.4g} B")
-            if getattr(args, flag.replace("-", "_"), None) is not None:
-                raise UsageError(f"--{flag} {words}")
-            raise DataError(cfg.path, None, cfg.size_setting(medium), f"the engine's cache of "
-                            f"{words}")
-    source = None
-    if cfg is not None:
-        source = f"{cfg.path}, " + ("--hicache-ratio" if ratio is not None
-                                    else cfg.size_setting("DRAM"))
+    # where each size came from, for node_capacities' one check against what the node holds
+    def source(flag, medium):
+        if getattr(args, flag.replace("-", "_"), None) is not None:
+            return f"--{flag}"
+        if cfg is None:
+            return None
+        setting = "--hicache-ratio" if medium == "DRAM" and ratio is not None \
+            else cfg.size_setting(medium)
+        return f"{cfg.path}, field '{setting}'"
     return {"host_cache_bytes": host, "disk_cache_bytes": disk, "host_cache_hbm_ratio": ratio,
-            "cache_source": source}
+            "cache_source": (source("host-cache-bytes", "DRAM"),
+                             source("disk-cache-bytes", "drives"))}
 
 
 # ---------------------------------------------------------------------------- checks

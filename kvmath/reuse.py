@@ -369,14 +369,15 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     if host_cache_hbm_ratio is not None:  # the host pool as a multiple of the device KV pool
         pool = hbm_tier_capacity(node, gpu, model, tp, 0.0, 0, util, reserve, weight_dtype)
         host_cache_bytes = host_cache_hbm_ratio * max(pool, 0.0)
+    host_source, disk_source = cache_source or (None, None)  # where each size came from
     host = _cache_cap(host_cache_bytes, node.host_dram_bytes, "host cache", "DRAM", node,
-                      cache_source)
+                      host_source)
     tiers = {"hbm": {"capacity_bytes": max(hbm, 0.0), "read_Bps": hbm_bw, "write_Bps": hbm_bw},
              "host-dram": {"capacity_bytes": host, "read_Bps": dram_bw, "write_Bps": dram_bw}}
     if node.nvme_drives and disk_cache_bytes != 0:
         tiers["nvme"] = {"capacity_bytes": _cache_cap(
                              disk_cache_bytes, node.nvme_drives * node.nvme_drive_bytes,
-                             "disk cache", "drives", node, cache_source),
+                             "disk cache", "drives", node, disk_source),
                          "read_Bps": nvme_read, "write_Bps": nvme_write}
     elif disk_cache_bytes and not node.nvme_drives:
         raise ScenarioError(f"a disk cache of {disk_cache_bytes:.4g} B on node {node.name}, "

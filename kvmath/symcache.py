@@ -18,6 +18,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def _constructors():
 _CALLABLE = _constructors()
 #: the constructors whose first argument is text in an srepr: a name, or a Float's digits
 _NAMED = (sp.Symbol, sp.Dummy, sp.Wild, sp.Function, sp.Float)
-_DIGITS = __import__("re").compile(r"-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?|[-+]?inf|nan")
+_DIGITS = re.compile(r"-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?|[-+]?inf|nan")
 #: SymPy's named constants an srepr writes bare (pi, E, oo, zoo, nan, I, true, false)
 _CONSTANTS = {n: getattr(sp, n) for n in ("pi", "E", "oo", "zoo", "nan", "I", "EulerGamma",
                                           "true", "false")}

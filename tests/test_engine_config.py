@@ -110,7 +110,7 @@ def test_a_host_cache_beyond_the_node_is_refused(tmp_path):
                '"kv_connector_extra_config": {"cpu_bytes_to_use": 5T}}')
     r = _cli("tiers", "--model", "llama-3.1-70b", "--tokens", "32768", "--resume-rate", "1",
              "--engine-config", str(p))
-    assert r.returncode == 2 and "field 'cpu_bytes_to_use'" in r.stderr and "exceeds its DRAM" in r.stderr, r.stderr
+    assert r.returncode == 2 and "field 'cpu_bytes_to_use'" in r.stderr and "exceeds node dgx-h100's DRAM" in r.stderr, r.stderr
 
 
 def test_sizes_per_engine_and_per_storing_rank(tmp_path):
