@@ -1,20 +1,20 @@
 """kvmath: when does reloading a paused conversation's KV cache beat recomputing it?
 
-Layout: :mod:`kvmath.symbols` (symbols), :mod:`kvmath.derive` (SymPy derivations),
-:mod:`kvmath.tables` (sourced data tables), :mod:`kvmath.evaluate` (lambdified
-numbers), :mod:`kvmath.cli` (command line).
+Layout: :mod:`kvmath.derive.symbols` (symbols), :mod:`kvmath.derive.kv` (SymPy derivations),
+:mod:`kvmath.tables.rows` (sourced data tables), :mod:`kvmath.evaluate.compare` (lambdified
+numbers), :mod:`kvmath.cli.main` (command line).
 """
-from .tables import DataError, bundled, resolve_gpu, resolve_model, resolve_tier
+from kvmath.tables.rows import DataError, bundled, resolve_gpu, resolve_model, resolve_tier
 
 __all__ = ["compare", "crossings", "sweep", "DataError", "bundled", "resolve_gpu",
            "resolve_model", "resolve_tier"]
-from .version import __version__  # noqa: E402  (one place: kvmath/version.py)
+from kvmath.version import __version__  # noqa: E402  (one place: kvmath/version.py)
 
 
 def __getattr__(name):
     """compare, crossings, sweep on first use: the SymPy derivations behind them take seconds
     to import, which modules that never need them (traces, cachesim) should not pay."""
     if name in ("compare", "crossings", "sweep"):
-        from . import evaluate
+        from kvmath.evaluate import compare as evaluate
         return getattr(evaluate, name)
     raise AttributeError(f"module 'kvmath' has no attribute {name!r}")

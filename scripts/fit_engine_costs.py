@@ -1,5 +1,5 @@
 """Fit vLLM's request costs on the TTFT rows of validation.csv and write them to
-kvmath/data/engine_costs.csv (kvmath.engine_fit.fit; the hashing row, a sourced measurement,
+kvmath/data/engine_costs.csv (kvmath.evaluate.engine_fit.fit; the hashing row, a sourced measurement,
 is kept). tests/test_engine_fit.py checks that the committed values are the fit's.
 
 Run after changing a TTFT validation row, the prefill model or a path: the fit's base is
@@ -9,7 +9,7 @@ import csv
 import datetime
 import pathlib
 
-from kvmath.engine_fit import FITTED, REQUEST_SOURCES, VLLM_ENGINES, fit, held_out_reload_factor
+from kvmath.evaluate.engine_fit import FITTED, REQUEST_SOURCES, VLLM_ENGINES, fit, held_out_reload_factor
 
 PATH = pathlib.Path(__file__).resolve().parents[1] / "kvmath" / "data" / "engine_costs.csv"
 SOURCES = ("https://blog.vllm.ai/2026/01/08/kv-offloading-connector.html; "
@@ -37,7 +37,7 @@ def main():
         rows.append({"parameter": p, "engines": "; ".join(VLLM_ENGINES),
                      "value": f"{f['values'][p]:.6g}", "unit": unit, "kind": "fit",
                      "method": "non-negative least squares on relative residuals "
-                               "(kvmath.engine_fit.fit): " + method,
+                               "(kvmath.evaluate.engine_fit.fit): " + method,
                      "calibration_rows": "; ".join(f["calibration_rows"]),
                      "source": SOURCES, "source_location": "validation.csv rows named in calibration_rows",
                      "retrieved": today,
@@ -46,12 +46,12 @@ def main():
     factor = held_out_reload_factor()
     rows.append({"parameter": "held_out_reload_factor", "engines": "; ".join(VLLM_ENGINES),
                  "value": f"{factor:.6g}", "unit": "1", "kind": "fit",
-                 "method": "kvmath.engine_fit.held_out_reload_factor: the widest predicted/"
+                 "method": "kvmath.evaluate.engine_fit.held_out_reload_factor: the widest predicted/"
                            "measured, either way, of the held-apart reload rows expected to hold",
                  "calibration_rows": "; ".join(f["calibration_rows"]),
                  "source": SOURCES, "source_location": "validation.csv rows held apart from the fit",
                  "retrieved": today,
-                 "notes": "widens vLLM's reload band (kvmath.uncertainty.band); computed under "
+                 "notes": "widens vLLM's reload band (kvmath.evaluate.bands.band); computed under "
                           "the committed costs, so run the script twice after a change"})
     with PATH.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=header, lineterminator="\n")

@@ -4,7 +4,7 @@ default pause of ``reuse`` and ``tiers``.
 
     PYTHONPATH=$PWD python scripts/fit_pauses.py
 
-tests/test_traces.py fails if either file drifts from what kvmath.traces.fit_pauses computes.
+tests/test_traces.py fails if either file drifts from what kvmath.traces.readers.fit_pauses computes.
 """
 import csv
 import sys
@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvmath.traces import BUNDLED, PAUSE_ROW_FIELDS, fit_pauses  # noqa: E402
+from kvmath.traces.readers import BUNDLED, PAUSE_ROW_FIELDS, fit_pauses  # noqa: E402
 
 OUT = ROOT / "kvmath" / "data" / "traces" / "pauses_fitted.csv"
 

@@ -1,4 +1,4 @@
-"""Fit the calibrated prefill model (kvmath/derive_prefill.py) to measured operator times.
+"""Fit the calibrated prefill model (kvmath/derive/prefill.py) to measured operator times.
 
 Usage: PYTHONPATH=. python scripts/fit_prefill.py  (writes kvmath/data/prefill_fit.csv and
 kvmath/data/prefill_heldout.csv; --check compares with the bundled files instead of writing).
@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from kvmath import derive_prefill as DP
-from kvmath.evaluate import numeric_of
-from kvmath.schema import read, table
-from kvmath.tables import DataError, VidurMlp, bundled, data_path
+from kvmath.derive import prefill as DP
+from kvmath.evaluate.compare import numeric_of
+from kvmath.tables.schema import read, table
+from kvmath.tables.rows import DataError, VidurMlp, bundled, data_path
 
 FIT_DATE = "2026-11-30"
 CALIBRATION = ("Llama-2-7b-hf", "Llama-2-70b-hf", "Qwen-72B")

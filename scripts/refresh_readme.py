@@ -9,7 +9,7 @@ import re
 import shlex
 from pathlib import Path
 
-from kvmath.cli import main
+from kvmath.cli.main import main
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 PATTERN = re.compile(r"(```sh\n\.venv/bin/python -m kvmath ((?:compare|reuse|tiers|trace) [^\n]+)\n```"

@@ -2,15 +2,15 @@
 
     python scripts/snapshot_decisions.py 0.2.0    # writes kvmath/data/snapshots/decisions-0.2.0.json
 
-Run it when a release is cut; then set kvmath.changes.PREVIOUS_RELEASE to that release in the
+Run it when a release is cut; then set kvmath.evaluate.changes.PREVIOUS_RELEASE to that release in the
 next one.
 """
 import json
 import subprocess
 import sys
 
-from kvmath.changes import current_cell, snapshot
-from kvmath.tables import data_path
+from kvmath.evaluate.changes import current_cell, snapshot
+from kvmath.tables.rows import data_path
 
 
 def main(release):
@@ -24,7 +24,7 @@ def main(release):
                        "breakeven_tokens": r.get("breakeven_tokens")})
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     out = {"release": release, "commit": commit.strip(), "rows": rows,
-           "computed_with": "kvmath.changes.current_cell (defaults of that release)"}
+           "computed_with": "kvmath.evaluate.changes.current_cell (defaults of that release)"}
     path = data_path("snapshots") / f"decisions-{release}.json"
     path.write_text(json.dumps(out, indent=0))
     print(f"wrote {path}")

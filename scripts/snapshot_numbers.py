@@ -48,7 +48,7 @@ def cases():
 
 def run(argv):
     """The parsed JSON a command prints, or {"error": message} for a refused scenario."""
-    from kvmath.cli import main
+    from kvmath.cli.main import main
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main(argv)

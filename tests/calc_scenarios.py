@@ -4,8 +4,8 @@ import math
 import random
 
 from kvmath import bundled, compare
-from kvmath.evaluate import PREFILL_MODELS, ScenarioError
-from kvmath.tables import engines
+from kvmath.evaluate.compare import PREFILL_MODELS, ScenarioError
+from kvmath.tables.rows import engines
 
 #: relative difference allowed: both sides evaluate the same expressions in IEEE doubles, so
 #: only the order of operations (about 1e-15) and bisection to machine precision separate them

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from kvmath.tables import data_path
+from kvmath.tables.rows import data_path
 
 
 def bundled_rows(name):

@@ -124,3 +124,25 @@ def test_figures_captioned_named_and_referenced(name):
         caption = body.split(label.group(0))[1].strip()
         assert caption, f"{name}: figure {key} has no caption"
         assert f"{{numref}}`{label.group(1)}`" in text, f"{name}: figure {key} never referenced"
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_chapter_imports_only_the_facade(name):
+    """Chapters stand on kvmath.book alone (issue 19): the package can move beneath them."""
+    text = source(name).read_text()
+    imports = re.findall(r"^\s*(?:from|import) (kvmath[\w.]*)", text, re.M)
+    assert imports and set(imports) == {"kvmath.book"}, sorted(set(imports))
+
+
+def test_facade_holds_what_the_chapters_use():
+    """Every name of kvmath.book is used by some chapter (a facade that only grows is no facade)."""
+    import ast
+    import kvmath.book as facade
+    tree = ast.parse(Path(facade.__file__).read_text())
+    names = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    used = set()
+    for name in CHAPTERS:
+        for body in re.findall(r"^from kvmath\.book import (\([^)]*\)|[^\n]+)", source(name).read_text(), re.M):
+            used.update(p.split(" as ")[0].strip() for p in body.strip("()").replace("\n", " ").split(",")
+                        if p.strip())
+    assert names == used, (names - used, used - names)

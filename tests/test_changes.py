@@ -1,6 +1,6 @@
 """The What-changed page: flips are found from a stored snapshot, not typed."""
-import kvmath.changes as C
-from kvmath.changes import cause, current_cell, diff, snapshot
+import kvmath.evaluate.changes as C
+from kvmath.evaluate.changes import cause, current_cell, diff, snapshot
 
 
 def test_previous_snapshot_is_bundled_and_complete():
@@ -29,7 +29,7 @@ def test_diff_finds_a_flip_and_its_cause(monkeypatch):
 
 def test_tp_moves_match_the_full_diff():
     """Choosing only the layout finds the same TP moves as comparing every cell."""
-    from kvmath.changes import diff, tp_moves
+    from kvmath.evaluate.changes import diff, tp_moves
     full = {(r["model"], r["gpu"], r["tokens"]): (r["old_tp"], r["new_tp"]) for r in diff(attribute=False)
             if r["new_tp"] is not None and r["old_tp"] is not None and r["new_tp"] != r["old_tp"]}
     assert tp_moves() == full and full
@@ -37,9 +37,9 @@ def test_tp_moves_match_the_full_diff():
 
 def test_breakeven_then_now_without_saving():
     """Where reload saves nothing neither definition gives a probability (no division by zero)."""
-    from kvmath.changes import breakeven_then_now
-    from kvmath.reuse import reuse
-    from kvmath.tables import pauses
+    from kvmath.evaluate.changes import breakeven_then_now
+    from kvmath.evaluate.reuse import reuse
+    from kvmath.tables.rows import pauses
     from kvmath import bundled
     cat = bundled()
     r = reuse(cat.models["llama-2-7b"], cat.gpus["h100-sxm"], cat.tiers["nvme-1drive"], 4096,

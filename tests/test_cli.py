@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kvmath.cli import main
+from kvmath.cli.main import main
 
 JSON_KEYS = {"tokens", "tp", "kv_bytes_per_token", "kv_bytes", "recompute_s", "reload_s",
              "winner", "breakeven_tokens"}
@@ -134,7 +134,7 @@ def test_malformed_user_file(capsys, model_file):
 
 def test_fp8_compute_on_gpu_without_fp8_is_an_error(capsys):
     from kvmath import compare, resolve_gpu, resolve_model, resolve_tier
-    from kvmath.evaluate import ScenarioError
+    from kvmath.evaluate.compare import ScenarioError
     with pytest.raises(ScenarioError, match="fp8"):
         compare(resolve_model("llama-3.1-8b"), resolve_gpu("a100-sxm"),
                 resolve_tier("host-dram"), 10, compute_dtype="fp8")
@@ -228,7 +228,7 @@ def test_compare_reads_a_scenario_file(capsys, tmp_path):
 def test_a_bug_is_not_a_user_error(capsys, monkeypatch):
     """issue 19: a bare KeyError had become exit 2 and a one-line error, so a bug looked like a
     user's mistake; only a name no bundled row holds (UnknownName) is one."""
-    import kvmath.cli as cli
+    import kvmath.cli.main as cli
 
     def broken():
         return {}["no such key"]

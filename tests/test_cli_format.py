@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from kvmath.cli import columns, main, override_note
-from kvmath.units import fmt_time, fmt_token_list, join_and
+from kvmath.cli.main import columns, main, override_note
+from kvmath.present.format import fmt_time, fmt_token_list, join_and
 from kvmath.version import version_info, version_line
 
 
@@ -54,7 +54,7 @@ def test_crossings_written_in_words(capsys):
     # touched experts are charged, so no artefact window at a few tokens)
     out = _compare(capsys, model="mixtral-8x7b")
     assert re.search(r"break-even at\s+[\d,]+ tokens", out), out
-    from kvmath.units import fmt_token_list
+    from kvmath.present.format import fmt_token_list
     assert fmt_token_list([162.0, 4776.0]) == "162 and 4,776 tokens"
 
 

@@ -9,8 +9,8 @@ import json
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kvmath.cli import main
-from kvmath.tables import data_path
+from kvmath.cli.main import main
+from kvmath.tables.rows import data_path
 
 NUMBERS = st.one_of(
     st.integers(-10, 10**20).map(str),

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from kvmath import derive as D
-from kvmath import symbols as S
+from kvmath.derive import kv as D
+from kvmath.derive import symbols as S
 from kvmath import bundled, compare
-from kvmath.evaluate import Numeric, ScenarioError, crossings, fn, heads_fit, scenario_values, sweep
+from kvmath.evaluate.compare import Numeric, ScenarioError, crossings, fn, heads_fit, scenario_values, sweep
 
 
 def exact_subs(expr, values):

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from kvmath.engine_config import read
-from kvmath.tables import DataError, engine_settings
+from kvmath.scenario.engine_config import read
+from kvmath.tables.rows import DataError, engine_settings
 
 
 def _write(tmp_path, name, text):
@@ -118,8 +118,8 @@ def test_sizes_per_engine_and_per_storing_rank(tmp_path):
     of 8 GPUs at TP 1 holds eight of them; LMCache's per-worker size counts only rank 0 of each
     engine for an MLA model (save_only_first_rank's default)."""
     import argparse
-    from kvmath.engine_config import cache_sizes
-    from kvmath.tables import bundled, nodes
+    from kvmath.scenario.engine_config import cache_sizes
+    from kvmath.tables.rows import bundled, nodes
     node, cat = nodes()["dgx-h200"], bundled()
     none = argparse.Namespace(host_cache_bytes=None, disk_cache_bytes=None)
     v = read(_write(tmp_path, "kv.json", '{"kv_connector": "OffloadingConnector", '

@@ -5,10 +5,10 @@ from dataclasses import replace
 import pytest
 
 from kvmath import bundled, compare
-from kvmath.engine_fit import FITTED, committed, fit
-from kvmath.evaluate import HBM_TIER, ScenarioError
-from kvmath.tables import engine_costs, engines
-from kvmath.validation import table
+from kvmath.evaluate.engine_fit import FITTED, committed, fit
+from kvmath.evaluate.compare import HBM_TIER, ScenarioError
+from kvmath.tables.rows import engine_costs, engines
+from kvmath.evaluate.validation import table
 
 CAT = bundled()
 CAT_ENGINES = engines()
@@ -84,8 +84,8 @@ def test_resume_rate_sets_the_reloads_in_flight():
 def test_every_ttft_row_lies_in_the_band_printed_for_it_or_is_a_known_limit():
     """The band compare prints for a validation row's configuration holds its measurement,
     unless the row is a documented limit (expect = fail)."""
-    from kvmath.uncertainty import band
-    from kvmath.validation import measurements, model_of
+    from kvmath.evaluate.bands import band
+    from kvmath.evaluate.validation import measurements, model_of
     checked = 0
     for m in measurements():
         if m.quantity not in ("ttft_recompute_s", "ttft_reload_s") or m.expect == "fail":
@@ -103,7 +103,7 @@ def test_a_configuration_the_model_misses_carries_the_miss():
     """DeepSeek-V3 on H200 with experts sharded by TP is the layout a TensorRT-LLM TTFT shows
     the model missing: the cell names the row and its band reaches the measured error; a GPU on
     a borrowed fit says so."""
-    from kvmath.uncertainty import band
+    from kvmath.evaluate.bands import band
     b = band(CAT.models["deepseek-v3"], CAT.gpus["h200"], CAT.tiers["nvme-1drive"], 32768)
     assert b["known_limits"] == ["trt-r1-h200-8192-tp8"] and not b["prefill_fit_own"]
     row = next(r for r in table() if r["measurement"].id == "trt-r1-h200-8192-tp8")
@@ -113,7 +113,7 @@ def test_a_configuration_the_model_misses_carries_the_miss():
 
 
 def test_the_reload_band_factor_is_the_held_out_error():
-    from kvmath.engine_fit import held_out_reload_factor
+    from kvmath.evaluate.engine_fit import held_out_reload_factor
     assert engine_costs("vllm-cross-layer")["held_out_reload_factor"].value == pytest.approx(
         held_out_reload_factor(), rel=1e-5)
 
@@ -148,7 +148,7 @@ def test_a_batching_engines_fast_end_copies_at_the_drivers_cost_per_descriptor()
     per-copy curve, its band's fast end the measured cost per descriptor (links.csv
     batched_copy_s), never above the link's spec rate; an engine that does not batch keeps the
     curve at both ends."""
-    from kvmath.uncertainty import band
+    from kvmath.evaluate.bands import band
     m, g, t = CAT.models["gpt-oss-120b"], CAT.gpus["h100-sxm"], CAT.tiers["host-dram"]
     b = band(m, g, t, 8192, engine="vllm-per-layer", concurrent_reloads=1)
     nominal = b["nominal"]
@@ -171,7 +171,7 @@ def test_an_overlapped_reloads_band_never_beats_its_load(new_tokens):
     """After review: the band's fast end had subtracted the nominal hidden part from a faster
     load and a shorter step, below the load at the link's spec rate; each end now hides
     min(load, step)(1 - 1/L) at its own load and step."""
-    from kvmath.uncertainty import band
+    from kvmath.evaluate.bands import band
     m, g = CAT.models["llama-3.1-70b"], CAT.gpus["h100-sxm"]
     b = band(m, g, CAT.tiers["host-dram"], 32768, engine="sglang-hicache",
              new_tokens=new_tokens)

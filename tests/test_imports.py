@@ -6,26 +6,34 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "kvmath"
 
 
+def _name(path):
+    """kvmath/tables/rows.py -> tables.rows; kvmath/errors.py -> errors."""
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts) or "__init__"
+
+
 def import_graph():
-    """{module: modules of kvmath it imports anywhere in its body}."""
-    mods = {p.stem for p in PACKAGE.glob("*.py")}
+    """{module: modules of kvmath it imports anywhere in its body}, modules by dotted path under
+    kvmath (``tables.rows``); a folder's own name stands for its __init__.py."""
+    paths = [p for p in PACKAGE.rglob("*.py") if "data" not in p.relative_to(PACKAGE).parts]
+    mods = {_name(p) for p in paths}
     graph = {}
-    for path in PACKAGE.glob("*.py"):
+    for path in paths:
         deps = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
-                if node.level == 1 and node.module:
-                    deps.add(node.module.split(".")[0])
-                elif node.level == 1:
-                    deps.update(a.name for a in node.names)
+                assert node.level == 0, f"{path}: relative import (the package imports by full name)"
+                if node.module == "kvmath":
+                    deps.update(a.name for a in node.names if a.name in mods)
                 elif node.module and node.module.startswith("kvmath."):
-                    deps.add(node.module.split(".")[1])
-                elif node.module == "kvmath":
-                    deps.update(a.name for a in node.names)
+                    base = node.module[len("kvmath."):]
+                    deps.add(base)
+                    deps.update(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in mods)
             elif isinstance(node, ast.Import):
-                deps.update(a.name.split(".")[1] for a in node.names
+                deps.update(a.name[len("kvmath."):] for a in node.names
                             if a.name.startswith("kvmath."))
-        graph[path.stem] = (deps & mods) - {path.stem}
+        graph[_name(path)] = (deps & mods) - {_name(path)}
     return graph
 
 
@@ -69,11 +77,32 @@ def test_the_check_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
 
 
+#: the layers, lowest first: a module imports only from its own layer or those below it
+LAYERS = (("errors", "version"), ("derive",), ("codegen", "_generated"), ("tables",), ("evaluate",),
+          ("scenario",), ("traces",), ("present",), ("cli",), ("book", "__init__", "__main__"))
+
+
+def _layer(module):
+    top = module.split(".")[0]
+    return next(i for i, names in enumerate(LAYERS) if top in names)
+
+
+def test_every_module_has_a_layer():
+    for module in import_graph():
+        _layer(module)
+
+
 def test_the_lower_layers_import_nothing_above_them():
-    """Tables and the scenario's values sit below evaluation: they never import it, prefill,
-    the traces or the commands."""
+    """derive -> codegen -> tables -> evaluate -> scenario -> traces -> present -> cli, arrows
+    one way: no module imports from a layer above its own, function-level imports included."""
     graph = import_graph()
-    above = {"evaluate", "prefill", "uncertainty", "reuse", "cachesim", "traces", "cli",
-             "trace_cli", "webcalc", "changes", "report", "validation", "serving"}
-    for low in ("schema", "tables", "units", "options", "values"):
-        assert not graph[low] & above, (low, graph[low] & above)
+    wrong = sorted((m, d) for m, deps in graph.items() for d in deps if _layer(d) > _layer(m))
+    assert wrong == []
+
+
+def test_derivations_import_only_derivations():
+    """The SymPy layer stands alone (the answer path never imports it: test_numeric)."""
+    graph = import_graph()
+    for module, deps in graph.items():
+        if module.startswith("derive"):
+            assert all(d.startswith("derive") or d in ("errors", "version") for d in deps), (module, deps)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvmath.cli import main
-from kvmath.tables import data_path
+from kvmath.cli.main import main
+from kvmath.tables.rows import data_path
 
 from test_cli_fuzz import NUMBERS, _clean
 

@@ -8,9 +8,9 @@ when B/G > 2*d*s / (g*(a*n*d + b*d^2))). Their worked example: LLaMA3-70B, prefi
 """
 import pytest
 
-from kvmath import derive as D
+from kvmath.derive import kv as D
 from kvmath import resolve_gpu, resolve_model, resolve_tier
-from kvmath.evaluate import fn, scenario_values
+from kvmath.evaluate.compare import fn, scenario_values
 
 LLAMA3_70B = dict(n=8192, d=8192, g=8, s=2, a=4, b=22)
 

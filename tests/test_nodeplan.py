@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvmath import bundled
-from kvmath.cli import main
-from kvmath.reuse import _weights_bytes, held_caches, rfn, tier_plan
-from kvmath.tables import Pause, data_path, pauses
-from kvmath.tables import nodes, drives, plan_defaults, resolve_node
+from kvmath.cli.main import main
+from kvmath.evaluate.reuse import _weights_bytes, held_caches, rfn, tier_plan
+from kvmath.tables.rows import Pause, data_path, pauses
+from kvmath.tables.rows import nodes, drives, plan_defaults, resolve_node
 
 CAT = bundled()
 M70 = CAT.models["llama-3.1-70b"]
@@ -258,7 +258,7 @@ def test_every_command_serves_the_model_as_its_deployment_does(capsys, model, gp
     """deployments.csv sets the precision a model is served in on a GPU, with or without --tp:
     compare, reuse and tiers recompute in the same dtype and time (405B on H100 in FP8 at TP8,
     where bf16 weights would not fit; reuse had forced bf16 and tiers had planned in bf16)."""
-    from kvmath.tables import deployments
+    from kvmath.tables.rows import deployments
     dep = deployments()[(model, gpu)]
     base = ["--model", model, "--gpu", gpu, "--tokens", 16000, "--json"]
     seen = []
@@ -277,7 +277,7 @@ def test_an_nvme_hit_reloads_over_the_nodes_own_drives(node_file):
     """issue 19: an NVMe hit in the plan and the replay was priced on the bundled eight-drive path
     whatever the node; a node with half the drives now reloads slower from them, and a node with
     the bundled drives keeps the bundled tier's numbers."""
-    from kvmath.tables import node_nvme_tier
+    from kvmath.tables.rows import node_nvme_tier
     path = node_file()
     assert node_nvme_tier(resolve_node("dgx-h100")).hops == bundled().tiers["nvme"].hops
     model = bundled().models["llama-3.1-70b"]

@@ -1,4 +1,4 @@
-"""The generated numeric code (kvmath/_numeric.py) is the SymPy derivations, and the answer
+"""The generated numeric code (kvmath/_generated/numeric.py) is the SymPy derivations, and the answer
 path never touches SymPy."""
 import json
 import math
@@ -11,23 +11,21 @@ import pytest
 import sympy as sp
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import generate_numeric  # noqa: E402
-
-from kvmath import _numeric  # noqa: E402
-from kvmath.evaluate import Numeric  # noqa: E402
-from kvmath.numeric_catalogue import entries  # noqa: E402
+from kvmath._generated import numeric as _numeric  # noqa: E402
+from kvmath.codegen import numpy_printer as generate_numeric  # noqa: E402
+from kvmath.evaluate.compare import Numeric  # noqa: E402
+from kvmath.codegen.catalogue import entries  # noqa: E402
 
 
 def test_generated_formulas_js_is_current():
     """The calculator's committed formulas are the SymPy expressions printed today."""
-    assert generate_numeric.render_formulas() == (ROOT / "kvmath" / "_kvcalc_formulas.js").read_text()
+    assert generate_numeric.render_formulas() == (ROOT / "kvmath" / "_generated" / "kvcalc_formulas.js").read_text()
 
 
 def test_generated_code_is_current():
-    """Regenerating from kvmath/derive*.py gives the committed file byte for byte
+    """Regenerating from kvmath/derive/*.py gives the committed file byte for byte
     (run scripts/generate_numeric.py after changing a derivation)."""
-    assert generate_numeric.render() == (ROOT / "kvmath" / "_numeric.py").read_text()
+    assert generate_numeric.render() == (ROOT / "kvmath" / "_generated" / "numeric.py").read_text()
 
 
 @pytest.mark.parametrize("key,expr", entries()[::7], ids=lambda x: x if isinstance(x, str) else "")
@@ -48,11 +46,11 @@ def test_every_catalogued_key_generated():
 def test_answer_path_imports_no_sympy():
     """`kvmath compare` (bands, calibrated prefill, engines) runs without importing SymPy or
     any derivation module."""
-    code = ("import sys, io, contextlib; from kvmath.cli import main; "
+    code = ("import sys, io, contextlib; from kvmath.cli.main import main; "
             "out = io.StringIO()\n"
             "with contextlib.redirect_stdout(out): rc = main(['compare', '--model', 'deepseek-v3',"
             " '--gpu', 'h200', '--tier', 'nvme', '--tokens', '16000', '--json'])\n"
-            "print(rc, sorted(m for m in sys.modules if m.startswith(('sympy', 'kvmath.derive'))))")
+            "print(rc, sorted(m for m in sys.modules if m.startswith(('sympy', 'kvmath.derive.kv'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout.split(None, 1)
     assert out[0] == "0" and out[1].strip() == "[]"

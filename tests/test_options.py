@@ -1,14 +1,14 @@
 """Each option declared once (issue 19): the parsers, the scenario file and the calculator are
-built from kvmath.options, so the same value is accepted or refused by all of them."""
+built from kvmath.scenario.options, so the same value is accepted or refused by all of them."""
 import math
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from kvmath import options as O
-from kvmath.cli import build_parser
-from kvmath.output import UsageError
-from kvmath.scenario import KEYS, PATH_KEYS
+from kvmath.scenario import options as O
+from kvmath.cli.main import build_parser
+from kvmath.errors import UsageError
+from kvmath.scenario.read import KEYS, PATH_KEYS
 
 
 def _subparser(command):
@@ -72,7 +72,7 @@ def test_a_bad_value_names_the_option_and_the_expectation(capsys):
 def test_trace_reads_its_options_from_the_scenario(tmp_path):
     """trace read five keys; it reads every trace option now, and the declared defaults apply
     after the file."""
-    from kvmath.scenario import read_scenario
+    from kvmath.scenario.read import read_scenario
     f = tmp_path / "s.toml"
     f.write_text('model = "llama-3.1-8b"\npolicy = "ttl"\nttl = 30\nmin_uses = 3\n')
     args = build_parser().parse_args(["trace", "conversation", "--scenario", str(f)])
@@ -85,13 +85,13 @@ def test_trace_reads_its_options_from_the_scenario(tmp_path):
 
 def test_a_missing_required_option_says_where_it_may_come_from():
     args = build_parser().parse_args(["tiers", "--model", "llama-3.1-8b", "--tokens", "8"])
-    from kvmath.scenario import read_scenario
+    from kvmath.scenario.read import read_scenario
     with pytest.raises(UsageError, match="--resume-rate is required .* key 'resume_rate'"):
         read_scenario(args, O.TIERS)
 
 
 def run_main(argv):
-    from kvmath.cli import main
+    from kvmath.cli.main import main
     return main(argv)
 
 

@@ -3,10 +3,10 @@ import math
 
 import pytest
 
-from kvmath import cachesim as C
-from kvmath.plan_vs_replay import max_abs, plan_vs_replay
-from kvmath.reuse import node_capacities
-from kvmath.tables import nodes, resolve_model
+from kvmath.traces import replay as C
+from kvmath.traces.plan_vs_replay import max_abs, plan_vs_replay
+from kvmath.evaluate.reuse import node_capacities
+from kvmath.tables.rows import nodes, resolve_model
 
 MODEL = resolve_model("llama-3.1-70b")
 NODE = nodes()["dgx-h100"]

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from kvmath import derive as D
-from kvmath import derive_prefill as DP
-from kvmath.evaluate import ScenarioError, fn, numeric_of, scenario_values
-from kvmath.prefill import PARTS, fitted_parameters, prefill_time
-from kvmath.tables import DataError, bundled
+from kvmath.derive import kv as D
+from kvmath.derive import prefill as DP
+from kvmath.evaluate.compare import ScenarioError, fn, numeric_of, scenario_values
+from kvmath.evaluate.prefill import PARTS, fitted_parameters, prefill_time
+from kvmath.tables.rows import DataError, bundled
 
 ROOT = Path(__file__).resolve().parents[1]
 CAT = bundled()
@@ -177,7 +177,7 @@ def test_fp8_is_faster_than_bf16_on_hopper_at_long_prompts():
 def _fixed_costs(model, gpu, **kw):
     """The forward's fixed costs (s): the calibrated model at infinite FLOP/s and bandwidth, so
     only kernel launches and all-reduce latencies remain."""
-    from kvmath.prefill import _parts, calibrated_values
+    from kvmath.evaluate.prefill import _parts, calibrated_values
     m, g = CAT.models[model], CAT.gpus[gpu]
     cv = calibrated_values(m, g, **kw)
     fast = {**cv, **{k: 1e300 for k in ("P", "P_a", "B_hbm", "B_peak", "busbw")}}
@@ -216,7 +216,7 @@ def test_one_token_moe_touches_k_experts(model):
     """At one token a MoE layer reads k_top experts' weights, not E: the routed floor is k/E of
     the experts' bytes (uniform routing, E (1 - (1 - k/E)^1) = k)."""
     m = CAT.models[model]
-    from kvmath.prefill import calibrated_values
+    from kvmath.evaluate.prefill import calibrated_values
     cv = calibrated_values(m, CAT.gpus["h200"], tp=8)
-    touched = float(numeric_of("kvmath.derive_prefill", "experts_touched").take({**cv, "n_seq": 1, "T": 1.0}))
+    touched = float(numeric_of("kvmath.derive.prefill", "experts_touched").take({**cv, "n_seq": 1, "T": 1.0}))
     assert touched == pytest.approx(m.experts_per_token, rel=1e-12)

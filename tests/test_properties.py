@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvmath import bundled
-from kvmath.evaluate import crossings, fn, heads_fit, scenario_values
+from kvmath.evaluate.compare import crossings, fn, heads_fit, scenario_values
 
 CAT = bundled()
 models = st.sampled_from(sorted(CAT.models))

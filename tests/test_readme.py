@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kvmath.cli import main
+from kvmath.cli.main import main
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 EXAMPLES = re.findall(r"```sh\n\.venv/bin/python -m kvmath ((?:compare|reuse|tiers|trace) [^\n]+)\n```\n\n```text\n(.*?)```",

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvmath import bundled
-from kvmath import derive_reuse as DR
-from kvmath import symbols as S
-from kvmath.reuse import best_ttl, reuse, rfn, tier_plan, ttl_filling, held_caches
-from kvmath.tables import Pause, nodes, pauses
+from kvmath.derive import reuse as DR
+from kvmath.derive import symbols as S
+from kvmath.evaluate.reuse import best_ttl, reuse, rfn, tier_plan, ttl_filling, held_caches
+from kvmath.tables.rows import Pause, nodes, pauses
 
 CAT = bundled()
 H100 = CAT.gpus["h100-sxm"]
@@ -134,7 +134,7 @@ def test_tier_served_capped_by_bandwidth():
 
 
 def test_nvme_value_grows_then_is_capped():
-    from kvmath.reuse import nvme_value
+    from kvmath.evaluate.reuse import nvme_value
     node = nodes()["dgx-h100"]
     vals = [nvme_value(node, CAT.models["llama-3.1-70b"], 32768, r, pauses()["chat-lognormal"])[0]
             for r in (0.2, 4.0)]
@@ -178,7 +178,7 @@ def test_breakeven_hand_checked_value():
     v0.29.0 and later copy one 64 KiB page per layer per 16-token block (vllm-lbhnc, now the
     default), each at the per-copy curve's fixed cost: the reload is slower and p* 0.2131, a
     regression value."""
-    from kvmath.tables import engines
+    from kvmath.tables.rows import engines
     args = (CAT.models["llama-3.1-8b"], H100, CAT.tiers["host-dram"], 8192,
             pauses()["conversation-fitted"])
     r = reuse(*args, engine=engines()["vllm-cross-layer"])
@@ -217,7 +217,7 @@ def test_free_holding_breaks_even_at_zero(kind):
 @pytest.mark.parametrize("rate", ["0.1", "0.01", "0.001"])
 def test_reuse_on_a_fixed_node_with_an_exponential_pause_answers(rate, capsys):
     """The opportunity price of holding underflows to 0 at low resume rates: still an answer."""
-    from kvmath.cli import main
+    from kvmath.cli.main import main
     code = main(["reuse", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
                  "--tokens", "8192", "--pause", "chat-exponential", "--resume-rate", rate, "--json"])
     out = capsys.readouterr()
@@ -229,8 +229,8 @@ def test_every_price_is_dated_and_its_age_is_flagged():
     """Each GPU-hour, DRAM and NVMe price names the day it was observed; a price older than
     price_stale_after_days on the day a command runs is named in its output, a fresh one is not."""
     import datetime
-    from kvmath.reuse import price_warnings, prices_used
-    from kvmath.tables import gpu_prices, prices
+    from kvmath.evaluate.reuse import price_warnings, prices_used
+    from kvmath.tables.rows import gpu_prices, prices
     assert all(p.observed for p in gpu_prices().values())
     assert all(prices()[k].observed for k in ("ddr5_usd_per_GB", "nvme_usd_per_GB"))
     used = prices_used(H100, ["host-dram", "nvme", "hbm"])
@@ -243,8 +243,8 @@ def test_every_price_is_dated_and_its_age_is_flagged():
 
 
 def test_a_gpu_without_a_price_asks_for_one():
-    from kvmath.evaluate import ScenarioError
-    from kvmath.reuse import gpu_second_price
+    from kvmath.evaluate.compare import ScenarioError
+    from kvmath.evaluate.reuse import gpu_second_price
     with pytest.raises(ScenarioError, match="--gpu-price"):
         gpu_second_price("h20")
     assert gpu_second_price("h20", 3.6) == pytest.approx(1e-3)

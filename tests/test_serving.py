@@ -6,10 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvmath import bundled, compare
-from kvmath import derive_serving as DS
-from kvmath import symbols as S
-from kvmath.evaluate import scenario_values
-from kvmath.serving import busy, overlap, sfn, split
+from kvmath.derive import serving as DS
+from kvmath.derive import symbols as S
+from kvmath.evaluate.compare import scenario_values
+from kvmath.evaluate.serving import busy, overlap, sfn, split
 
 CAT = bundled()
 FULL = sorted(n for n, m in CAT.models.items() if m.window_layers == 0)
@@ -139,5 +139,5 @@ def test_a_split_that_recomputes_pays_a_weight_read(model, tier, t):
     r = split(m, H100, CAT.tiers[tier], t, tp=1)
     if 0 < r["x_tokens"] < t:
         v, _ = scenario_values(m, H100, CAT.tiers[tier], tp=1)
-        from kvmath.evaluate import fn
+        from kvmath.evaluate.compare import fn
         assert r["t_split_s"] >= float(fn("t_weights").take({**v, "T": t})) * (1 - 1e-12)

@@ -1,5 +1,5 @@
 """The SymPy cache cannot run code or take values planted by another user (issue 20: it was an
-unchecked pickle, and a crafted file ran code on ``import kvmath.derive``)."""
+unchecked pickle, and a crafted file ran code on ``import kvmath.derive.kv``)."""
 import json
 import os
 import subprocess
@@ -8,11 +8,11 @@ import sys
 import pytest
 import sympy as sp
 
-from kvmath.symcache import UnsafeCache, parse_srepr
+from kvmath.derive.symcache import UnsafeCache, parse_srepr
 
 PROBE = """
 import sympy as sp
-from kvmath import symcache
+from kvmath.derive import symcache as symcache
 x = sp.Symbol('x')
 print(symcache.simplify(x + x))
 """

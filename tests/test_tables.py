@@ -2,8 +2,8 @@
 import pytest
 
 from kvmath import DataError, bundled, resolve_gpu, resolve_model
-from kvmath.schema import resource, table
-from kvmath.tables import (DTYPE_BYTES, Link, Model, TierRow, VidurMlp, data_path, efficiencies_of, read,
+from kvmath.tables.schema import resource, table
+from kvmath.tables.rows import (DTYPE_BYTES, Link, Model, TierRow, VidurMlp, data_path, efficiencies_of, read,
                            tiers_of)
 
 KINDS = set(next(f for f in resource("gpus")["schema"]["fields"] if f["name"] == "kind")["constraints"]["enum"])
@@ -251,7 +251,7 @@ def test_row_types_do_not_depend_on_import_order():
     """Reading a table first thing still applies its declared rules (FitRow, Measurement)."""
     import subprocess
     import sys
-    code = ("from kvmath.schema import table\nt = table('prefill_fit'); v = table('validation')\n"
+    code = ("from kvmath.tables.schema import table\nt = table('prefill_fit'); v = table('validation')\n"
             "print(type(next(iter(t.values()))).__name__, type(next(iter(v.values()))).__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["FitRow", "Measurement"]

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvmath import cachesim as C
-from kvmath import traces as T
-from kvmath.cli import main
-from kvmath.tables import data_path
+from kvmath.traces import replay as C
+from kvmath.traces import readers as T
+from kvmath.cli.main import main
+from kvmath.tables.rows import data_path
 
 # r0 [1,2], r1 [1,3], r2 [1,2,4]; blocks of 512 tokens, last blocks partial where stated
 TINY = [(0.0, 1024, [1, 2]), (1.0, 1000, [1, 3]), (2.0, 1500, [1, 2, 4])]
@@ -149,8 +149,8 @@ def test_fitted_pauses_file_is_current():
 
 
 def test_default_pause_is_the_measured_one():
-    from kvmath.options import DEFAULT_PAUSE
-    from kvmath.tables import pauses
+    from kvmath.scenario.options import DEFAULT_PAUSE
+    from kvmath.tables.rows import pauses
     assert DEFAULT_PAUSE == "conversation-fitted"
     assert pauses()[DEFAULT_PAUSE].kind == "measurement"
     assert pauses()["chat-lognormal"].kind == "assumption"

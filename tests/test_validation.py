@@ -3,12 +3,12 @@
 import pytest
 
 from kvmath import bundled
-from kvmath.calibrate import (CURVE_FIELDS, CalibrationError, analyse_prefill, analyse_transfer,
+from kvmath.evaluate.calibrate import (CURVE_FIELDS, CalibrationError, analyse_prefill, analyse_transfer,
                               main as calibrate_main, measure_file_read, measure_h2d, write_rows)
-from kvmath.tables import transfer_curves
+from kvmath.tables.rows import transfer_curves
 from kvmath import compare
-from kvmath.uncertainty import band, bandwidth_range, efficiency_range, tornado
-from kvmath.validation import measurements, predict, table
+from kvmath.evaluate.bands import band, bandwidth_range, efficiency_range, tornado
+from kvmath.evaluate.validation import measurements, predict, table
 
 CAT = bundled()
 ROWS = table()
@@ -143,7 +143,7 @@ def test_gpu_measurement_without_cuda_is_a_clear_error(capsys, tmp_path):
     with pytest.raises(CalibrationError):
         measure_h2d([4096])
     assert calibrate_main(["h2d", "--out", str(tmp_path)]) == 2
-    assert "kvmath.calibrate: error" in capsys.readouterr().err
+    assert "kvmath.evaluate.calibrate: error" in capsys.readouterr().err
 
 
 def test_calibrate_cli_file_and_analyse(tmp_path, capsys):
@@ -154,7 +154,7 @@ def test_calibrate_cli_file_and_analyse(tmp_path, capsys):
 
 
 def test_marginal_is_within_the_margin_of_either_edge_inside_or_out():
-    from kvmath.validation import MARGIN_FACTOR, marginal
+    from kvmath.evaluate.validation import MARGIN_FACTOR, marginal
     f = 1.5
     assert marginal(f, f) and marginal(1 / f, f)
     assert marginal(f * MARGIN_FACTOR * 0.999, f) and marginal(f / MARGIN_FACTOR * 1.001, f)
@@ -167,7 +167,7 @@ def test_no_bandwidth_row_exceeds_its_links_line_rate():
     """A measured bandwidth above the links' spec rate measures something else (DeepEP's
     'bottleneck bandwidth' did): such a row cannot validate the link model."""
     from kvmath import bundled
-    from kvmath.validation import measurements
+    from kvmath.evaluate.validation import measurements
     links = bundled().links
     # rows that measure another device of the link's class, with its own higher rating
     other_device = {"gds-1m": "a Solidigm D7-P5520, rated 7.1 GB/s, against the bundled drive's 6.8"}
@@ -179,7 +179,7 @@ def test_no_bandwidth_row_exceeds_its_links_line_rate():
 def test_the_tornado_never_times_a_step_below_a_one_token_prefill():
     """Every swung input re-times the engine step; the engine-wait row adds at most one step."""
     from kvmath import bundled
-    from kvmath.uncertainty import tornado
+    from kvmath.evaluate.bands import tornado
     cat = bundled()
     base, rows = tornado(cat.models["llama-3.1-70b"], cat.gpus["h100-sxm"],
                          cat.tiers["host-dram"], 32768, tp=4)

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-from kvmath import derive as D
-from kvmath.evaluate import TP_CANDIDATES, default_concurrency
-from kvmath.tables import bundled
-from kvmath.webcalc import generate, scenario_data, write_static
-from kvmath.webcalc_formulas import (ARCHITECTURE_EXPRESSIONS, COMPARE_EXPRESSIONS, PREFILL_PARTS,
+from kvmath.derive import kv as D
+from kvmath.evaluate.compare import TP_CANDIDATES, default_concurrency
+from kvmath.tables.rows import bundled
+from kvmath.present.calculator import generate, scenario_data, write_static
+from kvmath.codegen.javascript import (ARCHITECTURE_EXPRESSIONS, COMPARE_EXPRESSIONS, PREFILL_PARTS,
                                      SCENARIO_EXPRESSIONS, js_function)
 
 from calc_scenarios import mismatches, scenarios
@@ -133,7 +133,7 @@ def test_a_permalink_naming_a_javascript_built_in_is_an_unknown_name(tmp_path):
 def test_own_values_and_options_have_the_command_lines_bounds(tmp_path):
     """issue 20: ?L_full=-80 showed a negative reload and a verdict, ?P=-1e15 'reload wins';
     the own-value fields take the bounds of the table fields they stand for, and the options
-    those of kvmath.options, so each is refused with no verdict."""
+    those of kvmath.scenario.options, so each is refused with no verdict."""
     write_static(tmp_path)
     base = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 4096}
     hostile = [{**base, **kv} for kv in (
@@ -152,8 +152,8 @@ def test_own_values_and_options_have_the_command_lines_bounds(tmp_path):
 
 def test_the_calculators_fields_are_the_command_lines_options():
     """One declaration: each calculator field is a compare option of the same name, kind and
-    bounds (kvmath.options), and each own-value symbol has bounds."""
-    from kvmath.options import BY_NAME, COMPARE
+    bounds (kvmath.scenario.options), and each own-value symbol has bounds."""
+    from kvmath.scenario.options import BY_NAME, COMPARE
     data = scenario_data()
     for name, f in data["options"].items():
         o = BY_NAME[name]

@@ -1,0 +1,32 @@
+"""The chapters' facade: every name a chapter of the book uses, from the layer that defines it.
+A chapter imports ``kvmath.book`` and nothing else of kvmath (tests/test_book.py checks), so the
+package can move beneath the book without a chapter changing. Grouped by layer, lowest first.
+"""
+from kvmath.derive import (kv as derive_kv, prefill as derive_prefill, reuse as derive_reuse,
+    serving as derive_serving, symbols, symcache)
+from kvmath.codegen.javascript import COMPARE_EXPRESSIONS, PREFILL_PARTS, SCENARIO_EXPRESSIONS
+from kvmath.tables.rows import (Pause, bundled, data_path, deployments, drives, engine_costs,
+    engines, gpu_prices, nodes, pauses, plan_defaults, prices, read, resolve_gpu, resolve_model,
+    resolve_tier, thresholds, transfer_curves)
+from kvmath.tables.schema import table as data_table
+from kvmath.evaluate import engine_fit
+from kvmath.evaluate.bands import (band, bandwidth_range, borrowed_fit_factor, borrowed_fit_gpus,
+    calibrated_error, efficiency_range, engine_cost_factor, tornado)
+from kvmath.evaluate.changes import (LAST_RELEASE, OTHER_CAUSE, PREVIOUS_RELEASE, WHY_KERNEL,
+    WHY_LAYOUT, WHY_MLA, WHY_MOE, breakeven_then_now, cause, diff, diff_since_last, snapshot,
+    tp_moves)
+from kvmath.evaluate.compare import (DEFAULT_ENGINE, Numeric, ScenarioError, architecture_values,
+    compare, crossings, default_concurrency, engine_costs_calibrated, fit_transfer_curve, fn,
+    parameter_counts, path_values, replication, scenario_values, sweep)
+from kvmath.evaluate.prefill import fitted_parameters, prefill_time
+from kvmath.evaluate.reuse import (gpu_second_price, nvme_value, pause_values, reuse, rfn,
+    saved_s, tier_plan, tier_prices)
+from kvmath.evaluate.serving import busy, overlap, split
+from kvmath.evaluate.validation import MARGIN_FACTOR, measurements, table as validation_table
+from kvmath.scenario.options import DEFAULT_PAUSE
+from kvmath.traces import readers as trace_readers, replay as trace_replay
+from kvmath.traces.readers import batch_context_of
+from kvmath.traces.plan_vs_replay import max_abs, plan_vs_replay
+from kvmath.present.calculator import DEFAULTS
+from kvmath.present.report import (decision, decision_rows, decision_table, fmt_bw, fmt_bytes,
+    fmt_time, fmt_tokens, latex, layout_cell, md_table)

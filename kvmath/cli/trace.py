@@ -1,0 +1,128 @@
+"""``kvmath trace FILE --model M``: reuse, LRU curve and tier replay of a request trace.
+
+FILE is a bundled trace name (conversation, synthetic) or a Mooncake / generic trace file
+(see :mod:`kvmath.traces.readers`). Bad input raises TraceError (a DataError): exit status 2.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from kvmath.cli.output import print_result
+
+
+def add_parser(subparsers):
+    """Add the ``trace`` sub-command to an argparse subparsers object."""
+    from kvmath.scenario.options import TRACE, add_options
+    t = subparsers.add_parser("trace", help="reuse, LRU hit-rate curve and tier replay of a "
+                              "request trace")
+    t.add_argument("file", metavar="FILE", help="bundled trace (conversation, synthetic) or a "
+                   "Mooncake/generic JSONL(.gz) or Parquet trace")
+    add_options(t, TRACE)
+    return t
+
+
+def analyse(args):
+    """The JSON-ready result of ``kvmath trace``."""
+    from kvmath.traces import replay as C
+    from kvmath.traces import readers as T
+    from kvmath.evaluate.compare import ScenarioError, node_tp
+    from kvmath.tables.rows import bundled, resolve_model, resolve_node
+
+    node = resolve_node(args.node)  # a bundled node, or the one row of a nodes CSV, as in tiers
+    model = resolve_model(args.model)
+    gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)  # the node's count
+    tp = args.tp or node_tp(model, node.gpus)
+    if tp > node.gpus:
+        raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+    trace = T.load(args.file)
+    stats = T.reuse_stats(trace)
+    curve = C.lru_curve(T.load(args.file, args.sample_rate) if args.sample_rate else trace)
+    from kvmath.scenario.engine_config import cache_sizes, engine_of
+    engine, cfg = engine_of(args)
+    block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens, engine=engine)
+    batch_context = args.batch_context or T.batch_context_of(trace, model)
+    specs = C.node_tiers(node, model, tp=tp, remote_bytes=args.remote_bytes,
+                         batch_seqs=args.batch_seqs, batch_context=batch_context,
+                         **cache_sizes(args, cfg, node, tp, model))
+    specs = C.with_hbm_blocks(specs, model, gpu, tp, trace.block_tokens, engine)
+    cost = C.HitCost(model, gpu, specs, tp, node.gpus, engine=engine)
+    from kvmath.evaluate.reuse import node_capacities
+    hbm_free = node_capacities(node, model, tp=tp, batch_seqs=args.batch_seqs,
+                               batch_context=batch_context)["hbm_free_bytes"]
+    rep = C.replay(trace, specs, block_bytes, policy=args.policy, ttl_s=args.ttl,
+                   min_uses=args.min_uses, cost=cost)
+    keep = ("tier", "capacity_bytes", "hit_rate", "read_Bps_mean", "read_Bps_p99",
+            "write_Bps_mean", "write_Bps_p99", "writes_dropped", "writes_filtered",
+            "drive_writes_per_day", "lifetime_years")
+    pauses = stats.pop("pauses")
+    try:
+        fit = T.fit_lognormal(pauses)
+    except ValueError:
+        fit = None
+    return {
+        "trace": args.file, "model": model.name, "node": node.name, "tp": tp,
+        "policy": args.policy, "requests": trace.n_requests,
+        "prompt_tokens": int(trace.prompt_tokens.sum()), "duration_s": trace.duration_s,
+        "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
+        "batch_context_tokens": batch_context,
+        "max_token_hit_rate": stats["max_token_hit_rate"],
+        "max_block_hit_rate": stats["max_block_hit_rate"],
+        "reuse": {k: v for k, v in stats.items() if k not in ("trace", "requests")},
+        "pause_fit": fit,
+        "lru_curve_sample_rate": curve.sample_rate,
+        "lru_curve": curve.rows(),
+        "token_hit_rate": rep["token_hit_rate"], "block_hit_rate": rep["block_hit_rate"],
+        "tiers": [{k: row[k] for k in keep if k in row} for row in rep["tiers"]],
+        **{k: rep[k] for k in ("gpu_seconds_saved_per_s", "gpu_seconds_saved_per_s_by_tier",
+                               "prefill_gpu_s_per_s_no_cache", "prefill_gpu_s_per_s",
+                               "node_gpu_s_per_s")},
+        # the running batch must fit HBM too, as tiers says (issue 20: it had set HBM to 0 B)
+        "hbm_free_bytes": hbm_free, "hbm_feasible": hbm_free >= 0,
+        "compute_feasible": rep["feasible"], "feasible": rep["feasible"] and hbm_free >= 0,
+        **({"engine": engine.name} if engine is not None else {}),
+        **({"engine_config": cfg.summary()} if cfg is not None else {}),
+    }
+
+
+def _human(r):
+    from kvmath.present.format import fmt_bytes
+    lines = [f"{r['trace']}: {r['requests']:,} requests over {r['duration_s']:,.0f} s, "
+             f"{r['prompt_tokens']:,} prompt tokens; {r['model']} on {r['node']} (TP {r['tp']})",
+             f"unlimited prefix cache: {r['max_token_hit_rate']:.1%} of tokens, "
+             + (f"{r['max_block_hit_rate']:.1%} of blocks" if r["max_block_hit_rate"] is not None
+                else "no prompt fills a block"),
+             f"tier replay ({r['policy']}): {r['token_hit_rate']:.1%} of tokens hit",
+             f"{'tier':<10} {'capacity':>10} {'hits':>7} {'read mean/p99':>22} "
+             f"{'write mean/p99':>22} {'dropped':>8}"]
+    for t in r["tiers"]:
+        lines.append(f"{t['tier']:<10} {fmt_bytes(t['capacity_bytes'], 4):>10} "
+                     f"{t['hit_rate']:>7.1%} "
+                     f"{fmt_bytes(t['read_Bps_mean'], 3) + '/' + fmt_bytes(t['read_Bps_p99'], 3):>22} "
+                     f"{fmt_bytes(t['write_Bps_mean'], 3) + '/' + fmt_bytes(t['write_Bps_p99'], 3):>22} "
+                     f"{t['writes_dropped']:>8,}")
+        if "drive_writes_per_day" in t:
+            life = t["lifetime_years"]
+            lines.append(f"{'':<10} {t['drive_writes_per_day']:.3g} drive writes per day, "
+                         + (f"rated life {life:.3g} years at that rate" if math.isfinite(life)
+                            else "so no wear"))  # issue 20: "rated life inf years"
+    lines.append(f"GPU-seconds saved per second: {r['gpu_seconds_saved_per_s']:.3g}; prefill "
+                 f"demand {r['prefill_gpu_s_per_s']:.3g} GPU-s/s (no cache "
+                 f"{r['prefill_gpu_s_per_s_no_cache']:.3g}) of the node's "
+                 f"{r['node_gpu_s_per_s']:.3g}: "
+                 f"{'feasible' if r['compute_feasible'] else 'INFEASIBLE'}")
+    if not r["hbm_feasible"]:
+        lines.append(f"HBM: INFEASIBLE, the running batch overfills HBM by "
+                     f"{fmt_bytes(-r['hbm_free_bytes'], 4)}")
+    return "\n".join(lines)
+
+
+def run(args):
+    """Run ``kvmath trace``; returns the exit status."""
+    from kvmath.scenario.read import read_scenario
+    from kvmath.scenario.options import TRACE
+    read_scenario(args, TRACE)
+    args.node = args.node or "dgx-h100"
+    result = analyse(args)
+    print_result(args, result, _human)
+    return 0

@@ -1,0 +1,251 @@
+"""A calibrated prefill model: per-operator times summed over the layers, in SymPy.
+
+The flat model (:data:`kvmath.derive.kv.t_recompute`) charges all prefill FLOPs at
+one fraction of peak. Here each operator has its own cost:
+
+* GEMM of m tokens through a k x n weight: ``2 m k n`` FLOP at
+  ``eta_gemm(m) = r_dt * eta_g * m / (m + m_half)`` of peak P, never faster than
+  reading its weight once (``k n b_w / B_hbm``), plus a fixed kernel cost.
+  ``eta_g`` is fitted and bounded by the measured matmul ceiling (MAMF), so
+  ``eta_gemm < 1`` always. ``r_dt`` is the FP8/BF16 ratio of measured MAMF
+  fractions (1 for BF16).
+* Non-GEMM ops (RMSNorm, RoPE, activation, residual add) are memory-bound: each
+  moves a known number of elements per token at a fitted fraction of the HBM
+  datasheet bandwidth (one fraction per op class), plus a fixed kernel cost.
+* Attention (scores and weighted values): :data:`kvmath.derive.kv.flops_attention`
+  at the kernel's own efficiency ``eta_a * T / (T + T_a)`` (fitted to published
+  FlashAttention throughput), on the BF16 peak.
+* Tensor-parallel all-reduce: two per layer of ``m d b_act`` bytes, ring time
+  ``2 (K-1)/K bytes / busbw`` plus a latency (nccl-tests busbw definition).
+* MoE: only the experts the tokens touch are charged, ``E (1 - (1 - k/E)^m)``
+  of them per layer (uniform routing), each a GEMM of its own ``m k / touched``
+  tokens (times an imbalance factor across expert-parallel ranks), with the
+  touched experts' weight read as its floor; the router and shared experts are
+  GEMMs of all m tokens.
+
+Parallel layout: the attention and dense parts of a request run on ``K_d`` GPUs
+(``K`` under plain TP; ``tp_attn`` under data-parallel attention), the routed
+experts on ``ep`` ranks, each expert split ``K_e`` ways. ``m = n_seq T`` tokens.
+"""
+import sympy as sp
+
+from kvmath.derive import kv as D
+from kvmath.derive import symcache as C
+from kvmath.derive.symbols import (
+    B_hbm, E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, P, T, V, b_w, d, d_h,
+    d_nope, d_rope, d_v, k_top, n_kv, n_q, n_seq, r_kv, r_q,
+)
+
+_pos = dict(positive=True)
+_nonneg = dict(nonnegative=True)
+
+# ---------------------------------------------------------------- new symbols (this model only)
+m_tok = sp.Symbol("m", **_pos)  #: tokens through one GEMM (rows of the activation)
+k_in = sp.Symbol("k_in", **_pos)  #: GEMM inner dimension (weight rows)
+n_out = sp.Symbol("n_out", **_pos)  #: GEMM output dimension (weight columns, this GPU's share)
+eta_g = sp.Symbol("eta_g", **_pos)  #: fitted asymptotic GEMM efficiency, fraction of BF16 peak
+m_half = sp.Symbol("m_half", **_nonneg)  #: tokens at which a GEMM reaches half of eta_g
+t_kern = sp.Symbol("t_kern", **_nonneg)  #: fixed cost of one GEMM kernel, s
+t_kng = sp.Symbol("t_kng", **_nonneg)  #: fixed cost of one non-GEMM kernel, s
+r_dt = sp.Symbol("r_dt", **_pos)  #: compute-dtype efficiency ratio (FP8 MAMF fraction / BF16), 1 for BF16
+b_act = sp.Symbol("b_act", **_pos)  #: bytes per activation element (2, BF16)
+B_peak = sp.Symbol("B_peak", **_pos)  #: datasheet HBM bandwidth per GPU, B/s
+eta_norm = sp.Symbol("eta_norm", **_pos)  #: RMSNorm fraction of B_peak
+eta_rope = sp.Symbol("eta_rope", **_pos)  #: RoPE fraction of B_peak
+eta_act = sp.Symbol("eta_act", **_pos)  #: gated-activation fraction of B_peak
+eta_add = sp.Symbol("eta_add", **_pos)  #: residual-add (and MoE permute) fraction of B_peak
+eta_a = sp.Symbol("eta_a", **_pos)  #: asymptotic attention-kernel efficiency, fraction of P_a
+T_a = sp.Symbol("T_a", **_nonneg)  #: sequence length at which attention reaches half of eta_a
+P_a = sp.Symbol("P_a", **_pos)  #: peak FLOP/s the attention kernel runs on (BF16 dense)
+busbw = sp.Symbol("busbw", **_pos)  #: all-reduce bus bandwidth (nccl-tests definition), B/s
+t_lat = sp.Symbol("t_ar", **_nonneg)  #: fixed latency of one all-reduce, s
+K_d = sp.Symbol("K_d", positive=True, integer=True)  #: GPUs the attention and dense parts run on
+K_e = sp.Symbol("K_x", positive=True, integer=True)  #: ways each expert is split (expert TP)
+ep = sp.Symbol("ep", positive=True, integer=True)  #: expert-parallel ranks
+f_imb = sp.Symbol("f_imb", **_pos)  #: load imbalance: busiest EP rank's tokens over the mean
+
+MEANING = {
+    m_tok: ("tokens through one GEMM", "tokens"), k_in: ("GEMM inner dimension", "elements"),
+    n_out: ("GEMM output dimension on this GPU", "elements"),
+    eta_g: ("asymptotic GEMM efficiency", "1"), m_half: ("tokens at half GEMM efficiency", "tokens"),
+    t_kern: ("fixed cost of a GEMM kernel", "s"), t_kng: ("fixed cost of a non-GEMM kernel", "s"),
+    r_dt: ("FP8 over BF16 matmul-efficiency ratio", "1"), b_act: ("bytes per activation", "B"),
+    B_peak: ("datasheet HBM bandwidth", "B/s"), eta_norm: ("RMSNorm share of HBM peak", "1"),
+    eta_rope: ("RoPE share of HBM peak", "1"), eta_act: ("activation share of HBM peak", "1"),
+    eta_add: ("residual-add share of HBM peak", "1"), eta_a: ("asymptotic attention efficiency", "1"),
+    T_a: ("sequence length at half attention efficiency", "tokens"),
+    P_a: ("peak FLOP/s of the attention kernel", "FLOP/s"),
+    busbw: ("all-reduce bus bandwidth", "B/s"), t_lat: ("all-reduce latency", "s"),
+    K_d: ("GPUs running attention and dense parts", "GPUs"), K_e: ("ways each expert is split", "1"),
+    ep: ("expert-parallel ranks", "GPUs"), f_imb: ("expert load imbalance", "1"),
+}
+# e_tok and eta_mem (one memory-bound op's elements per token and its share of B_peak) below
+
+# ---------------------------------------------------------------- one GEMM
+#: GEMM efficiency at m tokens, fraction of P (< r_dt * eta_g <= MAMF fraction < 1)
+eta_gemm = r_dt * eta_g * m_tok / (m_tok + m_half)
+#: compute time of an m x k x n GEMM, s (2mkn FLOP at eta_gemm; written without m in a denominator)
+t_gemm_compute = 2 * k_in * n_out * (m_tok + m_half) / (r_dt * eta_g * P)
+#: reading the k x n weight once, s: the GEMM's memory floor
+t_gemm_floor = k_in * n_out * b_w / B_hbm
+#: one GEMM: fixed cost plus the slower of compute and weight read, s
+t_gemm = t_kern + sp.Max(t_gemm_compute, t_gemm_floor)
+
+
+def gemm(m, k, n):
+    """t_gemm for m tokens through a k x n weight (SymPy expressions in, expression out)."""
+    return C.subs(t_gemm, {m_tok: m, k_in: k, n_out: n})
+
+
+def gemm_parts(m, k, n):
+    """(compute, floor) of the same GEMM, for the breakdown."""
+    s = {m_tok: m, k_in: k, n_out: n}
+    return t_gemm_compute.subs(s, simultaneous=True), t_gemm_floor.subs(s, simultaneous=True)
+
+
+# ---------------------------------------------------------------- one memory-bound op
+e_tok = sp.Symbol("e_tok", **_pos)  #: elements one memory-bound op moves per token
+eta_mem = sp.Symbol("eta_mem", **_pos)  #: its fraction of B_peak
+#: one memory-bound kernel of m tokens: fixed cost plus its bytes at eta_mem of B_peak, s
+t_membound = t_kng + m_tok * e_tok * b_act / (eta_mem * B_peak)
+
+
+def membound(m, elements, eff):
+    """t_membound for m tokens moving `elements` per token at fraction eff of B_peak."""
+    return t_membound.subs({m_tok: m, e_tok: elements, eta_mem: eff}, simultaneous=True)
+
+
+#: elements per token each non-GEMM op class moves (read + write), per layer, this GPU
+norm_elements = 2 * (2 * d)  # two RMSNorms, read d write d
+add_elements = 2 * (3 * d)  # two residual adds, read 2d write d
+rope_elements_gqa = 2 * (n_q + sp.Max(n_kv, K_d)) * d_h / K_d  # q and k, read + write
+rope_elements_mla = 2 * (n_q / K_d + 1) * d_rope  # rope part of q per head, one shared rope key
+act_elements_dense = 3 * I_ffn / K_d  # SiLU-and-mul: read gate and up, write one
+act_elements_moe = 3 * (k_top * I_exp / K_e + E_sh * I_exp / K_d)
+permute_elements_moe = 2 * 2 * k_top * d  # scatter to experts and gather back, read + write
+
+m_all = n_seq * T  #: tokens in the forward pass
+
+
+def nongemm_layer(rope_elements, act_elements, extra_elements=0):
+    """Memory-bound ops of one layer, s."""
+    t = (membound(m_all, norm_elements / 2, eta_norm) * 2
+         + membound(m_all, add_elements / 2, eta_add) * 2
+         + membound(m_all, rope_elements, eta_rope)
+         + membound(m_all, act_elements, eta_act))
+    if extra_elements:
+        t += membound(m_all, extra_elements, eta_add)
+    return t
+
+
+# ---------------------------------------------------------------- all-reduce
+def allreduce(group):
+    """One ring all-reduce of the layer output over `group` GPUs (0 for one GPU), s."""
+    bytes_ = m_all * d * b_act
+    return sp.Piecewise((0, sp.Le(group, 1)),
+                        (t_lat + 2 * (group - 1) / group * bytes_ / busbw, True))
+
+
+# ---------------------------------------------------------------- the layer pieces
+#: GEMM shapes (k, n) on one GPU, per layer. GQA/MHA/MQA attention: fused qkv (KV heads
+#: replicate once K_d > n_kv) and output
+_kv_local = sp.Max(n_kv, K_d) / K_d
+shapes_attn_gqa = [(d, (n_q / K_d + 2 * _kv_local) * d_h), (n_q * d_h / K_d, d)]
+#: MLA attention: low-rank q (replicated down-projection), joint KV latent (replicated),
+#: its up-projection and the output, split by heads (r_q = 0: one full-rank q projection)
+shapes_attn_mla_lowrank_q = [(d, r_q), (r_q, n_q * (d_nope + d_rope) / K_d)]
+shapes_attn_mla_full_q = [(d, n_q * (d_nope + d_rope) / K_d)]
+shapes_attn_mla_rest = [(d, r_kv + d_rope), (r_kv, n_q * (d_nope + d_v) / K_d),
+                        (n_q * d_v / K_d, d)]
+#: dense gated MLP: fused gate+up and down
+shapes_mlp_dense = [(d, 2 * I_ffn / K_d), (I_ffn / K_d, d)]
+#: router and shared experts, GEMMs of all m tokens
+shapes_router = [(d, E)]
+shapes_shared = [(d, 2 * E_sh * I_exp / K_d), (E_sh * I_exp / K_d, d)]
+
+
+def gemms(shapes, m=None):
+    """Sum of t_gemm over a list of (k, n) shapes at m tokens (default all tokens)."""
+    return sp.Add(*(gemm(m_all if m is None else m, k, n) for k, n in shapes))
+
+
+def floors(shapes):
+    """Sum of the weight-read floors of a list of (k, n) shapes, s."""
+    return sp.Add(*(gemm_parts(1, k, n)[1] for k, n in shapes))
+
+
+def _mla(fn):
+    return (sp.Piecewise((fn(shapes_attn_mla_lowrank_q), r_q > 0),
+                         (fn(shapes_attn_mla_full_q), True)) + fn(shapes_attn_mla_rest))
+
+
+attn_proj_gqa = gemms(shapes_attn_gqa)
+attn_proj_mla = _mla(gemms)
+mlp_dense = gemms(shapes_mlp_dense)
+
+#: expected distinct experts a layer touches when m tokens each pick k of E (uniform routing)
+experts_touched = E * (1 - (1 - k_top / E) ** m_all)
+#: tokens each touched expert sees on average: the m k routed copies over the touched experts
+m_expert = m_all * k_top / experts_touched
+#: routed experts on the busiest rank: grouped GEMMs (2 kernels) of the experts_touched / ep
+#: experts a rank holds that the tokens reach, each at its own m_expert tokens; an expert no token
+#: reaches costs nothing (written without m_expert in a denominator)
+moe_routed_compute = (f_imb / ep * 6 * d * I_exp / K_e
+                      * (m_all * k_top + experts_touched * m_half) / (r_dt * eta_g * P))
+#: their weight-read floor: the touched experts' slices on one rank
+moe_routed_floor = experts_touched / ep * 3 * d * I_exp / K_e * b_w / B_hbm
+moe_routed = 2 * t_kern + sp.Max(moe_routed_compute, moe_routed_floor)
+#: router and shared experts: GEMMs of all m tokens
+moe_router_shared = gemms(shapes_router) + sp.Piecewise((0, sp.Eq(E_sh, 0)),
+                                                       (gemms(shapes_shared), True))
+#: expert-parallel dispatch and combine: each rank sends its tokens' copies to the others
+moe_all_to_all = sp.Piecewise(
+    (0, sp.Le(ep, 1)),
+    (2 * (t_lat + m_all * k_top * d * b_act * (ep - 1) / ep / busbw), True))
+
+# ---------------------------------------------------------------- attention kernel
+#: attention-kernel efficiency at sequence length T, fraction of P_a
+eta_attention = eta_a * T / (T + T_a)
+#: attention scores and values of n_seq sequences of T tokens, heads split K_d ways, s
+t_attention = (n_seq * D.flops_attention * (T + T_a) / (K_d * eta_a * T * P_a)
+               + (L_full + L_win) * t_kern)
+
+# ---------------------------------------------------------------- LM head for the first token
+#: one logit row per sequence; its weight is read once
+t_lm_head = gemm(n_seq, d, V / K_d)
+
+# ---------------------------------------------------------------- whole model
+L_all = L_full + L_win
+
+
+def _model(attn_proj, rope_elements):
+    parts = {
+        "gemm_s": L_all * attn_proj + L_dense * mlp_dense,
+        "nongemm_s": (L_dense * nongemm_layer(rope_elements, act_elements_dense)
+                      + L_moe * nongemm_layer(rope_elements, act_elements_moe,
+                                              permute_elements_moe)),
+        "attention_s": t_attention,
+        "allreduce_s": (L_all * allreduce(K_d) + L_dense * allreduce(K_d)
+                        + L_moe * allreduce(K_e)),
+        "moe_s": L_moe * (moe_routed + moe_router_shared + moe_all_to_all),
+        "lm_head_s": t_lm_head,
+    }
+    return parts
+
+
+#: the parts of the calibrated prefill time (s), GQA/MHA/MQA models
+parts_gqa = _model(attn_proj_gqa, rope_elements_gqa)
+#: the same, MLA models
+parts_mla = _model(attn_proj_mla, rope_elements_mla)
+#: calibrated prefill time, s
+t_prefill_gqa = sp.Add(*parts_gqa.values())
+t_prefill_mla = sp.Add(*parts_mla.values())
+
+
+#: weight-read floor of the whole prefill, s (informative; every GEMM already takes its max)
+_floor_moe = moe_routed_floor + floors(shapes_router) + sp.Piecewise(
+    (0, sp.Eq(E_sh, 0)), (floors(shapes_shared), True))
+_floor_rest = L_dense * floors(shapes_mlp_dense) + L_moe * _floor_moe + floors([(d, V / K_d)])
+weights_floor_gqa = L_all * floors(shapes_attn_gqa) + _floor_rest
+weights_floor_mla = L_all * _mla(floors) + _floor_rest
+

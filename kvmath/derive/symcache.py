@@ -1,0 +1,174 @@
+"""SymPy's solve, simplify, integrate and simultaneous subs, remembered by their inputs across processes.
+
+The derivations (kvmath/derive/*.py) solve and simplify at import. The answer path never imports
+them (it runs kvmath/_generated/numeric.py), but every book chapter and test does, and the same inputs
+give the same result: each result is stored under a hash of the function name, the inputs'
+``srepr`` (symbols with their assumptions) and the SymPy version, in ``$KVMATH_CACHE``
+(default ``~/.cache/kvmath``). A changed derivation is a new key, so a stored result is never
+stale; an unreadable or unwritable cache only costs the time of the computation.
+
+The cache cannot run code (issue 20: it was a pickle, and a crafted file ran code on import):
+it is JSON holding each result's ``srepr``, read back by :func:`parse_srepr`, which builds only
+SymPy objects from literals (no ``eval``). It is used only when the file and its directory
+belong to this user and no one else may write them, so another user cannot plant values.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+import stat
+from pathlib import Path
+
+import sympy as sp
+
+_DIR = Path(os.environ.get("KVMATH_CACHE") or Path.home() / ".cache" / "kvmath")
+_FILE = _DIR / f"sympy-{sp.__version__}.json"
+_FORMAT = 1
+_store = None
+
+
+class UnsafeCache(ValueError):
+    """A stored result that is not a plain SymPy expression (or list, tuple, dict of them)."""
+
+
+def _constructors():
+    """The SymPy classes a stored srepr may call: SymPy's own Basic subclasses (those its
+    modules define, ExprCondPair and the relationals included), by name."""
+    out, todo = {}, [sp.Basic]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.__module__.startswith("sympy.") and not cls.__name__.startswith("_"):
+            out.setdefault(cls.__name__, cls)
+    out["Function"] = sp.Function  # undefined functions: Function('f')(x)
+    return out
+
+
+_CALLABLE = _constructors()
+#: the constructors whose first argument is text in an srepr: a name, or a Float's digits
+_NAMED = (sp.Symbol, sp.Dummy, sp.Wild, sp.Function, sp.Float)
+_DIGITS = re.compile(r"-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?|[-+]?inf|nan")
+#: SymPy's named constants an srepr writes bare (pi, E, oo, zoo, nan, I, true, false)
+_CONSTANTS = {n: getattr(sp, n) for n in ("pi", "E", "oo", "zoo", "nan", "I", "EulerGamma",
+                                          "true", "false")}
+
+
+def parse_srepr(text):
+    """The SymPy object of an ``srepr`` string, built from its syntax tree: calls of SymPy
+    classes on literals, symbols' assumptions as keyword literals, lists, tuples and dicts.
+    Anything else (an attribute, a name that is not a SymPy class, a lambda) raises
+    :class:`UnsafeCache` before anything is called."""
+    def build(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool,
+                                                                      type(None))):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and \
+                isinstance(node.operand, ast.Constant) and isinstance(node.operand.value, (int, float)):
+            return -node.operand.value
+        if isinstance(node, ast.Name) and node.id in _CONSTANTS:
+            return _CONSTANTS[node.id]
+        if isinstance(node, ast.List):
+            return [build(e) for e in node.elts]
+        if isinstance(node, ast.Tuple):
+            return tuple(build(e) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            return {build(k): build(v) for k, v in zip(node.keys, node.values)}
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id in _CALLABLE:
+                func = _CALLABLE[node.func.id]
+            elif isinstance(node.func, ast.Call):  # Function('f')(x)
+                func = build(node.func)
+                if not isinstance(func, sp.core.function.UndefinedFunction):
+                    raise UnsafeCache("a call of something that is not a SymPy function")
+            else:
+                raise UnsafeCache(f"a call of {ast.dump(node.func)[:60]}")
+            kwargs = {}
+            for kw in node.keywords:
+                value = build(kw.value)
+                if kw.arg is None or not isinstance(value, (bool, int)):
+                    raise UnsafeCache("a keyword that is not a literal assumption")
+                kwargs[kw.arg] = value
+            args = [build(a) for a in node.args]
+            # text reaches only the constructors that take a name or digits as text: any other
+            # SymPy function would sympify a string, which evaluates it as Python
+            named = func in _NAMED and len(args) >= 1 and isinstance(args[0], str)
+            if any(isinstance(a, str) for a in args[1 if named else 0:]):
+                raise UnsafeCache(f"text given to {getattr(func, '__name__', func)}")
+            if named and func is sp.Float and not _DIGITS.fullmatch(args[0]):
+                raise UnsafeCache("a Float whose text is not a number")
+            return func(*args, **kwargs)
+        raise UnsafeCache(f"{type(node).__name__} is not part of an srepr")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError) as exc:
+        raise UnsafeCache(f"not an srepr ({exc})") from None
+    return build(tree.body)
+
+
+def _private(path):
+    """Whether path is this user's and no one else may write it (group or others)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return (not hasattr(os, "getuid") or st.st_uid == os.getuid()) and \
+        not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _load():
+    if not (_private(_DIR) and _private(_FILE)):
+        return {}
+    try:
+        data = json.loads(_FILE.read_text(encoding="utf-8"))
+        if data.get("format") != _FORMAT or data.get("sympy") != sp.__version__:
+            return {}
+        return {key: parse_srepr(text) for key, text in data["entries"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return {}  # missing, truncated, unsafe or from another SymPy: start afresh
+
+
+def _save(key, value):
+    try:
+        if _DIR.exists() and not _private(_DIR):
+            return  # a directory others may write: never store there
+        stored = {}
+        if _private(_FILE):
+            try:
+                stored = json.loads(_FILE.read_text(encoding="utf-8")).get("entries", {})
+            except (OSError, ValueError, AttributeError):
+                stored = {}
+        stored = {**stored, key: sp.srepr(value)}  # keep what other processes stored meanwhile
+        _DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = _FILE.with_name(f"{_FILE.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"format": _FORMAT, "sympy": sp.__version__, "entries": stored}, f)
+        os.replace(tmp, _FILE)
+    except (OSError, TypeError, ValueError):
+        pass
+
+
+def _remembered(fn):
+    def call(*args):
+        global _store
+        if _store is None:
+            _store = _load()
+        key = hashlib.sha256(f"{fn.__name__}{sp.srepr(args)}".encode()).hexdigest()
+        if key not in _store:
+            _store[key] = fn(*args)
+            _save(key, _store[key])
+        return _store[key]
+    call.__name__, call.__doc__ = fn.__name__, f"sympy.{fn.__name__}, remembered by its inputs."
+    return call
+
+
+def subs_simultaneous(expr, mapping):
+    """expr.subs(mapping, simultaneous=True): slow where the result has Max/Min to compare."""
+    return expr.subs(mapping, simultaneous=True)
+
+
+solve, simplify, integrate = (_remembered(f) for f in (sp.solve, sp.simplify, sp.integrate))
+subs = _remembered(subs_simultaneous)

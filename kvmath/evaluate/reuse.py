@@ -1,0 +1,632 @@
+"""Numbers for the reuse condition and the tier design (lambdified :mod:`kvmath.derive.reuse`).
+
+Money is in US dollars from ``kvmath/data/prices.csv``; capacity is priced as capex
+amortised over the months in that table. Pause distributions come from
+``kvmath/data/pauses.csv``.
+"""
+from __future__ import annotations
+
+import copy
+import datetime
+import math
+from functools import lru_cache
+from types import MappingProxyType
+
+import numpy as np
+
+from kvmath.evaluate.compare import ScenarioError, choose_layout, compare, min_tp, node_tp, numeric_of, path_values
+from kvmath.tables.rows import Tier, bundled, gpu_prices, prices
+from kvmath.tables.rows import node_drive, node_nvme_tier, plan_defaults
+
+SECONDS_PER_MONTH = 365.25 * 86400 / 12
+#: the TTL at which "keep until return" (an infinite TTL) is evaluated: every pause is over, s
+KEEP_HORIZON_S = 1e12
+#: which price prices a tier's capacity
+TIER_MEDIUM = {"host-dram": "ddr5", "rdma": "ddr5"}  # other tiers' names start with nvme
+
+
+def rfn(name):
+    """The lambdified version of ``kvmath.derive.reuse.<name>``."""
+    return numeric_of("kvmath.derive.reuse", name)
+
+
+@lru_cache(maxsize=512, typed=True)
+def _compared(model, gpu, tier, tokens, tp, compute_dtype, engine=None, resume_rate=None):
+    """:func:`kvmath.evaluate.compare.compare` of one scenario, once per process and read-only: a plan,
+    and each step of the search for its compute limit, ask for the same few scenarios.
+    resume_rate: reloads per second from the tier (compare's --resume-rate)."""
+    return MappingProxyType(compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype,
+                                    engine=engine, resume_rate=resume_rate))
+
+
+def saved_s(r, reload_s=None):
+    """Seconds one reuse saves on each GPU: the difference of the times to first token of a
+    compare() result (the request's own costs, paid either way, cancel), with the reload of
+    another tier of the same scenario (reload_s) if given."""
+    reload_s = r["reload_s"] if reload_s is None else reload_s
+    return r["ttft_recompute_s"] - r["request_s"] - reload_s
+
+
+def tier_read_bytes(r, tier_name):
+    """Bytes one resume reads from a tier of a compare() result: every rank's copy from host
+    memory unless the engine reads once (each rank loads the shared slot), the stored bytes from
+    a drive."""
+    return r["kv_bytes_stored"] if tier_name != "host-dram" else (
+        r["node_hop_copies"] * r["kv_bytes_unique"])
+
+
+def pause_values(pause):
+    """Substitution values of a pause distribution (exp: lambda; lognormal: mu, sigma) and p."""
+    if pause.distribution == "exponential":
+        return {"lambda": math.log(2) / pause.median_s, "p": pause.return_probability}
+    return {"mu": math.log(pause.median_s), "sigma": pause.sigma, "p": pause.return_probability}
+
+
+def _kind(pause):
+    return "exp" if pause.distribution == "exponential" else "logn"
+
+
+def price_rows(overrides=()):
+    """prices.csv's rows by name, with ``overrides`` (((name, Price row), ...): a user's prices
+    file or price flags) in place of the bundled rows they name."""
+    return {**prices(), **dict(overrides)}
+
+
+def tier_prices(tier_name, drive=None, overrides=()):
+    """(c_cap in $ per byte-second, c_wear in $ per byte written) of a tier.
+
+    NVMe wear spreads the price of a byte of drive over the drive's rated lifetime writes
+    (DWPD x warranty days) when the drive model is known, else over the assumed lifetime
+    writes in prices.csv.
+    """
+    pr = {k: p.value for k, p in price_rows(overrides).items()}
+    months = pr["amortisation_months"]
+    if tier_name.startswith("nvme"):
+        per_byte = pr["nvme_usd_per_GB"] / 1e9
+        lifetime = drive.lifetime_drive_writes if drive else pr["nvme_drive_writes_lifetime"]
+        return per_byte / (months * SECONDS_PER_MONTH), per_byte / lifetime
+    return pr["ddr5_usd_per_GB"] / 1e9 / (months * SECONDS_PER_MONTH), 0.0
+
+
+def gpu_second_price(gpu, usd_per_gpu_hour=None):
+    """$ per GPU-second of a GPU (a Gpu row or its name): the given hourly price, else the
+    GPU's own listed price (gpu_prices.csv); ScenarioError when it has none."""
+    if usd_per_gpu_hour is not None:
+        return usd_per_gpu_hour / 3600
+    name = getattr(gpu, "name", gpu)
+    row = gpu_prices().get(name)
+    if row is None:
+        raise ScenarioError(f"no GPU-hour price for {name} in gpu_prices.csv; pass --gpu-price "
+                            "(USD per GPU-hour)")
+    return row.usd_per_gpu_hour / 3600
+
+
+def prices_used(gpu, tier_names, usd_per_gpu_hour=None, overrides=()):
+    """{what: observed date} of the bundled prices an answer uses: the GPU's hour (unless one
+    was given) and the holding price of each tier (host DRAM or NVMe; HBM costs nothing)."""
+    out = {}
+    if usd_per_gpu_hour is None:
+        name = getattr(gpu, "name", gpu)
+        if name in gpu_prices():
+            out[f"{name} GPU-hour"] = gpu_prices()[name].observed
+    pr = price_rows(overrides)
+    for t in tier_names:
+        key = "nvme_usd_per_GB" if t.startswith("nvme") else (
+            "ddr5_usd_per_GB" if t != "hbm" else None)
+        if key:
+            out[key] = pr[key].observed
+    return out
+
+
+def _iso(used):
+    return {k: (str(d) if d is not None else None) for k, d in used.items()}
+
+
+def price_warnings(used, today=None):
+    """One line per price in ``used`` ({what: observed date or ISO text}) observed more than
+    plan_defaults.csv's price_stale_after_days before ``today`` (default: the day it runs)."""
+    from kvmath.tables.rows import plan_defaults
+    today = today or datetime.date.today()
+    limit = plan_defaults()["price_stale_after_days"].value
+    used = {k: datetime.date.fromisoformat(str(d)) if d is not None else None
+            for k, d in used.items()}
+    return [f"price {what} was observed on {day.isoformat()}, {(today - day).days} days ago "
+            f"(more than {limit:g}): check it, or pass your own" for what, day in used.items()
+            if day is not None and (today - day).days > limit]
+
+
+def cdf(pause, tau):
+    return rfn(f"F_{_kind(pause)}").take({**pause_values(pause), "tau": tau})
+
+
+def held_caches(pause, tau, resume_rate):
+    """Caches held at once with TTL tau (Little's law)."""
+    return rfn(f"held_{_kind(pause)}").take({**pause_values(pause), "tau": tau, "r": resume_rate})
+
+
+def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtype=None,
+          c_cap=None, drive=None, engine=None, price_overrides=()):
+    """Break-even return probability and the best TTL for offloading one conversation.
+
+    c_cap: price of holding a byte for a second ($); default the tier's amortised purchase
+    price (a node being built); pass :func:`opportunity_price` for a node already bought.
+    price_overrides: ((name, Price row), ...) in place of prices.csv's rows they name.
+    """
+    r = compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype, engine=engine)
+    tp = r["tp"]
+    saving = r["gpus"] * saved_s(r)  # GPU-seconds one reuse saves
+    c_cap_buy, c_wear = tier_prices(tier.name, drive, price_overrides)
+    c_cap = c_cap_buy if c_cap is None else c_cap
+    v = {**pause_values(pause), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(gpu, gpu_price),
+         "c_cap": c_cap, "c_wear": c_wear, "Q": r["kv_bytes_stored"]}
+    kind = _kind(pause)
+    value = rfn(f"value_{kind}")
+    out = {"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "tp": tp,
+           "compute_dtype": r["compute_dtype"], "engine": r["engine"], "pause": pause.name,
+           "kv_bytes": r["kv_bytes_stored"], "recompute_s": r["recompute_s"],
+           "reload_s": r["reload_s"], "saving_gpu_s": saving,
+           "saving_usd": saving * v["c_gpu"], "gpu_usd_per_hour": v["c_gpu"] * 3600,
+           "prices_observed": _iso(prices_used(gpu, [tier.name], gpu_price, price_overrides)),
+           "capacity_usd_per_byte_s": c_cap,
+           "write_usd_per_byte": c_wear, "return_probability": pause.return_probability}
+    if saving <= 0:
+        out.update(ttl_s=0.0, p_breakeven=None, offload_can_pay=False, value_usd=0.0,
+                   hit_probability=0.0, verdict="do not offload: reload is not faster than recompute")
+        return out
+    tau = best_ttl(value, v, kind)
+    at = {**v, "tau": tau if math.isfinite(tau) else KEEP_HORIZON_S}
+    pays = tau > 0 and float(value.take(at)) > 0
+    # no TTL pays: the best choice is not to write the cache at all (TTL 0, value 0)
+    out["ttl_s"] = tau if pays else 0.0
+    out["hit_probability"] = float(rfn(f"F_{kind}").take(at)) if pays else 0.0
+    out["value_usd"] = float(value.take(at)) if pays else 0.0
+    p_star = breakeven_p(kind, v)
+    out["p_breakeven"] = p_star if p_star <= 1 else None
+    out["offload_can_pay"] = p_star <= 1  # False: not even p = 1 repays holding and writing
+    out["verdict"] = ("offload" if pays else "do not offload" if p_star <= 1 else
+                      "do not offload: holding and writing the cache cost more than the saving "
+                      "even if every conversation returns")
+    return out
+
+
+def breakeven_p(kind, v):
+    """The least return probability at which some TTL makes offloading pay.
+
+    The value is linear in p, so at each TTL one p sets it to zero (``p_breakeven_<kind>``);
+    the break-even is that p minimised over the TTL (above 1: no p pays). The minimum is found on
+    a grid of TTLs from 10 ms to 3 years, then refined by golden section on log TTL.
+    """
+    p_at = rfn(f"p_breakeven_{kind}")
+
+    def at(log_tau):  # p >= 0 wherever it is defined (0 when holding and writing are free); at
+        # the shortest TTLs the denominator cancels to 0 or below in floating point: no p pays
+        with np.errstate(all="ignore"):  # overflow at the longest TTLs is p = inf too
+            p = np.asarray(p_at.take({**v, "tau": np.exp(log_tau)}), dtype=float)
+        return np.where(np.isfinite(p) & (p >= 0), p, np.inf)
+    log_taus = np.linspace(math.log(1e-2), math.log(1e8), 4001)
+    i = int(np.argmin(at(log_taus)))
+    lo, hi = log_taus[max(i - 1, 0)], log_taus[min(i + 1, len(log_taus) - 1)]
+    g = (math.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = at(a), at(b)
+    for _ in range(60):  # golden section: the bracket shrinks by 0.618 a step
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = at(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = at(b)
+    return float(min(fa, fb, at(log_taus[i])))
+
+
+def best_ttl(value, v, kind):
+    """TTL (s) maximising the expected net value; closed form for the exponential pause."""
+    if kind == "exp":
+        if v["p"] < 1 and v["c_cap"] > 0:
+            try:
+                roots = [f.take(v) for f in rfn("tau_opt_exp")]
+            except (ZeroDivisionError, OverflowError):  # holding too cheap to price: as below
+                roots = None
+            if roots is not None:
+                roots = [float(t.real) if isinstance(t, complex) else float(t) for t in roots]
+                roots = [t for t in roots if math.isfinite(t) and t > 0]
+                return roots[0] if roots else 0.0
+        # every conversation returns, or holding costs nothing: the value's slope keeps one sign
+        return math.inf if rfn("dvalue_exp").take({**v, "tau": 1.0}) > 0 else 0.0
+    taus = np.geomspace(1e-2, 1e8, 4001)
+    vals = value.take({**v, "tau": taus})
+    i = int(np.argmax(vals))
+    if vals[i] <= 0 and i == 0:
+        return 0.0
+    lo, hi = taus[max(i - 1, 0)], taus[min(i + 1, len(taus) - 1)]
+    d = rfn("dvalue_logn")
+    for _ in range(100):  # bisection on the first-order condition
+        mid = math.sqrt(lo * hi)
+        if d.take({**v, "tau": mid}) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)
+
+
+def ttl_filling(pause, resume_rate, kv_bytes, capacity_bytes, start_tau=0.0):
+    """Largest TTL whose caches, aged from start_tau to it, fit in capacity_bytes (s)."""
+    base = held_caches(pause, start_tau, resume_rate) if start_tau > 0 else 0.0
+    held, values = rfn(f"held_{_kind(pause)}"), {**pause_values(pause), "r": resume_rate}
+
+    def used(t):  # held_caches, with the function and the pause's values looked up once
+        values["tau"] = t
+        return (held.take(values) - base) * kv_bytes
+    lo, hi = max(start_tau, 1e-6), max(start_tau, 1.0) * 2
+    if used(lo) >= capacity_bytes:
+        return start_tau
+    while used(hi) < capacity_bytes:
+        hi *= 2
+        if hi > 1e12:
+            return math.inf
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if mid == lo or mid == hi:  # lo and hi are adjacent floats: nothing can change now
+            break
+        if used(mid) < capacity_bytes:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _nvme_bandwidths(node, gpu, drive):
+    """(read, write) bandwidth of the node's NVMe tier, B/s: its drives striped, then host
+    DRAM and the GPUs' host links (node-shared hops split over the node's GPUs)."""
+    cat = bundled()
+    base = cat.tiers["nvme"]
+    drive_link = cat.links[node.nvme_drive_link]
+    rest = Tier("nvme-path", "", tuple(h for h in base.hops if h.link != base.hops[0].link))
+    rest_bw = path_values(rest, gpu, node.gpus)[0] * node.gpus
+    per_drive = (drive.read_Bps, drive.write_Bps) if drive else (drive_link.bandwidth_Bps,) * 2
+    eff = drive_link.efficiency
+    return tuple(min(rest_bw, node.nvme_drives * b * eff) for b in per_drive)
+
+
+def _cdf_or(pause, tau, at_zero, at_inf):
+    if not tau > 0:
+        return at_zero
+    return cdf(pause, tau) if math.isfinite(tau) else at_inf
+
+
+def hbm_tier_capacity(node, gpu, model, tp, kv_batch_bytes, batch_seqs, utilisation, reserve,
+                      weight_dtype=None):
+    """HBM the paused caches may use (B; negative when the running batch does not fit);
+    weights in weight_dtype (default: the model's)."""
+    return float(rfn("hbm_tier_bytes").take({
+        "N_gpus": node.gpus, "C_hbm": gpu.hbm_capacity_bytes, "u_hbm": utilisation,
+        "a_act": reserve, "W_bytes": _weights_bytes(model, weight_dtype), "K": tp, "n_batch": batch_seqs,
+        "Q_batch": kv_batch_bytes}))
+
+
+def _cache_cap(wanted, held, what, medium, node, source=None):
+    """The bytes an engine caches in a medium: what its settings give (None: all the node
+    holds), refused when beyond what the node holds, naming where the size came from."""
+    if wanted is None:
+        return float(held)
+    if wanted > held * (1 + 1e-12):
+        raise ScenarioError(f"{source + ': ' if source else ''}the engine's {what} of "
+                            f"{wanted:.4g} B exceeds node {node.name}'s {medium} of {held:.4g} B")
+    return float(wanted)
+
+
+def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_seqs=None,
+                    batch_context=None, gpu_memory_utilization=None, activation_reserve=None,
+                    writes_within_rating=False, host_cache_bytes=None, disk_cache_bytes=None,
+                    host_cache_hbm_ratio=None, cache_source=None):
+    """Capacity (B) and read/write bandwidth (B/s, node totals) of a node's KV tiers, the one
+    source for both the analytic plan (:func:`tier_plan`) and the trace replay
+    (:func:`kvmath.traces.replay.node_tiers`).
+
+    HBM: what :func:`hbm_tier_capacity` leaves after the activation reserve, the weights and
+    the running batch (batch_seqs sequences of batch_context tokens; defaults in
+    plan_defaults.csv), moved at the GPUs' HBM bandwidth. Host DRAM: the node's DRAM over
+    the host-dram path. NVMe: the drive array, read and write bandwidth from drives.csv
+    (capped by the host path), and with writes_within_rating the write bandwidth capped at
+    the drives' rated drive writes per day.
+
+    The engine's own sizes (``--engine-config``, ``--host-cache-bytes``, ``--disk-cache-bytes``,
+    node totals in B) cap the host DRAM and the drives it caches KV in; ``disk_cache_bytes``
+    0 means no NVMe tier; ``host_cache_hbm_ratio`` sizes host DRAM as that multiple of the
+    HBM left for KV with no running batch (SGLang's --hicache-ratio). A size beyond what the
+    node holds is refused.
+    """
+    cat = bundled()
+    gpu = gpu or cat.gpus[node.gpu]
+    tp = tp or node_tp(model, node.gpus)
+    if tp > node.gpus:
+        raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+    d = plan_defaults()
+    util = gpu_memory_utilization or d["gpu_memory_utilization"].value
+    reserve = d["activation_reserve_fraction"].value if activation_reserve is None \
+        else activation_reserve
+    batch_seqs = d["batch_seqs"].value if batch_seqs is None else batch_seqs
+    if batch_seqs and not batch_context:
+        raise ScenarioError("a running batch needs its context length (batch_context tokens)")
+    if batch_seqs and batch_context > model.max_context_tokens:
+        raise ScenarioError(f"--batch-context {batch_context:,} exceeds {model.name}'s context "
+                            f"window of {model.max_context_tokens:,} tokens: no running "
+                            "sequence is that long")
+    drive = node_drive(node)
+    q_batch = (_compared(model, gpu, cat.tiers["host-dram"], batch_context, tp,
+                         compute_dtype)["kv_bytes"] if batch_seqs else 0.0)
+    weight_dtype = choose_layout(model, gpu, tp=tp, compute_dtype=compute_dtype, check_fit=False).weight_dtype
+    hbm = hbm_tier_capacity(node, gpu, model, tp, q_batch, batch_seqs, util, reserve, weight_dtype)
+    dram_bw = path_values(cat.tiers["host-dram"], gpu, node.gpus)[0] * node.gpus
+    nvme_read, nvme_write = _nvme_bandwidths(node, gpu, drive) if node.nvme_drives else (0.0, 0.0)
+    if writes_within_rating and drive and node.nvme_drives:  # admit only what the rating allows
+        nvme_write = min(nvme_write, float(rfn("endurance_write_budget").take({
+            "DWPD_rated": drive.drive_writes_per_day, "n_drives": node.nvme_drives,
+            "C_drive": node.nvme_drive_bytes})))
+    hbm_bw = gpu.hbm_bandwidth_Bps * node.gpus
+    if host_cache_hbm_ratio is not None:  # the host pool as a multiple of the device KV pool
+        pool = hbm_tier_capacity(node, gpu, model, tp, 0.0, 0, util, reserve, weight_dtype)
+        host_cache_bytes = host_cache_hbm_ratio * max(pool, 0.0)
+    host_source, disk_source = cache_source or (None, None)  # where each size came from
+    host = _cache_cap(host_cache_bytes, node.host_dram_bytes, "host cache", "DRAM", node,
+                      host_source)
+    tiers = {"hbm": {"capacity_bytes": max(hbm, 0.0), "read_Bps": hbm_bw, "write_Bps": hbm_bw},
+             "host-dram": {"capacity_bytes": host, "read_Bps": dram_bw, "write_Bps": dram_bw}}
+    if node.nvme_drives and disk_cache_bytes != 0:
+        tiers["nvme"] = {"capacity_bytes": _cache_cap(
+                             disk_cache_bytes, node.nvme_drives * node.nvme_drive_bytes,
+                             "disk cache", "drives", node, disk_source),
+                         "read_Bps": nvme_read, "write_Bps": nvme_write}
+    elif disk_cache_bytes and not node.nvme_drives:
+        raise ScenarioError(f"a disk cache of {disk_cache_bytes:.4g} B on node {node.name}, "
+                            "which has no NVMe drives")
+    return {"tiers": tiers, "drive": drive, "gpu": gpu, "tp": tp, "hbm_free_bytes": hbm,
+            "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
+            "batch_seqs": batch_seqs, "batch_context_tokens": batch_context,
+            "batch_seq_kv_bytes": q_batch}
+
+
+def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, compute_dtype=None,
+              batch_seqs=None, batch_context=None, gpu_memory_utilization=None,
+              activation_reserve=None, gpu_price=None, writes_within_rating=False,
+              find_limit=True, engine=None, price_overrides=(), host_cache_bytes=None,
+              disk_cache_bytes=None, host_cache_hbm_ratio=None, cache_source=None,
+              at_load=True):
+    """Which tier holds which caches, the traffic each carries, and whether the node can run it.
+
+    Caches cascade by age: HBM (after the activation reserve, weights and the running batch)
+    holds the youngest, host DRAM the next, the NVMe array the oldest; a cache older than
+    the last tier's TTL is recomputed. A tier short of bandwidth admits only the share of
+    caches its reads and writes can carry together (time-shared); the rest are dropped,
+    counted and recomputed. Defaults of the HBM reserve and batch: kvmath/data/plan_defaults.csv.
+    """
+    args = (node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
+            batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
+            writes_within_rating, find_limit, engine, tuple(price_overrides), host_cache_bytes,
+            disk_cache_bytes, host_cache_hbm_ratio, cache_source, at_load)
+    try:
+        hash(args)
+    except TypeError:  # an input that cannot be remembered: plan it afresh
+        return _tier_plan.__wrapped__(*args)
+    return copy.deepcopy(_tier_plan(*args))  # the caller's own copy of the remembered plan
+
+
+@lru_cache(maxsize=1024, typed=True)
+def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
+               batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
+               writes_within_rating, find_limit, engine=None, price_overrides=(),
+               host_cache_bytes=None, disk_cache_bytes=None, host_cache_hbm_ratio=None,
+               cache_source=None, at_load=True):
+    """:func:`tier_plan`, once per process for each set of inputs (the rows and frozen tables
+    fix the plan): a chapter asks for the same plans in several places, and a sweep of the
+    NVMe tier's value for the plans a sweep of the plans already made."""
+    cat = bundled()
+    gpu = gpu or cat.gpus[node.gpu]
+    tp = tp or node_tp(model, node.gpus)
+    if tp > node.gpus:
+        raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+    base = _compared(model, gpu, cat.tiers["host-dram"], tokens, tp, compute_dtype, engine)
+    compute_dtype = base["compute_dtype"]
+    q = base["kv_bytes_stored"]  # what one cache occupies and writes in host memory or drives
+    q_hbm = base["kv_bytes"]  # in HBM every rank holds its own copy
+    if not math.isfinite(resume_rate * q * 86400 / pause.return_probability):
+        raise ScenarioError(f"--resume-rate {resume_rate:g} overflows the plan's traffic "
+                            "(expected a rate whose bytes per second are finite)")
+    nc = node_capacities(node, model, gpu=gpu, tp=tp, compute_dtype=compute_dtype,
+                         batch_seqs=batch_seqs, batch_context=batch_context or tokens,
+                         gpu_memory_utilization=gpu_memory_utilization,
+                         activation_reserve=activation_reserve,
+                         writes_within_rating=writes_within_rating,
+                         host_cache_bytes=host_cache_bytes, disk_cache_bytes=disk_cache_bytes,
+                         host_cache_hbm_ratio=host_cache_hbm_ratio, cache_source=cache_source)
+    util, reserve, batch_seqs = nc["gpu_memory_utilization"], nc["activation_reserve_fraction"], \
+        nc["batch_seqs"]
+    batch_context, q_batch, hbm, drive = nc["batch_context_tokens"], nc["batch_seq_kv_bytes"], \
+        nc["hbm_free_bytes"], nc["drive"]
+    capacities = {name: t["capacity_bytes"] for name, t in nc["tiers"].items()}
+    bandwidths = {name: (t["read_Bps"], t["write_Bps"]) for name, t in nc["tiers"].items()}
+    bandwidths["hbm"] = (math.inf, math.inf)  # a hit in HBM moves nothing
+    c_gpu = gpu_second_price(gpu, gpu_price)
+    rows, tau_prev = [], 0.0
+    for name, cap in capacities.items():
+        if name == "nvme" and not node.nvme_drives:
+            break
+        q_tier = q_hbm if name == "hbm" else q
+        tau = ttl_filling(pause, resume_rate, q_tier, cap, tau_prev)
+        f_prev = _cdf_or(pause, tau_prev, 0.0, 1.0)
+        f_now = _cdf_or(pause, tau, 0.0, 1.0)
+        tier_name = "host-dram" if name == "hbm" else name
+        # a hit on the node's drives reloads over their own path (count and model), not the
+        # bundled eight-drive tier
+        path = node_nvme_tier(node) if name == "nvme" else cat.tiers[tier_name]
+        r = _compared(model, gpu, path, tokens, tp, compute_dtype, engine)
+        b_read, b_write = bandwidths[name]
+        row = {"tier": name, "capacity_bytes": cap, "caches_held": cap / q_tier,
+               "ttl_from_s": tau_prev, "ttl_to_s": tau,
+               "resume_fraction_by_capacity": f_now - f_prev,
+               "read_bandwidth_Bps": b_read, "bandwidth_Bps": b_read,
+               "write_bandwidth_Bps": b_write,
+               # an HBM hit moves nothing but still runs the request's one-token forward pass
+               "reload_s": r["reload_step_s"] if name == "hbm" else r["reload_s"]}
+        if name == "hbm":  # a hit in HBM moves nothing and nothing is written to it
+            row.update(resume_fraction=f_now - f_prev, read_Bps=0.0, write_Bps=0.0,
+                       read_demand_Bps=0.0, write_demand_Bps=0.0, dropped_write_Bps=0.0,
+                       headroom=math.inf, admitted_fraction=1.0)
+        else:
+            at = {"r": resume_rate, "p": pause.return_probability, "Q": q,
+                  "Q_r": tier_read_bytes(r, tier_name), "F_lo": f_prev,
+                  "F_hi": f_now, "B_tier": b_read, "B_write": b_write}
+            reads = float(rfn("tier_reads").take(at))
+            admitted = float(rfn("tier_admitted").take(at))
+            carried = float(rfn("tier_writes_carried").take(at))
+            row.update(resume_fraction=float(rfn("tier_served").take(at)),
+                       read_Bps=reads * admitted, write_Bps=min(carried, b_write),
+                       read_demand_Bps=reads,
+                       write_demand_Bps=float(rfn("tier_writes").take(at)),
+                       dropped_write_Bps=float(rfn("tier_writes_dropped").take(at)),
+                       headroom=float(rfn("tier_headroom").take(at)), admitted_fraction=admitted)
+            # a reload shares the tier's path with the traffic in flight at the stated load:
+            # this tier's own resumes, resume_rate x its share, and the offload writes it
+            # carries, counted as that many more reloads' bytes (compare --resume-rate of them)
+            rate = resume_rate * row["resume_fraction"]
+            row["reload_resumes_per_s"] = rate
+            row["reload_load_from"] = "no resumes reach it"
+            if rate > 0 and at_load and row["headroom"] >= 1:
+                traffic = (row["read_Bps"] + row["write_Bps"]) / max(row["read_Bps"], 1e-300)
+                row["reload_load_per_s"] = rate * traffic  # compare --resume-rate of it
+                try:
+                    loaded = _compared(model, gpu, path, tokens, tp, compute_dtype, engine,
+                                       rate * traffic)
+                    row["reload_s"] = loaded["reload_s"]
+                    row["reload_load_from"] = "the tier's own resumes and offload writes"
+                except ScenarioError:  # that traffic fills the path
+                    row["reload_load_from"] = ("saturated: its traffic fills the path, so a "
+                                               "reload waits without bound (reload_s: every "
+                                               "replica at once, a floor)")
+            elif rate > 0 and row["headroom"] < 1:
+                row["reload_load_from"] = ("saturated: the tier admits only what its bandwidth "
+                                           "carries (reload_s: every replica at once, a floor)")
+            elif rate > 0:
+                row["reload_load_from"] = "every replica at once (not priced at the load)"
+        row["bandwidth_limited"] = row["headroom"] < 1
+        row.update(_endurance(name, node, drive, row["write_Bps"]))
+        c_buy, _ = tier_prices(tier_name, drive, price_overrides)
+        saving = tp * saved_s(base, row["reload_s"])
+        row["capacity_usd_per_byte_s_purchase"] = c_buy
+        row["capacity_usd_per_byte_s_opportunity"] = opportunity_price(
+            pause, tau, max(saving, 0.0), c_gpu, q_tier, resume_rate)
+        rows.append(row)
+        tau_prev = tau
+        if not math.isfinite(tau):
+            break
+    served = sum(row["resume_fraction"] for row in rows)
+    plan = {"model": model.name, "node": node.name, "gpu": gpu.name, "gpus": node.gpus,
+            "tp": tp, "tokens": tokens, "compute_dtype": compute_dtype,
+            "resume_rate_per_s": resume_rate, "pause": pause.name, "kv_bytes": q,
+            "kv_bytes_hbm": q_hbm, "engine": base["engine"],
+            "recompute_s": base["recompute_s"], "saved_by_hit_s": saved_s(base, 0.0),
+            "gpu_usd_per_hour": c_gpu * 3600,
+            "prices_observed": _iso(prices_used(gpu, [r["tier"] for r in rows], gpu_price,
+                                                price_overrides)),
+            "drive": drive.name if drive else None,
+            "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
+            "batch_seqs": batch_seqs, "batch_context_tokens": batch_context,
+            "batch_kv_bytes": batch_seqs * q_batch, "hbm_free_bytes": hbm,
+            "hbm_feasible": hbm >= 0, "writes_within_rating": writes_within_rating, "tiers": rows,
+            "recomputed_fraction": min(max(1 - served, 0.0), 1.0)}
+    plan.update(_compute(plan, node, tp))
+    plan["endurance_ok"] = all(t["endurance_ok"] is not False for t in rows)
+    plan["feasible"] = plan["hbm_feasible"] and plan["compute_feasible"] and plan["endurance_ok"]
+    if find_limit:
+        kw = dict(tp=tp, gpu=gpu, compute_dtype=compute_dtype, batch_seqs=batch_seqs,
+                  batch_context=batch_context, gpu_memory_utilization=util,
+                  activation_reserve=reserve, gpu_price=gpu_price, find_limit=False,
+                  writes_within_rating=writes_within_rating, engine=engine,
+                  price_overrides=price_overrides, host_cache_bytes=host_cache_bytes,
+                  disk_cache_bytes=disk_cache_bytes, host_cache_hbm_ratio=host_cache_hbm_ratio,
+                  cache_source=cache_source)
+        plan["compute_limit_resume_rate_per_s"] = compute_limit(node, model, tokens, pause, **kw)
+    return plan
+
+
+def _endurance(name, node, drive, write_Bps):
+    if name != "nvme":
+        return {"drive_writes_per_day": None, "drive_lifetime_years": None,
+                "endurance_ok": None}
+    at = {"W_carried": write_Bps, "n_drives": node.nvme_drives, "C_drive": node.nvme_drive_bytes}
+    dwpd = float(rfn("drive_writes_per_day").take(at))
+    if drive is None:
+        return {"drive_writes_per_day": dwpd, "drive_lifetime_years": None, "endurance_ok": None}
+    life = (float(rfn("drive_lifetime_years").take({**at, "DWPD_rated": drive.drive_writes_per_day,
+                                                     "Y_rated": drive.warranty_years}))
+            if write_Bps > 0 else math.inf)
+    return {"drive_writes_per_day": dwpd, "drive_lifetime_years": life,
+            "endurance_ok": dwpd <= drive.drive_writes_per_day}
+
+
+def _compute(plan, node, tp):
+    at = {"r": plan["resume_rate_per_s"], "f_rec": plan["recomputed_fraction"],
+          "t_rec": plan["recompute_s"], "K": tp, "N_gpus": node.gpus}
+    demand = float(rfn("prefill_demand").take(at))
+    return {"prefill_demand_gpu_s_per_s": demand, "compute_feasible": demand <= node.gpus}
+
+
+def compute_limit(node, model, tokens, pause, lo=1e-4, hi=1e6, **kw):
+    """Resume rate (per s) above which recomputing the misses needs more GPU-seconds per second
+    than the node has (demand grows with the rate); inf if not reached by hi."""
+    def over(rate):  # compute feasibility reads no reload time: not priced at the load
+        return not tier_plan(node, model, tokens, rate, pause, at_load=False,
+                             **kw)["compute_feasible"]
+    if not over(hi):
+        return math.inf
+    if over(lo):
+        return lo
+    for _ in range(40):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if over(mid) else (mid, hi)
+        if hi / lo < 1.001:
+            break
+    return math.sqrt(lo * hi)
+
+
+def opportunity_price(pause, tau, saving_gpu_s, c_gpu, kv_bytes, resume_rate):
+    """$ per byte-second a held cache costs on a node already bought: the GPU time saved by
+    the marginal hits one more byte would hold at the TTL edge tau (0 when tau is 0 or inf)."""
+    if not (tau > 0 and math.isfinite(tau)) or saving_gpu_s <= 0:
+        return 0.0
+    with np.errstate(over="ignore"):  # far past the pause, e^(lambda tau) overflows: the price is 0
+        return float(rfn(f"c_cap_opportunity_{_kind(pause)}").take({
+            **pause_values(pause), "tau": tau, "r": resume_rate, "Q": kv_bytes,
+            "S_gpu": saving_gpu_s, "c_gpu": c_gpu}))
+
+
+def _weights_bytes(model, weight_dtype=None):
+    from kvmath.evaluate.compare import architecture_values
+    v = architecture_values(model, weight_dtype=weight_dtype)
+    return v["N_tot"] * v["b_w"]
+
+
+def nvme_value(node, model, tokens, resume_rate, pause, tp=None, basis="purchase", **kw):
+    """Dollars per hour that the node's NVMe tier saves, net of its cost, and the plan.
+
+    basis "purchase": capacity at amortised purchase price plus wear (a node being built);
+    "fixed": the drives are already bought, only wear on bytes actually written is paid.
+    Wear is charged only on writes the drives carry, never on dropped ones.
+    """
+    plan = tier_plan(node, model, tokens, resume_rate, pause, tp, find_limit=False, **kw)
+    nv = next((t for t in plan["tiers"] if t["tier"] == "nvme"), None)
+    if nv is None:
+        return 0.0, plan
+    tp = plan["tp"]
+    c_cap, c_wear = tier_prices("nvme", node_drive(node), kw.get("price_overrides", ()))
+    value = rfn("tier_value_rate" if basis == "purchase" else "tier_value_rate_fixed").take({
+        "r": resume_rate, "p": pause.return_probability, "Q": plan["kv_bytes"],
+        "Q_r": plan["kv_bytes"], "F_lo": _cdf_or(pause, nv["ttl_from_s"], 0.0, 1.0),
+        "F_hi": _cdf_or(pause, nv["ttl_to_s"], 0.0, 1.0),
+        "B_tier": nv["read_bandwidth_Bps"], "B_write": nv["write_bandwidth_Bps"],
+        "S_gpu": tp * (plan["saved_by_hit_s"] - nv["reload_s"]),
+        "c_gpu": gpu_second_price(plan["gpu"], kw.get("gpu_price")), "c_cap": c_cap, "c_wear": c_wear,
+        "C_tier": nv["capacity_bytes"]})
+    return float(value) * 3600, plan

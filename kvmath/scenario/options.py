@@ -1,0 +1,338 @@
+"""Every option of every command, declared once.
+
+An :class:`Option` holds the flag, its kind (type and bounds), unit, help, default, the
+commands that take it, its scenario-file (TOML) key and whether the book's calculator has it
+(under the same name, with the form's words in ``label``). The argument parser of each
+command (:func:`add_options`), the scenario file's checks (:func:`check_toml`) and the
+calculator's form and bounds (:func:`calculator_options`) are built from this one table, so
+a bound or a help text cannot differ between them.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, field
+
+from kvmath.tables.rows import DTYPE_BYTES
+
+#: the largest integer any option accepts: beyond it no deployment exists and floats lose digits
+MAX_INT = 10 ** 9
+#: the magnitudes a real-valued option may take: beyond them products of inputs under- or
+#: overflow (a bandwidth of 1e-300 GB/s times an efficiency of 1e-300 is zero)
+SMALLEST, LARGEST = 1e-15, 1e15
+
+#: pause distribution of reuse and tiers: pauses.csv row fitted to the conversation trace
+DEFAULT_PAUSE = "conversation-fitted"
+#: the trace replay's tier policies
+POLICIES = ("lru", "ttl", "selective")
+
+COMPARE, REUSE, TIERS, TRACE = "compare", "reuse", "tiers", "trace"
+#: the commands that read a scenario
+COMMANDS = (COMPARE, REUSE, TIERS, TRACE)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A value type with its bounds: ``integer`` values are whole numbers; bounds are
+    inclusive unless ``below_max`` (the value must stay under ``maximum``)."""
+    words: str                      #: what is expected, as an error message says it
+    integer: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    below_max: bool = False
+    choices: tuple = ()
+    flag: bool = False              #: a switch: true when given
+    text: bool = False              #: a name, or a file path
+
+    def ok(self, v) -> bool:
+        if self.choices:
+            return v in self.choices
+        if self.flag:
+            return isinstance(v, bool)
+        if self.text:
+            return isinstance(v, str) and bool(v.strip())
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return False
+        if self.integer and not isinstance(v, int):
+            return False
+        if not math.isfinite(v):
+            return False
+        if self.minimum is not None and v < self.minimum:
+            return False
+        if self.maximum is not None and (v >= self.maximum if self.below_max else v > self.maximum):
+            return False
+        return True
+
+    def from_text(self, text: str):
+        """The value of a command-line word, or ValueError saying what was expected."""
+        if self.choices or self.text:
+            value = text
+        else:
+            try:
+                value = int(text) if self.integer else float(text)
+            except ValueError:
+                value = None
+        if value is None or not self.ok(value):
+            raise ValueError(f"expected {self.words}, got {text!r}")
+        return value.strip() if self.text else value
+
+    def from_toml(self, value):
+        """A scenario file's value, checked (integers stay integers, numbers become float)."""
+        if not self.ok(value):
+            raise ValueError(f"expected {self.words}")
+        if self.text:
+            return value.strip()
+        if not (self.choices or self.flag or self.integer):
+            return float(value)
+        return value
+
+
+TEXT = Kind("non-empty text", text=True)
+POSITIVE_INT = Kind(f"a positive integer of at most {MAX_INT:,}", integer=True, minimum=1,
+                    maximum=MAX_INT)
+COUNT = Kind(f"a non-negative integer of at most {MAX_INT:,}", integer=True, minimum=0,
+             maximum=MAX_INT)
+POSITIVE = Kind(f"a positive number from {SMALLEST:g} to {LARGEST:g}", minimum=SMALLEST,
+                maximum=LARGEST)
+FRACTION = Kind(f"a fraction from {SMALLEST:g} to 1", minimum=SMALLEST, maximum=1)
+SAMPLE = Kind(f"a fraction from {SMALLEST:g} to below 1", minimum=SMALLEST, maximum=1,
+              below_max=True)
+COUNT_BYTES = Kind(f"a number of bytes from 0 to {LARGEST:g}", minimum=0, maximum=LARGEST)
+RESERVE = Kind("a fraction in [0, 1)", minimum=0, maximum=1, below_max=True)
+FLAG = Kind("true or false", flag=True)
+
+
+def choice(*values):
+    return Kind("one of " + ", ".join(values), choices=tuple(values))
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: ``--name`` on the command line, ``name`` with ``_`` for ``-`` in a scenario."""
+    name: str
+    kind: Kind
+    help: str
+    commands: tuple
+    unit: str = ""
+    metavar: str | None = None
+    default: object = None          #: applied after the scenario file is merged
+    required: tuple = ()            #: the commands that need it (on the line or in the file)
+    help_for: dict = field(default_factory=dict)   #: a command's own help text
+    toml: bool = True               #: a scenario file may hold it
+    label: str | None = None        #: the calculator's words for it; None: not in the calculator
+    path: object = False            #: True: a value ending in .csv is a file, relative to the
+    #:                                 scenario; "file": the value is always a file
+    required_unless: str | None = None  #: the option that stands in for this one when given
+
+    @property
+    def key(self) -> str:
+        return self.name.replace("-", "_")
+
+    def help_of(self, command: str) -> str:
+        text = self.help_for.get(command, self.help)
+        if command in self.required:
+            text += (f" (required unless --{self.required_unless} is given)"
+                     if self.required_unless else " (required)")
+        return text
+
+
+def _models(what="model", table="models"):
+    return f"bundled {what} name or path to a {table} CSV row"
+
+
+_TP_NODE = ("tensor-parallel GPUs (default: all of the node's, or the largest TP below that the "
+            "model's attention heads allow)")
+_PAUSE = ("pause distribution: bundled name or path to a pauses CSV row (default %s, fitted to "
+          "Mooncake's conversation trace; chat-lognormal is the assumed what-if)" % DEFAULT_PAUSE)
+
+OPTIONS = (
+    Option("model", TEXT, _models(), COMMANDS, required=COMMANDS, path=True, label="model"),
+    Option("gpu", TEXT, _models("GPU", "gpus"), (COMPARE, REUSE, TIERS), path=True, label="GPU",
+           required=(COMPARE, REUSE), required_unless="node",
+           help_for={TIERS: "bundled GPU name or gpus CSV row (default: the node's GPU)"}),
+    Option("tier", TEXT, "tier the cache is offloaded to", (COMPARE, REUSE),
+           required=(COMPARE, REUSE), label="tier",
+           help_for={COMPARE: "tier: host-dram, nvme, rdma, ..., or hbm (the prefix still in "
+                     "GPU memory: no load, the engine's costs remain)"}),
+    Option("tokens", POSITIVE_INT, "tokens in the cached prefix", (COMPARE, REUSE, TIERS),
+           unit="tokens", required=(COMPARE, REUSE, TIERS), label="prompt length (tokens)",
+           help_for={TIERS: "tokens per paused conversation"}),
+    Option("new-tokens", POSITIVE_INT, "the new turn's own tokens, computed after the prefix "
+           "either way (default 1)", (COMPARE,), unit="tokens", metavar="N", default=1),
+    Option("token-ids", FLAG, "the prompt arrives as token IDs: the engine does not tokenise it",
+           (COMPARE,), default=False),
+    Option("node", TEXT, "bundled node name or path to a nodes CSV row (default: a bundled node "
+           "with the GPU of --gpu, else dgx-h100)", COMMANDS, path=True,
+           help_for={COMPARE: "node: bundled name or path to a nodes CSV row, as tiers and reuse "
+                     "take; sets the GPU (--gpu may be left out), its count, and the drives the "
+                     "nvme tier stripes (default: the tier as tiers.csv gives it, eight drives)",
+                     TRACE: "bundled node name or path to a nodes CSV row, as tiers and reuse "
+                     "take (default dgx-h100)"}),
+    Option("tp", POSITIVE_INT, "tensor-parallel GPUs (default: smallest that fits)", COMMANDS,
+           unit="GPUs", label="TP (GPUs)",
+           help_for={COMPARE: "tensor-parallel GPUs of attention (default: the sourced "
+                     "deployment, else the smallest that holds the weights and the batch's KV)",
+                     TIERS: _TP_NODE, TRACE: _TP_NODE}),
+    Option("ep", POSITIVE_INT, "expert-parallel ranks of the routed experts, with all-to-all "
+           "dispatch and combine; 1 shards each expert by tensor parallelism (default: the "
+           "deployment's, else 1)", (COMPARE,), unit="GPUs", label="experts over (GPUs)"),
+    Option("batch", POSITIVE_INT, "sequences of --tokens tokens whose KV must fit beside the "
+           "weights (default 1)", (COMPARE,), default=1, label="sequences in HBM"),
+    Option("engine", TEXT, "engine profile: bundled name (kvmath list) or path to an engines "
+           "CSV row", (COMPARE, REUSE, TIERS, TRACE), metavar="NAME", path=True, label="engine",
+           help_for={REUSE: "engine profile: bundled name (kvmath list) or path to an engines "
+                     "CSV row; the copies it stores per cache set capacity, writes and wear",
+                     TIERS: "engine profile: bundled name (kvmath list) or path to an engines "
+                     "CSV row; the copies it stores per cache set capacity, writes and wear"}),
+    Option("resume-rate", POSITIVE, "resumes per second on the node: also price holding at "
+           "opportunity cost (the hits a held cache displaces on a node already bought)",
+           (COMPARE, REUSE, TIERS), unit="1/s", metavar="PER_S", required=(TIERS,),
+           help_for={COMPARE: "resumes per second arriving at the node, each reloading from the "
+                     "tier: sets the reloads sharing its drives and host memory, and the delay "
+                     "they add", TIERS: "conversations resuming per second on the node"}),
+    Option("concurrent-reloads", POSITIVE, "replicas reloading at once through the node's shared "
+           "hops, at most the node's GPUs / TP, instead of --resume-rate (default without "
+           "either: every replica reloading at once, the worst case)", (COMPARE,), metavar="N",
+           label="replicas reloading at once"),
+    Option("compute-dtype", choice("bf16", "fp8"), "dtype of the prefill matmuls (default: the "
+           "deployment's for the model and GPU, else fp8 only for fp8 weights; fp8 reads fp8 "
+           "weights)", (COMPARE, REUSE, TIERS), label="compute dtype"),
+    Option("bandwidth", POSITIVE, "effective reload bandwidth per GPU in GB/s, after all "
+           "efficiency factors (overrides the tier's path and the engine)", (COMPARE,),
+           unit="GB/s", metavar="GBPS", label="reload bandwidth per GPU (GB/s)"),
+    Option("efficiency", FRACTION, "prefill efficiency, achieved fraction of dense peak "
+           "(0 < F <= 1)", (COMPARE,), metavar="F", label="flat prefill efficiency (0–1)"),
+    Option("kv-dtype", choice(*sorted(DTYPE_BYTES)), "KV element type (default: model's)",
+           (COMPARE,), label="KV dtype"),
+    Option("prefill", choice("calibrated", "ideal"), "prefill model: calibrated on measured "
+           "operator times (default), or the ideal flat roofline upper bound", (COMPARE,),
+           default="calibrated", label="prefill model"),
+    Option("allow-beyond-context", FLAG, "evaluate prompts longer than the model's context "
+           "window", (COMPARE,), default=False, label="beyond the context window"),
+    Option("pause", TEXT, _PAUSE, (REUSE, TIERS), path=True, default=DEFAULT_PAUSE),
+    Option("gpu-price", POSITIVE, "price of a GPU-hour (default: the GPU's own dated list price, "
+           "gpu_prices.csv)", (REUSE, TIERS), unit="USD/GPU-hour", metavar="USD_PER_GPU_HOUR"),
+    Option("prices", TEXT, "a CSV in the format of kvmath/data/prices.csv whose rows replace the "
+           "bundled ones they name (DRAM and NVMe per GB, amortisation, drive lifetime)",
+           (REUSE, TIERS), metavar="FILE.csv", path="file"),
+    Option("dram-price", POSITIVE, "host DRAM price per 1e9 B (default: prices.csv "
+           "ddr5_usd_per_GB)", (REUSE, TIERS), unit="USD/GB", metavar="USD_PER_GB"),
+    Option("nvme-price", POSITIVE, "NVMe price per 1e9 B (default: prices.csv nvme_usd_per_GB)",
+           (REUSE, TIERS), unit="USD/GB", metavar="USD_PER_GB"),
+    Option("gpu-memory-utilization", FRACTION, "fraction of HBM the engine uses (default: "
+           "vLLM's, plan_defaults.csv)", (TIERS,), metavar="F"),
+    Option("activation-reserve", RESERVE, "share of the used HBM kept for activations and "
+           "workspace (default: plan_defaults.csv, an assumption)", (TIERS,), metavar="F"),
+    Option("batch-seqs", COUNT, "sequences in the running batch of the node, whose KV stays in "
+           "HBM (default: plan_defaults.csv, an assumption)", (TIERS, TRACE), metavar="N"),
+    Option("batch-context", POSITIVE_INT, "tokens of each running sequence (default: --tokens)",
+           (TIERS, TRACE), unit="tokens", metavar="TOKENS",
+           help_for={TRACE: "context of each running sequence (default: the trace's mean "
+                     "prompt plus output tokens)"}),
+    Option("engine-config", TEXT, "the engine's own offload settings: vLLM's "
+           "--kv-transfer-config JSON, an LMCache YAML file or a file of SGLang's server flags; "
+           "sets the engine profile (with its chunk or page size and single-copy settings) and, "
+           "for tiers and trace, the host DRAM and drives it caches in (instead of --engine)",
+           COMMANDS, metavar="FILE", path="file"),
+    Option("host-cache-bytes", POSITIVE, "host DRAM the engine caches KV in, for the node "
+           "(default: --engine-config's size, else the node's whole DRAM)", (TIERS, TRACE),
+           unit="B", metavar="B"),
+    Option("disk-cache-bytes", COUNT_BYTES, "drive capacity the engine caches KV in, for the node; "
+           "0: no NVMe tier (default: --engine-config's, else the node's whole drives)",
+           (TIERS, TRACE), unit="B", metavar="B"),
+    Option("writes-within-rating", FLAG, "admit to NVMe only the writes the drives' rated "
+           "endurance allows", (TIERS,), default=False),
+    Option("policy", choice(*POLICIES), "tier policy (default lru)", (TRACE,), default="lru"),
+    Option("ttl", POSITIVE, "time-to-live of offloaded blocks for --policy ttl, s (default 600)",
+           (TRACE,), unit="s", metavar="S", default=600.0),
+    Option("min-uses", POSITIVE_INT, "uses before a block is written to NVMe, --policy "
+           "selective (default 2)", (TRACE,), metavar="N", default=2),
+    Option("remote-bytes", POSITIVE, "add a remote pool of this many bytes over RDMA", (TRACE,),
+           unit="B", metavar="B"),
+    Option("sample-rate", SAMPLE, "SHARDS sampling rate for the LRU curve (0 < R < 1; default "
+           "exact)", (TRACE,), metavar="R"),
+)
+BY_NAME = {o.name: o for o in OPTIONS}
+
+
+BY_KEY = {o.key: o for o in OPTIONS}
+
+
+def of(command: str):
+    """The options ``command`` takes, in declaration order."""
+    return tuple(o for o in OPTIONS if command in o.commands)
+
+
+def keys(command: str) -> tuple:
+    """The scenario keys ``command`` reads."""
+    return tuple(o.key for o in of(command) if o.toml)
+
+
+def _argparse_type(kind):
+    def parse(text):
+        try:
+            return kind.from_text(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
+
+
+def add_options(parser, command: str):
+    """Add ``command``'s options to an argparse parser; every default is None, so a scenario
+    file can fill what the line leaves unset (:func:`apply_defaults` then fills the rest)."""
+    parser.add_argument("--scenario", metavar="FILE.toml",
+                        help="a TOML file of these options (keys with _ for -); flags override it")
+    for o in of(command):
+        flag = "--" + o.name
+        if o.kind.flag:
+            parser.add_argument(flag, action="store_true", default=None, help=o.help_of(command))
+        elif o.kind.choices:
+            parser.add_argument(flag, choices=o.kind.choices, metavar=o.metavar,
+                                help=o.help_of(command))
+        else:
+            parser.add_argument(flag, type=_argparse_type(o.kind), metavar=o.metavar,
+                                help=o.help_of(command))
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def apply_defaults(args, command: str):
+    """Fill each of ``command``'s options still unset (None) with its declared default."""
+    for o in of(command):
+        if getattr(args, o.key, None) is None and o.default is not None:
+            setattr(args, o.key, o.default)
+    return args
+
+
+def missing(args, command: str):
+    """The first required option of ``command`` that args leaves unset (and no option it
+    names in ``required_unless`` stands in for), or None."""
+    for o in of(command):
+        if command in o.required and getattr(args, o.key, None) is None and not (
+                o.required_unless and getattr(args, o.required_unless.replace("-", "_"), None)):
+            return o
+    return None
+
+
+def required_message(o: Option) -> str:
+    return (f"--{o.name} is required (on the command line or as key '{o.key}' in a "
+            "--scenario file)")
+
+
+def check_toml(key: str, value):
+    """A scenario file's value for ``key``, checked; ValueError saying what was expected."""
+    return BY_KEY[key].kind.from_toml(value)
+
+
+def calculator_options():
+    """The calculator's fields: {name: {label, unit, integer, minimum, maximum, below_max,
+    choices, flag}} in form order, with the command line's bounds."""
+    out = {}
+    for o in OPTIONS:
+        if o.label is None:
+            continue
+        k = o.kind
+        out[o.name] = {"label": o.label, "unit": o.unit, "integer": k.integer,
+                       "minimum": k.minimum, "maximum": k.maximum, "below_max": k.below_max,
+                       "words": k.words, "choices": list(k.choices), "flag": k.flag,
+                       "text": k.text}
+    return out

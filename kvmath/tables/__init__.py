@@ -1,0 +1,4 @@
+"""Layer 3, the sourced data: the table schema (schema, from kvmath/data/datapackage.json) and
+the typed rows of every bundled and user table (rows). A new tier, GPU, node or engine is a row
+of kvmath/data/*.csv, with its source.
+"""

@@ -1,0 +1,345 @@
+"""The bundled tables, and the catalogue assembled from them.
+
+Fields, units, constraints and keys are declared once, in the data package
+(``kvmath/data/datapackage.json``); a class here adds only what a schema cannot say: rules
+across fields (``check``) and derived properties.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache, partial
+from pathlib import Path
+
+from kvmath.tables.schema import DataError, FieldError, Row, UnknownName, data_path, package, read, resource, table
+
+#: bytes per element of each dtype; mxfp4 is 4-bit values plus one 8-bit scale per 32
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
+#: hop names that stand for the GPU's own host link and its host's memory in a tier
+GPU_HOST_LINK, GPU_HOST_MEMORY = "gpu-host-link", "gpu-host-memory"
+
+
+def _need(row, when, names, what):
+    """When ``when`` holds, each of ``names`` must have a value."""
+    for name in (n for n in names if when and getattr(row, n) in (None, "")):
+        raise FieldError(name, f"missing value (expected {what})")
+
+
+def _at_most(row, name, limit):
+    if getattr(row, name) > getattr(row, limit):
+        raise FieldError(name, f"expected at most {limit} ({getattr(row, limit)})")
+
+
+class Gpu(Row, table="gpus"):
+    def dense_flops(self, dtype="bf16"):
+        """Dense peak FLOP/s in the compute dtype."""
+        value = self.fp8_dense_flops if dtype == "fp8" else self.bf16_dense_flops
+        if value is None:
+            raise ValueError(f"GPU {self.name} has no {dtype} tensor-core peak")
+        return value
+
+
+class Link(Row, table="links"):
+    efficiency: float | None = None  #: achieved fraction of bandwidth_Bps (efficiencies.csv)
+    duplex_retained: float = 1.0  #: fraction of that left while the reverse direction is busy
+    placement_retained: float = 1.0  #: fraction left when the reader sits across a PCIe switch
+
+
+class Efficiency(Row, table="efficiencies"):
+    value: float = float("nan")  #: measured/peak, capped at 1
+
+    def check(self):
+        _need(self, not self.same_as, ("measured_value", "peak_value"), "a positive number")
+
+
+class TierRow(Row, table="tiers"):
+    def check(self):
+        if self.hop not in (GPU_HOST_LINK, GPU_HOST_MEMORY, *table("links")):
+            raise FieldError("hop", f"unknown link {self.hop!r}; expected one of "
+                             f"{', '.join(sorted(table('links')))}, {GPU_HOST_LINK} or {GPU_HOST_MEMORY}")
+
+
+class Model(Row, table="models"):
+    def check(self):
+        for kind, names in (("gqa", ("num_key_value_heads", "head_dim")),
+                            ("mla", ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"))):
+            _need(self, self.attention == kind, names, f"a positive integer for attention {kind}")
+        if self.attention == "gqa" and self.num_attention_heads % self.num_key_value_heads:
+            raise FieldError("num_key_value_heads", f"num_attention_heads ({self.num_attention_heads}) "
+                             f"must be divisible by num_key_value_heads ({self.num_key_value_heads})")
+        _at_most(self, "window_layers", "layers")
+        _at_most(self, "dense_layers", "layers")
+        _need(self, self.window_layers, ("window",), "tokens when window_layers > 0")
+        _need(self, self.dense_layers, ("intermediate_size",), "a positive integer when dense_layers > 0")
+        _need(self, self.dense_layers < self.layers, ("moe_intermediate_size", "num_experts", "experts_per_token"),
+              "a positive integer when dense_layers < layers (MoE layers)")
+        if self.dense_layers < self.layers:
+            _at_most(self, "experts_per_token", "num_experts")
+
+    @property
+    def is_moe(self):
+        return bool(self.num_experts)
+
+    @property
+    def attention_kind(self):
+        """MHA, GQA, MQA (by KV heads against query heads) or MLA."""
+        if self.attention == "mla":
+            return "MLA"
+        return {self.num_attention_heads: "MHA", 1: "MQA"}.get(self.num_key_value_heads, "GQA")
+
+
+class Node(Row, table="nodes"):
+    def check(self):
+        drive = table("drives").get(self.drive)
+        if drive and self.nvme_drive_bytes != drive.capacity_bytes:
+            raise FieldError("nvme_drive_bytes", f"expected the capacity of drive {self.drive!r} "
+                             f"({drive.capacity_bytes:g}), got {self.nvme_drive_bytes:g}")
+
+
+class Drive(Row, table="drives"):
+    @property
+    def lifetime_drive_writes(self):
+        """Full-capacity writes over the rated life (DWPD x 365.25 days x years of the warranty)."""
+        return self.drive_writes_per_day * 365.25 * self.warranty_years
+
+
+class Pause(Row, table="pauses"):
+    def check(self):
+        _need(self, self.distribution == "lognormal", ("sigma",), "a positive number for lognormal")
+
+
+class Engine(Row, table="engines"):
+    fast_copies: bool = False  #: a batched call's copies at the driver's per-descriptor cost (bands)
+    driver_copies: bool = False  #: small loads by driver copies, not the kernel (the band's slow end)
+
+    def load_kernel(self, copy_bytes, platform="cuda"):
+        """Whether a load of copies of copy_bytes runs the engine's copy kernel (no per-copy
+        cost) rather than driver copies (kernel_below_bytes; CUDA only: vLLM falls back to
+        driver copies on ROCm, cpu/gpu_worker.py _select_swap_blocks_fn)."""
+        return (self.kernel_below_bytes is not None and not self.driver_copies
+                and platform == "cuda" and copy_bytes is not None
+                and copy_bytes < self.kernel_below_bytes)
+
+    def check(self):
+        if (self.storage_io_bytes is None) != (self.queue_depth is None):
+            raise FieldError("queue_depth", "give storage_io_bytes and queue_depth together")
+        if self.layer_overlap and self.request_steps < 1:
+            raise FieldError("layer_overlap", "a load can hide only under a step the engine runs: "
+                             "layer_overlap needs request_steps of at least 1")
+
+
+class EngineCost(Row, table="engine_costs"):
+    def check(self):
+        unit = {"request_fixed_s": "s", "held_out_reload_factor": "1"}.get(self.parameter, "s/token")
+        if self.unit != unit:
+            raise FieldError("unit", f"expected {unit} for {self.parameter}, got {self.unit!r}")
+        if self.kind == "fit" and not self.calibration_rows:
+            raise FieldError("calibration_rows", "a fitted value names the rows it was fitted on")
+
+    @property
+    def engine_names(self):
+        return tuple(e.strip() for e in self.engines.split(";") if e.strip())
+
+
+#: the engine costs a request pays (engine_costs.csv parameters), in the order TTFT adds them
+ENGINE_COST_PARAMETERS = ("request_fixed_s", "hash_token_s", "tokenize_token_s", "hit_token_s")
+
+
+@lru_cache(maxsize=None)
+def engine_costs(name):
+    """{parameter: EngineCost row} of an engine profile (engine_costs.csv); a parameter no row
+    gives is absent (uncharged: the engine's costs are not calibrated)."""
+    out = {}
+    for row in table("engine_costs").values():
+        if name in row.engine_names:
+            if row.parameter in out:
+                raise DataError(data_path("engine_costs.csv"), None, "engines",
+                                f"{row.parameter} given twice for engine {name!r}")
+            out[row.parameter] = row
+    return out
+
+
+class PlanDefault(Row, table="plan_defaults"):
+    def check(self):
+        if self.name in ("gpu_memory_utilization", "activation_reserve_fraction") and not 0 < self.value <= 1:
+            raise FieldError("value", f"{self.name}: expected a fraction in (0, 1]")
+
+
+class EngineSetting(Row, table="engine_settings"):
+    """A setting of an engine's own offload configuration, with its default (value, in unit,
+    for the node or per GPU rank; empty: required or none) and where it is defined."""
+
+
+#: what one unit of an engine setting is in kvmath's units (B, tokens, a ratio)
+SETTING_UNITS = {"B": 1.0, "GB": 1e9, "GiB": 2.0 ** 30, "tokens": 1.0, "ratio": 1.0,
+                 "boolean": 1.0, "": 1.0}
+
+
+class FitRow(Row, table="prefill_fit"):
+    def check(self):  # the efficiencies (eta_*) are fractions; the rest may be 0
+        if self.parameter.startswith("eta_") and not 0 < self.value <= 1:
+            raise FieldError("value", f"expected a fraction in (0, 1] for {self.parameter}, got {self.value}")
+
+
+class Measurement(Row, table="validation"):
+    def check(self):
+        if self.model and self.model not in table("models") and not validation_model_path(self.model).exists():
+            raise FieldError("model", f"unknown model {self.model!r} (neither bundled nor in "
+                             "kvmath/data/validation_models/)")
+        _need(self, True, {"ttft_s": ("model", "gpu", "tp", "tokens"), "prefill_s": ("model", "gpu", "tp", "tokens"),
+                           "kv_bytes": ("model", "tokens"), "bandwidth_Bps": ("link", "count"),
+                           "ttft_recompute_s": ("model", "gpu", "tp", "tokens", "engine"),
+                           "decode_step_s": ("model", "gpu", "tp", "tokens"),
+                           "ttft_reload_s": ("model", "gpu", "tp", "tokens", "tier", "engine")}[self.quantity],
+              f"a value for quantity {self.quantity}")
+
+
+def validation_model_path(name):
+    """Models measured in published work but not bundled live in data/validation_models/."""
+    return data_path("validation_models") / f"{name}.csv"
+
+
+# every other table: a plain row type, named for pickling (TransferCurves, Prices, ...)
+for _r in (r for r in package() if r not in Row.types):
+    _name = "".join(w.title() for w in _r.split("_"))
+    globals()[_name] = type(_name, (Row,), {"__module__": __name__, "__qualname__": _name}, table=_r)
+
+CURVE_FIELDS = tuple(f["name"] for f in resource("transfer_curves")["schema"]["fields"])
+#: the bundled tables by name: plan_defaults() is {name: row}, and so on
+drives, prices, pauses, thresholds, engines, deployments, plan_defaults, nodes, gpu_prices = (
+    partial(table, n) for n in ("drives", "prices", "pauses", "thresholds", "engines", "deployments",
+                                "plan_defaults", "nodes", "gpu_prices"))
+engine_settings = partial(table, "engine_settings")
+
+
+@dataclass(frozen=True)
+class Hop:
+    link: str
+    count: int  #: parallel units striped (drives, NICs)
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    description: str
+    hops: tuple[Hop, ...]
+
+
+def node_nvme_tier(node):
+    """The ``nvme`` tier of a node: its own drives (model and count, nodes.csv) striped, then
+    the bundled nvme tier's hops after the drives (host memory, the GPU's host link)."""
+    base = bundled().tiers["nvme"]
+    return Tier("nvme", f"{node.name}'s {node.nvme_drives} {node.nvme_drive_link} drives striped, "
+                "bounced through host DRAM, then the GPU's host link",
+                (Hop(node.nvme_drive_link, node.nvme_drives),) + base.hops[1:])
+
+
+def tiers_of(rows):
+    """Tiers from tiers.csv rows: hops in file order."""
+    out = {}
+    for r in rows:
+        t = out.setdefault(r.tier, Tier(r.tier, r.description or "", ()))
+        out[r.tier] = replace(t, hops=t.hops + (Hop(r.hop, r.count),))
+    return out
+
+
+def efficiencies_of(path=None):
+    """Efficiencies by (item, quantity), ``value`` = measured/peak capped at 1; a same_as row
+    takes its item's value."""
+    rows = read(Efficiency, path)
+    out = {k: replace(e, value=min(1.0, e.measured_value / e.peak_value)) for k, e in rows.items() if not e.same_as}
+    for i, (k, e) in enumerate(rows.items(), start=1):
+        if e.same_as and (e.same_as, e.quantity) not in out:
+            raise DataError(path or data_path("efficiencies.csv"), i, "same_as",
+                            f"no measured {e.quantity} efficiency for {e.same_as!r}")
+        if e.same_as:
+            out[k] = replace(e, value=out[(e.same_as, e.quantity)].value)
+    return {k: out[k] for k in rows}
+
+
+def _with_efficiency(gpu, eff, path=None, row=None):
+    """The GPU with its prefill and HBM efficiencies (its own columns, else efficiencies.csv)."""
+    for q in (q for q in ("prefill", "hbm") if getattr(gpu, f"{q}_efficiency") is None):
+        if (gpu.name, q) not in eff:
+            raise DataError(path or data_path("gpus.csv"), row, f"{q}_efficiency", f"no {q} efficiency for "
+                            f"GPU {gpu.name!r}: add a {q}_efficiency column (0 < value <= 1)")
+        gpu = replace(gpu, **{f"{q}_efficiency": eff[(gpu.name, q)].value})
+    return gpu
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    gpus: dict
+    links: dict
+    tiers: dict
+    models: dict
+    efficiencies: dict
+
+
+@lru_cache(maxsize=None)
+def bundled():
+    """The catalogue shipped with the package, validated and cross-checked."""
+    eff = efficiencies_of()
+    for name in (n for n in table("links") if (n, "link") not in eff):
+        raise DataError(data_path("efficiencies.csv"), None, "item", f"no link efficiency row for link {name!r}")
+    links = {n: replace(link, efficiency=eff[(n, "link")].value,
+                        duplex_retained=eff[(n, "duplex")].value if (n, "duplex") in eff else 1.0,
+                        placement_retained=(eff[(n, "placement")].value
+                                            if (n, "placement") in eff else 1.0))
+             for n, link in table("links").items()}
+    gpus = {n: _with_efficiency(g, eff, row=i) for i, (n, g) in enumerate(table("gpus").items(), start=1)}
+    return Catalogue(gpus, links, tiers_of(read(TierRow)), table("models"), eff)
+
+
+def resolve(cls, name_or_path, what=None):
+    """A bundled row by name, or the single row of a CSV file in the same format."""
+    items = table(cls.table)
+    if name_or_path in items:
+        return items[name_or_path]
+    if Path(name_or_path).suffix == ".csv" or Path(name_or_path).exists():
+        got = read(cls, name_or_path)
+        if len(got) != 1:
+            raise DataError(name_or_path, None, None, f"expected exactly one row, found {len(got)}")
+        return next(iter(got.values()))
+    raise UnknownName(f"unknown {what or resource(cls.table)['title']} {name_or_path!r}; "
+                   f"bundled: {', '.join(sorted(items))}")
+
+
+resolve_model, resolve_node, resolve_engine = (partial(resolve, c) for c in (Model, Node, Engine))
+resolve_pause = partial(resolve, Pause, what="pause distribution")
+
+
+def resolve_gpu(name_or_path):
+    """A bundled GPU by name, or the single GPU in a CSV file in the bundled format."""
+    cat = bundled()
+    return cat.gpus.get(name_or_path) or _with_efficiency(resolve(Gpu, name_or_path), cat.efficiencies, name_or_path, 1)
+
+
+def resolve_tier(name):
+    if name not in bundled().tiers:
+        raise UnknownName(f"unknown tier {name!r}; bundled: {', '.join(sorted(bundled().tiers))}")
+    return bundled().tiers[name]
+
+
+def transfer_curves(path=None):
+    """Measured bandwidth against transfer size, grouped by curve name."""
+    curves = {}
+    for p in read(Row.types["transfer_curves"], path) if path else table("transfer_curves"):
+        curves.setdefault(p.curve, []).append(p)
+    return curves
+
+
+def node_for_gpu(gpu_name):
+    """The first bundled node whose GPU is gpu_name, or None."""
+    return next((n for n in nodes().values() if n.gpu == gpu_name), None)
+
+
+def node_drive(node):
+    """The node's Drive, or None when the node names none."""
+    return drives()[node.drive] if node.drive else None
+
+
+def model_of(name):
+    """A bundled model, or a validation-only one (kvmath/data/validation_models: a model the
+    measurements name that the catalogue does not bundle, e.g. llama-3.3-70b)."""
+    cat = bundled()
+    return cat.models[name] if name in cat.models else resolve_model(str(validation_model_path(name)))

@@ -1,0 +1,717 @@
+"""Reading request traces of prefix-block hashes, and what they say about reuse.
+
+Two formats are read, gzipped or not:
+
+* **Mooncake JSONL** (the FAST'25 release, bundled as ``conversation`` and ``synthetic``):
+  ``timestamp`` (ms), ``input_length``, ``output_length`` (tokens), ``hash_ids`` (hashes of the
+  prompt's 512-token prefix blocks, head first).
+* **Generic** (JSONL or Parquet, one request per line/row): ``timestamp_s`` (s),
+  ``prompt_tokens``, ``block_hashes`` (non-negative 64-bit integers, head first; a block's hash
+  must identify its whole prefix, as vLLM's and SGLang's chained block hashes do),
+  ``block_tokens`` (tokens per block, the same on every row), optional ``output_tokens`` and
+  ``session_id``.
+
+A trace needs ``ceil`` or ``floor`` of prompt_tokens / block_tokens hashes (the last, partial
+block hashed or not), distinct within a request, and non-decreasing timestamps. Fields have the
+JSON (or Parquet) types documented here, never cast (a string timestamp, a fractional token
+count or a boolean hash is an error), and a field or column the format does not name is refused. A file is
+parsed once, by DuckDB, into a table (DuckDB spills to disk past its memory limit); per-request
+columns, then block accesses in chunks of requests, reach numpy, where the accesses are checked
+and optionally sampled (stratified SHARDS, :func:`shards_keep`), so only the kept ones stay. A bad file raises :class:`TraceError` naming the file, line and field.
+Blank lines in JSONL are not records and are passed over, as JSONL readers do.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kvmath.tables.rows import DataError, data_path
+
+MOONCAKE_BLOCK_TOKENS = 512
+#: bundled traces by short name
+BUNDLED = {"conversation": "conversation_trace.jsonl.gz", "synthetic": "synthetic_trace.jsonl.gz"}
+MOONCAKE_COMMIT = "3b5a594133958449a1feaf1c9e0fc1b553e34a28"
+MOONCAKE_SOURCE = f"https://github.com/kvcache-ai/Mooncake/tree/{MOONCAKE_COMMIT}/FAST25-release/traces"
+#: SHARDS spatial sampling (Waldspurger et al., "Efficient MRC Construction with SHARDS",
+#: FAST'15): a block is kept iff mix(hash) < R * 2^32, where mix folds the 64-bit hash to 32
+#: bits, adds a seed and applies MurmurHash3's 32-bit finaliser (fmix32). Stratified here: the
+#: blocks at the first positions of a request are kept at rate 1 (see :func:`shards_keep`)
+SHARDS_MODULUS = 2 ** 32
+SHARDS_SEED = 0x9E3779B9
+
+
+def _mix(h):
+    """The sampling hash of 64-bit block hashes, as uint32 (arithmetic wraps mod 2^32)."""
+    h = np.asarray(h, dtype=np.uint64)
+    x = h.astype(np.uint32)
+    x ^= (h >> np.uint64(32)).astype(np.uint32)
+    x += np.uint32(SHARDS_SEED)
+    x ^= x >> np.uint32(16)
+    x *= np.uint32(0x85EBCA6B)
+    x ^= x >> np.uint32(13)
+    x *= np.uint32(0xC2B2AE35)
+    x ^= x >> np.uint32(16)
+    return x
+
+
+_FORMATS = {
+    "mooncake": {"timestamp": ("DOUBLE", "number"), "input_length": ("BIGINT", "integer"),
+                 "output_length": ("BIGINT", "integer"), "hash_ids": ("UBIGINT[]", "hashes")},
+    "generic": {"timestamp_s": ("DOUBLE", "number"), "prompt_tokens": ("BIGINT", "integer"),
+                "block_hashes": ("UBIGINT[]", "hashes"), "block_tokens": ("BIGINT", "integer")},
+}
+_OPTIONAL = {"mooncake": {}, "generic": {"output_tokens": ("BIGINT", "integer"),
+                                          "session_id": ("VARCHAR", "text")}}
+
+
+class TraceError(DataError):
+    """A trace that cannot be read: file, line (1 = first line), field and what was expected."""
+
+    def __init__(self, path, line, field_name, message):
+        self.path, self.row, self.field, self.message = str(path), line, field_name, message
+        where = str(path)
+        if line is not None:
+            where += f", line {line}"
+        if field_name is not None:
+            where += f", field '{field_name}'"
+        ValueError.__init__(self, f"{where}: {message}")
+
+
+@dataclass
+class Trace:
+    """Requests and their block accesses, head first within a request.
+
+    Per request (length n_requests): ``timestamp_s``, ``prompt_tokens``, ``output_tokens``,
+    ``n_blocks`` (hashes in the request before sampling). Per kept access: ``rid`` (request
+    index), ``pos`` (block position in its request), ``hashes``. ``sample_rate`` < 1 means
+    the accesses are a stratified SHARDS sample: blocks at positions below ``full_positions``
+    all kept (weight 1), the others hash-sampled at sample_rate (weight 1 / sample_rate).
+    """
+    name: str
+    timestamp_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    n_blocks: np.ndarray
+    rid: np.ndarray
+    pos: np.ndarray
+    hashes: np.ndarray
+    block_tokens: int
+    sample_rate: float = 1.0
+    full_positions: int = 0
+
+    @property
+    def n_requests(self):
+        return len(self.timestamp_s)
+
+    @property
+    def duration_s(self):
+        return float(self.timestamp_s[-1] - self.timestamp_s[0])
+
+    def weights(self):
+        """Accesses each kept access stands for (1, or 1 / sample_rate in the sampled stratum)."""
+        if self.sample_rate >= 1:
+            return np.ones(len(self.hashes))
+        return np.where(self.pos < self.full_positions, 1.0, 1.0 / self.sample_rate)
+
+    def access_tokens(self):
+        """Tokens each kept access covers (the last block of a prompt may be partial)."""
+        left = self.prompt_tokens[self.rid] - self.pos.astype(np.int64) * self.block_tokens
+        return np.clip(left, 0, self.block_tokens)
+
+
+# ------------------------------------------------------------------ reading
+def resolve_path(name_or_path):
+    """A bundled trace's path by short name, or the given path."""
+    if name_or_path in BUNDLED:
+        return data_path(f"traces/{BUNDLED[name_or_path]}")
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise TraceError(path, None, None, "no such trace file; bundled traces: "
+                         + ", ".join(sorted(BUNDLED)))
+    return path
+
+
+def _open_text(path):
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def check_gzip(path, chunk=1 << 20):
+    """Raise TraceError unless a gzip file decompresses whole: a truncated file (no end marker)
+    or bytes after the last member, each named with how far the data got. Streams the file
+    once (O(1) memory); concatenated members are valid gzip and read on."""
+    import zlib
+    d, lines, read, member_end = zlib.decompressobj(wbits=31), 0, 0, 0
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(chunk)
+            if not block:
+                break
+            data = block
+            while data:
+                try:
+                    out = d.decompress(data)
+                except zlib.error as exc:
+                    raise TraceError(path, None, None, f"corrupt gzip data after {read:,} "
+                                     f"compressed bytes and {lines:,} lines ({exc})") from None
+                lines += out.count(b"\n")
+                if not d.eof:
+                    read += len(data)
+                    break
+                rest = d.unused_data
+                read += len(data) - len(rest)
+                member_end = read
+                if not rest:
+                    break
+                if not rest.startswith(GZIP_MAGIC[:len(rest)]):
+                    raise TraceError(path, None, None, f"{len(rest) + len(fh.read()):,} bytes "
+                                     f"after the gzip data (which ends at byte {member_end:,}, "
+                                     f"{lines:,} lines): not a gzip member")
+                d = zlib.decompressobj(wbits=31)  # another member follows
+                data = rest
+    if not d.eof and read > member_end:
+        raise TraceError(path, None, None, f"truncated gzip file: the compressed data ends "
+                         f"after {read:,} bytes and {lines:,} complete lines, before its end "
+                         "marker")
+
+
+def _detect(path):
+    """(format, first line number) from the first non-blank line of a JSONL file."""
+    if path.suffix == ".parquet":
+        return "parquet", None
+    try:
+        with _open_text(path) as fh:
+            for i, line in enumerate(fh, start=1):
+                if line.strip():
+                    try:
+                        obj = json.loads(line)
+                    except ValueError:
+                        raise TraceError(path, i, None, "malformed JSON (expected one object "
+                                         "per line)") from None
+                    if not isinstance(obj, dict):
+                        raise TraceError(path, i, None, "expected a JSON object")
+                    if "hash_ids" in obj:
+                        return "mooncake", i
+                    if "block_hashes" in obj:
+                        return "generic", i
+                    raise TraceError(path, i, None, "unknown format: expected Mooncake fields "
+                                     "(timestamp, input_length, output_length, hash_ids) or "
+                                     "generic ones (timestamp_s, prompt_tokens, block_hashes, "
+                                     "block_tokens)")
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
+        raise TraceError(path, None, None, f"cannot read file ({exc})") from None
+    raise TraceError(path, None, None, "empty trace (expected at least one request)")
+
+
+def _check_value(kind, value):
+    """None if value fits kind, else what was expected."""
+    if kind == "number":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+            math.isfinite(value) and value >= 0
+        return None if ok else "a non-negative number"
+    if kind == "integer":
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return None if ok else "a non-negative integer"
+    if kind == "text":
+        return None if isinstance(value, (str, int)) else "text"
+    ok = isinstance(value, list) and all(isinstance(h, int) and not isinstance(h, bool)
+                                         and 0 <= h < 2 ** 64 for h in value)
+    return None if ok else "a list of non-negative 64-bit integer hashes"
+
+
+def _record_problem(fmt, obj, prev_ts, block_tokens_seen):
+    """(field, message) of the first problem with one parsed record, or None."""
+    fields, optional = _FORMATS[fmt], _OPTIONAL[fmt]
+    unknown = sorted(set(obj) - set(fields) - set(optional))
+    if unknown:  # every field a reader is given is used or refused (issue 20)
+        return unknown[0], ("unknown field; expected only "
+                            + ", ".join(list(fields) + list(optional)))
+    for name, (_, kind) in fields.items():
+        if name not in obj:
+            return name, "missing field"
+        expected = _check_value(kind, obj[name])
+        if expected:
+            return name, f"expected {expected}, got {json.dumps(obj[name])[:60]}"
+    for name, (_, kind) in optional.items():
+        if obj.get(name) is not None:
+            expected = _check_value(kind, obj[name])
+            if expected:
+                return name, f"expected {expected}, got {json.dumps(obj[name])[:60]}"
+    ts_f, prompt_f, hash_f = (("timestamp", "input_length", "hash_ids") if fmt == "mooncake"
+                              else ("timestamp_s", "prompt_tokens", "block_hashes"))
+    bt = MOONCAKE_BLOCK_TOKENS if fmt == "mooncake" else obj["block_tokens"]
+    if bt <= 0:
+        return "block_tokens", "expected a positive integer"
+    if block_tokens_seen is not None and bt != block_tokens_seen:
+        return "block_tokens", f"expected the same block size on every line ({block_tokens_seen})"
+    if obj[prompt_f] <= 0:
+        return prompt_f, "expected a positive number of prompt tokens"
+    n, p = len(obj[hash_f]), obj[prompt_f]
+    if n not in (p // bt, -(-p // bt)):
+        return hash_f, (f"expected {-(-p // bt)} (or {p // bt}) block hashes for {p} tokens "
+                        f"in blocks of {bt}, got {n}")
+    if len(set(obj[hash_f])) != n:
+        return hash_f, "expected distinct hashes within a request (a hash names a whole prefix)"
+    ts = obj[ts_f] / (1000.0 if fmt == "mooncake" else 1.0)
+    if prev_ts is not None and ts < prev_ts:
+        return ts_f, "timestamp goes backwards (expected requests in arrival order)"
+    return None
+
+
+def _locate_jsonl(path, fmt):
+    """Stream a JSONL file and raise TraceError at its first bad line (O(1) memory)."""
+    prev_ts, bt_seen, any_row = None, None, False
+    with _open_text(path) as fh:
+        for i, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                raise TraceError(path, i, None, "malformed JSON (expected one object per line)") \
+                    from None
+            if not isinstance(obj, dict):
+                raise TraceError(path, i, None, "expected a JSON object")
+            problem = _record_problem(fmt, obj, prev_ts, bt_seen)
+            if problem:
+                raise TraceError(path, i, *problem)
+            any_row = True
+            prev_ts = obj["timestamp"] / 1000.0 if fmt == "mooncake" else obj["timestamp_s"]
+            bt_seen = MOONCAKE_BLOCK_TOKENS if fmt == "mooncake" else obj["block_tokens"]
+    if not any_row:
+        raise TraceError(path, None, None, "empty trace (expected at least one request)")
+
+
+#: Parquet column types each generic field may have (DuckDB's names): a string timestamp or a
+#: float token count is refused, not cast
+_PARQUET_TYPES = {"timestamp_s": ("DOUBLE", "FLOAT", "BIGINT", "INTEGER", "UBIGINT", "UINTEGER",
+                                  "SMALLINT", "USMALLINT", "TINYINT", "UTINYINT", "DECIMAL"),
+                  "prompt_tokens": ("BIGINT", "INTEGER", "UBIGINT", "UINTEGER", "SMALLINT",
+                                    "USMALLINT", "TINYINT", "UTINYINT"),
+                  "block_tokens": ("BIGINT", "INTEGER", "UBIGINT", "UINTEGER", "SMALLINT",
+                                   "USMALLINT", "TINYINT", "UTINYINT"),
+                  "output_tokens": ("BIGINT", "INTEGER", "UBIGINT", "UINTEGER", "SMALLINT",
+                                    "USMALLINT", "TINYINT", "UTINYINT"),
+                  "block_hashes": ("UBIGINT[]", "BIGINT[]", "UINTEGER[]", "INTEGER[]"),
+                  "session_id": ("VARCHAR", "BIGINT", "UBIGINT", "INTEGER", "UINTEGER")}
+
+
+def _parquet_columns(con, path):
+    """The generic fields a Parquet trace holds, each of a type the format documents; a column
+    of another name or type is refused (it was cast, or dropped without a word)."""
+    p = str(path).replace("'", "''")
+    cols = {name: typ for name, typ, *_ in
+            con.execute(f"DESCRIBE SELECT * FROM read_parquet('{p}')").fetchall()}
+    for name, typ in cols.items():
+        if name not in _PARQUET_TYPES:
+            raise TraceError(path, None, name, "unknown column; expected only "
+                             + ", ".join(_PARQUET_TYPES))
+        base = typ.split("(")[0] if not typ.endswith("[]") else typ
+        if base not in _PARQUET_TYPES[name]:
+            raise TraceError(path, None, name, f"expected a column of type "
+                             f"{' or '.join(_PARQUET_TYPES[name][:3])}, got {typ}")
+    for name in _FORMATS["generic"]:
+        if name not in cols:
+            raise TraceError(path, None, name, "missing column")
+    return set(cols)
+
+
+def _source_sql(path, fmt, columns=()):
+    """A SELECT normalising the file to ts_s, prompt, output, hashes, bt (columns: a Parquet
+    trace's own, from :func:`_parquet_columns`)."""
+    p = str(path).replace("'", "''")
+    if fmt == "parquet":
+        output = "coalesce(output_tokens, 0)" if "output_tokens" in columns else "0"
+        return (f"SELECT timestamp_s::DOUBLE AS ts_s, prompt_tokens::BIGINT AS prompt, "
+                f"{output}::BIGINT AS output, block_hashes::UBIGINT[] AS hashes, "
+                f"block_tokens::BIGINT AS bt FROM read_parquet('{p}')")
+    cols = {**_FORMATS[fmt], **_OPTIONAL[fmt]}
+    spec = ", ".join(f"'{k}': '{t}'" for k, (t, _) in cols.items())
+    src = f"read_json('{p}', format='newline_delimited', columns={{{spec}}})"
+    if fmt == "mooncake":
+        return (f"SELECT timestamp / 1000.0 AS ts_s, input_length AS prompt, output_length AS "
+                f"output, hash_ids AS hashes, {MOONCAKE_BLOCK_TOKENS}::BIGINT AS bt FROM {src}")
+    return (f"SELECT timestamp_s AS ts_s, prompt_tokens AS prompt, coalesce(output_tokens, 0) "
+            f"AS output, block_hashes AS hashes, block_tokens AS bt FROM {src}")
+
+
+#: JSON types DuckDB reports for a field of each kind (json_type)
+_JSON_TYPES = {"number": ("UBIGINT", "BIGINT", "DOUBLE"), "integer": ("UBIGINT", "BIGINT"),
+               "text": ("VARCHAR", "UBIGINT", "BIGINT")}
+
+
+def _strict_sql(path, fmt):
+    """A count of the JSONL records whose fields do not have the types the format documents
+    (DuckDB's typed reader would cast "100" to a number, 1024.5 to an integer and true to 1)
+    or that hold a field the format does not name: nonzero sends the file to the line-by-line
+    check, which names the line and field."""
+    p = str(path).replace("'", "''")
+    fields, optional = _FORMATS[fmt], _OPTIONAL[fmt]
+    known = ", ".join(f"'{k}'" for k in list(fields) + list(optional))
+    checks = [f"list_bool_and(list_transform(json_keys(json), lambda k: k IN ({known})))"]
+    for name, (_, kind) in {**fields, **optional}.items():
+        where = f"'$.{name}'"
+        if kind == "hashes":
+            ok = (f"json_type(json, {where}) = 'ARRAY' AND coalesce(list_bool_and(list_transform("
+                  f"json_extract(json, '$.{name}[*]'), lambda x: json_type(x) IN "
+                  f"('UBIGINT', 'BIGINT'))), true)")
+        else:
+            ok = f"json_type(json, {where}) IN ({', '.join(repr(t) for t in _JSON_TYPES[kind])})"
+        if name in optional:
+            ok = f"(json_type(json, {where}) IS NULL OR json_type(json, {where}) = 'NULL' OR {ok})"
+        checks.append(f"coalesce({ok}, false)")
+    return (f"SELECT count(*) FROM read_ndjson_objects('{p}') "
+            f"WHERE NOT ({' AND '.join(checks)})")
+
+
+_BAD_ROW = ("ts_s IS NULL OR prompt IS NULL OR hashes IS NULL OR bt IS NULL OR ts_s < 0 "
+            "OR output IS NULL OR NOT isfinite(ts_s) OR prompt <= 0 OR bt <= 0 OR output < 0 "
+            "OR list_count(hashes) != len(hashes) "
+            "OR (len(hashes) != prompt // bt AND len(hashes) != (prompt + bt - 1) // bt) "
+            "OR len(list_distinct(hashes)) != len(hashes)")
+
+
+def _parquet_problem(con, path, src):
+    """Raise TraceError at the first bad row of a Parquet trace, if any."""
+    row = con.execute(f"SELECT i FROM (SELECT row_number() OVER () AS i, * FROM ({src})) "
+                      f"WHERE {_BAD_ROW} LIMIT 1").fetchone()
+    if row:
+        raise TraceError(path, row[0], None, "bad row: expected non-negative timestamp_s, "
+                         "positive prompt_tokens and block_tokens, and ceil or floor of "
+                         "prompt_tokens / block_tokens distinct non-negative block_hashes")
+
+
+def _first_repeat(h, rid, mixed):
+    """The first request (index) repeating a hash, or None. Keys (request, 32-bit mix of the
+    hash) are sorted; only if two keys collide are the full hashes compared."""
+    keys = (rid - rid[0]).astype(np.uint64) << np.uint64(32) | mixed.astype(np.uint64)
+    keys.sort()
+    if not (keys[1:] == keys[:-1]).any():
+        return None
+    o = np.lexsort((h, rid))  # a collision of the mix or a real repeat: check exactly
+    dup = (h[o][1:] == h[o][:-1]) & (rid[o][1:] == rid[o][:-1])
+    return int(rid[o][1:][dup].min()) if dup.any() else None
+
+
+#: requests per chunk when block accesses are fetched from DuckDB (bounds numpy's working set)
+CHUNK_REQUESTS = 100_000
+
+
+def load(name_or_path, sample_rate=None, full_positions=1):
+    """Read a trace (bundled name or path) into a :class:`Trace`.
+
+    The file is parsed once, into a DuckDB table; block accesses reach numpy in chunks of
+    :data:`CHUNK_REQUESTS` requests. sample_rate R in (0, 1): a *stratified* SHARDS sample
+    (see :func:`shards_keep`): the blocks at positions below full_positions of their request
+    are all kept, the others only if their hash samples in.
+    """
+    import duckdb
+
+    path = resolve_path(name_or_path)
+    with open(path, "rb") as fh:
+        if fh.read(2) == GZIP_MAGIC:
+            check_gzip(path)
+    if sample_rate is not None and not 0 < sample_rate <= 1:
+        raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
+    sampled = sample_rate is not None and sample_rate < 1
+    fmt, _ = _detect(path)
+    con = duckdb.connect()
+    try:  # a progress bar on stdout would corrupt --json output
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.Error:
+        pass  # in Jupyter without ipywidgets DuckDB shows none and refuses the setting
+    try:
+        columns = _parquet_columns(con, path) if fmt == "parquet" else ()
+    except duckdb.Error as exc:
+        con.close()
+        raise TraceError(path, None, None, f"not a readable trace "
+                         f"({str(exc).splitlines()[0]})") from None
+    src = _source_sql(path, fmt, columns)
+    cheap_bad = _BAD_ROW.replace(" OR len(list_distinct(hashes)) != len(hashes)", "")
+    try:
+        try:
+            con.execute(f"CREATE TEMP TABLE t AS SELECT ts_s, prompt, output, hashes, bt, "
+                        f"coalesce({cheap_bad}, true) AS bad FROM ({src})")
+            per = con.execute("SELECT ts_s, prompt, output, len(hashes) AS n, bt, bad "
+                              "FROM t").fetchnumpy()
+            bts = np.unique(np.asarray(per["bt"]))
+            bad = bool(np.asarray(per["bad"]).astype(bool).any()) or len(bts) > 1
+            if not bad and fmt != "parquet":
+                bad = con.execute(_strict_sql(path, fmt)).fetchone()[0] > 0
+        except duckdb.Error as exc:
+            if fmt == "parquet":
+                raise TraceError(path, None, None, f"not a readable trace "
+                                 f"({str(exc).splitlines()[0]})") from None
+            per, bad = None, True
+        if bad:
+            if fmt == "parquet":
+                _parquet_problem(con, path, src)
+                raise TraceError(path, None, "block_tokens", "expected one block size")
+            _locate_jsonl(path, fmt)
+            raise TraceError(path, None, None, "not readable as a trace (the reader failed "
+                             "but no bad line was found)")
+        n_req = len(per["ts_s"])
+        if n_req == 0:
+            raise TraceError(path, None, None, "empty trace (expected at least one request)")
+        block_tokens = int(bts[0])
+        ts = np.asarray(per["ts_s"], dtype=float)
+        back = np.flatnonzero(np.diff(ts) < 0)
+        if len(back):
+            if fmt == "parquet":
+                raise TraceError(path, int(back[0]) + 2, "timestamp_s",
+                                 "timestamp goes backwards (expected requests in arrival order)")
+            _locate_jsonl(path, fmt)
+        n_blocks = np.asarray(per["n"], dtype=np.int64)
+        prompt = np.asarray(per["prompt"], dtype=np.int64)
+        output = np.asarray(per["output"], dtype=np.int64)
+        del per
+        rate = 1.0
+        if sampled:
+            rate = int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS
+        offsets = np.r_[0, np.cumsum(n_blocks)]
+        hashes, rid, pos = [], [], []
+        for a in range(0, n_req, CHUNK_REQUESTS):
+            b = min(a + CHUNK_REQUESTS, n_req)
+            h = np.asarray(con.execute(f"SELECT unnest(hashes) AS h FROM t WHERE rowid >= {a} "
+                                       f"AND rowid < {b}").fetchnumpy()["h"], dtype=np.uint64)
+            if len(h) != offsets[b] - offsets[a]:
+                raise TraceError(path, None, None, "block hashes read back out of step with "
+                                 "their requests")
+            r = np.repeat(np.arange(a, b, dtype=np.int64), n_blocks[a:b])
+            p = (np.arange(offsets[a], offsets[b], dtype=np.int64) - offsets[r]).astype(np.int32)
+            mixed = _mix(h)
+            if len(h):
+                rep = _first_repeat(h, r, mixed)
+                if rep is not None:
+                    if fmt == "parquet":
+                        raise TraceError(path, rep + 1, "block_hashes", "expected distinct "
+                                         "hashes within a request (a hash names a whole prefix)")
+                    _locate_jsonl(path, fmt)
+                    raise TraceError(path, None, "hash_ids", "a request repeats a block hash "
+                                     "(expected distinct hashes within a request)")
+            if sampled:
+                keep = mixed < np.uint32(int(rate * SHARDS_MODULUS))
+                keep |= p < full_positions
+                h, r, p = h[keep], r[keep], p[keep]
+            hashes.append(h), rid.append(r), pos.append(p)
+        hashes, rid, pos = np.concatenate(hashes), np.concatenate(rid), np.concatenate(pos)
+    except duckdb.Error as exc:
+        raise TraceError(path, None, None, f"not a readable trace ({str(exc).splitlines()[0]})"
+                         ) from None
+    finally:
+        con.close()
+    return Trace(name=str(name_or_path), timestamp_s=ts,
+                 prompt_tokens=prompt,
+                 output_tokens=output, n_blocks=n_blocks,
+                 rid=rid, pos=pos, hashes=hashes, block_tokens=block_tokens, sample_rate=rate,
+                 full_positions=full_positions if sampled else 0)
+
+
+def from_requests(requests, block_tokens=MOONCAKE_BLOCK_TOKENS, name="in-memory"):
+    """A Trace from a list of (timestamp_s, prompt_tokens, [hashes]) (tests, examples)."""
+    ts = np.array([r[0] for r in requests], dtype=float)
+    prompt = np.array([r[1] for r in requests], dtype=np.int64)
+    n = np.array([len(r[2]) for r in requests], dtype=np.int64)
+    hashes = np.array([h for r in requests for h in r[2]], dtype=np.uint64)
+    rid = np.repeat(np.arange(len(requests), dtype=np.int64), n)
+    pos = np.array([j for r in requests for j in range(len(r[2]))], dtype=np.int32)
+    return Trace(name, ts, prompt, np.zeros_like(prompt), n, rid, pos, hashes, block_tokens)
+
+
+def shards_keep(hashes, sample_rate, pos=None, full_positions=0):
+    """Which accesses a stratified SHARDS sample keeps: every block at a position below
+    full_positions of its request (a hash names a whole prefix, so a block's position is fixed
+    and the strata partition the blocks), and the others iff their hash samples in at rate R.
+
+    The first blocks of requests are few and very hot (one shared head per conversation or
+    system prompt); a 1% hash sample keeps or misses them whole, which moves the curve by
+    their share of accesses. Sampling them at rate 1 removes that error for little cost.
+    """
+    keep = _mix(hashes) < np.uint64(int(sample_rate * SHARDS_MODULUS))
+    if pos is not None and full_positions > 0:
+        keep |= np.asarray(pos) < full_positions
+    return keep
+
+
+def sample(trace, sample_rate, full_positions=1):
+    """A stratified SHARDS sample of an in-memory trace (the same blocks as :func:`load`)."""
+    keep = shards_keep(trace.hashes, sample_rate, trace.pos, full_positions)
+    return Trace(trace.name, trace.timestamp_s, trace.prompt_tokens, trace.output_tokens,
+                 trace.n_blocks, trace.rid[keep], trace.pos[keep], trace.hashes[keep],
+                 trace.block_tokens, int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS,
+                 full_positions)
+
+
+# ------------------------------------------------------------------ reuse analytics
+QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
+
+
+def _quantiles(x):
+    x = np.asarray(x, dtype=float)
+    if not len(x):
+        return {f"p{round(q * 100)}": None for q in QUANTILES}
+    return {f"p{round(q * 100)}": float(v) for q, v in zip(QUANTILES, np.quantile(x, QUANTILES))}
+
+
+def reuse_stats(trace: Trace):
+    """What an unlimited prefix cache would reuse in a whole (unsampled) trace.
+
+    A request *hits* the longest prefix of its blocks all seen in earlier requests. Each hit is
+    classified from hashes alone (there are no session ids): a **continuation** if its last hit
+    block was the last full block (the *tail*) of an earlier request's prompt, i.e. the request
+    extends an earlier prompt as a next conversation turn does; otherwise **shared prefix** (the
+    hit stops inside earlier chains, where requests diverge: a system prompt, a shared document,
+    or an identical prompt sent again). A block's *reuse time* is the time since it was last used
+    (s); a continuation's *pause* is the reuse time of its last hit block (the time since the
+    turn it continues, or since that prefix was last used).
+
+    A request *returns* if a later continuation ends its hit at its tail; the return probability
+    is the share of requests with a full block that return, counting only requests that arrive
+    at least the 95th-percentile pause before the trace ends (later ones had no time to).
+    """
+    if trace.sample_rate < 1:
+        raise ValueError("reuse statistics need the whole trace, not a SHARDS sample")
+    n_req, bt = trace.n_requests, trace.block_tokens
+    # memory follows the accesses: indices narrowed to 32 bits where they fit, and each
+    # temporary as long as an access array freed once used
+    small = np.int32 if max(len(trace.rid), n_req) < 2 ** 31 else np.int64
+    rid, pos, ts = trace.rid.astype(small), trace.pos, trace.timestamp_s
+    _, first_idx, inv = np.unique(trace.hashes, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1).astype(small)
+    seen = rid[first_idx][inv] < rid
+    m = trace.n_blocks.copy()
+    np.minimum.at(m, rid[~seen], pos[~seen])  # hit length: leading blocks seen before
+    del seen
+    hit = pos < m[rid]
+    tokens = trace.access_tokens()
+    hit_tokens = np.bincount(rid, weights=np.where(hit, tokens, 0), minlength=n_req)
+    del tokens
+    # previous use of each access
+    by = np.lexsort((rid, inv))
+    same = inv[by][1:] == inv[by][:-1]
+    prev_rid = np.full(len(rid), -1, dtype=small)
+    prev_rid[by[1:][same]] = rid[by[:-1][same]]
+    del by, same
+    reuse_t = ts[rid] - ts[np.maximum(prev_rid, 0)]
+    del prev_rid
+    # tails: the last full block of each request
+    n_full = trace.prompt_tokens // bt
+    is_tail = pos == n_full[rid] - 1
+    first_tail = np.full(inv.max() + 1 if len(inv) else 0, n_req, dtype=np.int64)
+    np.minimum.at(first_tail, inv[is_tail], rid[is_tail])
+    offsets = np.r_[0, np.cumsum(trace.n_blocks)[:-1]]
+    reqs = np.flatnonzero(m > 0)
+    last_hit = offsets[reqs] + m[reqs] - 1
+    # branch points: the request in which a block first had a second distinct successor
+    follows = pos + 1 < trace.n_blocks[rid]
+    succ = np.where(follows, np.roll(inv, -1), -1)
+    pair = inv[follows].astype(np.int64) * (len(first_tail) + 1) + succ[follows]
+    del succ
+    _, pair_first = np.unique(pair, return_index=True)
+    del pair
+    pb, pr = inv[follows][pair_first], rid[follows][pair_first]
+    o = np.lexsort((pr, pb))
+    pb, pr = pb[o], pr[o]
+    branch_at = np.full(len(first_tail), n_req, dtype=np.int64)
+    is_second = np.zeros(len(pb), dtype=bool)  # second entry of each block's group
+    is_second[1:] = pb[1:] == pb[:-1]
+    is_second[2:] &= pb[2:] != pb[:-2]
+    branch_at[pb[is_second]] = pr[is_second]
+    b_last = inv[last_hit]
+    cont = (first_tail[b_last] < reqs) & (branch_at[b_last] >= reqs)
+    pause = reuse_t[last_hit[cont]]
+    kind = np.zeros(n_req, dtype=np.int8)  # 0 miss, 1 shared prefix, 2 continuation
+    kind[reqs] = np.where(cont, 2, 1)
+    hit_kind = kind[rid][hit]
+    # return probability
+    last_cont = np.full(len(first_tail), -1, dtype=np.int64)
+    np.maximum.at(last_cont, inv[last_hit[cont]], reqs[cont])
+    tail_req = rid[is_tail]
+    horizon = float(np.quantile(pause, 0.95)) if len(pause) else 0.0
+    eligible = ts[tail_req] <= ts[-1] - horizon
+    returned = last_cont[inv[is_tail]] > tail_req
+    p_return = float(returned[eligible].mean()) if eligible.any() else None
+    blocks_total = len(rid)
+    return {
+        "trace": trace.name, "requests": n_req, "duration_s": trace.duration_s,
+        "prompt_tokens": int(trace.prompt_tokens.sum()), "block_tokens": bt,
+        "blocks": blocks_total, "distinct_blocks": int(len(first_idx)),
+        # no prompt fills a block: no block can be reused, and no share of them is defined
+        "max_block_hit_rate": float(hit.sum() / blocks_total) if blocks_total else None,
+        "max_token_hit_rate": float(hit_tokens.sum() / trace.prompt_tokens.sum()),
+        "requests_with_hit": float((m > 0).mean()),
+        "requests_continuation": float((kind == 2).mean()),
+        "requests_shared_prefix": float((kind == 1).mean()),
+        "hit_tokens_continuation": float(hit_tokens[kind == 2].sum() / trace.prompt_tokens.sum()),
+        "hit_tokens_shared_prefix": float(hit_tokens[kind == 1].sum()
+                                          / trace.prompt_tokens.sum()),
+        "hit_tokens_quantiles": _quantiles(hit_tokens[m > 0]),
+        "hit_fraction_quantiles": _quantiles((hit_tokens / trace.prompt_tokens)[m > 0]),
+        "reuse_time_s_shared_prefix": _quantiles(reuse_t[hit][hit_kind == 1]),
+        "reuse_time_s_continuation": _quantiles(reuse_t[hit][hit_kind == 2]),
+        "pause_s": _quantiles(pause), "pauses": pause,
+        "return_probability": p_return, "return_horizon_s": horizon,
+        "returning_requests_counted": int(eligible.sum()),
+    }
+
+
+def fit_lognormal(x):
+    """Maximum-likelihood lognormal of positive samples: (median s, sigma, KS distance, n, zeros)."""
+    x = np.asarray(x, dtype=float)
+    pos_x = np.sort(x[x > 0])
+    if len(pos_x) < 2:
+        raise ValueError("a lognormal fit needs at least two positive samples")
+    logs = np.log(pos_x)
+    mu, sigma = float(logs.mean()), float(logs.std())
+    z = (logs - mu) / (sigma * math.sqrt(2))
+    fit = 0.5 * (1 + np.vectorize(math.erf)(z))
+    emp_hi = np.arange(1, len(pos_x) + 1) / len(pos_x)
+    ks = float(max(np.abs(emp_hi - fit).max(), np.abs(emp_hi - 1 / len(pos_x) - fit).max()))
+    return {"median_s": math.exp(mu), "sigma": sigma, "ks_distance": ks, "n": len(pos_x),
+            "zeros": int((x <= 0).sum())}
+
+
+PAUSE_ROW_FIELDS = ("name", "distribution", "median_s", "sigma", "return_probability", "kind",
+                    "source", "source_location", "retrieved", "notes")
+
+
+def fit_pauses(name):
+    """A pauses.csv row fitted to a bundled trace: lognormal pause and return probability."""
+    stats = reuse_stats(load(name))
+    fit = fit_lognormal(stats["pauses"])
+    return {
+        "name": f"{name}-fitted", "distribution": "lognormal",
+        "median_s": f"{fit['median_s']:.4g}", "sigma": f"{fit['sigma']:.4g}",
+        "return_probability": f"{stats['return_probability']:.4g}",
+        # a fit to measured arrivals; the synthetic trace's arrivals are not measured
+        "kind": "assumption" if name == "synthetic" else "measurement",
+        "source": f"{MOONCAKE_SOURCE}/{BUNDLED[name].removesuffix('.gz')}",
+        "source_location": (f"lognormal maximum-likelihood fit (mean and s.d. of log) to "
+                            f"{fit['n']} continuation pauses (kvmath.traces.readers.fit_pauses; "
+                            f"{fit['zeros']} zero pauses left out; KS distance "
+                            f"{fit['ks_distance']:.3f}); return probability = share of "
+                            f"{stats['returning_requests_counted']} requests whose last full "
+                            f"block a later request continues"),
+        "retrieved": "2026-11-30",
+        "notes": ("pause = time between request arrivals, so it includes the earlier turn's "
+                  "generation; no session ids: turns are matched by prefix hashes; a one-hour "
+                  "trace cuts off longer pauses, so the tail is short and p is a lower bound"
+                  + ("; synthetic trace: Poisson arrivals, not measured think times"
+                     if name == "synthetic" else "")),
+    }
+
+
+def batch_context_of(trace, model=None):
+    """Default context of a running sequence: the trace's mean prompt + output tokens, at most
+    the model's context window (no sequence runs longer)."""
+    mean = int(math.ceil((trace.prompt_tokens + trace.output_tokens).mean()))
+    return mean if model is None else min(mean, model.max_context_tokens)

@@ -1,0 +1,514 @@
+"""Cache simulation on a trace: exact LRU hit-rate curves from stack distances, SHARDS, and a
+multi-tier replay (HBM, host DRAM, NVMe, remote pool).
+
+**Prefix semantics.** A request looks its blocks up *before* it inserts any of them, and its hit
+is its leading blocks that are all present. It then inserts all its blocks, tail first and head
+last, so that a prefix's head is always more recent than its tail and LRU evicts tails first (as
+vLLM's free-block queue does). The LRU stack distance ``D`` of a block is the number of distinct
+blocks used at or after its last use, before the request began: the block is present in an LRU
+cache of ``C`` blocks iff ``D <= C``. The request's leading ``j+1`` blocks hit iff
+``max(D_0..D_j) <= C``, the *prefix distance*. One histogram of prefix distances gives the hit
+rate at every capacity (Mattson et al. 1970).
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvmath.traces.readers import Trace
+
+
+# ------------------------------------------------------------------ stack distances
+def _prefix_dominance(ys, a, s, w=None):
+    """For each query q, #{j < a[q] : ys[j] < s[q]} (merge-sort tree, O(n log^2 n) vectorised);
+    with weights w, the sum of w[j] over those j instead of their count."""
+    n = len(ys)
+    out = np.zeros(len(a), dtype=np.int64 if w is None else float)
+    if n == 0 or len(a) == 0:
+        return out
+    m = int(ys.max()) + 2
+    j = np.arange(n, dtype=np.int64)
+    a = np.asarray(a, dtype=np.int64)
+    s = np.asarray(s, dtype=np.int64)
+    k = 0
+    while (1 << k) <= n:
+        sel = (a >> k) & 1 == 1
+        if sel.any():
+            blk = (a[sel] >> (k + 1)) << 1
+            if w is None:
+                keys = np.sort((j >> k) * m + ys)
+                out[sel] += np.searchsorted(keys, blk * m + s[sel], "left") - (blk << k)
+            else:
+                keys = (j >> k) * m + ys
+                o = np.argsort(keys, kind="stable")
+                cw = np.r_[0.0, np.cumsum(w[o])]
+                i = np.searchsorted(keys[o], blk * m + s[sel], "left")
+                out[sel] += cw[i] - cw[blk << k]
+        k += 1
+    return out
+
+
+def stack_distances(trace: Trace):
+    """(D, E) per kept access, in trace order: LRU stack distance and prefix distance, blocks.
+
+    np.inf marks a block never seen before (or, for E, a prefix with such a block). On a
+    SHARDS sample a distance counts each distinct kept block by its weight
+    (:meth:`Trace.weights`: 1 / sample_rate, or 1 in the fully kept stratum), an unbiased
+    estimate of the distinct blocks in between (Horvitz-Thompson); plain SHARDS scales the
+    sample's distance by 1 / R, the same when every weight is 1 / R.
+    """
+    n = len(trace.hashes)
+    if n == 0:
+        return np.zeros(0), np.zeros(0)
+    order = np.lexsort((-trace.pos.astype(np.int64), trace.rid))  # tail first within a request
+    h, r = trace.hashes[order], trace.rid[order]
+    start = np.searchsorted(r, r, "left")  # first sequence index of each access's request
+    by = np.argsort(h, kind="stable")
+    same = h[by][1:] == h[by][:-1]
+    prev = np.full(n, -1, dtype=np.int64)
+    prev[by[1:][same]] = by[:-1][same]
+    nxt = np.full(n, n, dtype=np.int64)
+    nxt[by[:-1][same]] = by[1:][same]
+    seen = prev >= 0
+    p, s = prev[seen], start[seen]
+    if trace.sample_rate >= 1:
+        repeats = (np.searchsorted(np.sort(nxt), s, "left")
+                   - _prefix_dominance(nxt, p + 1, s))  # j in (p, s) used again before s
+        d_seq = np.full(n, np.inf)
+        d_seq[seen] = (s - p - 1) - repeats + 1
+    else:
+        w = trace.weights()[order]
+        cw = np.r_[0.0, np.cumsum(w)]
+        o = np.argsort(nxt, kind="stable")
+        cwn = np.r_[0.0, np.cumsum(w[o])]
+        repeats = (cwn[np.searchsorted(nxt[o], s, "left")]
+                   - _prefix_dominance(nxt, p + 1, s, w))
+        d_seq = np.full(n, np.inf)
+        d_seq[seen] = (cw[s] - cw[p + 1]) - repeats + w[seen]
+    d = np.empty(n)
+    d[order] = d_seq
+    # prefix distance: running max along each request (trace order is head first), on ranks
+    values, rank = np.unique(d, return_inverse=True)  # inf sorts last
+    rank = rank.reshape(-1).astype(np.int64)
+    key = trace.rid * (len(values) + 1) + rank
+    e = values[np.maximum.accumulate(key) - trace.rid * (len(values) + 1)]
+    return d, e
+
+
+@dataclass
+class Curve:
+    """LRU hit rates against capacity (blocks; tokens = blocks x block_tokens)."""
+    capacity_blocks: np.ndarray
+    block_hit_rate: np.ndarray
+    token_hit_rate: np.ndarray
+    block_tokens: int
+    max_block_hit_rate: float
+    max_token_hit_rate: float
+    sample_rate: float = 1.0
+    base_block_hit_rate: float = 0.0  #: below the first step (SHARDS_adj's credit, else 0)
+    base_token_hit_rate: float = 0.0
+
+    @property
+    def capacity_tokens(self):
+        return self.capacity_blocks * self.block_tokens
+
+    def at(self, capacity_blocks):
+        """(block, token) hit rate at capacities (blocks), from the step curve."""
+        i = np.searchsorted(self.capacity_blocks, capacity_blocks, "right") - 1
+        ok = i >= 0
+        if not len(self.capacity_blocks):
+            return (np.full(np.shape(i), self.base_block_hit_rate),
+                    np.full(np.shape(i), self.base_token_hit_rate))
+        blocks = np.where(ok, self.block_hit_rate[np.maximum(i, 0)], self.base_block_hit_rate)
+        tokens = np.where(ok, self.token_hit_rate[np.maximum(i, 0)], self.base_token_hit_rate)
+        return blocks, tokens
+
+    def rows(self, points=48):
+        """Rows {capacity_tokens, block_hit_rate, token_hit_rate} on a geometric grid."""
+        top = self.capacity_blocks[-1] if len(self.capacity_blocks) else 1
+        caps = np.unique(np.round(np.geomspace(1, max(top, 1), points)))
+        b, t = self.at(caps)
+        return [{"capacity_tokens": int(c * self.block_tokens), "block_hit_rate": float(x),
+                 "token_hit_rate": float(y)} for c, x, y in zip(caps, b, t)]
+
+
+def lru_curve(trace: Trace, distances=None):
+    """The exact LRU hit-rate curve at every capacity (steps at each distinct prefix distance).
+
+    On a stratified SHARDS sample (see :func:`kvmath.traces.readers.shards_keep`) each access counts
+    by its weight, and SHARDS_adj (Waldspurger et al., FAST'15, sec. 4.2) is applied to the
+    hash-sampled stratum: its totals are known exactly, and the difference between them and
+    the weighted sample is credited to the smallest distance (hot blocks).
+    """
+    _, e = distances if distances is not None else stack_distances(trace)
+    tokens = trace.access_tokens().astype(float)
+    w = trace.weights()
+    hashed = np.minimum(trace.n_blocks * trace.block_tokens, trace.prompt_tokens).sum()
+    coverage = hashed / trace.prompt_tokens.sum()  # share of prompt tokens inside hashed blocks
+    finite = np.isfinite(e)
+    order = np.argsort(e[finite], kind="stable")
+    ef = e[finite][order]
+    cum_b = np.cumsum(w[finite][order])
+    cum_t = np.cumsum((tokens * w)[finite][order])
+    last = np.r_[ef[1:] != ef[:-1], True] if len(ef) else np.zeros(0, bool)
+    nb, nt = float(w.sum()), float((tokens * w).sum())
+    adj_b = adj_t = 0.0
+    if trace.sample_rate < 1:
+        full = trace.pos < trace.full_positions  # kept whole: totals exact
+        n_full = np.minimum(trace.n_blocks, trace.full_positions)
+        t_full = np.minimum(trace.prompt_tokens, n_full * trace.block_tokens)
+        nb_all = float(trace.n_blocks.sum())
+        nt_all = float(hashed)
+        adj_b = (nb_all - n_full.sum()) - float(w[~full].sum())
+        adj_t = (nt_all - t_full.sum()) - float((tokens * w)[~full].sum())
+        nb, nt = nb_all, nt_all
+    nb, nt = max(nb, 1.0), max(nt, 1.0)
+    clip = lambda x: np.clip(x, 0.0, 1.0)  # noqa: E731
+    return Curve(capacity_blocks=ef[last], block_hit_rate=clip((cum_b[last] + adj_b) / nb),
+                 token_hit_rate=clip((cum_t[last] + adj_t) / nt) * coverage,
+                 block_tokens=trace.block_tokens,
+                 max_block_hit_rate=float(clip((w[finite].sum() + adj_b) / nb)),
+                 max_token_hit_rate=float(clip(((tokens * w)[finite].sum() + adj_t) / nt)
+                                          * coverage),
+                 sample_rate=trace.sample_rate,
+                 base_block_hit_rate=float(clip(adj_b / nb)),
+                 base_token_hit_rate=float(clip(adj_t / nt) * coverage))
+
+
+def curve_error(approx: Curve, exact: Curve, points=200):
+    """Largest absolute difference in block and token hit rate on a geometric capacity grid."""
+    top = max(exact.capacity_blocks[-1], 1)
+    caps = np.geomspace(1, top * 1.5, points)
+    ab, at = approx.at(caps)
+    eb, et = exact.at(caps)
+    return float(np.abs(ab - eb).max()), float(np.abs(at - et).max())
+
+
+# ------------------------------------------------------------------ multi-tier replay
+@dataclass(frozen=True)
+class TierSpec:
+    """One tier of a node's KV store. Bandwidths are node totals, B/s.
+
+    reload_tier: the kvmath tier (a Tier, or a ``tiers.csv`` name) whose path prices a reload; None for
+    HBM (a hit there reloads nothing). drive_bytes set marks a tier of drives (NVMe): the
+    selective policy filters its writes and its drive writes per day are reported.
+    """
+    name: str
+    capacity_bytes: float
+    read_Bps: float
+    write_Bps: float
+    reload_tier: str | Tier | None = None  # noqa: F821 (a kvmath.tables.rows.Tier; not evaluated)
+    drive_bytes: float | None = None
+    rated_dwpd: float | None = None
+    rated_drive_writes: float | None = None  #: full-drive writes over a drive's rated life
+    #: bytes one block occupies in this tier (None: the replay's block_bytes): in HBM every
+    #: rank holds its own copy of replicated KV, where a store may hold one
+    block_bytes: float | None = None
+
+
+@dataclass
+class _Tier:
+    spec: TierSpec
+    capacity_blocks: int
+    store: OrderedDict = field(default_factory=OrderedDict)
+    hits: int = 0
+    writes: int = 0
+    dropped: int = 0
+    filtered: int = 0
+
+
+#: requests whose block hashes are turned into Python ints at once during a replay
+CHUNK_REQUESTS = 100_000
+
+
+def window_percentile(values, windows, q):
+    """np.percentile (linear) of ``windows`` one-second totals of which ``values`` holds the
+    nonzero ones ({window: bytes}), without building the zeros."""
+    nonzero = np.sort(np.fromiter(values.values(), dtype=float, count=len(values)))
+    zeros = windows - len(nonzero)
+    pos = q / 100 * (windows - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, windows - 1)
+
+    def at(i):
+        return 0.0 if i < zeros else float(nonzero[i - zeros])
+    return at(lo) + (pos - lo) * (at(hi) - at(lo))
+
+
+def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=2, cost=None):
+    """Replay a trace through a list of tiers (fastest first; the first is HBM).
+
+    Every request's blocks end in the first tier; a block evicted from tier k is written to
+    tier k+1 unless it is already there (lower tiers keep copies: a reload does not remove
+    them). Writes beyond a tier's write bandwidth in a 1-s window are dropped and counted.
+    policy: ``lru``; ``ttl`` (blocks unused for ttl_s are dropped from every tier below the
+    first); ``selective`` (a drive tier takes only blocks used at least min_uses times, as
+    SGLang HiCache's write_through_selective and Dynamo KVBM's frequency filter do).
+    cost: a :class:`HitCost` to price each hit (reload against recompute) and the node's load.
+    """
+    if trace.sample_rate < 1:
+        raise ValueError("replay needs the whole trace, not a SHARDS sample")
+    if policy not in ("lru", "ttl", "selective"):
+        raise ValueError(f"unknown policy {policy!r}; expected lru, ttl or selective")
+    if policy == "ttl" and not (ttl_s and ttl_s > 0):
+        raise ValueError("policy ttl needs a positive ttl_s")
+    sizes = [t.block_bytes or block_bytes for t in tiers]  # bytes of a block in each tier
+    state = [_Tier(t, int(t.capacity_bytes // b)) for t, b in zip(tiers, sizes)]
+    t0 = float(trace.timestamp_s[0])
+    windows = int(math.floor(trace.duration_s)) + 1
+    # bytes per 1-s window, only the windows with traffic: memory follows the traffic, not the
+    # trace's span (a timestamp far in the future had allocated one slot per second to it)
+    reads = [defaultdict(float) for _ in tiers]
+    writes = [defaultdict(float) for _ in tiers]
+    # per-block counts only where a policy reads them (selective: uses; ttl: last use): each
+    # holds every block the trace ever names, the replay's largest memory
+    uses, last_use = {}, {}
+    track_uses, track_last = policy == "selective", policy == "ttl"
+    offsets = np.r_[0, np.cumsum(trace.n_blocks)]
+    times = trace.timestamp_s.tolist()
+    chunk, chunk_start, hashes = CHUNK_REQUESTS, 0, []  # Python ints for one chunk at a time
+    ttl = ttl_s if policy == "ttl" else None
+    hit_blocks = np.zeros(trace.n_requests, dtype=np.int64)
+    runs = []  # (request, tier index, first block, end block)
+
+    def offer(k, b, now, w):
+        while k < len(state):
+            tier = state[k]
+            if b in tier.store:
+                tier.store.move_to_end(b)
+                return
+            if policy == "selective" and tier.spec.drive_bytes and uses.get(b, 0) < min_uses:
+                tier.filtered += 1
+                return
+            if writes[k][w] + sizes[k] > tier.spec.write_Bps:
+                tier.dropped += 1
+                return
+            writes[k][w] += sizes[k]
+            tier.writes += 1
+            tier.store[b] = True
+            if ttl is not None and k > 0:
+                while tier.store and now - last_use[next(iter(tier.store))] > ttl:
+                    tier.store.popitem(last=False)
+            if len(tier.store) <= tier.capacity_blocks:
+                return
+            b, _ = tier.store.popitem(last=False)
+            k += 1
+
+    for r in range(trace.n_requests):
+        if r % chunk == 0:
+            chunk_start = int(offsets[r])
+            hashes = trace.hashes[chunk_start:int(offsets[min(r + chunk, trace.n_requests)])].tolist()
+        now = times[r]
+        w = int(now - t0)
+        blocks = hashes[int(offsets[r]) - chunk_start:int(offsets[r + 1]) - chunk_start]
+        where = []
+        for b in blocks:  # lookup before insert: the leading blocks present somewhere
+            found = -1
+            for k, tier in enumerate(state):
+                if b in tier.store:
+                    if ttl is not None and k > 0 and now - last_use[b] > ttl:
+                        del tier.store[b]
+                        continue
+                    found = k
+                    break
+            if found < 0:
+                break
+            where.append(found)
+        for j, k in enumerate(where):
+            state[k].hits += 1
+            if k > 0:
+                reads[k][w] += sizes[k]
+                state[k].store.move_to_end(blocks[j])
+        hit_blocks[r] = len(where)
+        j = 0
+        while j < len(where):
+            e = j
+            while e < len(where) and where[e] == where[j]:
+                e += 1
+            runs.append((r, where[j], j, e))
+            j = e
+        if track_uses:
+            for b in blocks:
+                uses[b] = uses.get(b, 0) + 1
+        if track_last:
+            for b in blocks:
+                last_use[b] = now
+        hbm = state[0]
+        for j in range(len(blocks) - 1, -1, -1):  # tail first, head last
+            b = blocks[j]
+            if b in hbm.store:
+                hbm.store.move_to_end(b)
+                continue
+            if writes[0][w] + sizes[0] > hbm.spec.write_Bps:
+                hbm.dropped += 1
+                continue
+            writes[0][w] += sizes[0]
+            hbm.writes += 1
+            hbm.store[b] = True
+            while len(hbm.store) > hbm.capacity_blocks:
+                old, _ = hbm.store.popitem(last=False)
+                offer(1, old, now, w)
+
+    total_blocks = len(trace.hashes)
+    duration = max(trace.duration_s, 1.0)
+    tokens = trace.access_tokens()
+    out_tiers = []
+    for k, tier in enumerate(state):
+        rd, wr = reads[k], writes[k]
+        row = {"tier": tier.spec.name, "capacity_bytes": tier.spec.capacity_bytes,
+               "capacity_blocks": tier.capacity_blocks, "hits": tier.hits,
+               "hit_rate": tier.hits / max(total_blocks, 1),
+               "read_Bps_mean": float(sum(rd.values()) / duration),
+               "read_Bps_p99": window_percentile(rd, windows, 99),
+               "write_Bps_mean": float(sum(wr.values()) / duration),
+               "write_Bps_p99": window_percentile(wr, windows, 99),
+               "read_bandwidth_Bps": tier.spec.read_Bps, "write_bandwidth_Bps": tier.spec.write_Bps,
+               "writes": tier.writes, "writes_dropped": tier.dropped,
+               "writes_filtered": tier.filtered}
+        if tier.spec.drive_bytes:
+            dwpd = row["write_Bps_mean"] * 86400 / tier.spec.capacity_bytes
+            row["drive_writes_per_day"] = dwpd
+            row["rated_dwpd"] = tier.spec.rated_dwpd
+            row["lifetime_years"] = (tier.spec.rated_drive_writes / (dwpd * 365.25)
+                                     if tier.spec.rated_drive_writes and dwpd > 0 else math.inf)
+        out_tiers.append(row)
+    hit_tokens = np.zeros(trace.n_requests)
+    np.add.at(hit_tokens, trace.rid, np.where(trace.pos < hit_blocks[trace.rid], tokens, 0))
+    result = {"requests": trace.n_requests, "policy": policy, "ttl_s": ttl_s,
+              "min_uses": min_uses if policy == "selective" else None,
+              "block_bytes": block_bytes, "duration_s": trace.duration_s,
+              "block_hit_rate": float(hit_blocks.sum() / max(total_blocks, 1)),
+              "token_hit_rate": float(hit_tokens.sum() / trace.prompt_tokens.sum()),
+              "tiers": out_tiers}
+    if cost is not None:
+        result.update(cost.price(trace, runs, duration))
+    return result
+
+
+class HitCost:
+    """Reload against recompute for each hit, from :func:`kvmath.evaluate.compare.sweep` (the same
+    lambdified expressions as ``compare``), tabulated once per block count.
+
+    A run of hit blocks [a, b) from tier k saves R(b) - R(a) of recompute (R: recompute time of
+    a prefix, s; R(0) the one-token prefill, the request's own forward pass, which it runs
+    anyway) and costs the tier's reload of b - a blocks without an engine step of its own; a run
+    whose reload is not faster is recomputed (an HBM run never is). GPU-seconds are tp x
+    seconds. Demand counts the prefill still run (misses, lost reloads and every request's own
+    forward pass) plus the reload time, in GPU-seconds per second.
+    """
+
+    def __init__(self, model, gpu, tiers, tp, gpus, engine=None):
+        from kvmath.evaluate.compare import sweep
+        from kvmath.tables.rows import resolve_tier
+        self.model, self.gpu, self.tiers, self.tp, self.gpus = model, gpu, tiers, tp, gpus
+        self.engine = engine  #: the engine profile of the reloads (None: the default)
+        self._sweep, self._resolve = sweep, resolve_tier
+
+    def _tables(self, trace):
+        bt = trace.block_tokens
+        nmax = int(trace.n_blocks.max()) if trace.n_requests else 1
+        lengths = np.arange(1, nmax + 1) * bt
+        any_tier = self._resolve("host-dram")
+        _, rec = self._sweep(self.model, self.gpu, any_tier, lengths, tp=self.tp)
+        # R(0) is the request's own forward pass (a one-token prefill), which it runs with or
+        # without a cache: a hit saves R(b) - R(a) beyond it, and a reload pays no step of its own
+        _, own = self._sweep(self.model, self.gpu, any_tier, np.array([1.0]), tp=self.tp)
+        rec_blk = np.r_[float(own[0]), rec]
+        reload_blk = []
+        for spec in self.tiers:
+            if spec.reload_tier is None:
+                reload_blk.append(np.zeros(nmax + 1))
+            else:
+                tier = (spec.reload_tier if not isinstance(spec.reload_tier, str)
+                        else self._resolve(spec.reload_tier))  # a node's own path, or by name
+                rl, _ = self._sweep(self.model, self.gpu, tier, lengths, own_step=False, tp=self.tp,
+                                    engine=self.engine)
+                reload_blk.append(np.r_[0.0, rl])
+        _, rec_prompt = self._sweep(self.model, self.gpu, any_tier,
+                                    trace.prompt_tokens.astype(float), tp=self.tp)
+        return rec_blk, reload_blk, np.asarray(rec_prompt, dtype=float)
+
+    def price(self, trace, runs, duration):
+        rec_blk, reload_blk, rec_prompt = self._tables(trace)
+        n_blocks = trace.n_blocks
+        saved = np.zeros(len(self.tiers))
+        lost = np.zeros(len(self.tiers), dtype=np.int64)
+        reload_time = 0.0
+        for r, k, a, b in runs:
+            rec = (rec_prompt[r] if b == n_blocks[r] else rec_blk[b]) - rec_blk[a]
+            rl = reload_blk[k][b - a]
+            if rl < rec or self.tiers[k].reload_tier is None:  # an HBM hit is never lost
+                saved[k] += rec - rl
+                reload_time += rl
+            else:
+                lost[k] += b - a
+        demand = self.tp * (rec_prompt.sum() - saved.sum()) / duration
+        return {"gpu_seconds_saved_per_s": float(self.tp * saved.sum() / duration),
+                "gpu_seconds_saved_per_s_by_tier": {s.name: float(self.tp * v / duration)
+                                                    for s, v in zip(self.tiers, saved)},
+                "blocks_recomputed_as_reload_lost": {s.name: int(v)
+                                                     for s, v in zip(self.tiers, lost)},
+                "prefill_gpu_s_per_s_no_cache": float(self.tp * rec_prompt.sum() / duration),
+                "prefill_gpu_s_per_s": float(demand),
+                "reload_gpu_s_per_s": float(self.tp * reload_time / duration),
+                "node_gpu_s_per_s": float(self.gpus),
+                "feasible": bool(demand <= self.gpus)}
+
+
+def with_hbm_blocks(specs, model, gpu, tp, block_tokens, engine=None):
+    """specs with the HBM tier's block size set to what one block occupies there: every rank's
+    copy (kv_bytes / kv_bytes_unique copies), where the offload tiers hold what the engine
+    stores (:func:`kv_block_bytes`)."""
+    from dataclasses import replace as _replace
+
+    from kvmath.evaluate.compare import compare
+    from kvmath.tables.rows import resolve_tier
+    r = compare(model, gpu, resolve_tier("host-dram"), block_tokens, tp=tp, engine=engine)
+    hbm = r["kv_bytes_per_token"] * block_tokens * r["kv_bytes"] / r["kv_bytes_unique"]
+    return [_replace(t, block_bytes=hbm) if t.name == "hbm" else t for t in specs]
+
+
+def kv_block_bytes(model, gpu, tp, block_tokens, engine=None):
+    """KV bytes one block occupies in the offload tiers: compare's kv_bytes_per_token x
+    block_tokens, times the copies the engine stores of it (one per rank of a replicated MLA
+    latent or KV head unless the engine stores it once: kv_bytes_stored / kv_bytes_unique)."""
+    from kvmath.evaluate.compare import compare
+    from kvmath.tables.rows import resolve_tier
+    r = compare(model, gpu, resolve_tier("host-dram"), block_tokens, tp=tp, engine=engine)
+    return r["kv_bytes_per_token"] * block_tokens * r["kv_bytes_stored"] / r["kv_bytes_unique"]
+
+
+def node_tiers(node, model, tp=None, remote_bytes=None, batch_seqs=None, batch_context=None,
+               **plan_kw):
+    """Tier specs of a node for the replay, from :func:`kvmath.evaluate.reuse.node_capacities`: the
+    same capacities and bandwidths as the analytic plan (HBM after the activation reserve,
+    weights and a running batch of batch_seqs sequences of batch_context tokens; host DRAM;
+    the NVMe array with drives.csv's write bandwidth and rated endurance), and optionally a
+    remote pool of remote_bytes over the node's RDMA path. plan_kw: the other options of
+    node_capacities (gpu, compute_dtype, gpu_memory_utilization, activation_reserve,
+    writes_within_rating)."""
+    from kvmath.evaluate.compare import path_values
+    from kvmath.evaluate.reuse import node_capacities
+    from kvmath.tables.rows import bundled, node_nvme_tier, prices
+    nc = node_capacities(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context,
+                         **plan_kw)
+    t, drive = nc["tiers"], nc["drive"]
+    specs = [TierSpec("hbm", t["hbm"]["capacity_bytes"], t["hbm"]["read_Bps"],
+                      t["hbm"]["write_Bps"]),
+             TierSpec("host-dram", t["host-dram"]["capacity_bytes"], t["host-dram"]["read_Bps"],
+                      t["host-dram"]["write_Bps"], "host-dram")]
+    if "nvme" in t:
+        lifetime = drive.lifetime_drive_writes if drive else \
+            prices()["nvme_drive_writes_lifetime"].value
+        specs.append(TierSpec("nvme", t["nvme"]["capacity_bytes"], t["nvme"]["read_Bps"],
+                              t["nvme"]["write_Bps"], node_nvme_tier(node),
+                              drive_bytes=node.nvme_drive_bytes,
+                              rated_dwpd=drive.drive_writes_per_day if drive else None,
+                              rated_drive_writes=lifetime))
+    if remote_bytes:
+        bw = path_values(bundled().tiers["rdma"], nc["gpu"], node.gpus)[0] * node.gpus
+        specs.append(TierSpec("remote", remote_bytes, bw, bw, "rdma"))
+    return specs
