@@ -1,8 +1,8 @@
 /* The book's calculator: user interface only.
  *
  * Every formula comes from kvcalc-formulas.js (printed from the SymPy expressions by
- * kvmath.webcalc_formulas into kvmath/_kvcalc_formulas.js) and every number from kvcalc-data.js
- * (written at build time by kvmath.webcalc from the bundled tables).
+ * kvmath.codegen.javascript into kvmath/_generated/kvcalc_formulas.js) and every number from kvcalc-data.js
+ * (written at build time by kvmath.present.calculator from the bundled tables).
  * This file reads the state from the query string (parameter names = the CLI's flag names,
  * symbol names for a reader's own values), evaluates, and shows each result in an element whose
  * id is its `compare --json` key, with the full-precision value in data-value.
@@ -13,10 +13,10 @@
   if (!F || !D) return;
 
   // ------------------------------------------------------------------ evaluation
-  // The algorithms of kvmath.evaluate (compare, scenario_values, choose_layout, tier_path,
-  // numeric_crossings) and kvmath.prefill.calibrated_values, in the same order; every formula
+  // The algorithms of kvmath.evaluate.compare (compare, scenario_values, choose_layout, tier_path,
+  // numeric_crossings) and kvmath.evaluate.prefill.calibrated_values, in the same order; every formula
   // they apply is a generated function of F, every number a field of D.
-  // the form's fields and their bounds: kvmath.options (the command line's own declarations)
+  // the form's fields and their bounds: kvmath.scenario.options (the command line's own declarations)
   const O = D.options, NAMES = Object.keys(O);
   const FLAGS = NAMES.filter(k => O[k].flag);
   const CHOICES = NAMES.filter(k => O[k].text || O[k].choices.length);
@@ -39,7 +39,7 @@
     return s;
   }
 
-  /** value within a field's bounds (kvmath.options.Kind.ok): finite, whole where integer. */
+  /** value within a field's bounds (kvmath.scenario.options.Kind.ok): finite, whole where integer. */
   function within(b, x) {
     if (typeof x !== "number" || !Number.isFinite(x)) return false;
     if (b.integer && !Number.isInteger(x)) return false;
@@ -72,14 +72,14 @@
         return `${O[k].label} must be ${O[k].words}, got '${state[k]}'`;
       }
     }
-    if (!(state.tokens >= D.numeric_crossings.t_min)) {  // kvmath.evaluate.MIN_PREFIX_TOKENS
+    if (!(state.tokens >= D.numeric_crossings.t_min)) {  // kvmath.evaluate.compare.MIN_PREFIX_TOKENS
       return `--tokens must be at least ${D.numeric_crossings.t_min}, got ${state.tokens}: a ` +
              "one-token prefix leaves nothing to reload beyond the request's own forward pass";
     }
     return null;
   }
 
-  /** A model's symbol values (kvmath.evaluate.architecture_values) with the reader's own. */
+  /** A model's symbol values (kvmath.evaluate.compare.architecture_values) with the reader's own. */
   function modelValues(state, kvDtype, weightDtype) {
     const m = D.models[state.model], v = Object.assign({}, m.values);
     for (const s of SYMBOLS) if (s in state && s in m.values) v[s] = state[s];
@@ -90,7 +90,7 @@
   }
   function gpuValue(state, name, value) { return name in state ? state[name] : value; }
 
-  function headsFit(state, k) {  // kvmath.evaluate.heads_fit
+  function headsFit(state, k) {  // kvmath.evaluate.compare.heads_fit
     const m = D.models[state.model];
     if (gpuValue(state, "n_q", m.values.n_q) % k) return false;
     if (m.attention === "mla") return true;
@@ -121,7 +121,7 @@
             kv: (state.batch || 1) * F.outputs.kv_bytes_per_gpu.f(v)};
   }
 
-  /** kvmath.evaluate.choose_layout with check_fit (compare checks the fit). */
+  /** kvmath.evaluate.compare.choose_layout with check_fit (compare checks the fit). */
   function chooseLayout(state, usable) {
     const m = D.models[state.model], g = D.gpus[state.gpu];
     const tp = state.tp, ep = state.ep, kv = state["kv-dtype"];
@@ -172,7 +172,7 @@
     return layout;
   }
 
-  /** kvmath.evaluate.tier_path: the tier's hops and their effective bandwidths. */
+  /** kvmath.evaluate.compare.tier_path: the tier's hops and their effective bandwidths. */
   function tierPath(state, eng, copy) {
     const g = D.gpus[state.gpu];
     return D.tiers[state.tier].map(hop => {
@@ -196,7 +196,7 @@
     });
   }
 
-  /** kvmath.evaluate.scenario_values: every symbol value but T, the hops and the layout. */
+  /** kvmath.evaluate.compare.scenario_values: every symbol value but T, the hops and the layout. */
   function values(state) {
     const g = D.gpus[state.gpu];
     const eng = D.engines[state.engine || D.default_engine];
@@ -213,7 +213,7 @@
     v.eta = eta;
     v.B_hbm = gpuValue(state, "B_hbm", g.B_hbm);
     v.N_node = gpuValue(state, "N_node", g.N_node);
-    const replicas = S.default_concurrency.f(v);  // kvmath.evaluate.compare: no more than the node holds
+    const replicas = S.default_concurrency.f(v);  // kvmath.evaluate.compare.compare: no more than the node holds
     if ("concurrent-reloads" in state && state["concurrent-reloads"] > replicas) {
       fail(`--concurrent-reloads ${state["concurrent-reloads"]} exceeds the ${replicas} replica(s) of TP ` +
            `${layout.tp} that a node of ${v.N_node} ${state.gpu} GPUs holds (each replica reloads one ` +
@@ -221,7 +221,7 @@
     }
     v.n_c = "concurrent-reloads" in state ? state["concurrent-reloads"] : replicas;
     const perModel = rule => rule === "always" || (rule === "mla" && D.models[state.model].attention === "mla");
-    const once = perModel(eng.replicated_read_once);  // kvmath.evaluate.reads_once, stores_once
+    const once = perModel(eng.replicated_read_once);  // kvmath.evaluate.compare.reads_once, stores_once
     const single = eng.stored_once === "mla-single-node" ||
       (eng.stored_once === "mla-single-node-cuda" && D.gpus[state.gpu].platform === "cuda");
     const stored = eng.stored_once.startsWith("mla-single-node")
@@ -232,7 +232,7 @@
     let copy = null;
     if (eng.copy_tokens !== null) {
       v.c_tok = eng.copy_tokens;
-      const mode = eng.copy_spans_layers;  // kvmath.evaluate.copies_span_layers
+      const mode = eng.copy_spans_layers;  // kvmath.evaluate.compare.copies_span_layers
       const spans = mode === "always" || (mode === "uniform" && !(v.L_win > 0 && v.L_full > 0));
       // per-layer copies carry K and V apart (a packing engine falls back for a hybrid); MLA: one tensor
       v.c_split = (eng.kv_split || (mode === "uniform" && !spans)) && D.models[state.model].attention !== "mla" ? 2 : 1;
@@ -241,7 +241,7 @@
     }
     const hops = tierPath(state, eng, copy);
     const narrowest = scope => Math.min(...hops.filter(h => h.scope === scope).map(h => h.effective_Bps));
-    // kvmath.evaluate.hop_copies: each node hop's copies; the path's B is the narrowest of them
+    // kvmath.evaluate.compare.hop_copies: each node hop's copies; the path's B is the narrowest of them
     hops.forEach(h => { h.copies = h.scope !== "per-node" ? null : once || (stored && !h.host_memory) ? 1 : v.rho; });
     const nodeHops = hops.filter(h => h.copies !== null);
     const bGpu = narrowest("per-gpu");
@@ -249,7 +249,7 @@
       ? Math.min(...nodeHops.map(h => S.B_path.f(Object.assign({}, v, {B_gpu: bGpu, B_node: h.effective_Bps, rho_n: h.copies}))))
       : S.B_path.f(Object.assign({}, v, {B_gpu: bGpu, B_node: Infinity}));
     v.t_lat = hops.reduce((a, h) => a + h.latency_s, 0);
-    // kvmath.evaluate.request_cost_values: what the engine charges every request, and per loaded token
+    // kvmath.evaluate.compare.request_cost_values: what the engine charges every request, and per loaded token
     const costs = eng.costs;
     v.t_req = costs.request_fixed_s || 0;
     v.c_hash = costs.hash_token_s || 0;
@@ -257,7 +257,7 @@
     v.c_hit = state.tier === "hbm" ? 0 : costs.hit_token_s || 0;
     v.n = state["new-tokens"] || 1;
     v.n_step = eng.request_steps;
-    // kvmath.evaluate.scenario_values: a layer-by-layer load hides under the step from host memory only
+    // kvmath.evaluate.compare.scenario_values: a layer-by-layer load hides under the step from host memory only
     const tierHops = D.tiers[state.tier];
     const hostOnly = tierHops.length > 0 && tierHops.every(h => h.link === D.gpu_host_link || h.link === D.gpu_host_memory);
     v.o_lay = eng.layer_overlap && hostOnly ? 1 : 0;
@@ -267,7 +267,7 @@
     return {v: v, hops: hops, layout: layout, engine: state.engine || D.default_engine, copy: copy};
   }
 
-  /** kvmath.prefill.calibrated_values for compare's layout: every value of the parts but T. */
+  /** kvmath.evaluate.prefill.calibrated_values for compare's layout: every value of the parts but T. */
   function calibratedValues(state, layout) {
     const m = D.models[state.model], g = D.gpus[state.gpu], tp = layout.gpus;
     const served = (D.deployments[state.model] || {})[state.gpu];  // as chooseLayout with this TP
@@ -318,7 +318,7 @@
   }
 
   /** The values at prefix length T with the engine step timed by the prefill model in use
-   *  (kvmath.evaluate.time_step): the new tokens' forward pass over the loaded prefix. */
+   *  (kvmath.evaluate.compare.time_step): the new tokens' forward pass over the loaded prefix. */
   function timeStep(v, rec, T) {
     const at = Object.assign({}, v, {T: T, t_rec_p: rec(T), t_rec_pn: rec(T + v.n), t_rec_n: rec(v.n)});
     at.t_step = S.t_suffix.f(at);
@@ -362,7 +362,7 @@
     }
   }
 
-  /** kvmath.evaluate.compare. */
+  /** kvmath.evaluate.compare.compare. */
   function evaluate(state) {
     const m = D.models[state.model];
     if (state.tokens > m.max_context_tokens && !state["allow-beyond-context"]) {
@@ -374,7 +374,7 @@
     const r = {};
     for (const [key, e] of Object.entries(F.outputs)) r[key] = e.f(at);
     r.recompute_s = at.t_rec_p;
-    // kvmath.evaluate._ttft_crossings: where the TTFTs cross, each length with its own step
+    // kvmath.evaluate.compare._ttft_crossings: where the TTFTs cross, each length with its own step
     const adv = T => { const a = timeStep(v, rec, T); return F.outputs.ttft_reload_s.f(a) - F.outputs.ttft_recompute_s.f(a); };
     const nc = D.numeric_crossings;
     const cross = bracketRoots(adv, nc.t_min, Math.max(m.max_context_tokens, state.tokens), nc.points, nc.iterations);
@@ -496,7 +496,7 @@
 
   function build(root) {
     const form = el("form", {class: "kvcalc-form", id: "kvcalc-form"});
-    const L = k => O[k].label;  // the form's words, declared with the option (kvmath.options)
+    const L = k => O[k].label;  // the form's words, declared with the option (kvmath.scenario.options)
     form.append(select("model", L("model"), Object.keys(D.models)),
                 select("gpu", L("gpu"), Object.keys(D.gpus)),
                 select("tier", L("tier"), Object.keys(D.tiers)),

@@ -9,7 +9,7 @@
   their inline configuration on every ``env-before-read-docs``, which a jupyter-book build
   emits more than once, so every page declared ``const THEBE_JS_URL`` twice and threw.
 * ``builder-inited``: writes the calculator's generated JavaScript (formulas from the SymPy
-  expressions, data from the bundled tables; :mod:`kvmath.webcalc`) into a build-time static
+  expressions, data from the bundled tables; :mod:`kvmath.present.calculator`) into a build-time static
   folder and adds it to the pages, so no formula or number is typed into JavaScript.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _fresh_cache(app, config):
 
 
 def _calculator_files(app):
-    from kvmath.webcalc import write_static
+    from kvmath.present.calculator import write_static
 
     out = Path(app.outdir).parent / "kvcalc_static"
     names = write_static(out)

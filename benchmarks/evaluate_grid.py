@@ -1,7 +1,7 @@
 """Benchmark: the reload-minus-recompute advantage over a grid of >= 1,000,000 points.
 
 Three ways in one run, on the same inputs:
-  1. the function generated from the SymPy expression (kvmath/_numeric.py, what kvmath uses),
+  1. the function generated from the SymPy expression (kvmath/_generated/numeric.py, what kvmath uses),
   2. a hand-written numpy copy of the same formula (exists only here, as the yardstick),
   3. ``subs().evalf()`` on a sample (the slow path lambdify replaces).
 The three must agree; the last line printed is one JSON object with the timings
@@ -17,8 +17,8 @@ import time
 import numpy as np
 
 from kvmath import bundled
-from kvmath import derive as D
-from kvmath.evaluate import fn, scenario_values
+from kvmath.derive import kv as D
+from kvmath.evaluate.compare import fn, scenario_values
 
 
 def grid(n_lengths):

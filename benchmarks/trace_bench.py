@@ -29,14 +29,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvmath import cachesim as C  # noqa: E402
-from kvmath import traces as T  # noqa: E402
+from kvmath.traces import replay as C  # noqa: E402
+from kvmath.traces import readers as T  # noqa: E402
 
 CHILD = """
 import json, os, resource, sys, time
 sys.path.insert(0, {root!r})
 t0 = time.perf_counter()
-from kvmath import cachesim as C, traces as T
+from kvmath.traces import replay as C
+from kvmath.traces import readers as T
 t1 = time.perf_counter()
 tr = T.load({path!r}, sample_rate={rate!r}, full_positions={full!r})
 t2 = time.perf_counter()
