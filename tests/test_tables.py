@@ -288,7 +288,8 @@ def test_a_measured_efficiency_divides_by_the_peak_it_multiplies():
             continue
         if quantity.startswith("prefill"):
             assert e.peak_value == cat.gpus[item].dense_flops("fp8" if quantity.endswith("fp8") else "bf16"), item
-        # measured over four 200G NICs (twice one 400G NIC's peak); on one of a tray's two Graces
-        per_unit = {"nic-400g": 2, "grace-lpddr5x-gb200-tray": 0.5}
+        # measured over four 200G NICs (twice one 400G NIC's peak); on one of a tray's two Graces;
+        # over a 3FS storage node's two 200G NICs
+        per_unit = {"nic-400g": 2, "grace-lpddr5x-gb200-tray": 0.5, "nic-200g-ib": 2}
         if quantity == "link" and item in cat.links:
             assert e.peak_value == cat.links[item].bandwidth_Bps * per_unit.get(item, 1), item

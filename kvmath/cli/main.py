@@ -12,6 +12,7 @@ import os
 import sys
 from dataclasses import replace
 
+from kvmath.cli import route as route_cli
 from kvmath.cli import trace as trace_cli
 from kvmath.evaluate.compare import (BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT, ScenarioError, compare,
                        node_tp)
@@ -46,6 +47,7 @@ def build_parser():
     add_options(sub.add_parser(TIERS, help="capacity, bandwidth, endurance and compute plan of "
                                "a node's tiers for a load"), TIERS)
     trace_cli.add_parser(sub)
+    route_cli.add_parser(sub)
     return p
 
 
@@ -241,6 +243,9 @@ def _reuse_human(r):
             ("hit probability", f"{r['hit_probability']:.3f} of returning conversations"),
             ("break-even p", _p_text(r["p_breakeven"], r)),
             ("value per offload", f"${r['value_usd']:.3g}")]
+    if r["reach"] < 1 or r.get("pool"):  # several nodes: the share of returns that find it
+        rows.insert(4, ("reach", f"{r['reach']:.3g} of returns reach the cache's node "
+                                 f"({r['reach_from']})"))
     verdicts = [f"verdict: {r['verdict']} (holding priced at purchase cost)"]
     if r.get("value_usd_opportunity") is not None:
         ttl = r["ttl_s_opportunity"]
@@ -295,6 +300,15 @@ def _tiers_human(plan):
                      fmt_bytes(t["dropped_write_Bps"], 4) + "/s", dwpd])
     lines += columns(["tier", "capacity", "caches", "ages held", "resumes", "read", "write",
                       "of write cap", "dropped", "drive w/day"], rows)
+    if plan["reach"] < 1 or plan.get("nodes", 1) > 1:
+        lines.append(f"routing: {plan['reach']:.3g} of returns reach the node's own tiers "
+                     f"({plan['reach_from']})")
+    pool = next((t for t in plan["tiers"] if t["tier"] == "pool"), None)
+    if pool is not None:
+        lines.append(f"pool: {pool['pool']} ({fmt_bytes(pool['pool_capacity_bytes'], 4)}) shared by "
+                     f"{pool['pool_nodes']} GPU nodes, written {pool['pool_writes']}, read at "
+                     f"{fmt_time(pool['reload_s'])} a reload; capacity priced as its medium "
+                     "(its servers are not priced)")
     lines.append(f"recomputed: {plan['recomputed_fraction']:.1%} of resumes, "
                  f"{plan['prefill_demand_gpu_s_per_s']:.3g} GPU-s of prefill per s on "
                  f"{plan['gpus']} GPUs")
@@ -347,6 +361,28 @@ def _node_and_gpu(args, need_node=True):
     return node, gpu
 
 
+def _pool_of(args, tier_given=False):
+    """(Pool row, GPU nodes sharing it) of --pool and --pool-nodes, or (None, None)."""
+    from kvmath.tables.rows import resolve_pool
+    if not args.pool:
+        if args.pool_nodes is not None:
+            raise UsageError("--pool-nodes needs --pool (the pool the nodes share)")
+        return None, None
+    if tier_given:
+        raise UsageError("give --tier or --pool, not both (the pool is the tier reloaded from)")
+    pool = resolve_pool(args.pool)
+    return pool, args.pool_nodes or pool.gpu_nodes
+
+
+def _reach_of(args):
+    """(h_route, where it came from): --reach, else --router's over --nodes."""
+    from kvmath.evaluate.routing import reach
+    if args.reach is not None:
+        return args.reach, "--reach (stated)"
+    h = reach(args.router, args.nodes)
+    return h, (f"{args.router} over {args.nodes} node(s)" if args.nodes > 1 else "one node")
+
+
 def _price_overrides(args):
     """((name, Price row), ...) replacing prices.csv rows: a --prices file, then the per-item
     flags (observed the day they are given: a user's own price is never stale)."""
@@ -375,22 +411,30 @@ def _run_reuse(args):
     from kvmath.evaluate.reuse import reuse, tier_plan
     from kvmath.tables.rows import resolve_pause
     from kvmath.tables.rows import node_drive
+    from kvmath.tables.rows import pool_tier
     read_scenario(args, REUSE)
-    model, tier, pause = resolve_model(args.model), resolve_tier(args.tier), resolve_pause(args.pause)
+    pool, pool_nodes = _pool_of(args, tier_given=bool(args.tier))
+    model, pause = resolve_model(args.model), resolve_pause(args.pause)
+    tier = pool_tier(pool, pool_nodes) if pool else resolve_tier(args.tier)
     node, gpu = _node_and_gpu(args, need_node=args.resume_rate is not None)
     drive = node_drive(node) if node is not None and tier.name == "nvme" else None
-    if node is not None:  # the node's own drives, as compare --node
+    if node is not None and pool is None:  # the node's own drives, as compare --node
         tier = _node_tier(node, tier)
+    # every node reaches a pool; the node's own tier only the returns routed to it
+    h, h_from = (1.0, "a pool every node reads") if pool else _reach_of(args)
     engine, cfg = engine_of(args)
     check_tier(cfg, tier.name)
     kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype,
-              engine=engine, price_overrides=_price_overrides(args))
+              engine=engine, price_overrides=_price_overrides(args), reach=h,
+              price_tier=("nvme" if pool.medium == "nvme" else "host-dram") if pool else None)
     result = reuse(model, gpu, tier, args.tokens, pause, drive=drive, **kw)
+    result.update(reach=h, reach_from=h_from, pool=pool.name if pool else None,
+                  pool_nodes=pool_nodes)
     result["holding_priced_at"] = "purchase"
     opp = dict(capacity_usd_per_byte_s_opportunity=None, value_usd_opportunity=None,
                p_breakeven_opportunity=None, ttl_s_opportunity=None, verdict_opportunity=None)
     opp["opportunity_not_priced"] = None
-    if args.resume_rate is not None and tier.name not in ("host-dram", "nvme"):
+    if args.resume_rate is not None and (pool or tier.name not in ("host-dram", "nvme")):
         # said, not dropped (issue 20): the node plan holds HBM, host DRAM and the node's drives
         opp["opportunity_not_priced"] = (f"--resume-rate prices holding at opportunity cost on "
                                          f"the node's own tiers (host-dram, nvme), not {tier.name}")
@@ -398,6 +442,7 @@ def _run_reuse(args):
         plan = tier_plan(node, model, args.tokens, args.resume_rate, pause, tp=args.tp or None,
                          gpu=gpu, compute_dtype=args.compute_dtype, gpu_price=args.gpu_price,
                          find_limit=False, engine=engine, price_overrides=kw["price_overrides"],
+                         reach=h,
                          **cache_sizes(args, cfg, node, args.tp or node_tp(model, node.gpus),
                                        model))
         row = next((t for t in plan["tiers"] if t["tier"] == tier.name), None)
@@ -426,14 +471,19 @@ def _run_tiers(args):
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
     engine, cfg = engine_of(args)
+    pool, pool_nodes = _pool_of(args)
+    h, h_from = _reach_of(args)
     plan = tier_plan(node, model, args.tokens, args.resume_rate, resolve_pause(args.pause), tp=tp,
                      gpu=gpu, compute_dtype=args.compute_dtype,
                      batch_seqs=args.batch_seqs, batch_context=args.batch_context,
                      gpu_memory_utilization=args.gpu_memory_utilization,
                      activation_reserve=args.activation_reserve, gpu_price=args.gpu_price,
                      writes_within_rating=bool(args.writes_within_rating), engine=engine,
-                     price_overrides=_price_overrides(args),
+                     price_overrides=_price_overrides(args), pool=pool, pool_nodes=pool_nodes,
+                     reach=h, pool_writes=args.pool_writes,
                      **cache_sizes(args, cfg, node, tp, model))
+    plan.update(reach_from=h_from, nodes=args.nodes, router=args.router if args.reach is None
+                else None)
     if cfg is not None:
         plan["engine_config"] = cfg.summary()
     return plan
@@ -443,6 +493,8 @@ def _run_other(args):
     """trace, reuse or tiers; returns the exit status."""
     if args.command == "trace":
         return trace_cli.run(args)
+    if args.command == "route":
+        return route_cli.run(args)
     from kvmath.evaluate.reuse import price_warnings
     result = dict(_run_reuse(args) if args.command == "reuse" else _run_tiers(args))
     result["price_warnings"] = price_warnings(result["prices_observed"])
@@ -458,7 +510,7 @@ def run(argv=None):
     if args.command == "list":
         print(_list())
         return 0
-    if args.command in ("trace", "reuse", "tiers"):
+    if args.command in ("trace", "route", "reuse", "tiers"):
         try:
             return _run_other(args)
         except ScenarioError as exc:  # they take no --allow-beyond-context: do not offer it
@@ -467,10 +519,15 @@ def run(argv=None):
     read_scenario(args, COMPARE)
     from kvmath.evaluate.bands import band
     gpu = resolve_gpu(args.gpu) if args.gpu else None
-    tier = _compare_tier(args.tier)
+    pool, pool_nodes = _pool_of(args, tier_given=bool(args.tier))
+    if pool is not None:
+        from kvmath.tables.rows import pool_tier
+        tier = pool_tier(pool, pool_nodes)
+    else:
+        tier = _compare_tier(args.tier)
     if args.node:  # the node's GPU and count, and an nvme tier of its own drives
         node, gpu = _node_and_gpu(args)
-        tier = _node_tier(node, tier)
+        tier = tier if pool is not None else _node_tier(node, tier)
     engine, cfg = engine_of(args)
     check_tier(cfg, tier.name)
     b = band(resolve_model(args.model), gpu, tier,
@@ -490,6 +547,8 @@ def run(argv=None):
                                             if b["reload_bandwidth_Bps"][0] is not None else None),
               "verdict_flips_in_band": b["flips"], "prefill_fit_own": b["prefill_fit_own"],
               "known_limits": b["known_limits"]}
+    if pool is not None:
+        result.update(pool=pool.name, pool_nodes=pool_nodes)
     if cfg is not None:
         result["engine_config"] = cfg.summary()
     print_result(args, result, _human)

@@ -6,11 +6,17 @@ A cache written when a turn ends is kept for a time-to-live tau; the conversatio
 returns with probability p after a pause drawn from a distribution F.
 
 Sizing follows Little's law: caches held = offloads per second x mean holding time.
+
+Across several nodes a cache helps only when its conversation returns to the node that holds
+it: a returning turn reaches the holder with probability h_route (the router's), so every
+saving, hit and early release counts p x h_route where one node counts p; offloads still
+follow every turn that ends (r / p). A pool every node reads has h_route = 1.
 """
 import sympy as sp
 
 from kvmath.derive import symcache as C
-from kvmath.derive.symbols import Bytes, K, S_gpu, c_cap, c_gpu, c_wear, lam, mu, p_ret, r_res, sigma, tau
+from kvmath.derive.symbols import (Bytes, K, S_gpu, c_cap, c_gpu, c_wear, h_route, lam, mu, p_ret,
+                                   r_res, sigma, tau)
 
 _t = sp.Symbol("t", positive=True)
 
@@ -37,16 +43,20 @@ hold_return_logn_display = (sp.exp(mu + sigma ** 2 / 2) * Phi((sp.log(tau) - mu 
 hold_return_logn = hold_return_logn_display.replace(Phi, lambda z: (1 + sp.erf(z / sp.sqrt(2))) / 2)
 
 
+#: probability an offloaded cache's conversation returns to the node that holds it
+p_hit = p_ret * h_route
+
+
 def holding_time(F, hold_return):
-    """Expected holding time of one offloaded cache: returning ones until they return
-    (or tau), the others for the full tau, s."""
-    return p_ret * hold_return + (1 - p_ret) * tau
+    """Expected holding time of one offloaded cache: those whose conversation returns to its
+    node until it does (or tau), the others for the full tau, s."""
+    return p_hit * hold_return + (1 - p_hit) * tau
 
 
 def net_value(F, hold_return):
     """Expected value of offloading one cache for tau, $: saving when it returns in time,
     minus capacity held and bytes written."""
-    return (p_ret * F * S_gpu * c_gpu - c_cap * Bytes * holding_time(F, hold_return)
+    return (p_hit * F * S_gpu * c_gpu - c_cap * Bytes * holding_time(F, hold_return)
             - c_wear * Bytes)
 
 
@@ -69,8 +79,8 @@ offload_rate = r_res / p_ret
 held_exp = offload_rate * holding_time(F_exp, hold_return_exp)
 held_logn = offload_rate * holding_time(F_logn, hold_return_logn)
 #: read (reload) and write (offload) traffic into a tier, B/s
-read_traffic_exp = r_res * F_exp * Bytes
-read_traffic_logn = r_res * F_logn * Bytes
+read_traffic_exp = r_res * h_route * F_exp * Bytes
+read_traffic_logn = r_res * h_route * F_logn * Bytes
 write_traffic = offload_rate * Bytes
 
 # ------------------------------------------------------------------ a cascade of tiers
@@ -79,14 +89,14 @@ F_lo, F_hi = sp.symbols("F_lo F_hi", nonnegative=True)
 #: capacity (B) and bandwidth (B/s) of one tier
 C_tier, B_tier = sp.symbols("C_tier B_tier", positive=True)
 #: resumes per second served from a tier holding ages [tau_lo, tau_hi)
-tier_hits = r_res * (F_hi - F_lo)
+tier_hits = r_res * h_route * (F_hi - F_lo)
 #: bytes one resume reads from the tier, B: a stored cache's bytes, or every rank's copy when each
 #: rank loads the one shared copy from host memory (vLLM's single-copy MLA slot)
 Bytes_read = sp.Symbol("Q_r", positive=True)
 #: bytes per second read back from the tier
 tier_reads = tier_hits * Bytes_read
 #: bytes per second written into the tier: caches that reached its youngest age unreturned
-tier_writes = offload_rate * Bytes * (1 - p_ret * F_lo)
+tier_writes = offload_rate * Bytes * (1 - p_hit * F_lo)
 #: write bandwidth of the tier, B/s (B_tier is its read bandwidth)
 B_write = sp.Symbol("B_write", positive=True)
 #: busy fraction of the tier: a drive (or a shared DRAM bus) spends its time either reading or
@@ -98,7 +108,7 @@ tier_headroom = 1 / tier_utilisation
 #: otherwise only as many as its read and write bandwidth can carry together
 tier_admitted = sp.Min(1, tier_headroom)
 #: share of all resumes the tier serves: hits among the caches it admitted
-tier_served = (F_hi - F_lo) * tier_admitted
+tier_served = h_route * (F_hi - F_lo) * tier_admitted
 #: bytes per second actually written (never above B_write, since admitted x writes / B_write <= 1)
 tier_writes_carried = tier_writes * tier_admitted
 #: bytes per second the tier cannot take (counted, never priced: nothing is written)
@@ -110,11 +120,25 @@ tier_value_rate = (r_res * tier_served * S_gpu * c_gpu - c_cap * C_tier
 #: the same on a node already bought: capacity is sunk, only wear is paid
 tier_value_rate_fixed = r_res * tier_served * S_gpu * c_gpu - c_wear * tier_writes_carried
 
+# ------------------------------------------------------------------ a write-through tier
+#: a tier every offload is written to as well (a pool the engine writes through to: LMCache
+#: stores each chunk in every backend it has), holding ages [0, tau) of every cache: F_lo then
+#: stands for the share of returns the tiers above it serve (h_route x F at their last age),
+#: so it serves the rest of its ages, reads tier_reads, and takes every offload
+tier_writes_through = offload_rate * Bytes
+tier_utilisation_through = tier_reads / B_tier + tier_writes_through / B_write
+tier_admitted_through = sp.Min(1, 1 / tier_utilisation_through)
+tier_headroom_through = 1 / tier_utilisation_through
+tier_served_through = h_route * (F_hi - F_lo) * tier_admitted_through
+tier_writes_through_carried = tier_writes_through * tier_admitted_through
+tier_writes_through_dropped = tier_writes_through * (1 - tier_admitted_through)
+
 # ------------------------------------------------------------------ holding priced by opportunity
 #: on a fixed node a held cache costs the cache it displaces: the marginal hits a tier gains
 #: per extra byte held at its TTL edge (d hits / d tau over d bytes held / d tau), per second
-marginal_hits_per_byte_exp = C.simplify(sp.diff(r_res * F_exp, tau) / sp.diff(held_exp * Bytes, tau))
-marginal_hits_per_byte_logn = C.simplify(sp.diff(r_res * F_logn, tau)
+marginal_hits_per_byte_exp = C.simplify(sp.diff(r_res * h_route * F_exp, tau)
+                                         / sp.diff(held_exp * Bytes, tau))
+marginal_hits_per_byte_logn = C.simplify(sp.diff(r_res * h_route * F_logn, tau)
                                           / sp.diff(held_logn * Bytes, tau))
 #: opportunity price of holding one byte for one second, $/(B s): those hits' saved GPU time
 c_cap_opportunity_exp = marginal_hits_per_byte_exp * S_gpu * c_gpu

@@ -86,6 +86,9 @@ t_step = sp.Symbol("t_step", nonnegative=True)  #: one engine step of the reload
 
 # --- reuse and tiers ---------------------------------------------------------
 p_ret = sp.Symbol("p", positive=True)  #: probability the conversation returns at all
+#: probability a returning conversation is routed to the node that holds its cache (1: one node,
+#: or routing that follows the cache; 1/N: a router that ignores it, over N nodes)
+h_route = sp.Symbol("h_route", positive=True)
 tau = sp.Symbol("tau", positive=True)  #: time-to-live of an offloaded cache, s
 lam = sp.Symbol("lambda", positive=True)  #: rate of the pause distribution (exponential), 1/s
 mu = sp.Symbol("mu", real=True)  #: log-median of a lognormal pause, ln(s)
@@ -168,6 +171,7 @@ MEANING = {
     t_step: ("one engine step of the reloading request: the new tokens' forward pass over the "
              "loaded prefix, timed by the prefill model in use", "s"),
     p_ret: ("probability the conversation returns", "1"),
+    h_route: ("probability a returning conversation reaches the node holding its cache", "1"),
     tau: ("time-to-live of an offloaded cache", "s"),
     lam: ("rate of an exponential pause", "1/s"),
     mu: ("log-median of a lognormal pause", "ln s"),

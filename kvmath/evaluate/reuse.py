@@ -16,7 +16,7 @@ import numpy as np
 
 from kvmath.evaluate.compare import ScenarioError, choose_layout, compare, min_tp, node_tp, numeric_of, path_values
 from kvmath.tables.rows import Tier, bundled, gpu_prices, prices
-from kvmath.tables.rows import node_drive, node_nvme_tier, plan_defaults
+from kvmath.tables.rows import node_drive, node_nvme_tier, plan_defaults, pool_tier
 
 SECONDS_PER_MONTH = 365.25 * 86400 / 12
 #: the TTL at which "keep until return" (an infinite TTL) is evaluated: every pause is over, s
@@ -55,11 +55,15 @@ def tier_read_bytes(r, tier_name):
         r["node_hop_copies"] * r["kv_bytes_unique"])
 
 
-def pause_values(pause):
-    """Substitution values of a pause distribution (exp: lambda; lognormal: mu, sigma) and p."""
+def pause_values(pause, reach=1.0):
+    """Substitution values of a pause distribution (exp: lambda; lognormal: mu, sigma), p, and
+    h_route: the probability a returning conversation reaches the node holding its cache
+    (:func:`kvmath.evaluate.routing.reach`; 1 on one node)."""
     if pause.distribution == "exponential":
-        return {"lambda": math.log(2) / pause.median_s, "p": pause.return_probability}
-    return {"mu": math.log(pause.median_s), "sigma": pause.sigma, "p": pause.return_probability}
+        return {"lambda": math.log(2) / pause.median_s, "p": pause.return_probability,
+                "h_route": reach}
+    return {"mu": math.log(pause.median_s), "sigma": pause.sigma, "p": pause.return_probability,
+            "h_route": reach}
 
 
 def _kind(pause):
@@ -139,14 +143,19 @@ def cdf(pause, tau):
     return rfn(f"F_{_kind(pause)}").take({**pause_values(pause), "tau": tau})
 
 
-def held_caches(pause, tau, resume_rate):
+def held_caches(pause, tau, resume_rate, reach=1.0):
     """Caches held at once with TTL tau (Little's law)."""
-    return rfn(f"held_{_kind(pause)}").take({**pause_values(pause), "tau": tau, "r": resume_rate})
+    return rfn(f"held_{_kind(pause)}").take({**pause_values(pause, reach), "tau": tau,
+                                              "r": resume_rate})
 
 
 def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtype=None,
-          c_cap=None, drive=None, engine=None, price_overrides=()):
+          c_cap=None, drive=None, engine=None, price_overrides=(), reach=1.0, price_tier=None):
     """Break-even return probability and the best TTL for offloading one conversation.
+
+    reach: h_route, the probability the returning turn reaches the node holding the cache (1
+    for a pool every node reads); the break-even p is then the return probability needed with
+    that reach. price_tier: the tier whose price the capacity is held at (a pool: its medium's).
 
     c_cap: price of holding a byte for a second ($); default the tier's amortised purchase
     price (a node being built); pass :func:`opportunity_price` for a node already bought.
@@ -155,9 +164,9 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
     r = compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype, engine=engine)
     tp = r["tp"]
     saving = r["gpus"] * saved_s(r)  # GPU-seconds one reuse saves
-    c_cap_buy, c_wear = tier_prices(tier.name, drive, price_overrides)
+    c_cap_buy, c_wear = tier_prices(price_tier or tier.name, drive, price_overrides)
     c_cap = c_cap_buy if c_cap is None else c_cap
-    v = {**pause_values(pause), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(gpu, gpu_price),
+    v = {**pause_values(pause, reach), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(gpu, gpu_price),
          "c_cap": c_cap, "c_wear": c_wear, "Q": r["kv_bytes_stored"]}
     kind = _kind(pause)
     value = rfn(f"value_{kind}")
@@ -166,7 +175,8 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
            "kv_bytes": r["kv_bytes_stored"], "recompute_s": r["recompute_s"],
            "reload_s": r["reload_s"], "saving_gpu_s": saving,
            "saving_usd": saving * v["c_gpu"], "gpu_usd_per_hour": v["c_gpu"] * 3600,
-           "prices_observed": _iso(prices_used(gpu, [tier.name], gpu_price, price_overrides)),
+           "prices_observed": _iso(prices_used(gpu, [price_tier or tier.name], gpu_price,
+                                               price_overrides)),
            "capacity_usd_per_byte_s": c_cap,
            "write_usd_per_byte": c_wear, "return_probability": pause.return_probability}
     if saving <= 0:
@@ -178,7 +188,7 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
     pays = tau > 0 and float(value.take(at)) > 0
     # no TTL pays: the best choice is not to write the cache at all (TTL 0, value 0)
     out["ttl_s"] = tau if pays else 0.0
-    out["hit_probability"] = float(rfn(f"F_{kind}").take(at)) if pays else 0.0
+    out["hit_probability"] = reach * float(rfn(f"F_{kind}").take(at)) if pays else 0.0
     out["value_usd"] = float(value.take(at)) if pays else 0.0
     p_star = breakeven_p(kind, v)
     out["p_breakeven"] = p_star if p_star <= 1 else None
@@ -251,10 +261,10 @@ def best_ttl(value, v, kind):
     return math.sqrt(lo * hi)
 
 
-def ttl_filling(pause, resume_rate, kv_bytes, capacity_bytes, start_tau=0.0):
+def ttl_filling(pause, resume_rate, kv_bytes, capacity_bytes, start_tau=0.0, reach=1.0):
     """Largest TTL whose caches, aged from start_tau to it, fit in capacity_bytes (s)."""
-    base = held_caches(pause, start_tau, resume_rate) if start_tau > 0 else 0.0
-    held, values = rfn(f"held_{_kind(pause)}"), {**pause_values(pause), "r": resume_rate}
+    base = held_caches(pause, start_tau, resume_rate, reach) if start_tau > 0 else 0.0
+    held, values = rfn(f"held_{_kind(pause)}"), {**pause_values(pause, reach), "r": resume_rate}
 
     def used(t):  # held_caches, with the function and the pause's values looked up once
         values["tau"] = t
@@ -320,7 +330,7 @@ def _cache_cap(wanted, held, what, medium, node, source=None):
 def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_seqs=None,
                     batch_context=None, gpu_memory_utilization=None, activation_reserve=None,
                     writes_within_rating=False, host_cache_bytes=None, disk_cache_bytes=None,
-                    host_cache_hbm_ratio=None, cache_source=None):
+                    host_cache_hbm_ratio=None, cache_source=None, pool=None, pool_nodes=None):
     """Capacity (B) and read/write bandwidth (B/s, node totals) of a node's KV tiers, the one
     source for both the analytic plan (:func:`tier_plan`) and the trace replay
     (:func:`kvmath.traces.replay.node_tiers`).
@@ -337,6 +347,11 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     0 means no NVMe tier; ``host_cache_hbm_ratio`` sizes host DRAM as that multiple of the
     HBM left for KV with no running batch (SGLang's --hicache-ratio). A size beyond what the
     node holds is refused.
+
+    pool: a :class:`~kvmath.tables.rows.Pool` shared by ``pool_nodes`` GPU nodes (default its
+    row's gpu_nodes): the node's share, 1/pool_nodes of its capacity and of its servers' media
+    and NICs, over the pool's path (:func:`~kvmath.tables.rows.pool_tier`); writes are ASSUMED
+    to run at the read path's rate (the servers' NICs bound both).
     """
     cat = bundled()
     gpu = gpu or cat.gpus[node.gpu]
@@ -382,6 +397,11 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     elif disk_cache_bytes and not node.nvme_drives:
         raise ScenarioError(f"a disk cache of {disk_cache_bytes:.4g} B on node {node.name}, "
                             "which has no NVMe drives")
+    if pool is not None:
+        n = pool_nodes or pool.gpu_nodes
+        bw = path_values(pool_tier(pool, n), gpu, node.gpus)[0] * node.gpus
+        tiers["pool"] = {"capacity_bytes": pool.capacity_bytes / n, "read_Bps": bw,
+                         "write_Bps": bw, "path": pool_tier(pool, n), "pool_nodes": n}
     return {"tiers": tiers, "drive": drive, "gpu": gpu, "tp": tp, "hbm_free_bytes": hbm,
             "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
             "batch_seqs": batch_seqs, "batch_context_tokens": batch_context,
@@ -393,7 +413,7 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
               activation_reserve=None, gpu_price=None, writes_within_rating=False,
               find_limit=True, engine=None, price_overrides=(), host_cache_bytes=None,
               disk_cache_bytes=None, host_cache_hbm_ratio=None, cache_source=None,
-              at_load=True):
+              at_load=True, pool=None, pool_nodes=None, reach=1.0, pool_writes="through"):
     """Which tier holds which caches, the traffic each carries, and whether the node can run it.
 
     Caches cascade by age: HBM (after the activation reserve, weights and the running batch)
@@ -401,11 +421,21 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
     the last tier's TTL is recomputed. A tier short of bandwidth admits only the share of
     caches its reads and writes can carry together (time-shared); the rest are dropped,
     counted and recomputed. Defaults of the HBM reserve and batch: kvmath/data/plan_defaults.csv.
+
+    pool: a :class:`~kvmath.tables.rows.Pool` below the node's tiers, shared by pool_nodes GPU
+    nodes (every bundled engine puts its remote store last: SGLang HiCache's L3, LMCache's
+    remote backend, Dynamo KVBM's G4), holding the node's share of it. reach: h_route, the
+    probability a returning turn reaches this node (:func:`kvmath.evaluate.routing.reach`);
+    the node's own tiers serve only those turns, the pool every one. pool_writes: "through"
+    (every offload is written to the pool too, which holds every cache from age 0 and serves
+    the returns the node's tiers miss: LMCache stores each chunk in every backend) or "back"
+    (a cache reaches the pool when it ages out of the node's tiers).
     """
     args = (node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
             batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
             writes_within_rating, find_limit, engine, tuple(price_overrides), host_cache_bytes,
-            disk_cache_bytes, host_cache_hbm_ratio, cache_source, at_load)
+            disk_cache_bytes, host_cache_hbm_ratio, cache_source, at_load, pool, pool_nodes,
+            reach, pool_writes)
     try:
         hash(args)
     except TypeError:  # an input that cannot be remembered: plan it afresh
@@ -418,7 +448,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
                writes_within_rating, find_limit, engine=None, price_overrides=(),
                host_cache_bytes=None, disk_cache_bytes=None, host_cache_hbm_ratio=None,
-               cache_source=None, at_load=True):
+               cache_source=None, at_load=True, pool=None, pool_nodes=None, reach=1.0,
+               pool_writes="through"):
     """:func:`tier_plan`, once per process for each set of inputs (the rows and frozen tables
     fix the plan): a chapter asks for the same plans in several places, and a sweep of the
     NVMe tier's value for the plans a sweep of the plans already made."""
@@ -440,7 +471,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                          activation_reserve=activation_reserve,
                          writes_within_rating=writes_within_rating,
                          host_cache_bytes=host_cache_bytes, disk_cache_bytes=disk_cache_bytes,
-                         host_cache_hbm_ratio=host_cache_hbm_ratio, cache_source=cache_source)
+                         host_cache_hbm_ratio=host_cache_hbm_ratio, cache_source=cache_source,
+                         pool=pool, pool_nodes=pool_nodes)
     util, reserve, batch_seqs = nc["gpu_memory_utilization"], nc["activation_reserve_fraction"], \
         nc["batch_seqs"]
     batch_context, q_batch, hbm, drive = nc["batch_context_tokens"], nc["batch_seq_kv_bytes"], \
@@ -449,44 +481,58 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
     bandwidths = {name: (t["read_Bps"], t["write_Bps"]) for name, t in nc["tiers"].items()}
     bandwidths["hbm"] = (math.inf, math.inf)  # a hit in HBM moves nothing
     c_gpu = gpu_second_price(gpu, gpu_price)
-    rows, tau_prev = [], 0.0
+    rows, tau_prev, node_full = [], 0.0, False
     for name, cap in capacities.items():
-        if name == "nvme" and not node.nvme_drives:
-            break
+        if (name == "nvme" and not node.nvme_drives) or (node_full and name != "pool"):
+            continue
         q_tier = q_hbm if name == "hbm" else q
-        tau = ttl_filling(pause, resume_rate, q_tier, cap, tau_prev)
+        h = 1.0 if name == "pool" else reach  # every node reaches the pool
+        through = name == "pool" and pool_writes == "through"
+        # a write-through pool holds every cache from age 0; a write-back one the oldest
+        tau = ttl_filling(pause, resume_rate, q_tier, cap, 0.0 if through else tau_prev, h)
         f_prev = _cdf_or(pause, tau_prev, 0.0, 1.0)
         f_now = _cdf_or(pause, tau, 0.0, 1.0)
+        # through: F_lo is the share of returns the node's tiers serve (reach x F at their
+        # last age, or at the pool's own if it is shorter)
+        f_lo = reach * _cdf_or(pause, min(tau_prev, tau), 0.0, 1.0) if through else f_prev
         tier_name = "host-dram" if name == "hbm" else name
         # a hit on the node's drives reloads over their own path (count and model), not the
-        # bundled eight-drive tier
-        path = node_nvme_tier(node) if name == "nvme" else cat.tiers[tier_name]
+        # bundled eight-drive tier; a pool's over its own path, at the node's share
+        path = (node_nvme_tier(node) if name == "nvme" else nc["tiers"]["pool"]["path"]
+                if name == "pool" else cat.tiers[tier_name])
+        price_name = ("nvme" if pool.medium == "nvme" else "host-dram") if name == "pool" \
+            else tier_name  # a pool's capacity is priced as its medium (servers not priced)
         r = _compared(model, gpu, path, tokens, tp, compute_dtype, engine)
         b_read, b_write = bandwidths[name]
-        row = {"tier": name, "capacity_bytes": cap, "caches_held": cap / q_tier,
-               "ttl_from_s": tau_prev, "ttl_to_s": tau,
-               "resume_fraction_by_capacity": f_now - f_prev,
+        row = {"tier": name, "capacity_bytes": cap, "caches_held": cap / q_tier, "reach": h,
+               "ttl_from_s": 0.0 if through else tau_prev, "ttl_to_s": tau,
+               "resume_fraction_by_capacity": max(f_now - f_lo, 0.0),
                "read_bandwidth_Bps": b_read, "bandwidth_Bps": b_read,
                "write_bandwidth_Bps": b_write,
                # an HBM hit moves nothing but still runs the request's one-token forward pass
                "reload_s": r["reload_step_s"] if name == "hbm" else r["reload_s"]}
+        if name == "pool":
+            row.update(pool=pool.name, pool_nodes=nc["tiers"]["pool"]["pool_nodes"],
+                       pool_capacity_bytes=pool.capacity_bytes, pool_writes=pool_writes,
+                       path=path.description)
         if name == "hbm":  # a hit in HBM moves nothing and nothing is written to it
-            row.update(resume_fraction=f_now - f_prev, read_Bps=0.0, write_Bps=0.0,
+            row.update(resume_fraction=h * (f_now - f_prev), read_Bps=0.0, write_Bps=0.0,
                        read_demand_Bps=0.0, write_demand_Bps=0.0, dropped_write_Bps=0.0,
                        headroom=math.inf, admitted_fraction=1.0)
         else:
-            at = {"r": resume_rate, "p": pause.return_probability, "Q": q,
-                  "Q_r": tier_read_bytes(r, tier_name), "F_lo": f_prev,
+            at = {"r": resume_rate, "p": pause.return_probability, "h_route": h, "Q": q,
+                  "Q_r": tier_read_bytes(r, tier_name), "F_lo": min(f_lo, f_now),
                   "F_hi": f_now, "B_tier": b_read, "B_write": b_write}
+            w = "_through" if through else ""  # a write-through tier takes every offload
             reads = float(rfn("tier_reads").take(at))
-            admitted = float(rfn("tier_admitted").take(at))
-            carried = float(rfn("tier_writes_carried").take(at))
-            row.update(resume_fraction=float(rfn("tier_served").take(at)),
+            admitted = float(rfn(f"tier_admitted{w}").take(at))
+            carried = float(rfn(f"tier_writes{w}_carried").take(at))
+            row.update(resume_fraction=float(rfn(f"tier_served{w}").take(at)),
                        read_Bps=reads * admitted, write_Bps=min(carried, b_write),
                        read_demand_Bps=reads,
-                       write_demand_Bps=float(rfn("tier_writes").take(at)),
-                       dropped_write_Bps=float(rfn("tier_writes_dropped").take(at)),
-                       headroom=float(rfn("tier_headroom").take(at)), admitted_fraction=admitted)
+                       write_demand_Bps=float(rfn(f"tier_writes{w}").take(at)),
+                       dropped_write_Bps=float(rfn(f"tier_writes{w}_dropped").take(at)),
+                       headroom=float(rfn(f"tier_headroom{w}").take(at)), admitted_fraction=admitted)
             # a reload shares the tier's path with the traffic in flight at the stated load:
             # this tier's own resumes, resume_rate x its share, and the offload writes it
             # carries, counted as that many more reloads' bytes (compare --resume-rate of them)
@@ -512,15 +558,19 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                 row["reload_load_from"] = "every replica at once (not priced at the load)"
         row["bandwidth_limited"] = row["headroom"] < 1
         row.update(_endurance(name, node, drive, row["write_Bps"]))
-        c_buy, _ = tier_prices(tier_name, drive, price_overrides)
+        c_buy, _ = tier_prices(price_name, drive if name != "pool" else None, price_overrides)
         saving = tp * saved_s(base, row["reload_s"])
         row["capacity_usd_per_byte_s_purchase"] = c_buy
         row["capacity_usd_per_byte_s_opportunity"] = opportunity_price(
-            pause, tau, max(saving, 0.0), c_gpu, q_tier, resume_rate)
+            pause, tau, max(saving, 0.0), c_gpu, q_tier, resume_rate, h)
         rows.append(row)
-        tau_prev = tau
-        if not math.isfinite(tau):
+        if through:  # the pool's ages are its own: the cascade's end at the node's last tier
             break
+        tau_prev = tau
+        if not math.isfinite(tau):  # every cache kept: nothing ages further, and only a
+            if pool is None or pool_writes != "through":  # write-through pool is left
+                break
+            node_full = True
     served = sum(row["resume_fraction"] for row in rows)
     plan = {"model": model.name, "node": node.name, "gpu": gpu.name, "gpus": node.gpus,
             "tp": tp, "tokens": tokens, "compute_dtype": compute_dtype,
@@ -528,8 +578,10 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
             "kv_bytes_hbm": q_hbm, "engine": base["engine"],
             "recompute_s": base["recompute_s"], "saved_by_hit_s": saved_s(base, 0.0),
             "gpu_usd_per_hour": c_gpu * 3600,
-            "prices_observed": _iso(prices_used(gpu, [r["tier"] for r in rows], gpu_price,
-                                                price_overrides)),
+            "prices_observed": _iso(prices_used(
+                gpu, [("nvme" if pool.medium == "nvme" else "host-dram") if r["tier"] == "pool"
+                      else r["tier"] for r in rows], gpu_price, price_overrides)),
+            "reach": reach, "pool": pool.name if pool else None,
             "drive": drive.name if drive else None,
             "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
             "batch_seqs": batch_seqs, "batch_context_tokens": batch_context,
@@ -546,7 +598,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                   writes_within_rating=writes_within_rating, engine=engine,
                   price_overrides=price_overrides, host_cache_bytes=host_cache_bytes,
                   disk_cache_bytes=disk_cache_bytes, host_cache_hbm_ratio=host_cache_hbm_ratio,
-                  cache_source=cache_source)
+                  cache_source=cache_source, pool=pool, pool_nodes=pool_nodes, reach=reach,
+                  pool_writes=pool_writes)
         plan["compute_limit_resume_rate_per_s"] = compute_limit(node, model, tokens, pause, **kw)
     return plan
 
@@ -591,14 +644,14 @@ def compute_limit(node, model, tokens, pause, lo=1e-4, hi=1e6, **kw):
     return math.sqrt(lo * hi)
 
 
-def opportunity_price(pause, tau, saving_gpu_s, c_gpu, kv_bytes, resume_rate):
+def opportunity_price(pause, tau, saving_gpu_s, c_gpu, kv_bytes, resume_rate, reach=1.0):
     """$ per byte-second a held cache costs on a node already bought: the GPU time saved by
     the marginal hits one more byte would hold at the TTL edge tau (0 when tau is 0 or inf)."""
     if not (tau > 0 and math.isfinite(tau)) or saving_gpu_s <= 0:
         return 0.0
     with np.errstate(over="ignore"):  # far past the pause, e^(lambda tau) overflows: the price is 0
         return float(rfn(f"c_cap_opportunity_{_kind(pause)}").take({
-            **pause_values(pause), "tau": tau, "r": resume_rate, "Q": kv_bytes,
+            **pause_values(pause, reach), "tau": tau, "r": resume_rate, "Q": kv_bytes,
             "S_gpu": saving_gpu_s, "c_gpu": c_gpu}))
 
 
@@ -622,7 +675,7 @@ def nvme_value(node, model, tokens, resume_rate, pause, tp=None, basis="purchase
     tp = plan["tp"]
     c_cap, c_wear = tier_prices("nvme", node_drive(node), kw.get("price_overrides", ()))
     value = rfn("tier_value_rate" if basis == "purchase" else "tier_value_rate_fixed").take({
-        "r": resume_rate, "p": pause.return_probability, "Q": plan["kv_bytes"],
+        "r": resume_rate, "p": pause.return_probability, "h_route": 1.0, "Q": plan["kv_bytes"],
         "Q_r": plan["kv_bytes"], "F_lo": _cdf_or(pause, nv["ttl_from_s"], 0.0, 1.0),
         "F_hi": _cdf_or(pause, nv["ttl_to_s"], 0.0, 1.0),
         "B_tier": nv["read_bandwidth_Bps"], "B_write": nv["write_bandwidth_Bps"],

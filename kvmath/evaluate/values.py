@@ -264,11 +264,16 @@ def tier_path(tier: Tier, gpu: Gpu, engine=None, copy_bytes=None):
             one = float(fn("bandwidth_at_size")(s=copy_bytes, B=one, t_0=t_copy))
         if host and eng.writes_overlap:
             one *= link.duplex_retained
-        if (link.scope == "per-node" and eng.storage_io_bytes is not None
-                and link.latency_s > 0):
+        scope = hop.scope or link.scope
+        if hop.requests is not None:  # a pool's read path: its own requests' size and cost
+            size, t_req, in_flight = hop.requests
+            one = float(fn("bandwidth_at_size_qd")(s=size, q_io=in_flight, B=one, t_0=t_req))
+        elif (scope == "per-node" and eng.storage_io_bytes is not None
+                and link.latency_s > 0 and hop.engine_io):
             one = float(fn("bandwidth_at_size_qd")(s=eng.storage_io_bytes, q_io=eng.queue_depth,
                                                    B=one, t_0=link.latency_s))
-        hops.append(PathHop(link.name, hop.count, link.scope, one * hop.count, link.latency_s,
+        hops.append(PathHop(link.name, hop.count, scope, one * hop.count * hop.share,
+                            link.latency_s + (hop.requests[1] if hop.requests else 0.0),
                             hop.link == GPU_HOST_MEMORY))
     return hops
 

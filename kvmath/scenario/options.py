@@ -13,6 +13,7 @@ import argparse
 import math
 from dataclasses import dataclass, field
 
+from kvmath.evaluate.routing import ROUTERS
 from kvmath.tables.rows import DTYPE_BYTES
 
 #: the largest integer any option accepts: beyond it no deployment exists and floats lose digits
@@ -26,9 +27,9 @@ DEFAULT_PAUSE = "conversation-fitted"
 #: the trace replay's tier policies
 POLICIES = ("lru", "ttl", "selective")
 
-COMPARE, REUSE, TIERS, TRACE = "compare", "reuse", "tiers", "trace"
+COMPARE, REUSE, TIERS, TRACE, ROUTE = "compare", "reuse", "tiers", "trace", "route"
 #: the commands that read a scenario
-COMMANDS = (COMPARE, REUSE, TIERS, TRACE)
+COMMANDS = (COMPARE, REUSE, TIERS, TRACE, ROUTE)
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ OPTIONS = (
            required=(COMPARE, REUSE), required_unless="node",
            help_for={TIERS: "bundled GPU name or gpus CSV row (default: the node's GPU)"}),
     Option("tier", TEXT, "tier the cache is offloaded to", (COMPARE, REUSE),
-           required=(COMPARE, REUSE), label="tier",
+           required=(COMPARE, REUSE), label="tier", required_unless="pool",
            help_for={COMPARE: "tier: host-dram, nvme, rdma, ..., or hbm (the prefix still in "
                      "GPU memory: no load, the engine's costs remain)"}),
     Option("tokens", POSITIVE_INT, "tokens in the cached prefix", (COMPARE, REUSE, TIERS),
@@ -172,14 +173,14 @@ OPTIONS = (
            unit="GPUs", label="TP (GPUs)",
            help_for={COMPARE: "tensor-parallel GPUs of attention (default: the sourced "
                      "deployment, else the smallest that holds the weights and the batch's KV)",
-                     TIERS: _TP_NODE, TRACE: _TP_NODE}),
+                     TIERS: _TP_NODE, TRACE: _TP_NODE, ROUTE: _TP_NODE}),
     Option("ep", POSITIVE_INT, "expert-parallel ranks of the routed experts, with all-to-all "
            "dispatch and combine; 1 shards each expert by tensor parallelism (default: the "
            "deployment's, else 1)", (COMPARE,), unit="GPUs", label="experts over (GPUs)"),
     Option("batch", POSITIVE_INT, "sequences of --tokens tokens whose KV must fit beside the "
            "weights (default 1)", (COMPARE,), default=1, label="sequences in HBM"),
     Option("engine", TEXT, "engine profile: bundled name (kvmath list) or path to an engines "
-           "CSV row", (COMPARE, REUSE, TIERS, TRACE), metavar="NAME", path=True, label="engine",
+           "CSV row", (COMPARE, REUSE, TIERS, TRACE, ROUTE), metavar="NAME", path=True, label="engine",
            help_for={REUSE: "engine profile: bundled name (kvmath list) or path to an engines "
                      "CSV row; the copies it stores per cache set capacity, writes and wear",
                      TIERS: "engine profile: bundled name (kvmath list) or path to an engines "
@@ -224,9 +225,9 @@ OPTIONS = (
     Option("activation-reserve", RESERVE, "share of the used HBM kept for activations and "
            "workspace (default: plan_defaults.csv, an assumption)", (TIERS,), metavar="F"),
     Option("batch-seqs", COUNT, "sequences in the running batch of the node, whose KV stays in "
-           "HBM (default: plan_defaults.csv, an assumption)", (TIERS, TRACE), metavar="N"),
+           "HBM (default: plan_defaults.csv, an assumption)", (TIERS, TRACE, ROUTE), metavar="N"),
     Option("batch-context", POSITIVE_INT, "tokens of each running sequence (default: --tokens)",
-           (TIERS, TRACE), unit="tokens", metavar="TOKENS",
+           (TIERS, TRACE, ROUTE), unit="tokens", metavar="TOKENS",
            help_for={TRACE: "context of each running sequence (default: the trace's mean "
                      "prompt plus output tokens)"}),
     Option("engine-config", TEXT, "the engine's own offload settings: vLLM's "
@@ -235,13 +236,34 @@ OPTIONS = (
            "for tiers and trace, the host DRAM and drives it caches in (instead of --engine)",
            COMMANDS, metavar="FILE", path="file"),
     Option("host-cache-bytes", POSITIVE, "host DRAM the engine caches KV in, for the node "
-           "(default: --engine-config's size, else the node's whole DRAM)", (TIERS, TRACE),
+           "(default: --engine-config's size, else the node's whole DRAM)", (TIERS, TRACE, ROUTE),
            unit="B", metavar="B"),
     Option("disk-cache-bytes", COUNT_BYTES, "drive capacity the engine caches KV in, for the node; "
            "0: no NVMe tier (default: --engine-config's, else the node's whole drives)",
-           (TIERS, TRACE), unit="B", metavar="B"),
+           (TIERS, TRACE, ROUTE), unit="B", metavar="B"),
     Option("writes-within-rating", FLAG, "admit to NVMe only the writes the drives' rated "
            "endurance allows", (TIERS,), default=False),
+    Option("pool", TEXT, "a KV store shared by several GPU nodes: bundled name (pools.csv: "
+           "mooncake-store-dram, 3fs-nvme, lustre-gcp) or path to a pools CSV row; compare and "
+           "reuse reload from it (instead of --tier), tiers puts it below the node's tiers",
+           (COMPARE, REUSE, TIERS), path=True),
+    Option("pool-nodes", POSITIVE_INT, "GPU nodes sharing the pool, whose reloads split its "
+           "servers' media and NICs (default: the pool row's gpu_nodes)", (COMPARE, REUSE, TIERS),
+           metavar="N"),
+    Option("pool-writes", choice("through", "back"), "through: every offload is also written to "
+           "the pool, which serves the returns the node's tiers miss (LMCache writes each chunk "
+           "to every backend); back: a cache reaches the pool when it ages out of the node's "
+           "tiers (default through)", (TIERS,), default="through"),
+    Option("nodes", POSITIVE_INT, "GPU nodes the router spreads conversations over: the node's "
+           "own tiers serve only the returns routed back to it (default 1)", (REUSE, TIERS, ROUTE),
+           metavar="N", default=1, required=(ROUTE,),
+           help_for={ROUTE: "GPU nodes of the fleet the trace is routed over"}),
+    Option("router", choice(*ROUTERS), "routing policy over --nodes: random and round-robin reach "
+           "the cache's node 1 time in N; affinity and kv-aware reach it (an assumption: the "
+           "holder has room; kvmath route measures it on a trace) (default kv-aware)",
+           (REUSE, TIERS), default="kv-aware"),
+    Option("reach", FRACTION, "probability a returning conversation reaches the node holding its "
+           "cache, stated (a what-if, instead of --router's)", (REUSE, TIERS), metavar="H"),
     Option("policy", choice(*POLICIES), "tier policy (default lru)", (TRACE,), default="lru"),
     Option("ttl", POSITIVE, "time-to-live of offloaded blocks for --policy ttl, s (default 600)",
            (TRACE,), unit="s", metavar="S", default=600.0),

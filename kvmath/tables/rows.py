@@ -95,6 +95,23 @@ class Node(Row, table="nodes"):
                              f"({drive.capacity_bytes:g}), got {self.nvme_drive_bytes:g}")
 
 
+class Pool(Row, table="pools"):
+    """A KV store shared by GPU nodes (pools.csv): its servers' media and NICs, the engine's
+    read path to it, and its price."""
+
+    def check(self):
+        links = table("links")
+        for f in ("media_link", "nic_link", "client_link"):
+            if getattr(self, f) not in links:
+                raise FieldError(f, f"unknown link {getattr(self, f)!r}; expected one of "
+                                 f"{', '.join(sorted(links))}")
+
+    @property
+    def capacity_bytes(self):
+        """KV the whole pool holds, B."""
+        return self.storage_nodes * self.storage_node_bytes
+
+
 class Drive(Row, table="drives"):
     @property
     def lifetime_drive_writes(self):
@@ -209,12 +226,20 @@ drives, prices, pauses, thresholds, engines, deployments, plan_defaults, nodes, 
     partial(table, n) for n in ("drives", "prices", "pauses", "thresholds", "engines", "deployments",
                                 "plan_defaults", "nodes", "gpu_prices"))
 engine_settings = partial(table, "engine_settings")
+pools = partial(table, "pools")
 
 
 @dataclass(frozen=True)
 class Hop:
     link: str
     count: int  #: parallel units striped (drives, NICs)
+    #: the node's share of the units: 1 for its own; 1/N for a pool's, shared by N GPU nodes
+    share: float = 1.0
+    scope: str | None = None  #: in place of the link's scope (a pool's hops are the node's share)
+    engine_io: bool = True  #: the engine's storage reads size this hop (False: a pool's servers)
+    #: the engine's requests on this hop: (bytes per request, fixed cost per request in s,
+    #: requests in flight); None: the engine profile's storage reads (drives) or none
+    requests: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +256,24 @@ def node_nvme_tier(node):
     return Tier("nvme", f"{node.name}'s {node.nvme_drives} {node.nvme_drive_link} drives striped, "
                 "bounced through host DRAM, then the GPU's host link",
                 (Hop(node.nvme_drive_link, node.nvme_drives),) + base.hops[1:])
+
+
+def pool_tier(pool, nodes):
+    """The tier of ``pool`` as one of ``nodes`` GPU nodes sharing it sees it: the servers' media
+    and NICs (all of them, the node's 1/nodes share of them, split further among the node's
+    reloads in flight), the node's client NICs at the engine's request size, cost and requests
+    in flight, host memory where the path bounces through it, then the GPU's host link."""
+    fleet = pool.storage_nodes
+    hops = (Hop(pool.media_link, fleet * pool.media_per_storage_node, 1.0 / nodes, "per-node",
+                engine_io=False),
+            Hop(pool.nic_link, fleet * pool.nics_per_storage_node, 1.0 / nodes, "per-node",
+                engine_io=False),
+            Hop(pool.client_link, pool.client_nics, scope="per-node",
+                requests=(pool.request_bytes, pool.request_s, pool.requests_in_flight)))
+    if pool.client_via_host_memory:
+        hops += (Hop(GPU_HOST_MEMORY, 1),)
+    return Tier(f"pool:{pool.name}", f"{pool.description}, shared by {nodes} GPU node(s)",
+                hops + (Hop(GPU_HOST_LINK, 1),))
 
 
 def tiers_of(rows):
@@ -304,7 +347,8 @@ def resolve(cls, name_or_path, what=None):
                    f"bundled: {', '.join(sorted(items))}")
 
 
-resolve_model, resolve_node, resolve_engine = (partial(resolve, c) for c in (Model, Node, Engine))
+resolve_model, resolve_node, resolve_engine, resolve_pool = (partial(resolve, c) for c in
+                                                             (Model, Node, Engine, Pool))
 resolve_pause = partial(resolve, Pause, what="pause distribution")
 
 

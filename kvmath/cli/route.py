@@ -1,0 +1,92 @@
+"""``kvmath route FILE --model M --nodes N``: a trace routed over a fleet of N nodes under each
+routing policy: the hits each router keeps, its reach and its load imbalance.
+
+Each node caches the trace's KV blocks in an LRU of what all its tiers hold together (HBM after
+the weights and running batch, host DRAM, drives: the node plan's capacities); the measured
+``token_reach`` is the h_route that ``reuse`` and ``tiers`` take as ``--reach``.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvmath.cli.output import print_result
+
+
+def add_parser(subparsers):
+    """Add the ``route`` sub-command to an argparse subparsers object."""
+    from kvmath.scenario.options import ROUTE, add_options
+    r = subparsers.add_parser("route", help="a request trace routed over N nodes by each "
+                              "routing policy: hits, reach and load imbalance")
+    r.add_argument("file", metavar="FILE", help="bundled trace (conversation, synthetic) or a "
+                   "Mooncake/generic JSONL(.gz) or Parquet trace")
+    add_options(r, ROUTE)
+    return r
+
+
+def analyse(args):
+    """The JSON-ready result of ``kvmath route``."""
+    from kvmath.evaluate.compare import ScenarioError, node_tp
+    from kvmath.evaluate.routing import ROUTERS, reach
+    from kvmath.scenario.engine_config import cache_sizes, engine_of
+    from kvmath.tables.rows import bundled, resolve_model, resolve_node
+    from kvmath.traces import readers as T
+    from kvmath.traces import replay as C
+    from kvmath.traces.routing import route
+
+    node = resolve_node(args.node)
+    model = resolve_model(args.model)
+    gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)
+    tp = args.tp or node_tp(model, node.gpus)
+    if tp > node.gpus:
+        raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+    trace = T.load(args.file)
+    engine, cfg = engine_of(args)
+    batch_context = args.batch_context or T.batch_context_of(trace, model)
+    specs = C.node_tiers(node, model, tp=tp, batch_seqs=args.batch_seqs,
+                         batch_context=batch_context, **cache_sizes(args, cfg, node, tp, model))
+    specs = C.with_hbm_blocks(specs, model, gpu, tp, trace.block_tokens, engine)
+    block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens, engine=engine)
+    blocks = int(sum(s.capacity_bytes // (s.block_bytes or block_bytes) for s in specs))
+    routers = []
+    for name in ROUTERS:
+        r = route(trace, args.nodes, name, blocks)
+        r.pop("routed_prompt_tokens")
+        r["reach_analytic"] = reach(name, args.nodes)
+        routers.append(r)
+    one = route(trace, 1, "round-robin", blocks * args.nodes)  # the fleet's caches as one
+    return {"trace": args.file, "model": model.name, "node": node.name, "tp": tp,
+            "nodes": args.nodes, "requests": trace.n_requests,
+            "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
+            "capacity_blocks_per_node": blocks,
+            "shared_cache_token_hit_rate": one["token_hit_rate"],
+            "routers": routers,
+            **({"engine": engine.name} if engine is not None else {}),
+            **({"engine_config": cfg.summary()} if cfg is not None else {})}
+
+
+def _human(r):
+    lines = [f"{r['trace']}: {r['requests']:,} requests routed over {r['nodes']} x {r['node']} "
+             f"({r['model']}, TP {r['tp']}), each caching {r['capacity_blocks_per_node']:,} "
+             f"blocks of {r['block_tokens']} tokens",
+             f"one cache of the fleet's size that every node reads: "
+             f"{r['shared_cache_token_hit_rate']:.1%} of prompt tokens hit",
+             f"{'router':<12} {'tokens hit':>10} {'reach':>7} {'analytic':>9} {'imbalance':>10}"]
+    for x in r["routers"]:
+        reach = "-" if x["token_reach"] is None else f"{x['token_reach']:.1%}"
+        imb = "-" if x["load_imbalance"] is None else f"{x['load_imbalance']:.2f}"
+        lines.append(f"{x['router']:<12} {x['token_hit_rate']:>10.1%} {reach:>7} "
+                     f"{x['reach_analytic']:>9.1%} {imb:>10}")
+    lines.append("reach: the tokens hit over those cached somewhere in the fleet (tiers and "
+                 "reuse take it as --reach); imbalance: the busiest node's prompt tokens over "
+                 "the mean")
+    return "\n".join(lines)
+
+
+def run(args):
+    """Run ``kvmath route``; returns the exit status."""
+    from kvmath.scenario.options import ROUTE
+    from kvmath.scenario.read import read_scenario
+    read_scenario(args, ROUTE)
+    args.node = args.node or "dgx-h100"
+    print_result(args, analyse(args), _human)
+    return 0

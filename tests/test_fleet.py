@@ -1,0 +1,246 @@
+"""Beyond one node (issue 21): pooled tiers shared by N nodes, the router's reach in the reuse
+condition and the node plan, and routing a trace over a fleet."""
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+
+from kvmath.cli.main import main
+from kvmath.evaluate.compare import compare
+from kvmath.evaluate.reuse import cdf, reuse, tier_plan
+from kvmath.evaluate.routing import reach
+from kvmath.evaluate.values import ScenarioError, path_values
+from kvmath.tables.rows import (bundled, data_path, nodes, pauses, pool_tier, pools,
+                                resolve_model)
+from kvmath.traces import readers as T
+from kvmath.traces.routing import route
+
+CAT = bundled()
+H100 = CAT.gpus["h100-sxm"]
+NODE = nodes()["dgx-h100"]
+MODEL = resolve_model("llama-3.1-70b")
+PAUSE = pauses()["conversation-fitted"]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ------------------------------------------------------------------ pools
+def test_three_pools_bundled_with_sources():
+    assert len(pools()) >= 3
+    for p in pools().values():
+        assert p.source.startswith("https://") and p.source_location and p.retrieved
+        assert p.capacity_bytes == p.storage_nodes * p.storage_node_bytes
+
+
+@pytest.mark.parametrize("name", sorted(pools()))
+def test_pool_hops_are_the_nodes_share(name):
+    """The servers' media and NICs are the whole pool's, at 1/N for each of N nodes."""
+    p = pools()[name]
+    for n in (1, 4, 64):
+        t = pool_tier(p, n)
+        media, nics = t.hops[0], t.hops[1]
+        assert media.count == p.storage_nodes * p.media_per_storage_node and media.share == 1 / n
+        assert nics.count == p.storage_nodes * p.nics_per_storage_node and nics.share == 1 / n
+        assert t.hops[-1].link == "gpu-host-link"
+
+
+def test_a_pool_never_beats_its_links():
+    """Physics: a reload from a pool is never faster than the client NICs or the host link
+    carry, and sharing the pool among more nodes never makes it faster."""
+    for p in pools().values():
+        prev = math.inf
+        for n in (1, 2, 8, 64, 512):
+            b, _, hops = path_values(pool_tier(p, n), H100, 8)
+            client = CAT.links[p.client_link]
+            host = CAT.links[H100.host_link]
+            assert b <= client.bandwidth_Bps * p.client_nics / 8 * (1 + 1e-12) \
+                or b <= host.bandwidth_Bps
+            assert b <= host.bandwidth_Bps * host.efficiency * (1 + 1e-12)
+            assert b <= prev * (1 + 1e-12)
+            prev = b
+
+
+def test_storage_bound_pool_splits_among_nodes():
+    """3FS's servers bound a node's share: twice the nodes, half the bandwidth per reload."""
+    p = pools()["3fs-nvme"]
+    b1 = path_values(pool_tier(p, 500), H100, 8)[0]
+    b2 = path_values(pool_tier(p, 1000), H100, 8)[0]
+    assert b2 == pytest.approx(b1 / 2, rel=1e-9)
+
+
+def test_compare_reloads_from_a_pool():
+    r = compare(MODEL, H100, pool_tier(pools()["mooncake-store-dram"], 20), 32768, tp=4)
+    assert r["tier"] == "pool:mooncake-store-dram" and r["reload_s"] > 0
+    host = compare(MODEL, H100, CAT.tiers["host-dram"], 32768, tp=4)
+    assert r["reload_s"] >= host["reload_s"] * (1 - 1e-9)  # the pool adds a network hop
+
+
+# ------------------------------------------------------------------ reach
+def test_analytic_reach():
+    assert reach("random", 8) == reach("round-robin", 8) == 1 / 8
+    assert reach("affinity", 8) == reach("kv-aware", 8) == 1.0
+    assert reach("random", 1) == 1.0
+    with pytest.raises(ScenarioError):
+        reach("nearest", 8)
+    with pytest.raises(ScenarioError):
+        reach("random", 0)
+
+
+def test_breakeven_scales_with_reach():
+    """The value depends on p x h_route only, so the break-even p with reach h is p*(1) / h."""
+    tier = CAT.tiers["host-dram"]
+    one = reuse(MODEL, H100, tier, 32768, PAUSE, tp=4)
+    for h in (0.5, 0.25):
+        got = reuse(MODEL, H100, tier, 32768, PAUSE, tp=4, reach=h)
+        assert got["p_breakeven"] == pytest.approx(one["p_breakeven"] / h, rel=1e-6)
+
+
+def test_reach_one_changes_nothing():
+    a = tier_plan(NODE, MODEL, 32768, 0.5, PAUSE, find_limit=False)
+    b = tier_plan(NODE, MODEL, 32768, 0.5, PAUSE, find_limit=False, reach=1.0)
+    assert a["tiers"] == b["tiers"]
+
+
+def test_hbm_serves_reach_times_its_ages():
+    """HBM has no bandwidth limit: it serves exactly h_route x the returns in its ages; with
+    fewer returns releasing their caches early, the same HBM holds a shorter TTL."""
+    full = tier_plan(NODE, MODEL, 32768, 0.5, PAUSE, find_limit=False)["tiers"][0]
+    part = tier_plan(NODE, MODEL, 32768, 0.5, PAUSE, find_limit=False, reach=0.125)["tiers"][0]
+    assert full["tier"] == part["tier"] == "hbm"
+    assert part["ttl_to_s"] < full["ttl_to_s"]
+    assert part["resume_fraction"] == pytest.approx(0.125 * cdf(PAUSE, part["ttl_to_s"]), rel=1e-9)
+    assert full["resume_fraction"] == pytest.approx(cdf(PAUSE, full["ttl_to_s"]), rel=1e-9)
+
+
+@pytest.mark.parametrize("name", sorted(pools()))
+def test_write_through_pool_serves_the_returns_the_node_misses(name):
+    pool = pools()[name]
+    base = tier_plan(NODE, MODEL, 32768, 0.5, PAUSE, find_limit=False, reach=0.125)
+    plan = tier_plan(NODE, MODEL, 32768, 0.5, PAUSE, find_limit=False, reach=0.125, pool=pool)
+    row = plan["tiers"][-1]
+    assert row["tier"] == "pool" and row["reach"] == 1.0 and row["ttl_from_s"] == 0.0
+    assert row["write_demand_Bps"] == pytest.approx(0.5 / PAUSE.return_probability
+                                                    * plan["kv_bytes"], rel=1e-9)
+    assert plan["recomputed_fraction"] <= base["recomputed_fraction"] + 1e-12
+    served = sum(t["resume_fraction"] for t in plan["tiers"])
+    assert served <= 1 + 1e-9 and row["resume_fraction"] >= 0
+    # the node's own tiers are unchanged by the pool beside them
+    assert plan["tiers"][:-1] == base["tiers"]
+
+
+def test_write_back_pool_sits_below_the_node():
+    pool = pools()["3fs-nvme"]
+    plan = tier_plan(NODE, MODEL, 32768, 0.5, PAUSE, find_limit=False, pool=pool,
+                     pool_writes="back")
+    node_last, row = plan["tiers"][-2], plan["tiers"][-1]
+    assert row["tier"] == "pool" and row["ttl_from_s"] == node_last["ttl_to_s"]
+
+
+# ------------------------------------------------------------------ routing a trace
+@pytest.fixture(scope="module")
+def conversation():
+    return T.load("conversation")
+
+
+def test_one_node_routes_everything_to_itself(conversation):
+    rs = [route(conversation, 1, r, 10 ** 9) for r in ("random", "round-robin", "affinity",
+                                                         "kv-aware")]
+    assert len({round(r["token_hit_rate"], 12) for r in rs}) == 1
+    assert all(r["load_imbalance"] == pytest.approx(1.0) for r in rs)
+    assert all(r["token_reach"] == pytest.approx(1.0) for r in rs)
+
+
+def test_routers_side_by_side(conversation):
+    out = {r: route(conversation, 8, r, 10 ** 9) for r in ("random", "round-robin", "affinity",
+                                                             "kv-aware")}
+    one = route(conversation, 1, "round-robin", 8 * 10 ** 9)
+    for r in out.values():  # no router beats one cache the whole fleet shares
+        assert r["token_hit_rate"] <= one["token_hit_rate"] + 1e-12
+        assert 0 <= r["token_reach"] <= 1 and r["load_imbalance"] >= 1
+    assert out["kv-aware"]["token_hit_rate"] > out["random"]["token_hit_rate"]
+    assert out["round-robin"]["load_imbalance"] < 1.1  # turns dealt evenly
+
+
+def test_route_is_seeded(conversation):
+    a = route(conversation, 4, "random", 1000, seed=3)
+    b = route(conversation, 4, "random", 1000, seed=3)
+    assert a == b
+
+
+def test_route_refuses_bad_fleets(conversation):
+    with pytest.raises(ScenarioError, match="expected at least 1"):
+        route(conversation, 0, "random", 10)
+    with pytest.raises(ScenarioError, match="unknown router"):
+        route(conversation, 2, "sticky", 10)
+
+
+# ------------------------------------------------------------------ the command line
+def test_cli_pool_and_router(capsys):
+    code, out, err = run(capsys, "tiers", "--model", "llama-3.1-70b", "--node", "dgx-h100",
+                         "--tokens", "32768", "--resume-rate", "0.5", "--nodes", "8",
+                         "--router", "random", "--pool", "3fs-nvme", "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["reach"] == 1 / 8 and r["pool"] == "3fs-nvme" and r["tiers"][-1]["tier"] == "pool"
+    code, out, _ = run(capsys, "compare", "--model", "llama-3.1-70b", "--gpu", "h100-sxm",
+                       "--pool", "mooncake-store-dram", "--tokens", "32768", "--json")
+    assert code == 0 and json.loads(out)["pool"] == "mooncake-store-dram"
+    code, out, _ = run(capsys, "reuse", "--model", "llama-3.1-70b", "--gpu", "h100-sxm",
+                       "--tier", "host-dram", "--tokens", "32768", "--nodes", "4",
+                       "--router", "round-robin", "--json")
+    assert code == 0 and json.loads(out)["reach"] == 0.25
+
+
+def test_cli_route(capsys):
+    code, out, err = run(capsys, "route", "synthetic", "--model", "llama-3.1-8b", "--nodes",
+                         "4", "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    assert [x["router"] for x in r["routers"]] == ["random", "round-robin", "affinity",
+                                                   "kv-aware"]
+    assert all(np.isfinite(x["token_hit_rate"]) for x in r["routers"])
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["compare", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--pool", "3fs-nvme",
+      "--tier", "nvme", "--tokens", "100"], "not both"),
+    (["compare", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--pool", "nas",
+      "--tokens", "100"], "unknown pool 'nas'"),
+    (["tiers", "--model", "llama-3.1-70b", "--tokens", "100", "--resume-rate", "1",
+      "--pool-nodes", "4"], "--pool-nodes needs --pool"),
+    (["tiers", "--model", "llama-3.1-70b", "--tokens", "100", "--resume-rate", "1",
+      "--nodes", "0"], "--nodes"),
+    (["tiers", "--model", "llama-3.1-70b", "--tokens", "100", "--resume-rate", "1",
+      "--router", "nearest"], "--router"),
+    (["route", "synthetic", "--model", "llama-3.1-8b"], "--nodes"),
+])
+def test_cli_fleet_mistakes(capsys, argv, words):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and words in err and "Traceback" not in err and out == ""
+
+
+def test_malformed_pool_row_names_file_row_and_field(tmp_path, capsys):
+    src = pools()["3fs-nvme"]
+    path = tmp_path / "pool.csv"
+    with open(path, "w", newline="") as f:
+        fields = [k for k in src.__dataclass_fields__ if k in _pool_fields()]
+        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        row = {k: str(v).lower() if isinstance(v, bool) else v
+               for k, v in ((k, getattr(src, k)) for k in fields)}
+        row["nic_link"] = "nic-9000g"
+        w.writerow(row)
+    code, _, err = run(capsys, "tiers", "--model", "llama-3.1-70b", "--tokens", "100",
+                       "--resume-rate", "1", "--pool", str(path))
+    assert code == 2 and str(path) in err and "nic_link" in err and "nic-9000g" in err
+
+
+def _pool_fields():
+    with open(data_path("pools.csv")) as f:
+        return next(csv.reader(f))
