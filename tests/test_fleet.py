@@ -125,8 +125,10 @@ def test_write_through_pool_serves_the_returns_the_node_misses(name):
     plan = tier_plan(NODE, MODEL, 32768, 0.5, PAUSE, find_limit=False, reach=0.125, pool=pool)
     row = plan["tiers"][-1]
     assert row["tier"] == "pool" and row["reach"] == 1.0 and row["ttl_from_s"] == 0.0
+    # every offload is written, less the blocks of caches whose previous version it holds
+    held = PAUSE.return_probability * cdf(PAUSE, row["ttl_to_s"]) * (1 - plan["new_fraction"])
     assert row["write_demand_Bps"] == pytest.approx(0.5 / PAUSE.return_probability
-                                                    * plan["kv_bytes"], rel=1e-9)
+                                                    * plan["kv_bytes"] * (1 - held), rel=1e-9)
     assert plan["recomputed_fraction"] <= base["recomputed_fraction"] + 1e-12
     served = sum(t["resume_fraction"] for t in plan["tiers"])
     assert served <= 1 + 1e-9 and row["resume_fraction"] >= 0
@@ -244,3 +246,21 @@ def test_malformed_pool_row_names_file_row_and_field(tmp_path, capsys):
 def _pool_fields():
     with open(data_path("pools.csv")) as f:
         return next(csv.reader(f))
+
+
+# ------------------------------------------------------------------ writes as engines make them
+def test_turn_new_tokens_default_is_the_conversation_traces():
+    from kvmath.tables.rows import plan_defaults
+    assert plan_defaults()["turn_new_tokens"].value == round(T.turn_new_tokens(T.load("conversation")))
+
+
+def test_delta_writes_never_exceed_whole_cache_writes():
+    """Writing only new blocks writes less, and a turn that adds the whole cache writes it all."""
+    whole = tier_plan(NODE, MODEL, 32768, 0.5, PAUSE, find_limit=False, turn_new_tokens=32768)
+    delta = tier_plan(NODE, MODEL, 32768, 0.5, PAUSE, find_limit=False, turn_new_tokens=2048)
+    assert whole["new_fraction"] == 1.0 and delta["new_fraction"] == 2048 / 32768
+    for w, d in zip(whole["tiers"], delta["tiers"]):
+        assert d["write_demand_Bps"] <= w["write_demand_Bps"] * (1 + 1e-12)
+    held = (PAUSE.return_probability
+            * (cdf(PAUSE, whole["tiers"][1]["ttl_to_s"]) - cdf(PAUSE, whole["tiers"][1]["ttl_from_s"])))
+    assert held > 0

@@ -66,7 +66,7 @@ def test_endurance_by_hand():
 def test_time_shared_rule_by_hand():
     """Reads need half the read bandwidth and writes all of the write bandwidth: busy 1.5x,
     so two thirds of the caches are admitted and two thirds of the writes carried."""
-    at = dict(r=1.0, p=1.0, h_route=1.0, Q=1e9, Q_r=1e9, F_lo=0.0, F_hi=0.5)
+    at = dict(r=1.0, p=1.0, h_route=1.0, f_new=1.0, Q=1e9, Q_r=1e9, F_lo=0.0, F_hi=0.5)
     reads, writes = rfn("tier_reads").take(at), rfn("tier_writes").take(at)
     v = {**at, "B_tier": 2 * reads, "B_write": writes}
     assert rfn("tier_headroom").take(v) == pytest.approx(2 / 3)

@@ -32,7 +32,7 @@ def test_exponential_holding_time():
 
 
 def test_exponential_ttl_is_stationary_point():
-    v = dict(p=0.7, h_route=1.0, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-15, c_wear=0.0, Q=1e10, **{"lambda": 0.02})
+    v = dict(p=0.7, h_route=1.0, f_new=1.0, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-15, c_wear=0.0, Q=1e10, **{"lambda": 0.02})
     tau = best_ttl(rfn("value_exp"), v, "exp")
     assert tau > 0
     assert rfn("dvalue_exp").take({**v, "tau": tau}) == pytest.approx(0, abs=1e-12)
@@ -41,7 +41,7 @@ def test_exponential_ttl_is_stationary_point():
 
 
 def test_lognormal_ttl_maximises_value():
-    v = dict(p=0.7, h_route=1.0, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-15, c_wear=0.0, Q=1e10, mu=math.log(30),
+    v = dict(p=0.7, h_route=1.0, f_new=1.0, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-15, c_wear=0.0, Q=1e10, mu=math.log(30),
              sigma=1.0)
     tau = best_ttl(rfn("value_logn"), v, "logn")
     assert tau > 0  # an interior optimum: holding is cheap against the saving
@@ -51,7 +51,7 @@ def test_lognormal_ttl_maximises_value():
 
 
 def test_breakeven_probability_zeroes_the_value():
-    v = dict(h_route=1.0, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-15, c_wear=1e-13, Q=1e10, mu=math.log(30),
+    v = dict(h_route=1.0, f_new=1.0, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-15, c_wear=1e-13, Q=1e10, mu=math.log(30),
              sigma=1.0, tau=300.0)
     p = rfn("p_breakeven_logn").take(v)
     assert 0 < p < 1
@@ -74,7 +74,7 @@ def test_no_offload_when_reload_is_slower():
 @given(st.floats(0.1, 100), st.floats(1.01, 10))
 @settings(max_examples=40)
 def test_more_saving_means_longer_ttl_and_lower_breakeven(saving, k):
-    base = dict(p=0.7, h_route=1.0, c_gpu=1e-3, c_cap=1e-13, c_wear=1e-13, Q=1e10, mu=math.log(30), sigma=1.0)
+    base = dict(p=0.7, h_route=1.0, f_new=1.0, c_gpu=1e-3, c_cap=1e-13, c_wear=1e-13, Q=1e10, mu=math.log(30), sigma=1.0)
     t1 = best_ttl(rfn("value_logn"), {**base, "S_gpu": saving}, "logn")
     t2 = best_ttl(rfn("value_logn"), {**base, "S_gpu": saving * k}, "logn")
     assert t2 >= t1 * (1 - 1e-6)
@@ -114,7 +114,7 @@ def test_higher_rate_shortens_ttls():
 
 
 def test_no_ttl_when_holding_costs_more_than_saving():
-    v = dict(p=0.7, h_route=1.0, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-13, c_wear=0.0, Q=1e10, mu=math.log(30),
+    v = dict(p=0.7, h_route=1.0, f_new=1.0, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-13, c_wear=0.0, Q=1e10, mu=math.log(30),
              sigma=1.0)
     assert best_ttl(rfn("value_logn"), v, "logn") == 0.0
 
@@ -125,7 +125,7 @@ def test_ttl_filling_zero_capacity():
 
 def test_tier_served_capped_by_bandwidth():
     """A tier with half the bandwidth its traffic needs serves half its hits."""
-    at = dict(r=1.0, p=1.0, h_route=1.0, Q=1e9, Q_r=1e9, F_lo=0.0, F_hi=0.5)
+    at = dict(r=1.0, p=1.0, h_route=1.0, f_new=1.0, Q=1e9, Q_r=1e9, F_lo=0.0, F_hi=0.5)
     need = rfn("tier_reads").take(at) + rfn("tier_writes").take(at)
     half = {**at, "B_tier": need / 2, "B_write": need / 2}
     assert rfn("tier_served").take(half) == pytest.approx(0.25)

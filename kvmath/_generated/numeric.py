@@ -746,61 +746,70 @@ def _derive_reuse_hold_return_logn(mu, sigma, tau):
 def _derive_reuse_p_hit(h_route, p):
     return h_route*p
 
-def _derive_reuse_value_exp(Q, S_gpu, c_cap, c_gpu, c_wear, h_route, lambda_, p, tau):
+def _derive_reuse_value_exp(Q, S_gpu, c_cap, c_gpu, c_wear, f_new, h_route, lambda_, p, tau):
     _x0 = numpy.exp(-lambda_*tau)
-    _x1 = h_route*p
-    _x2 = lambda_**(-1.0)
-    return -Q*c_cap*(_x1*(-_x0*_x2 + _x2) + tau*(1 - _x1)) - Q*c_wear + S_gpu*c_gpu*h_route*p*(1 - _x0)
+    _x1 = 1 - _x0
+    _x2 = h_route*p
+    _x3 = lambda_**(-1.0)
+    return -Q*c_cap*(_x2*(-_x0*_x3 + _x3) + tau*(1 - _x2)) - Q*c_wear*(-_x1*_x2*(1 - f_new) + 1) + S_gpu*_x1*c_gpu*h_route*p
 
-def _derive_reuse_value_logn(Q, S_gpu, c_cap, c_gpu, c_wear, h_route, mu, p, sigma, tau):
+def _derive_reuse_value_logn(Q, S_gpu, c_cap, c_gpu, c_wear, f_new, h_route, mu, p, sigma, tau):
     _x0 = mu - numpy.log(tau)
     _x1 = (1/2)*numpy.sqrt(2)/sigma
     _x2 = -1/2*_erf(_x0*_x1)
-    _x3 = h_route*p
-    _x4 = sigma**2
-    return -Q*c_cap*(_x3*(tau*(1/2 - _x2) + ((1/2)*_erf(_x1*(-_x0 - _x4)) + 1/2)*numpy.exp((1/2)*_x4 + mu)) + tau*(1 - _x3)) - Q*c_wear + S_gpu*c_gpu*h_route*p*(_x2 + 1/2)
+    _x3 = _x2 + 1/2
+    _x4 = h_route*p
+    _x5 = sigma**2
+    return -Q*c_cap*(_x4*(tau*(1/2 - _x2) + ((1/2)*_erf(_x1*(-_x0 - _x5)) + 1/2)*numpy.exp((1/2)*_x5 + mu)) + tau*(1 - _x4)) - Q*c_wear*(-_x3*_x4*(1 - f_new) + 1) + S_gpu*_x3*c_gpu*h_route*p
 
-def _derive_reuse_dvalue_exp(Q, S_gpu, c_cap, c_gpu, h_route, lambda_, p, tau):
+def _derive_reuse_dvalue_exp(Q, S_gpu, c_cap, c_gpu, c_wear, f_new, h_route, lambda_, p, tau):
     _x0 = lambda_*tau
     _x1 = h_route*p
-    return (-Q*c_cap*(_x1 + (1 - _x1)*numpy.exp(_x0)) + S_gpu*c_gpu*h_route*lambda_*p)*numpy.exp(-_x0)
+    return (-Q*_x1*c_wear*lambda_*(f_new - 1) - Q*c_cap*(_x1 + (1 - _x1)*numpy.exp(_x0)) + S_gpu*c_gpu*h_route*lambda_*p)*numpy.exp(-_x0)
 
-def _derive_reuse_dvalue_logn(Q, S_gpu, c_cap, c_gpu, h_route, mu, p, sigma, tau):
-    _x0 = numpy.sqrt(2)
-    _x1 = 1/numpy.sqrt(numpy.pi)
-    _x2 = sigma**(-1.0)
-    _x3 = tau**(-1.0)
-    _x4 = mu - numpy.log(tau)
-    _x5 = -_x4
-    _x6 = sigma**2
-    _x7 = (1/2)/_x6
-    _x8 = numpy.exp(-_x5**2*_x7)
-    _x9 = h_route*p
-    _x10 = (1/2)*_x0*_x2
-    return -Q*c_cap*(_x9*((1/2)*_x0*_x1*_x2*_x3*numpy.exp(-_x7*(-_x4 - _x6)**2)*numpy.exp((1/2)*_x6 + mu) - _x1*_x10*_x8 - 1/2*_erf(_x10*_x5) + 1/2) - _x9 + 1) + (1/2)*S_gpu*_x0*_x1*_x2*_x3*_x8*c_gpu*h_route*p
+def _derive_reuse_dvalue_logn(Q, S_gpu, c_cap, c_gpu, c_wear, f_new, h_route, mu, p, sigma, tau):
+    _x0 = tau**(-1.0)
+    _x1 = h_route*p
+    _x2 = mu - numpy.log(tau)
+    _x3 = -_x2
+    _x4 = sigma**2
+    _x5 = (1/2)/_x4
+    _x6 = 1/numpy.sqrt(numpy.pi)
+    _x7 = numpy.sqrt(2)
+    _x8 = sigma**(-1.0)
+    _x9 = (1/2)*_x7*_x8
+    _x10 = _x6*_x9*numpy.exp(-_x3**2*_x5)
+    _x11 = _x0*_x1*_x10
+    return Q*_x11*c_wear*(1 - f_new) - Q*c_cap*(_x1*((1/2)*_x0*_x6*_x7*_x8*numpy.exp(-_x5*(-_x2 - _x4)**2)*numpy.exp((1/2)*_x4 + mu) - _x10 - 1/2*_erf(_x3*_x9) + 1/2) - _x1 + 1) + S_gpu*_x11*c_gpu
 
-def _derive_reuse_tau_opt_exp_0(Q, S_gpu, c_cap, c_gpu, h_route, lambda_, p):
+def _derive_reuse_tau_opt_exp_0(Q, S_gpu, c_cap, c_gpu, c_wear, f_new, h_route, lambda_, p):
     _x0 = h_route*p
-    return numpy.log(_x0*(Q*c_cap - S_gpu*c_gpu*lambda_)/(Q*c_cap*(_x0 - 1)))/lambda_
+    _x1 = Q*c_wear*lambda_
+    return numpy.log(_x0*(Q*c_cap - S_gpu*c_gpu*lambda_ + _x1*f_new - _x1)/(Q*c_cap*(_x0 - 1)))/lambda_
 
-def _derive_reuse_p_breakeven_exp(Q, S_gpu, c_cap, c_gpu, c_wear, h_route, lambda_, tau):
+def _derive_reuse_p_breakeven_exp(Q, S_gpu, c_cap, c_gpu, c_wear, f_new, h_route, lambda_, tau):
     _x0 = lambda_*tau
     _x1 = numpy.exp(_x0)
     _x2 = Q*c_cap
-    _x3 = S_gpu*c_gpu*lambda_
-    _x4 = _x1*_x2
-    return Q*_x1*lambda_*(c_cap*tau + c_wear)/(h_route*(_x0*_x4 + _x1*_x3 + _x2 - _x3 - _x4))
+    _x3 = Q*lambda_
+    _x4 = _x3*c_wear
+    _x5 = S_gpu*c_gpu*lambda_
+    _x6 = _x4*f_new
+    _x7 = _x1*_x2
+    return _x1*_x3*(c_cap*tau + c_wear)/(h_route*(_x0*_x7 + _x1*_x4 + _x1*_x5 - _x1*_x6 + _x2 - _x4 - _x5 + _x6 - _x7))
 
-def _derive_reuse_p_breakeven_logn(Q, S_gpu, c_cap, c_gpu, c_wear, h_route, mu, sigma, tau):
+def _derive_reuse_p_breakeven_logn(Q, S_gpu, c_cap, c_gpu, c_wear, f_new, h_route, mu, sigma, tau):
     _x0 = c_cap*tau
-    _x1 = S_gpu*c_gpu
-    _x2 = Q*_x0
-    _x3 = sigma**2
-    _x4 = Q*c_cap*numpy.exp((1/2)*_x3 + mu)
-    _x5 = mu - numpy.log(tau)
-    _x6 = (1/2)*numpy.sqrt(2)/sigma
-    _x7 = _erf(_x5*_x6)
-    return 2*Q*(-_x0 - c_wear)/(h_route*(_x1*_x7 - _x1 + _x2*_x7 - _x2 - _x4*_erf(_x6*(_x3 + _x5)) + _x4))
+    _x1 = Q*c_wear
+    _x2 = S_gpu*c_gpu
+    _x3 = _x1*f_new
+    _x4 = Q*_x0
+    _x5 = sigma**2
+    _x6 = Q*c_cap*numpy.exp((1/2)*_x5 + mu)
+    _x7 = mu - numpy.log(tau)
+    _x8 = (1/2)*numpy.sqrt(2)/sigma
+    _x9 = _erf(_x7*_x8)
+    return 2*Q*(-_x0 - c_wear)/(h_route*(_x1*_x9 - _x1 + _x2*_x9 - _x2 - _x3*_x9 + _x3 + _x4*_x9 - _x4 - _x6*_erf(_x8*(_x5 + _x7)) + _x6))
 
 def _derive_reuse_offload_rate(p, r):
     return r/p
@@ -832,64 +841,82 @@ def _derive_reuse_tier_hits(F_hi, F_lo, h_route, r):
 def _derive_reuse_tier_reads(F_hi, F_lo, Q_r, h_route, r):
     return Q_r*h_route*r*(F_hi - F_lo)
 
-def _derive_reuse_tier_writes(F_lo, Q, h_route, p, r):
-    return Q*r*(-F_lo*h_route*p + 1)/p
+def _derive_reuse_tier_held_before(F_hi, F_lo, h_route, p):
+    return h_route*p*(F_hi - F_lo)
 
-def _derive_reuse_tier_utilisation(B_tier, B_write, F_hi, F_lo, Q, Q_r, h_route, p, r):
-    return Q*r*(-F_lo*h_route*p + 1)/(B_write*p) + Q_r*h_route*r*(F_hi - F_lo)/B_tier
+def _derive_reuse_tier_writes(F_hi, F_lo, Q, f_new, h_route, p, r):
+    _x0 = h_route*p
+    return Q*r*(-F_lo*_x0 + 1)*(-_x0*(1 - f_new)*(F_hi - F_lo) + 1)/p
 
-def _derive_reuse_tier_headroom(B_tier, B_write, F_hi, F_lo, Q, Q_r, h_route, p, r):
-    return (Q*r*(-F_lo*h_route*p + 1)/(B_write*p) + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0)
+def _derive_reuse_tier_utilisation(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
+    _x0 = F_hi - F_lo
+    _x1 = h_route*p
+    return Q*r*(-F_lo*_x1 + 1)*(-_x0*_x1*(1 - f_new) + 1)/(B_write*p) + Q_r*_x0*h_route*r/B_tier
 
-def _derive_reuse_tier_admitted(B_tier, B_write, F_hi, F_lo, Q, Q_r, h_route, p, r):
-    return numpy.minimum(1, (Q*r*(-F_lo*h_route*p + 1)/(B_write*p) + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0))
+def _derive_reuse_tier_headroom(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
+    _x0 = F_hi - F_lo
+    _x1 = h_route*p
+    return (Q*r*(-F_lo*_x1 + 1)*(-_x0*_x1*(1 - f_new) + 1)/(B_write*p) + Q_r*_x0*h_route*r/B_tier)**(-1.0)
 
-def _derive_reuse_tier_served(B_tier, B_write, F_hi, F_lo, Q, Q_r, h_route, p, r):
+def _derive_reuse_tier_admitted(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
+    _x0 = F_hi - F_lo
+    _x1 = h_route*p
+    return numpy.minimum(1, (Q*r*(-F_lo*_x1 + 1)*(-_x0*_x1*(1 - f_new) + 1)/(B_write*p) + Q_r*_x0*h_route*r/B_tier)**(-1.0))
+
+def _derive_reuse_tier_served(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
+    _x0 = F_hi - F_lo
+    _x1 = _x0*h_route
+    _x2 = h_route*p
+    return _x1*numpy.minimum(1, (Q*r*(-F_lo*_x2 + 1)*(-_x0*_x2*(1 - f_new) + 1)/(B_write*p) + Q_r*_x1*r/B_tier)**(-1.0))
+
+def _derive_reuse_tier_writes_carried(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
+    _x0 = F_hi - F_lo
+    _x1 = h_route*p
+    _x2 = Q*r*(-F_lo*_x1 + 1)*(-_x0*_x1*(1 - f_new) + 1)/p
+    return _x2*numpy.minimum(1, (_x2/B_write + Q_r*_x0*h_route*r/B_tier)**(-1.0))
+
+def _derive_reuse_tier_writes_dropped(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
+    _x0 = F_hi - F_lo
+    _x1 = h_route*p
+    _x2 = Q*r*(-F_lo*_x1 + 1)*(-_x0*_x1*(1 - f_new) + 1)/p
+    return _x2*(1 - numpy.minimum(1, (_x2/B_write + Q_r*_x0*h_route*r/B_tier)**(-1.0)))
+
+def _derive_reuse_tier_value_rate(B_tier, B_write, C_tier, F_hi, F_lo, Q, Q_r, S_gpu, c_cap, c_gpu, c_wear, f_new, h_route, p, r):
+    _x0 = F_hi - F_lo
+    _x1 = h_route*p
+    _x2 = Q*r*(-F_lo*_x1 + 1)*(-_x0*_x1*(1 - f_new) + 1)/p
+    _x3 = numpy.minimum(1, (_x2/B_write + Q_r*_x0*h_route*r/B_tier)**(-1.0))
+    return -C_tier*c_cap + S_gpu*_x0*_x3*c_gpu*h_route*r - _x2*_x3*c_wear
+
+def _derive_reuse_tier_value_rate_fixed(B_tier, B_write, F_hi, F_lo, Q, Q_r, S_gpu, c_gpu, c_wear, f_new, h_route, p, r):
+    _x0 = F_hi - F_lo
+    _x1 = h_route*p
+    _x2 = Q*r*(-F_lo*_x1 + 1)*(-_x0*_x1*(1 - f_new) + 1)/p
+    _x3 = numpy.minimum(1, (_x2/B_write + Q_r*_x0*h_route*r/B_tier)**(-1.0))
+    return S_gpu*_x0*_x3*c_gpu*h_route*r - _x2*_x3*c_wear
+
+def _derive_reuse_tier_writes_through(F_hi, Q, f_new, h_route, p, r):
+    return Q*r*(-F_hi*h_route*p*(1 - f_new) + 1)/p
+
+def _derive_reuse_tier_utilisation_through(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
+    return Q*r*(-F_hi*h_route*p*(1 - f_new) + 1)/(B_write*p) + Q_r*h_route*r*(F_hi - F_lo)/B_tier
+
+def _derive_reuse_tier_admitted_through(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
+    return numpy.minimum(1, (Q*r*(-F_hi*h_route*p*(1 - f_new) + 1)/(B_write*p) + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0))
+
+def _derive_reuse_tier_headroom_through(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
+    return (Q*r*(-F_hi*h_route*p*(1 - f_new) + 1)/(B_write*p) + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0)
+
+def _derive_reuse_tier_served_through(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
     _x0 = h_route*(F_hi - F_lo)
-    return _x0*numpy.minimum(1, (Q*r*(-F_lo*h_route*p + 1)/(B_write*p) + Q_r*_x0*r/B_tier)**(-1.0))
+    return _x0*numpy.minimum(1, (Q*r*(-F_hi*h_route*p*(1 - f_new) + 1)/(B_write*p) + Q_r*_x0*r/B_tier)**(-1.0))
 
-def _derive_reuse_tier_writes_carried(B_tier, B_write, F_hi, F_lo, Q, Q_r, h_route, p, r):
-    _x0 = Q*r*(-F_lo*h_route*p + 1)/p
+def _derive_reuse_tier_writes_through_carried(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
+    _x0 = Q*r*(-F_hi*h_route*p*(1 - f_new) + 1)/p
     return _x0*numpy.minimum(1, (_x0/B_write + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0))
 
-def _derive_reuse_tier_writes_dropped(B_tier, B_write, F_hi, F_lo, Q, Q_r, h_route, p, r):
-    _x0 = Q*r*(-F_lo*h_route*p + 1)/p
-    return _x0*(1 - numpy.minimum(1, (_x0/B_write + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0)))
-
-def _derive_reuse_tier_value_rate(B_tier, B_write, C_tier, F_hi, F_lo, Q, Q_r, S_gpu, c_cap, c_gpu, c_wear, h_route, p, r):
-    _x0 = F_hi - F_lo
-    _x1 = Q*r*(-F_lo*h_route*p + 1)/p
-    _x2 = numpy.minimum(1, (_x1/B_write + Q_r*_x0*h_route*r/B_tier)**(-1.0))
-    return -C_tier*c_cap + S_gpu*_x0*_x2*c_gpu*h_route*r - _x1*_x2*c_wear
-
-def _derive_reuse_tier_value_rate_fixed(B_tier, B_write, F_hi, F_lo, Q, Q_r, S_gpu, c_gpu, c_wear, h_route, p, r):
-    _x0 = F_hi - F_lo
-    _x1 = Q*r*(-F_lo*h_route*p + 1)/p
-    _x2 = numpy.minimum(1, (_x1/B_write + Q_r*_x0*h_route*r/B_tier)**(-1.0))
-    return S_gpu*_x0*_x2*c_gpu*h_route*r - _x1*_x2*c_wear
-
-def _derive_reuse_tier_writes_through(Q, p, r):
-    return Q*r/p
-
-def _derive_reuse_tier_utilisation_through(B_tier, B_write, F_hi, F_lo, Q, Q_r, h_route, p, r):
-    return Q*r/(B_write*p) + Q_r*h_route*r*(F_hi - F_lo)/B_tier
-
-def _derive_reuse_tier_admitted_through(B_tier, B_write, F_hi, F_lo, Q, Q_r, h_route, p, r):
-    return numpy.minimum(1, (Q*r/(B_write*p) + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0))
-
-def _derive_reuse_tier_headroom_through(B_tier, B_write, F_hi, F_lo, Q, Q_r, h_route, p, r):
-    return (Q*r/(B_write*p) + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0)
-
-def _derive_reuse_tier_served_through(B_tier, B_write, F_hi, F_lo, Q, Q_r, h_route, p, r):
-    _x0 = h_route*(F_hi - F_lo)
-    return _x0*numpy.minimum(1, (Q*r/(B_write*p) + Q_r*_x0*r/B_tier)**(-1.0))
-
-def _derive_reuse_tier_writes_through_carried(B_tier, B_write, F_hi, F_lo, Q, Q_r, h_route, p, r):
-    _x0 = Q*r/p
-    return _x0*numpy.minimum(1, (_x0/B_write + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0))
-
-def _derive_reuse_tier_writes_through_dropped(B_tier, B_write, F_hi, F_lo, Q, Q_r, h_route, p, r):
-    _x0 = Q*r/p
+def _derive_reuse_tier_writes_through_dropped(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
+    _x0 = Q*r*(-F_hi*h_route*p*(1 - f_new) + 1)/p
     return _x0*(1 - numpy.minimum(1, (_x0/B_write + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0)))
 
 def _derive_reuse_marginal_hits_per_byte_exp(Q, h_route, lambda_, p, tau):
@@ -1311,13 +1338,13 @@ FUNCS = {
     'derive_reuse.hold_return_exp': (_derive_reuse_hold_return_exp, ('lambda', 'tau')),
     'derive_reuse.hold_return_logn': (_derive_reuse_hold_return_logn, ('mu', 'sigma', 'tau')),
     'derive_reuse.p_hit': (_derive_reuse_p_hit, ('h_route', 'p')),
-    'derive_reuse.value_exp': (_derive_reuse_value_exp, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'h_route', 'lambda', 'p', 'tau')),
-    'derive_reuse.value_logn': (_derive_reuse_value_logn, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'h_route', 'mu', 'p', 'sigma', 'tau')),
-    'derive_reuse.dvalue_exp': (_derive_reuse_dvalue_exp, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'h_route', 'lambda', 'p', 'tau')),
-    'derive_reuse.dvalue_logn': (_derive_reuse_dvalue_logn, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'h_route', 'mu', 'p', 'sigma', 'tau')),
-    'derive_reuse.tau_opt_exp[0]': (_derive_reuse_tau_opt_exp_0, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'h_route', 'lambda', 'p')),
-    'derive_reuse.p_breakeven_exp': (_derive_reuse_p_breakeven_exp, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'h_route', 'lambda', 'tau')),
-    'derive_reuse.p_breakeven_logn': (_derive_reuse_p_breakeven_logn, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'h_route', 'mu', 'sigma', 'tau')),
+    'derive_reuse.value_exp': (_derive_reuse_value_exp, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'f_new', 'h_route', 'lambda', 'p', 'tau')),
+    'derive_reuse.value_logn': (_derive_reuse_value_logn, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'f_new', 'h_route', 'mu', 'p', 'sigma', 'tau')),
+    'derive_reuse.dvalue_exp': (_derive_reuse_dvalue_exp, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'f_new', 'h_route', 'lambda', 'p', 'tau')),
+    'derive_reuse.dvalue_logn': (_derive_reuse_dvalue_logn, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'f_new', 'h_route', 'mu', 'p', 'sigma', 'tau')),
+    'derive_reuse.tau_opt_exp[0]': (_derive_reuse_tau_opt_exp_0, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'f_new', 'h_route', 'lambda', 'p')),
+    'derive_reuse.p_breakeven_exp': (_derive_reuse_p_breakeven_exp, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'f_new', 'h_route', 'lambda', 'tau')),
+    'derive_reuse.p_breakeven_logn': (_derive_reuse_p_breakeven_logn, ('Q', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'f_new', 'h_route', 'mu', 'sigma', 'tau')),
     'derive_reuse.offload_rate': (_derive_reuse_offload_rate, ('p', 'r')),
     'derive_reuse.held_exp': (_derive_reuse_held_exp, ('h_route', 'lambda', 'p', 'r', 'tau')),
     'derive_reuse.held_logn': (_derive_reuse_held_logn, ('h_route', 'mu', 'p', 'r', 'sigma', 'tau')),
@@ -1326,22 +1353,23 @@ FUNCS = {
     'derive_reuse.write_traffic': (_derive_reuse_write_traffic, ('Q', 'p', 'r')),
     'derive_reuse.tier_hits': (_derive_reuse_tier_hits, ('F_hi', 'F_lo', 'h_route', 'r')),
     'derive_reuse.tier_reads': (_derive_reuse_tier_reads, ('F_hi', 'F_lo', 'Q_r', 'h_route', 'r')),
-    'derive_reuse.tier_writes': (_derive_reuse_tier_writes, ('F_lo', 'Q', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_utilisation': (_derive_reuse_tier_utilisation, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_headroom': (_derive_reuse_tier_headroom, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_admitted': (_derive_reuse_tier_admitted, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_served': (_derive_reuse_tier_served, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_writes_carried': (_derive_reuse_tier_writes_carried, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_writes_dropped': (_derive_reuse_tier_writes_dropped, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_value_rate': (_derive_reuse_tier_value_rate, ('B_tier', 'B_write', 'C_tier', 'F_hi', 'F_lo', 'Q', 'Q_r', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_value_rate_fixed': (_derive_reuse_tier_value_rate_fixed, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'S_gpu', 'c_gpu', 'c_wear', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_writes_through': (_derive_reuse_tier_writes_through, ('Q', 'p', 'r')),
-    'derive_reuse.tier_utilisation_through': (_derive_reuse_tier_utilisation_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_admitted_through': (_derive_reuse_tier_admitted_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_headroom_through': (_derive_reuse_tier_headroom_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_served_through': (_derive_reuse_tier_served_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_writes_through_carried': (_derive_reuse_tier_writes_through_carried, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_writes_through_dropped': (_derive_reuse_tier_writes_through_dropped, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_held_before': (_derive_reuse_tier_held_before, ('F_hi', 'F_lo', 'h_route', 'p')),
+    'derive_reuse.tier_writes': (_derive_reuse_tier_writes, ('F_hi', 'F_lo', 'Q', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_utilisation': (_derive_reuse_tier_utilisation, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_headroom': (_derive_reuse_tier_headroom, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_admitted': (_derive_reuse_tier_admitted, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_served': (_derive_reuse_tier_served, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_writes_carried': (_derive_reuse_tier_writes_carried, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_writes_dropped': (_derive_reuse_tier_writes_dropped, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_value_rate': (_derive_reuse_tier_value_rate, ('B_tier', 'B_write', 'C_tier', 'F_hi', 'F_lo', 'Q', 'Q_r', 'S_gpu', 'c_cap', 'c_gpu', 'c_wear', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_value_rate_fixed': (_derive_reuse_tier_value_rate_fixed, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'S_gpu', 'c_gpu', 'c_wear', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_writes_through': (_derive_reuse_tier_writes_through, ('F_hi', 'Q', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_utilisation_through': (_derive_reuse_tier_utilisation_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_admitted_through': (_derive_reuse_tier_admitted_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_headroom_through': (_derive_reuse_tier_headroom_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_served_through': (_derive_reuse_tier_served_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_writes_through_carried': (_derive_reuse_tier_writes_through_carried, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_writes_through_dropped': (_derive_reuse_tier_writes_through_dropped, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
     'derive_reuse.marginal_hits_per_byte_exp': (_derive_reuse_marginal_hits_per_byte_exp, ('Q', 'h_route', 'lambda', 'p', 'tau')),
     'derive_reuse.marginal_hits_per_byte_logn': (_derive_reuse_marginal_hits_per_byte_logn, ('Q', 'h_route', 'mu', 'p', 'sigma', 'tau')),
     'derive_reuse.c_cap_opportunity_exp': (_derive_reuse_c_cap_opportunity_exp, ('Q', 'S_gpu', 'c_gpu', 'h_route', 'lambda', 'p', 'tau')),

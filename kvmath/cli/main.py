@@ -408,7 +408,7 @@ def _price_overrides(args):
 
 
 def _run_reuse(args):
-    from kvmath.evaluate.reuse import reuse, tier_plan
+    from kvmath.evaluate.reuse import d_turn_new, reuse, tier_plan
     from kvmath.tables.rows import resolve_pause
     from kvmath.tables.rows import node_drive
     from kvmath.tables.rows import pool_tier
@@ -426,7 +426,8 @@ def _run_reuse(args):
     check_tier(cfg, tier.name)
     kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype,
               engine=engine, price_overrides=_price_overrides(args), reach=h,
-              price_tier=("nvme" if pool.medium == "nvme" else "host-dram") if pool else None)
+              price_tier=("nvme" if pool.medium == "nvme" else "host-dram") if pool else None,
+              turn_new_tokens=d_turn_new(args.turn_new_tokens))
     result = reuse(model, gpu, tier, args.tokens, pause, drive=drive, **kw)
     result.update(reach=h, reach_from=h_from, pool=pool.name if pool else None,
                   pool_nodes=pool_nodes)
@@ -442,7 +443,7 @@ def _run_reuse(args):
         plan = tier_plan(node, model, args.tokens, args.resume_rate, pause, tp=args.tp or None,
                          gpu=gpu, compute_dtype=args.compute_dtype, gpu_price=args.gpu_price,
                          find_limit=False, engine=engine, price_overrides=kw["price_overrides"],
-                         reach=h,
+                         reach=h, turn_new_tokens=kw["turn_new_tokens"],
                          **cache_sizes(args, cfg, node, args.tp or node_tp(model, node.gpus),
                                        model))
         row = next((t for t in plan["tiers"] if t["tier"] == tier.name), None)
@@ -481,6 +482,7 @@ def _run_tiers(args):
                      writes_within_rating=bool(args.writes_within_rating), engine=engine,
                      price_overrides=_price_overrides(args), pool=pool, pool_nodes=pool_nodes,
                      reach=h, pool_writes=args.pool_writes,
+                     turn_new_tokens=args.turn_new_tokens,
                      **cache_sizes(args, cfg, node, tp, model))
     plan.update(reach_from=h_from, nodes=args.nodes, router=args.router if args.reach is None
                 else None)

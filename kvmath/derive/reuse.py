@@ -15,8 +15,8 @@ follow every turn that ends (r / p). A pool every node reads has h_route = 1.
 import sympy as sp
 
 from kvmath.derive import symcache as C
-from kvmath.derive.symbols import (Bytes, K, S_gpu, c_cap, c_gpu, c_wear, h_route, lam, mu, p_ret,
-                                   r_res, sigma, tau)
+from kvmath.derive.symbols import (Bytes, K, S_gpu, c_cap, c_gpu, c_wear, f_new, h_route, lam, mu,
+                                   p_ret, r_res, sigma, tau)
 
 _t = sp.Symbol("t", positive=True)
 
@@ -55,9 +55,10 @@ def holding_time(F, hold_return):
 
 def net_value(F, hold_return):
     """Expected value of offloading one cache for tau, $: saving when it returns in time,
-    minus capacity held and bytes written."""
+    minus capacity held and bytes written (a cache whose previous version is still held, its
+    turn having returned within tau, writes only its new share f_new)."""
     return (p_hit * F * S_gpu * c_gpu - c_cap * Bytes * holding_time(F, hold_return)
-            - c_wear * Bytes)
+            - c_wear * Bytes * (1 - p_hit * F * (1 - f_new)))
 
 
 #: net value per offload, exponential and lognormal pause, $
@@ -95,8 +96,14 @@ tier_hits = r_res * h_route * (F_hi - F_lo)
 Bytes_read = sp.Symbol("Q_r", positive=True)
 #: bytes per second read back from the tier
 tier_reads = tier_hits * Bytes_read
-#: bytes per second written into the tier: caches that reached its youngest age unreturned
-tier_writes = offload_rate * Bytes * (1 - p_hit * F_lo)
+#: share of the caches reaching the tier whose previous version it still holds: their turn
+#: before was served from this tier's ages (successive pauses independent), so the engine,
+#: which writes only the blocks a store lacks (vLLM's and LMCache's lookup before store),
+#: writes only their new blocks, f_new of them
+tier_held_before = p_hit * (F_hi - F_lo)
+#: bytes per second written into the tier: caches that reached its youngest age unreturned,
+#: less the blocks it already holds
+tier_writes = offload_rate * Bytes * (1 - p_hit * F_lo) * (1 - tier_held_before * (1 - f_new))
 #: write bandwidth of the tier, B/s (B_tier is its read bandwidth)
 B_write = sp.Symbol("B_write", positive=True)
 #: busy fraction of the tier: a drive (or a shared DRAM bus) spends its time either reading or
@@ -125,7 +132,8 @@ tier_value_rate_fixed = r_res * tier_served * S_gpu * c_gpu - c_wear * tier_writ
 #: stores each chunk in every backend it has), holding ages [0, tau) of every cache: F_lo then
 #: stands for the share of returns the tiers above it serve (h_route x F at their last age),
 #: so it serves the rest of its ages, reads tier_reads, and takes every offload
-tier_writes_through = offload_rate * Bytes
+#: (less the blocks of caches whose previous version it holds: returns within its ages)
+tier_writes_through = offload_rate * Bytes * (1 - p_hit * F_hi * (1 - f_new))
 tier_utilisation_through = tier_reads / B_tier + tier_writes_through / B_write
 tier_admitted_through = sp.Min(1, 1 / tier_utilisation_through)
 tier_headroom_through = 1 / tier_utilisation_through

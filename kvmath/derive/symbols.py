@@ -89,6 +89,9 @@ p_ret = sp.Symbol("p", positive=True)  #: probability the conversation returns a
 #: probability a returning conversation is routed to the node that holds its cache (1: one node,
 #: or routing that follows the cache; 1/N: a router that ignores it, over N nodes)
 h_route = sp.Symbol("h_route", positive=True)
+#: share of an offloaded cache's bytes that are new since its previous offload (the turn's new
+#: prompt and output tokens over the cache's): engines write only blocks the store lacks
+f_new = sp.Symbol("f_new", positive=True)
 tau = sp.Symbol("tau", positive=True)  #: time-to-live of an offloaded cache, s
 lam = sp.Symbol("lambda", positive=True)  #: rate of the pause distribution (exponential), 1/s
 mu = sp.Symbol("mu", real=True)  #: log-median of a lognormal pause, ln(s)
@@ -172,6 +175,7 @@ MEANING = {
              "loaded prefix, timed by the prefill model in use", "s"),
     p_ret: ("probability the conversation returns", "1"),
     h_route: ("probability a returning conversation reaches the node holding its cache", "1"),
+    f_new: ("share of an offloaded cache's bytes new since its previous offload", "1"),
     tau: ("time-to-live of an offloaded cache", "s"),
     lam: ("rate of an exponential pause", "1/s"),
     mu: ("log-median of a lognormal pause", "ln s"),

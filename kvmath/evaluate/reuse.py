@@ -47,6 +47,11 @@ def saved_s(r, reload_s=None):
     return r["ttft_recompute_s"] - r["request_s"] - reload_s
 
 
+def new_fraction(turn_new_tokens, tokens):
+    """f_new: the share of a cache of ``tokens`` a returning turn adds (1: the whole cache)."""
+    return 1.0 if turn_new_tokens is None else min(1.0, turn_new_tokens / tokens)
+
+
 def tier_read_bytes(r, tier_name):
     """Bytes one resume reads from a tier of a compare() result: every rank's copy from host
     memory unless the engine reads once (each rank loads the shared slot), the stored bytes from
@@ -150,12 +155,15 @@ def held_caches(pause, tau, resume_rate, reach=1.0):
 
 
 def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtype=None,
-          c_cap=None, drive=None, engine=None, price_overrides=(), reach=1.0, price_tier=None):
+          c_cap=None, drive=None, engine=None, price_overrides=(), reach=1.0, price_tier=None,
+          turn_new_tokens=None):
     """Break-even return probability and the best TTL for offloading one conversation.
 
     reach: h_route, the probability the returning turn reaches the node holding the cache (1
     for a pool every node reads); the break-even p is then the return probability needed with
     that reach. price_tier: the tier whose price the capacity is held at (a pool: its medium's).
+    turn_new_tokens: tokens a returning turn adds, all a cache whose previous version the tier
+    holds writes (default: the whole cache, every offload).
 
     c_cap: price of holding a byte for a second ($); default the tier's amortised purchase
     price (a node being built); pass :func:`opportunity_price` for a node already bought.
@@ -167,7 +175,8 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
     c_cap_buy, c_wear = tier_prices(price_tier or tier.name, drive, price_overrides)
     c_cap = c_cap_buy if c_cap is None else c_cap
     v = {**pause_values(pause, reach), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(gpu, gpu_price),
-         "c_cap": c_cap, "c_wear": c_wear, "Q": r["kv_bytes_stored"]}
+         "c_cap": c_cap, "c_wear": c_wear, "Q": r["kv_bytes_stored"],
+         "f_new": new_fraction(turn_new_tokens, tokens)}
     kind = _kind(pause)
     value = rfn(f"value_{kind}")
     out = {"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "tp": tp,
@@ -413,7 +422,8 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
               activation_reserve=None, gpu_price=None, writes_within_rating=False,
               find_limit=True, engine=None, price_overrides=(), host_cache_bytes=None,
               disk_cache_bytes=None, host_cache_hbm_ratio=None, cache_source=None,
-              at_load=True, pool=None, pool_nodes=None, reach=1.0, pool_writes="through"):
+              at_load=True, pool=None, pool_nodes=None, reach=1.0, pool_writes="through",
+              turn_new_tokens=None):
     """Which tier holds which caches, the traffic each carries, and whether the node can run it.
 
     Caches cascade by age: HBM (after the activation reserve, weights and the running batch)
@@ -429,13 +439,15 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
     the node's own tiers serve only those turns, the pool every one. pool_writes: "through"
     (every offload is written to the pool too, which holds every cache from age 0 and serves
     the returns the node's tiers miss: LMCache stores each chunk in every backend) or "back"
-    (a cache reaches the pool when it ages out of the node's tiers).
+    (a cache reaches the pool when it ages out of the node's tiers). turn_new_tokens: tokens a
+    returning turn adds to its cache, all the engine writes where the tier still holds the rest
+    (default plan_defaults.csv's, measured on the conversation trace).
     """
     args = (node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
             batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
             writes_within_rating, find_limit, engine, tuple(price_overrides), host_cache_bytes,
             disk_cache_bytes, host_cache_hbm_ratio, cache_source, at_load, pool, pool_nodes,
-            reach, pool_writes)
+            reach, pool_writes, turn_new_tokens)
     try:
         hash(args)
     except TypeError:  # an input that cannot be remembered: plan it afresh
@@ -449,7 +461,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                writes_within_rating, find_limit, engine=None, price_overrides=(),
                host_cache_bytes=None, disk_cache_bytes=None, host_cache_hbm_ratio=None,
                cache_source=None, at_load=True, pool=None, pool_nodes=None, reach=1.0,
-               pool_writes="through"):
+               pool_writes="through", turn_new_tokens=None):
     """:func:`tier_plan`, once per process for each set of inputs (the rows and frozen tables
     fix the plan): a chapter asks for the same plans in several places, and a sweep of the
     NVMe tier's value for the plans a sweep of the plans already made."""
@@ -473,6 +485,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                          host_cache_bytes=host_cache_bytes, disk_cache_bytes=disk_cache_bytes,
                          host_cache_hbm_ratio=host_cache_hbm_ratio, cache_source=cache_source,
                          pool=pool, pool_nodes=pool_nodes)
+    turn_new = d_turn_new(turn_new_tokens)
+    f_new = new_fraction(turn_new, tokens)
     util, reserve, batch_seqs = nc["gpu_memory_utilization"], nc["activation_reserve_fraction"], \
         nc["batch_seqs"]
     batch_context, q_batch, hbm, drive = nc["batch_context_tokens"], nc["batch_seq_kv_bytes"], \
@@ -520,7 +534,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                        read_demand_Bps=0.0, write_demand_Bps=0.0, dropped_write_Bps=0.0,
                        headroom=math.inf, admitted_fraction=1.0)
         else:
-            at = {"r": resume_rate, "p": pause.return_probability, "h_route": h, "Q": q,
+            at = {"r": resume_rate, "p": pause.return_probability, "h_route": h, "Q": q, "f_new": f_new,
                   "Q_r": tier_read_bytes(r, tier_name), "F_lo": min(f_lo, f_now),
                   "F_hi": f_now, "B_tier": b_read, "B_write": b_write}
             w = "_through" if through else ""  # a write-through tier takes every offload
@@ -582,6 +596,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                 gpu, [("nvme" if pool.medium == "nvme" else "host-dram") if r["tier"] == "pool"
                       else r["tier"] for r in rows], gpu_price, price_overrides)),
             "reach": reach, "pool": pool.name if pool else None,
+            "turn_new_tokens": turn_new, "new_fraction": f_new,
             "drive": drive.name if drive else None,
             "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
             "batch_seqs": batch_seqs, "batch_context_tokens": batch_context,
@@ -599,9 +614,14 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                   price_overrides=price_overrides, host_cache_bytes=host_cache_bytes,
                   disk_cache_bytes=disk_cache_bytes, host_cache_hbm_ratio=host_cache_hbm_ratio,
                   cache_source=cache_source, pool=pool, pool_nodes=pool_nodes, reach=reach,
-                  pool_writes=pool_writes)
+                  pool_writes=pool_writes, turn_new_tokens=turn_new)
         plan["compute_limit_resume_rate_per_s"] = compute_limit(node, model, tokens, pause, **kw)
     return plan
+
+
+def d_turn_new(turn_new_tokens=None):
+    """Tokens a returning turn adds: the given, else plan_defaults.csv's turn_new_tokens."""
+    return plan_defaults()["turn_new_tokens"].value if turn_new_tokens is None else turn_new_tokens
 
 
 def _endurance(name, node, drive, write_Bps):
@@ -676,6 +696,7 @@ def nvme_value(node, model, tokens, resume_rate, pause, tp=None, basis="purchase
     c_cap, c_wear = tier_prices("nvme", node_drive(node), kw.get("price_overrides", ()))
     value = rfn("tier_value_rate" if basis == "purchase" else "tier_value_rate_fixed").take({
         "r": resume_rate, "p": pause.return_probability, "h_route": 1.0, "Q": plan["kv_bytes"],
+        "f_new": plan["new_fraction"],
         "Q_r": plan["kv_bytes"], "F_lo": _cdf_or(pause, nv["ttl_from_s"], 0.0, 1.0),
         "F_hi": _cdf_or(pause, nv["ttl_to_s"], 0.0, 1.0),
         "B_tier": nv["read_bandwidth_Bps"], "B_write": nv["write_bandwidth_Bps"],

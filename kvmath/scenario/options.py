@@ -264,6 +264,10 @@ OPTIONS = (
            (REUSE, TIERS), default="kv-aware"),
     Option("reach", FRACTION, "probability a returning conversation reaches the node holding its "
            "cache, stated (a what-if, instead of --router's)", (REUSE, TIERS), metavar="H"),
+    Option("turn-new-tokens", POSITIVE, "tokens a returning turn adds to its cache (new prompt "
+           "and output), all the engine writes where the tier still holds the rest (default: "
+           "plan_defaults.csv's, measured on the conversation trace)", (REUSE, TIERS),
+           unit="tokens", metavar="TOKENS"),
     Option("policy", choice(*POLICIES), "tier policy (default lru)", (TRACE,), default="lru"),
     Option("ttl", POSITIVE, "time-to-live of offloaded blocks for --policy ttl, s (default 600)",
            (TRACE,), unit="s", metavar="S", default=600.0),

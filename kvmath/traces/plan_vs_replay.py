@@ -40,7 +40,7 @@ def trace_pause(trace, stats, fit):
 
 
 def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_context=None,
-                   policy="lru", trace=None, replay=None):
+                   policy="lru", trace=None, replay=None, turn_new_tokens=None):
     """Plan and replay on one node, and their per-tier errors (a JSON-ready dict).
 
     replay: a :func:`kvmath.traces.replay.replay` of the same trace already run (a caller that
@@ -58,7 +58,8 @@ def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_cont
     batch_context = batch_context or T.batch_context_of(trace, model)
     tp = tp or node_tp(model, node.gpus)
     plan = tier_plan(node, model, tokens, resume_rate, pause, tp=tp, batch_seqs=batch_seqs,
-                     batch_context=batch_context, find_limit=False)
+                     batch_context=batch_context, find_limit=False,
+                     turn_new_tokens=turn_new_tokens or T.turn_new_tokens(trace))
     specs = C.node_tiers(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context)
     gpu = bundled().gpus[node.gpu]
     block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens)

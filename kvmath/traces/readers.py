@@ -715,3 +715,23 @@ def batch_context_of(trace, model=None):
     the model's context window (no sequence runs longer)."""
     mean = int(math.ceil((trace.prompt_tokens + trace.output_tokens).mean()))
     return mean if model is None else min(mean, model.max_context_tokens)
+
+
+def turn_new_tokens(trace):
+    """Mean tokens a returning request adds to the cache (the prompt past its longest prefix
+    already seen in the trace, plus its output), over the requests with such a prefix: what an
+    engine that writes only the blocks a store lacks writes at the turn's end, in tokens."""
+    offsets = np.r_[0, np.cumsum(trace.n_blocks)]
+    seen, new = set(), []
+    for r in range(trace.n_requests):
+        blocks = trace.hashes[offsets[r]:offsets[r + 1]].tolist()
+        m = 0
+        for b in blocks:
+            if b not in seen:
+                break
+            m += 1
+        if m:
+            new.append(max(int(trace.prompt_tokens[r]) - m * trace.block_tokens, 0)
+                       + int(trace.output_tokens[r]))
+        seen.update(blocks)
+    return float(np.mean(new)) if new else None
