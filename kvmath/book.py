@@ -6,8 +6,8 @@ from kvmath.derive import (kv as derive_kv, prefill as derive_prefill, reuse as 
     serving as derive_serving, symbols, symcache)
 from kvmath.codegen.javascript import COMPARE_EXPRESSIONS, PREFILL_PARTS, SCENARIO_EXPRESSIONS
 from kvmath.tables.rows import (Pause, bundled, data_path, deployments, drives, engine_costs,
-    engines, gpu_prices, nodes, pauses, plan_defaults, prices, read, resolve_gpu, resolve_model,
-    resolve_tier, thresholds, transfer_curves)
+    engines, gpu_prices, nodes, pauses, plan_defaults, pool_tier, pools, prices, read, resolve_gpu,
+    resolve_model, resolve_tier, thresholds, transfer_curves)
 from kvmath.tables.schema import table as data_table
 from kvmath.evaluate import engine_fit
 from kvmath.evaluate.bands import (band, bandwidth_range, borrowed_fit_factor, borrowed_fit_gpus,
@@ -21,12 +21,15 @@ from kvmath.evaluate.compare import (DEFAULT_ENGINE, Numeric, ScenarioError, arc
 from kvmath.evaluate.prefill import fitted_parameters, prefill_time
 from kvmath.evaluate.reuse import (gpu_second_price, nvme_value, pause_values, reuse, rfn,
     saved_s, tier_plan, tier_prices)
+from kvmath.evaluate.routing import ROUTERS, reach
 from kvmath.evaluate.serving import busy, overlap, split
 from kvmath.evaluate.validation import MARGIN_FACTOR, measurements, table as validation_table
 from kvmath.scenario.options import DEFAULT_PAUSE
 from kvmath.traces import readers as trace_readers, replay as trace_replay
 from kvmath.traces.readers import batch_context_of
-from kvmath.traces.plan_vs_replay import max_abs, plan_vs_replay
+from kvmath.traces.fleet import fleet, nodes_needed
+from kvmath.traces.plan_vs_replay import max_abs, plan_vs_replay, trace_pause
+from kvmath.traces.routing import route
 from kvmath.present.calculator import DEFAULTS
 from kvmath.present.report import (decision, decision_rows, decision_table, fmt_bw, fmt_bytes,
     fmt_time, fmt_tokens, latex, layout_cell, md_table)

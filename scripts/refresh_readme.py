@@ -12,7 +12,7 @@ from pathlib import Path
 from kvmath.cli.main import main
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-PATTERN = re.compile(r"(```sh\n\.venv/bin/python -m kvmath ((?:compare|reuse|tiers|trace) [^\n]+)\n```"
+PATTERN = re.compile(r"(```sh\n\.venv/bin/python -m kvmath ((?:compare|reuse|tiers|trace|route|fleet) [^\n]+)\n```"
                      r"\n\n```text\n)(.*?)(```)", flags=re.S)
 
 

@@ -264,3 +264,47 @@ def test_delta_writes_never_exceed_whole_cache_writes():
     held = (PAUSE.return_probability
             * (cdf(PAUSE, whole["tiers"][1]["ttl_to_s"]) - cdf(PAUSE, whole["tiers"][1]["ttl_from_s"])))
     assert held > 0
+
+
+# ------------------------------------------------------------------ the fleet replay
+def test_subtraces_partition_the_trace(conversation):
+    from kvmath.traces.fleet import subtrace
+    where = np.arange(conversation.n_requests) % 3
+    parts = [subtrace(conversation, where == n) for n in range(3)]
+    assert sum(p.n_requests for p in parts) == conversation.n_requests
+    assert sum(len(p.hashes) for p in parts) == len(conversation.hashes)
+    for p in parts:  # each keeps its requests' accesses, head first
+        assert np.array_equal(np.bincount(p.rid, minlength=p.n_requests), p.n_blocks)
+
+
+def test_a_one_node_fleet_is_the_trace_replay(conversation):
+    """One node: the fleet replay is kvmath trace's replay of the whole trace."""
+    from kvmath.traces import replay as C
+    from kvmath.traces.fleet import fleet, node_setup
+    specs, block_bytes, cost, _, _ = node_setup(conversation, MODEL, NODE)
+    rep = C.replay(conversation, specs, block_bytes, cost=cost)
+    f = fleet(conversation, MODEL, NODE, 1, "kv-aware")
+    assert f["token_hit_rate"] == pytest.approx(rep["token_hit_rate"], rel=1e-12)
+    assert f["prefill_gpu_s_per_s"] == pytest.approx(rep["prefill_gpu_s_per_s"], rel=1e-12)
+    assert f["feasible"] == rep["feasible"] and not f["feasible"]  # one node cannot run it
+
+
+def test_more_nodes_split_the_prefill(conversation):
+    from kvmath.traces.fleet import fleet, nodes_needed
+    two = fleet(conversation, MODEL, NODE, 2, "round-robin")
+    assert two["per_node"][0]["requests"] + two["per_node"][1]["requests"] == \
+        conversation.n_requests
+    assert two["prefill_gpu_s_per_s_max_node"] <= two["prefill_gpu_s_per_s"]
+    need, tried = nodes_needed(conversation, MODEL, NODE, "round-robin", max_nodes=4)
+    assert need == 2 and tried[need]["feasible"] and not tried[1]["feasible"]
+    assert "decode" in two["not_counted"]
+
+
+def test_cli_fleet(capsys):
+    code, out, err = run(capsys, "fleet", "synthetic", "--model", "llama-3.1-8b", "--nodes", "2",
+                         "--router", "random", "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["nodes"] == 2 and len(r["per_node"]) == 2 and r["router"] == "random"
+    code, out, err = run(capsys, "fleet", "synthetic", "--model", "llama-3.1-8b")
+    assert code == 2 and "--nodes" in err

@@ -48,6 +48,7 @@ def build_parser():
                                "a node's tiers for a load"), TIERS)
     trace_cli.add_parser(sub)
     route_cli.add_parser(sub)
+    route_cli.add_fleet_parser(sub)
     return p
 
 
@@ -408,7 +409,7 @@ def _price_overrides(args):
 
 
 def _run_reuse(args):
-    from kvmath.evaluate.reuse import d_turn_new, reuse, tier_plan
+    from kvmath.evaluate.reuse import reuse, tier_plan
     from kvmath.tables.rows import resolve_pause
     from kvmath.tables.rows import node_drive
     from kvmath.tables.rows import pool_tier
@@ -427,7 +428,7 @@ def _run_reuse(args):
     kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype,
               engine=engine, price_overrides=_price_overrides(args), reach=h,
               price_tier=("nvme" if pool.medium == "nvme" else "host-dram") if pool else None,
-              turn_new_tokens=d_turn_new(args.turn_new_tokens))
+              turn_new_tokens=args.turn_new_tokens)
     result = reuse(model, gpu, tier, args.tokens, pause, drive=drive, **kw)
     result.update(reach=h, reach_from=h_from, pool=pool.name if pool else None,
                   pool_nodes=pool_nodes)
@@ -443,7 +444,7 @@ def _run_reuse(args):
         plan = tier_plan(node, model, args.tokens, args.resume_rate, pause, tp=args.tp or None,
                          gpu=gpu, compute_dtype=args.compute_dtype, gpu_price=args.gpu_price,
                          find_limit=False, engine=engine, price_overrides=kw["price_overrides"],
-                         reach=h, turn_new_tokens=kw["turn_new_tokens"],
+                         reach=h, turn_new_tokens=args.turn_new_tokens,
                          **cache_sizes(args, cfg, node, args.tp or node_tp(model, node.gpus),
                                        model))
         row = next((t for t in plan["tiers"] if t["tier"] == tier.name), None)
@@ -497,6 +498,8 @@ def _run_other(args):
         return trace_cli.run(args)
     if args.command == "route":
         return route_cli.run(args)
+    if args.command == "fleet":
+        return route_cli.run_fleet(args)
     from kvmath.evaluate.reuse import price_warnings
     result = dict(_run_reuse(args) if args.command == "reuse" else _run_tiers(args))
     result["price_warnings"] = price_warnings(result["prices_observed"])
@@ -512,7 +515,7 @@ def run(argv=None):
     if args.command == "list":
         print(_list())
         return 0
-    if args.command in ("trace", "route", "reuse", "tiers"):
+    if args.command in ("trace", "route", "fleet", "reuse", "tiers"):
         try:
             return _run_other(args)
         except ScenarioError as exc:  # they take no --allow-beyond-context: do not offer it

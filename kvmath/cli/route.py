@@ -90,3 +90,75 @@ def run(args):
     args.node = args.node or "dgx-h100"
     print_result(args, analyse(args), _human)
     return 0
+
+
+def add_fleet_parser(subparsers):
+    """Add the ``fleet`` sub-command to an argparse subparsers object."""
+    from kvmath.scenario.options import FLEET, add_options
+    f = subparsers.add_parser("fleet", help="a request trace on N nodes: routed, then each node's "
+                              "tiers replayed; hits, traffic, wear and prefill demand per node")
+    f.add_argument("file", metavar="FILE", help="bundled trace (conversation, synthetic) or a "
+                   "Mooncake/generic JSONL(.gz) or Parquet trace")
+    add_options(f, FLEET)
+    return f
+
+
+def analyse_fleet(args):
+    """The JSON-ready result of ``kvmath fleet``."""
+    from kvmath.scenario.engine_config import cache_sizes, engine_of
+    from kvmath.evaluate.compare import ScenarioError, node_tp
+    from kvmath.tables.rows import resolve_model, resolve_node
+    from kvmath.traces import readers as T
+    from kvmath.traces.fleet import fleet, node_setup, nodes_needed
+    node, model = resolve_node(args.node), resolve_model(args.model)
+    tp = args.tp or node_tp(model, node.gpus)
+    if tp > node.gpus:
+        raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+    trace = T.load(args.file)
+    engine, cfg = engine_of(args)
+    kw = dict(tp=tp, engine=engine, batch_seqs=args.batch_seqs, batch_context=args.batch_context,
+              **cache_sizes(args, cfg, node, tp, model))
+    out = fleet(trace, model, node, args.nodes, args.router, **kw)
+    out["trace"] = args.file
+    if args.max_nodes:
+        need, _ = nodes_needed(trace, model, node, args.router, max_nodes=args.max_nodes, **kw)
+        out["nodes_needed"] = need
+        out["nodes_needed_for"] = "every node's prefill demand within its GPUs"
+    if cfg is not None:
+        out["engine_config"] = cfg.summary()
+    return out
+
+
+def _fleet_human(r):
+    from kvmath.present.format import fmt_bytes
+    lines = [f"{r['trace']}: {r['requests']:,} requests on {r['nodes']} x {r['node']} "
+             f"({r['model']}, TP {r['tp']}), routed {r['router']}",
+             f"tokens hit: {r['token_hit_rate']:.1%}; reach {r['token_reach']:.1%} of the fleet's "
+             f"cached tokens; load imbalance {r['load_imbalance']:.2f}",
+             f"prefill: {r['prefill_gpu_s_per_s']:.3g} GPU-s/s in all, the busiest node "
+             f"{r['prefill_gpu_s_per_s_max_node']:.3g} of its {r['gpus_per_node']}: "
+             f"{'feasible' if r['feasible'] else 'INFEASIBLE'}"]
+    lines.append(f"{'node':>4} {'requests':>9} {'tokens hit':>10} {'prefill GPU-s/s':>16}  "
+                 "tier reads / writes")
+    for x in r["per_node"]:
+        hit = "-" if x["token_hit_rate"] is None else f"{x['token_hit_rate']:.1%}"
+        traffic = ", ".join(f"{t['tier']} {fmt_bytes(t['read_Bps'], 3)}/s / "
+                            f"{fmt_bytes(t['write_Bps'], 3)}/s" for t in x["tiers"] if
+                            t["tier"] != "hbm")
+        lines.append(f"{x['node']:>4} {x['requests']:>9,} {hit:>10} "
+                     f"{x['prefill_gpu_s_per_s']:>16.3g}  {traffic}")
+    if "nodes_needed" in r:
+        lines.append("fewest nodes whose prefill fits: " + (
+            f"{r['nodes_needed']}" if r["nodes_needed"] else "more than --max-nodes"))
+    lines.append("not counted: " + ", ".join(r["not_counted"]))
+    return "\n".join(lines)
+
+
+def run_fleet(args):
+    """Run ``kvmath fleet``; returns the exit status."""
+    from kvmath.scenario.options import FLEET
+    from kvmath.scenario.read import read_scenario
+    read_scenario(args, FLEET)
+    args.node = args.node or "dgx-h100"
+    print_result(args, analyse_fleet(args), _fleet_human)
+    return 0

@@ -163,7 +163,7 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
     for a pool every node reads); the break-even p is then the return probability needed with
     that reach. price_tier: the tier whose price the capacity is held at (a pool: its medium's).
     turn_new_tokens: tokens a returning turn adds, all a cache whose previous version the tier
-    holds writes (default: the whole cache, every offload).
+    holds writes (default plan_defaults.csv's, as the node plan).
 
     c_cap: price of holding a byte for a second ($); default the tier's amortised purchase
     price (a node being built); pass :func:`opportunity_price` for a node already bought.
@@ -176,7 +176,7 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
     c_cap = c_cap_buy if c_cap is None else c_cap
     v = {**pause_values(pause, reach), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(gpu, gpu_price),
          "c_cap": c_cap, "c_wear": c_wear, "Q": r["kv_bytes_stored"],
-         "f_new": new_fraction(turn_new_tokens, tokens)}
+         "f_new": new_fraction(d_turn_new(turn_new_tokens), tokens)}
     kind = _kind(pause)
     value = rfn(f"value_{kind}")
     out = {"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "tp": tp,
@@ -187,7 +187,8 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
            "prices_observed": _iso(prices_used(gpu, [price_tier or tier.name], gpu_price,
                                                price_overrides)),
            "capacity_usd_per_byte_s": c_cap,
-           "write_usd_per_byte": c_wear, "return_probability": pause.return_probability}
+           "write_usd_per_byte": c_wear, "return_probability": pause.return_probability,
+           "new_fraction": v["f_new"]}
     if saving <= 0:
         out.update(ttl_s=0.0, p_breakeven=None, offload_can_pay=False, value_usd=0.0,
                    hit_probability=0.0, verdict="do not offload: reload is not faster than recompute")
@@ -391,8 +392,8 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
             "C_drive": node.nvme_drive_bytes})))
     hbm_bw = gpu.hbm_bandwidth_Bps * node.gpus
     if host_cache_hbm_ratio is not None:  # the host pool as a multiple of the device KV pool
-        pool = hbm_tier_capacity(node, gpu, model, tp, 0.0, 0, util, reserve, weight_dtype)
-        host_cache_bytes = host_cache_hbm_ratio * max(pool, 0.0)
+        kv_pool = hbm_tier_capacity(node, gpu, model, tp, 0.0, 0, util, reserve, weight_dtype)
+        host_cache_bytes = host_cache_hbm_ratio * max(kv_pool, 0.0)
     host_source, disk_source = cache_source or (None, None)  # where each size came from
     host = _cache_cap(host_cache_bytes, node.host_dram_bytes, "host cache", "DRAM", node,
                       host_source)

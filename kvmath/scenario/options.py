@@ -27,9 +27,9 @@ DEFAULT_PAUSE = "conversation-fitted"
 #: the trace replay's tier policies
 POLICIES = ("lru", "ttl", "selective")
 
-COMPARE, REUSE, TIERS, TRACE, ROUTE = "compare", "reuse", "tiers", "trace", "route"
+COMPARE, REUSE, TIERS, TRACE, ROUTE, FLEET = "compare", "reuse", "tiers", "trace", "route", "fleet"
 #: the commands that read a scenario
-COMMANDS = (COMPARE, REUSE, TIERS, TRACE, ROUTE)
+COMMANDS = (COMPARE, REUSE, TIERS, TRACE, ROUTE, FLEET)
 
 
 @dataclass(frozen=True)
@@ -173,14 +173,15 @@ OPTIONS = (
            unit="GPUs", label="TP (GPUs)",
            help_for={COMPARE: "tensor-parallel GPUs of attention (default: the sourced "
                      "deployment, else the smallest that holds the weights and the batch's KV)",
-                     TIERS: _TP_NODE, TRACE: _TP_NODE, ROUTE: _TP_NODE}),
+                     TIERS: _TP_NODE, TRACE: _TP_NODE, ROUTE: _TP_NODE,
+                     FLEET: _TP_NODE}),
     Option("ep", POSITIVE_INT, "expert-parallel ranks of the routed experts, with all-to-all "
            "dispatch and combine; 1 shards each expert by tensor parallelism (default: the "
            "deployment's, else 1)", (COMPARE,), unit="GPUs", label="experts over (GPUs)"),
     Option("batch", POSITIVE_INT, "sequences of --tokens tokens whose KV must fit beside the "
            "weights (default 1)", (COMPARE,), default=1, label="sequences in HBM"),
     Option("engine", TEXT, "engine profile: bundled name (kvmath list) or path to an engines "
-           "CSV row", (COMPARE, REUSE, TIERS, TRACE, ROUTE), metavar="NAME", path=True, label="engine",
+           "CSV row", (COMPARE, REUSE, TIERS, TRACE, ROUTE, FLEET), metavar="NAME", path=True, label="engine",
            help_for={REUSE: "engine profile: bundled name (kvmath list) or path to an engines "
                      "CSV row; the copies it stores per cache set capacity, writes and wear",
                      TIERS: "engine profile: bundled name (kvmath list) or path to an engines "
@@ -225,9 +226,9 @@ OPTIONS = (
     Option("activation-reserve", RESERVE, "share of the used HBM kept for activations and "
            "workspace (default: plan_defaults.csv, an assumption)", (TIERS,), metavar="F"),
     Option("batch-seqs", COUNT, "sequences in the running batch of the node, whose KV stays in "
-           "HBM (default: plan_defaults.csv, an assumption)", (TIERS, TRACE, ROUTE), metavar="N"),
+           "HBM (default: plan_defaults.csv, an assumption)", (TIERS, TRACE, ROUTE, FLEET), metavar="N"),
     Option("batch-context", POSITIVE_INT, "tokens of each running sequence (default: --tokens)",
-           (TIERS, TRACE, ROUTE), unit="tokens", metavar="TOKENS",
+           (TIERS, TRACE, ROUTE, FLEET), unit="tokens", metavar="TOKENS",
            help_for={TRACE: "context of each running sequence (default: the trace's mean "
                      "prompt plus output tokens)"}),
     Option("engine-config", TEXT, "the engine's own offload settings: vLLM's "
@@ -236,11 +237,11 @@ OPTIONS = (
            "for tiers and trace, the host DRAM and drives it caches in (instead of --engine)",
            COMMANDS, metavar="FILE", path="file"),
     Option("host-cache-bytes", POSITIVE, "host DRAM the engine caches KV in, for the node "
-           "(default: --engine-config's size, else the node's whole DRAM)", (TIERS, TRACE, ROUTE),
+           "(default: --engine-config's size, else the node's whole DRAM)", (TIERS, TRACE, ROUTE, FLEET),
            unit="B", metavar="B"),
     Option("disk-cache-bytes", COUNT_BYTES, "drive capacity the engine caches KV in, for the node; "
            "0: no NVMe tier (default: --engine-config's, else the node's whole drives)",
-           (TIERS, TRACE, ROUTE), unit="B", metavar="B"),
+           (TIERS, TRACE, ROUTE, FLEET), unit="B", metavar="B"),
     Option("writes-within-rating", FLAG, "admit to NVMe only the writes the drives' rated "
            "endurance allows", (TIERS,), default=False),
     Option("pool", TEXT, "a KV store shared by several GPU nodes: bundled name (pools.csv: "
@@ -255,13 +256,17 @@ OPTIONS = (
            "to every backend); back: a cache reaches the pool when it ages out of the node's "
            "tiers (default through)", (TIERS,), default="through"),
     Option("nodes", POSITIVE_INT, "GPU nodes the router spreads conversations over: the node's "
-           "own tiers serve only the returns routed back to it (default 1)", (REUSE, TIERS, ROUTE),
-           metavar="N", default=1, required=(ROUTE,),
-           help_for={ROUTE: "GPU nodes of the fleet the trace is routed over"}),
+           "own tiers serve only the returns routed back to it (default 1)", (REUSE, TIERS, ROUTE, FLEET),
+           metavar="N", default=1, required=(ROUTE, FLEET),
+           help_for={ROUTE: "GPU nodes of the fleet the trace is routed over",
+                     FLEET: "GPU nodes of the fleet the trace is routed over"}),
     Option("router", choice(*ROUTERS), "routing policy over --nodes: random and round-robin reach "
            "the cache's node 1 time in N; affinity and kv-aware reach it (an assumption: the "
            "holder has room; kvmath route measures it on a trace) (default kv-aware)",
-           (REUSE, TIERS), default="kv-aware"),
+           (REUSE, TIERS, FLEET), default="kv-aware",
+           help_for={FLEET: "routing policy of the fleet (default kv-aware)"}),
+    Option("max-nodes", POSITIVE_INT, "also find the fewest nodes, up to this many, whose every "
+           "node's prefill demand fits its GPUs", (FLEET,), metavar="N"),
     Option("reach", FRACTION, "probability a returning conversation reaches the node holding its "
            "cache, stated (a what-if, instead of --router's)", (REUSE, TIERS), metavar="H"),
     Option("turn-new-tokens", POSITIVE, "tokens a returning turn adds to its cache (new prompt "

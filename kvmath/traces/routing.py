@@ -43,8 +43,9 @@ LOAD_WINDOW_S = 10.0
 
 
 def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WINDOW_S,
-          overlap_weight=OVERLAP_WEIGHT):
-    """Replay ``trace`` over ``nodes`` nodes under ``router``; the dict described above."""
+          overlap_weight=OVERLAP_WEIGHT, assignment=False):
+    """Replay ``trace`` over ``nodes`` nodes under ``router``; the dict described above, with
+    ``assignment`` (the node of each request, an int32 array) when asked for."""
     if router not in ROUTERS:
         raise ScenarioError(f"unknown router {router!r}; expected one of {', '.join(ROUTERS)}")
     if nodes < 1:
@@ -65,6 +66,7 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
     routed_tokens = np.zeros(nodes, dtype=np.float64)
     owner_session = {}  # affinity: block hash -> session id of the latest request that held it
     session_node = []
+    chosen = np.empty(trace.n_requests, dtype=np.int32) if assignment else None
     hit_tokens = best_tokens = 0.0
     holder_requests = reached = 0
     for r in range(trace.n_requests):
@@ -107,6 +109,8 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
         if best > 0:
             holder_requests += 1
             reached += int(match[node] == best)
+        if chosen is not None:
+            chosen[r] = node
         m = int(match[node])
         hit_tokens += min(m * bt, int(tokens[r]))
         best_tokens += min(best * bt, int(tokens[r]))
@@ -122,7 +126,8 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
         while len(store) > cap:
             store.popitem(last=False)
     mean = routed_tokens.mean() if nodes else 0.0
-    return {"router": router, "nodes": nodes, "requests": trace.n_requests,
+    out = {} if chosen is None else {"assignment": chosen}
+    return out | {"router": router, "nodes": nodes, "requests": trace.n_requests,
             "capacity_blocks_per_node": cap,
             "token_hit_rate": float(hit_tokens / max(float(tokens.sum()), 1.0)),
             "token_reach": float(hit_tokens / best_tokens) if best_tokens else None,
