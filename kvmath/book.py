@@ -29,7 +29,7 @@ from kvmath.traces import readers as trace_readers, replay as trace_replay
 from kvmath.traces.readers import batch_context_of
 from kvmath.traces.fleet import fleet, nodes_needed
 from kvmath.traces.plan_vs_replay import max_abs, plan_vs_replay, trace_pause
-from kvmath.traces.routing import route
+from kvmath.traces.routing import LOAD_WINDOW_S, OVERLAP_WEIGHT, route
 from kvmath.present.calculator import DEFAULTS
 from kvmath.present.report import (decision, decision_rows, decision_table, fmt_bw, fmt_bytes,
     fmt_time, fmt_tokens, latex, layout_cell, md_table)

@@ -35,7 +35,35 @@ def test_three_pools_bundled_with_sources():
     assert len(pools()) >= 3
     for p in pools().values():
         assert p.source.startswith("https://") and p.source_location and p.retrieved
-        assert p.capacity_bytes == p.storage_nodes * p.storage_node_bytes
+        assert p.capacity_bytes == p.storage_nodes * p.storage_node_bytes / p.replicas
+        assert "ASSUM" in p.notes  # what the source does not say is labelled
+
+
+def test_host_memory_bounce_crosses_dram_twice():
+    """A read that lands in host DRAM and is copied on to the GPU crosses DRAM twice."""
+    p = pools()["mooncake-store-dram"]
+    hop = next(h for h in pool_tier(p, 20).hops if h.link == "gpu-host-memory")
+    assert hop.share == 0.5
+
+
+def test_a_pool_of_the_nodes_dram_comes_out_of_their_dram():
+    pool = pools()["mooncake-store-dram"]
+    alone = tier_plan(NODE, MODEL, 32768, 0.5, PAUSE, find_limit=False)
+    plan = tier_plan(NODE, MODEL, 32768, 0.5, PAUSE, find_limit=False, pool=pool, pool_nodes=8)
+    dram = {t["tier"]: t["capacity_bytes"] for t in plan["tiers"]}
+    assert dram["host-dram"] == pytest.approx(
+        next(t["capacity_bytes"] for t in alone["tiers"] if t["tier"] == "host-dram")
+        - pool.storage_node_bytes)
+    assert dram["pool"] == pytest.approx(pool.storage_node_bytes)  # its own share, whatever N
+    assert pool_tier(pool, 8).hops[0].count == 8  # one server per GPU node
+
+
+def test_replicas_divide_capacity_and_writes():
+    p = pools()["3fs-nvme"]
+    assert p.replicas == 3 and p.capacity_bytes == pytest.approx(180 * 16 * 14 * 2 ** 40 / 3)
+    plan = tier_plan(NODE, MODEL, 32768, 0.5, PAUSE, find_limit=False, pool=p)
+    row = plan["tiers"][-1]
+    assert row["write_bandwidth_Bps"] == pytest.approx(row["read_bandwidth_Bps"] / 3)
 
 
 @pytest.mark.parametrize("name", sorted(pools()))
@@ -45,8 +73,8 @@ def test_pool_hops_are_the_nodes_share(name):
     for n in (1, 4, 64):
         t = pool_tier(p, n)
         media, nics = t.hops[0], t.hops[1]
-        assert media.count == p.storage_nodes * p.media_per_storage_node and media.share == 1 / n
-        assert nics.count == p.storage_nodes * p.nics_per_storage_node and nics.share == 1 / n
+        assert media.count == p.servers(n) * p.media_per_storage_node and media.share == 1 / n
+        assert nics.count == p.servers(n) * p.nics_per_storage_node and nics.share == 1 / n
         assert t.hops[-1].link == "gpu-host-link"
 
 
@@ -56,12 +84,14 @@ def test_a_pool_never_beats_its_links():
     for p in pools().values():
         prev = math.inf
         for n in (1, 2, 8, 64, 512):
-            b, _, hops = path_values(pool_tier(p, n), H100, 8)
+            b, _, hops = path_values(pool_tier(p, n), H100, 8)  # per GPU, TP 8 on 8 GPUs
             client = CAT.links[p.client_link]
             host = CAT.links[H100.host_link]
-            assert b <= client.bandwidth_Bps * p.client_nics / 8 * (1 + 1e-12) \
-                or b <= host.bandwidth_Bps
+            assert b <= client.bandwidth_Bps * client.efficiency * p.client_nics / 8 * (1 + 1e-12)
             assert b <= host.bandwidth_Bps * host.efficiency * (1 + 1e-12)
+            media = CAT.links[p.media_link]
+            assert b * 8 <= (media.bandwidth_Bps * media.efficiency * p.media_per_storage_node
+                             * p.servers(n) / n) * (1 + 1e-12)
             assert b <= prev * (1 + 1e-12)
             prev = b
 
@@ -132,8 +162,10 @@ def test_write_through_pool_serves_the_returns_the_node_misses(name):
     assert plan["recomputed_fraction"] <= base["recomputed_fraction"] + 1e-12
     served = sum(t["resume_fraction"] for t in plan["tiers"])
     assert served <= 1 + 1e-9 and row["resume_fraction"] >= 0
-    # the node's own tiers are unchanged by the pool beside them
-    assert plan["tiers"][:-1] == base["tiers"]
+    # the node's own tiers are unchanged by the pool beside them (but for a pool of the nodes'
+    # own DRAM, which takes its share of their host DRAM)
+    if not pool.on_gpu_nodes:
+        assert plan["tiers"][:-1] == base["tiers"]
 
 
 def test_write_back_pool_sits_below_the_node():
@@ -144,10 +176,39 @@ def test_write_back_pool_sits_below_the_node():
     assert row["tier"] == "pool" and row["ttl_from_s"] == node_last["ttl_to_s"]
 
 
+def test_write_back_pool_takes_what_the_fleet_did_not_return():
+    """Below a fleet, a cache reaches the write-back pool unless its conversation returned to
+    its own node: with reach h the pool takes offloads x (1 - p h F_lo) (less held blocks)."""
+    pool = pools()["mooncake-store-dram"]
+    kw = dict(find_limit=False, pool=pool, pool_writes="back", pool_nodes=8)
+    for h in (1.0, 0.125):
+        plan = tier_plan(NODE, MODEL, 32000, 2.0, PAUSE, reach=h, **kw)
+        row = plan["tiers"][-1]
+        p, f = PAUSE.return_probability, plan["new_fraction"]
+        f_lo, f_hi = cdf(PAUSE, row["ttl_from_s"]), cdf(PAUSE, row["ttl_to_s"])
+        want = 2.0 / p * plan["kv_bytes"] * (1 - p * h * f_lo) * (1 - p * (f_hi - f_lo) * (1 - f))
+        assert row["write_demand_Bps"] == pytest.approx(want, rel=1e-9)
+
+
 # ------------------------------------------------------------------ routing a trace
 @pytest.fixture(scope="module")
 def conversation():
     return T.load("conversation")
+
+
+def test_affinity_follows_the_previous_turn():
+    """A turn that repeats an earlier request's whole prompt goes to that request's node."""
+    t = T.from_requests([(0, 1948, [1, 2, 3, 4]), (1, 2000, [100, 101, 102, 103]),
+                         (2, 2000, [200, 201, 202, 203]), (5, 4508, [1, 2, 3, 5, 6, 7, 8, 9])])
+    assert list(T.continuations(t)) == [-1, -1, -1, 0]
+    r = route(t, 4, "affinity", 10 ** 6, assignment=True)
+    assert list(r["assignment"]) == [0, 1, 2, 0] and r["reach_continuation"] == 1.0
+
+
+def test_a_shared_prompt_is_continued_once():
+    """A request of only a system prompt does not make every later request its session."""
+    t = T.from_requests([(0, 1024, [1, 2]), (1, 2048, [1, 2, 3, 4]), (2, 2048, [1, 2, 5, 6])])
+    assert list(T.continuations(t)) == [-1, 0, -1]
 
 
 def test_one_node_routes_everything_to_itself(conversation):
@@ -156,6 +217,7 @@ def test_one_node_routes_everything_to_itself(conversation):
     assert len({round(r["token_hit_rate"], 12) for r in rs}) == 1
     assert all(r["load_imbalance"] == pytest.approx(1.0) for r in rs)
     assert all(r["token_reach"] == pytest.approx(1.0) for r in rs)
+    assert all(r["reach_continuation"] == 1.0 for r in rs)
 
 
 def test_routers_side_by_side(conversation):
@@ -166,6 +228,8 @@ def test_routers_side_by_side(conversation):
         assert r["token_hit_rate"] <= one["token_hit_rate"] + 1e-12
         assert 0 <= r["token_reach"] <= 1 and r["load_imbalance"] >= 1
     assert out["kv-aware"]["token_hit_rate"] > out["random"]["token_hit_rate"]
+    assert out["affinity"]["reach_continuation"] == 1.0  # sessions stick by construction
+    assert out["random"]["reach_continuation"] == pytest.approx(1 / 8, abs=0.02)
     assert out["round-robin"]["load_imbalance"] < 1.1  # turns dealt evenly
 
 
@@ -298,6 +362,23 @@ def test_more_nodes_split_the_prefill(conversation):
     need, tried = nodes_needed(conversation, MODEL, NODE, "round-robin", max_nodes=4)
     assert need == 2 and tried[need]["feasible"] and not tried[1]["feasible"]
     assert "decode" in two["not_counted"]
+
+
+def test_fleet_search_keeps_the_cache_sizes(conversation):
+    """--max-nodes searches with the same cache sizes as the fleet it answers for."""
+    from kvmath.traces.fleet import fleet, nodes_needed
+    kw = dict(host_cache_bytes=1e9, disk_cache_bytes=0, batch_seqs=64)
+    need, tried = nodes_needed(conversation, MODEL, NODE, "kv-aware", max_nodes=4, **kw)
+    assert tried[need]["feasible"] and fleet(conversation, MODEL, NODE, need, "kv-aware",
+                                             **kw)["feasible"]
+    if need > 1:
+        assert not fleet(conversation, MODEL, NODE, need - 1, "kv-aware", **kw)["feasible"]
+
+
+def test_a_fleet_larger_than_the_trace_is_refused(conversation):
+    from kvmath.traces.fleet import fleet
+    with pytest.raises(ScenarioError, match="at most one node per request"):
+        fleet(conversation, MODEL, NODE, conversation.n_requests + 1, "random")
 
 
 def test_cli_fleet(capsys):

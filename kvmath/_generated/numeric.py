@@ -919,6 +919,38 @@ def _derive_reuse_tier_writes_through_dropped(B_tier, B_write, F_hi, F_lo, Q, Q_
     _x0 = Q*r*(-F_hi*h_route*p*(1 - f_new) + 1)/p
     return _x0*(1 - numpy.minimum(1, (_x0/B_write + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0)))
 
+def _derive_reuse_tier_writes_back(F_hi, F_lo, Q, f_new, h_above, h_route, p, r):
+    return Q*r*(-F_lo*h_above*p + 1)*(-h_route*p*(1 - f_new)*(F_hi - F_lo) + 1)/p
+
+def _derive_reuse_tier_utilisation_back(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_above, h_route, p, r):
+    _x0 = h_route*(F_hi - F_lo)
+    return Q*r*(-F_lo*h_above*p + 1)*(-_x0*p*(1 - f_new) + 1)/(B_write*p) + Q_r*_x0*r/B_tier
+
+def _derive_reuse_tier_admitted_back(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_above, h_route, p, r):
+    _x0 = h_route*(F_hi - F_lo)
+    return numpy.minimum(1, (Q*r*(-F_lo*h_above*p + 1)*(-_x0*p*(1 - f_new) + 1)/(B_write*p) + Q_r*_x0*r/B_tier)**(-1.0))
+
+def _derive_reuse_tier_headroom_back(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_above, h_route, p, r):
+    _x0 = h_route*(F_hi - F_lo)
+    return (Q*r*(-F_lo*h_above*p + 1)*(-_x0*p*(1 - f_new) + 1)/(B_write*p) + Q_r*_x0*r/B_tier)**(-1.0)
+
+def _derive_reuse_tier_served_back(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_above, h_route, p, r):
+    _x0 = h_route*(F_hi - F_lo)
+    return _x0*numpy.minimum(1, (Q*r*(-F_lo*h_above*p + 1)*(-_x0*p*(1 - f_new) + 1)/(B_write*p) + Q_r*_x0*r/B_tier)**(-1.0))
+
+def _derive_reuse_tier_writes_back_carried(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_above, h_route, p, r):
+    _x0 = h_route*(F_hi - F_lo)
+    _x1 = Q*r*(-F_lo*h_above*p + 1)*(-_x0*p*(1 - f_new) + 1)/p
+    return _x1*numpy.minimum(1, (_x1/B_write + Q_r*_x0*r/B_tier)**(-1.0))
+
+def _derive_reuse_tier_writes_back_dropped(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_above, h_route, p, r):
+    _x0 = h_route*(F_hi - F_lo)
+    _x1 = Q*r*(-F_lo*h_above*p + 1)*(-_x0*p*(1 - f_new) + 1)/p
+    return _x1*(1 - numpy.minimum(1, (_x1/B_write + Q_r*_x0*r/B_tier)**(-1.0)))
+
+def _derive_reuse_held_back_extra(F_lo, h_above, r, tau, tau_lo):
+    return F_lo*r*(1 - h_above)*(tau - tau_lo)
+
 def _derive_reuse_marginal_hits_per_byte_exp(Q, h_route, lambda_, p, tau):
     _x0 = h_route*p
     return _x0*lambda_/(Q*(_x0 + (1 - _x0)*numpy.exp(lambda_*tau)))
@@ -1370,6 +1402,14 @@ FUNCS = {
     'derive_reuse.tier_served_through': (_derive_reuse_tier_served_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
     'derive_reuse.tier_writes_through_carried': (_derive_reuse_tier_writes_through_carried, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
     'derive_reuse.tier_writes_through_dropped': (_derive_reuse_tier_writes_through_dropped, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_writes_back': (_derive_reuse_tier_writes_back, ('F_hi', 'F_lo', 'Q', 'f_new', 'h_above', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_utilisation_back': (_derive_reuse_tier_utilisation_back, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_above', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_admitted_back': (_derive_reuse_tier_admitted_back, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_above', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_headroom_back': (_derive_reuse_tier_headroom_back, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_above', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_served_back': (_derive_reuse_tier_served_back, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_above', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_writes_back_carried': (_derive_reuse_tier_writes_back_carried, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_above', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_writes_back_dropped': (_derive_reuse_tier_writes_back_dropped, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_above', 'h_route', 'p', 'r')),
+    'derive_reuse.held_back_extra': (_derive_reuse_held_back_extra, ('F_lo', 'h_above', 'r', 'tau', 'tau_lo')),
     'derive_reuse.marginal_hits_per_byte_exp': (_derive_reuse_marginal_hits_per_byte_exp, ('Q', 'h_route', 'lambda', 'p', 'tau')),
     'derive_reuse.marginal_hits_per_byte_logn': (_derive_reuse_marginal_hits_per_byte_logn, ('Q', 'h_route', 'mu', 'p', 'sigma', 'tau')),
     'derive_reuse.c_cap_opportunity_exp': (_derive_reuse_c_cap_opportunity_exp, ('Q', 'S_gpu', 'c_gpu', 'h_route', 'lambda', 'p', 'tau')),

@@ -363,7 +363,8 @@ def _node_and_gpu(args, need_node=True):
 
 
 def _pool_of(args, tier_given=False):
-    """(Pool row, GPU nodes sharing it) of --pool and --pool-nodes, or (None, None)."""
+    """(Pool row, GPU nodes sharing it) of --pool and --pool-nodes (default: the fleet's
+    --nodes when more than one, else the pool row's gpu_nodes), or (None, None)."""
     from kvmath.tables.rows import resolve_pool
     if not args.pool:
         if args.pool_nodes is not None:
@@ -372,7 +373,8 @@ def _pool_of(args, tier_given=False):
     if tier_given:
         raise UsageError("give --tier or --pool, not both (the pool is the tier reloaded from)")
     pool = resolve_pool(args.pool)
-    return pool, args.pool_nodes or pool.gpu_nodes
+    fleet = getattr(args, "nodes", 1) or 1
+    return pool, args.pool_nodes or (fleet if fleet > 1 else pool.gpu_nodes)
 
 
 def _reach_of(args):
@@ -409,7 +411,7 @@ def _price_overrides(args):
 
 
 def _run_reuse(args):
-    from kvmath.evaluate.reuse import reuse, tier_plan
+    from kvmath.evaluate.reuse import pool_price_tier, reuse, tier_plan
     from kvmath.tables.rows import resolve_pause
     from kvmath.tables.rows import node_drive
     from kvmath.tables.rows import pool_tier
@@ -427,7 +429,7 @@ def _run_reuse(args):
     check_tier(cfg, tier.name)
     kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype,
               engine=engine, price_overrides=_price_overrides(args), reach=h,
-              price_tier=("nvme" if pool.medium == "nvme" else "host-dram") if pool else None,
+              price_tier=pool_price_tier(pool) if pool else None,
               turn_new_tokens=args.turn_new_tokens)
     result = reuse(model, gpu, tier, args.tokens, pause, drive=drive, **kw)
     result.update(reach=h, reach_from=h_from, pool=pool.name if pool else None,

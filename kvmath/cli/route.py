@@ -3,11 +3,10 @@ routing policy: the hits each router keeps, its reach and its load imbalance.
 
 Each node caches the trace's KV blocks in an LRU of what all its tiers hold together (HBM after
 the weights and running batch, host DRAM, drives: the node plan's capacities); the measured
-``token_reach`` is the h_route that ``reuse`` and ``tiers`` take as ``--reach``.
+``reach_continuation`` (the share of turns routed to their previous turn's node) is the h_route
+that ``reuse`` and ``tiers`` take as ``--reach``.
 """
 from __future__ import annotations
-
-from dataclasses import replace
 
 from kvmath.cli.output import print_result
 
@@ -28,25 +27,23 @@ def analyse(args):
     from kvmath.evaluate.compare import ScenarioError, node_tp
     from kvmath.evaluate.routing import ROUTERS, reach
     from kvmath.scenario.engine_config import cache_sizes, engine_of
-    from kvmath.tables.rows import bundled, resolve_model, resolve_node
+    from kvmath.tables.rows import resolve_model, resolve_node
     from kvmath.traces import readers as T
-    from kvmath.traces import replay as C
+    from kvmath.traces.fleet import check_fleet, node_setup
     from kvmath.traces.routing import route
 
     node = resolve_node(args.node)
     model = resolve_model(args.model)
-    gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)
     tp = args.tp or node_tp(model, node.gpus)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
     trace = T.load(args.file)
+    check_fleet(trace, args.nodes)
     engine, cfg = engine_of(args)
     batch_context = args.batch_context or T.batch_context_of(trace, model)
-    specs = C.node_tiers(node, model, tp=tp, batch_seqs=args.batch_seqs,
-                         batch_context=batch_context, **cache_sizes(args, cfg, node, tp, model))
-    specs = C.with_hbm_blocks(specs, model, gpu, tp, trace.block_tokens, engine)
-    block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens, engine=engine)
-    blocks = int(sum(s.capacity_bytes // (s.block_bytes or block_bytes) for s in specs))
+    _, block_bytes, _, blocks, _ = node_setup(trace, model, node, tp, engine, args.batch_seqs,
+                                              batch_context,
+                                              **cache_sizes(args, cfg, node, tp, model))
     routers = []
     for name in ROUTERS:
         r = route(trace, args.nodes, name, blocks)
@@ -70,15 +67,19 @@ def _human(r):
              f"blocks of {r['block_tokens']} tokens",
              f"one cache of the fleet's size that every node reads: "
              f"{r['shared_cache_token_hit_rate']:.1%} of prompt tokens hit",
-             f"{'router':<12} {'tokens hit':>10} {'reach':>7} {'analytic':>9} {'imbalance':>10}"]
+             f"{'router':<12} {'tokens hit':>10} {'reach':>7} {'analytic':>9} {'of cached':>10} "
+             f"{'imbalance':>10}"]
     for x in r["routers"]:
-        reach = "-" if x["token_reach"] is None else f"{x['token_reach']:.1%}"
+        def pct(v):
+            return "-" if v is None else f"{v:.1%}"
         imb = "-" if x["load_imbalance"] is None else f"{x['load_imbalance']:.2f}"
-        lines.append(f"{x['router']:<12} {x['token_hit_rate']:>10.1%} {reach:>7} "
-                     f"{x['reach_analytic']:>9.1%} {imb:>10}")
-    lines.append("reach: the tokens hit over those cached somewhere in the fleet (tiers and "
-                 "reuse take it as --reach); imbalance: the busiest node's prompt tokens over "
-                 "the mean")
+        lines.append(f"{x['router']:<12} {x['token_hit_rate']:>10.1%} "
+                     f"{pct(x['reach_continuation']):>7} {x['reach_analytic']:>9.1%} "
+                     f"{pct(x['token_reach']):>10} {imb:>10}")
+    lines.append("reach: the turns routed to their previous turn's node (tiers and reuse take it "
+                 "as --reach); of cached: the tokens hit over those cached anywhere in the fleet, "
+                 "shared prefixes included; imbalance: the busiest node's prompt tokens over the "
+                 "mean")
     return "\n".join(lines)
 
 
@@ -133,8 +134,8 @@ def _fleet_human(r):
     from kvmath.present.format import fmt_bytes
     lines = [f"{r['trace']}: {r['requests']:,} requests on {r['nodes']} x {r['node']} "
              f"({r['model']}, TP {r['tp']}), routed {r['router']}",
-             f"tokens hit: {r['token_hit_rate']:.1%}; reach {r['token_reach']:.1%} of the fleet's "
-             f"cached tokens; load imbalance {r['load_imbalance']:.2f}",
+             f"tokens hit: {r['token_hit_rate']:.1%}; {r['reach_continuation']:.1%} of turns reach "
+             f"their previous turn's node; load imbalance {r['load_imbalance']:.2f}",
              f"prefill: {r['prefill_gpu_s_per_s']:.3g} GPU-s/s in all, the busiest node "
              f"{r['prefill_gpu_s_per_s_max_node']:.3g} of its {r['gpus_per_node']}: "
              f"{'feasible' if r['feasible'] else 'INFEASIBLE'}"]

@@ -99,7 +99,9 @@ tier_reads = tier_hits * Bytes_read
 #: share of the caches reaching the tier whose previous version it still holds: their turn
 #: before was served from this tier's ages (successive pauses independent), so the engine,
 #: which writes only the blocks a store lacks (vLLM's and LMCache's lookup before store),
-#: writes only their new blocks, f_new of them
+#: writes only their new blocks, f_new of them. ASSUMED: a tier keeps a cache's blocks after
+#: a reload from it (as an LRU store does) until the cache comes back to it, a holding the
+#: Little's-law count (released at the return) does not charge
 tier_held_before = p_hit * (F_hi - F_lo)
 #: bytes per second written into the tier: caches that reached its youngest age unreturned,
 #: less the blocks it already holds
@@ -140,6 +142,25 @@ tier_headroom_through = 1 / tier_utilisation_through
 tier_served_through = h_route * (F_hi - F_lo) * tier_admitted_through
 tier_writes_through_carried = tier_writes_through * tier_admitted_through
 tier_writes_through_dropped = tier_writes_through * (1 - tier_admitted_through)
+
+# ------------------------------------------------------------------ a write-back pool below a fleet
+#: a tier below the node's own tiers that every node reads (a pool written back to): a cache
+#: reaches it at its youngest age unless its conversation returned to its own node before (the
+#: node's reach h_above), and it serves every return in its ages (h_route = 1 there)
+h_above = sp.Symbol("h_above", positive=True)
+tier_writes_back = (offload_rate * Bytes * (1 - p_ret * h_above * F_lo)
+                    * (1 - tier_held_before * (1 - f_new)))
+tier_utilisation_back = tier_reads / B_tier + tier_writes_back / B_write
+tier_admitted_back = sp.Min(1, 1 / tier_utilisation_back)
+tier_headroom_back = 1 / tier_utilisation_back
+tier_served_back = h_route * (F_hi - F_lo) * tier_admitted_back
+tier_writes_back_carried = tier_writes_back * tier_admitted_back
+tier_writes_back_dropped = tier_writes_back * (1 - tier_admitted_back)
+#: caches it holds beyond what held_* counts with every return releasing one (h_route = 1):
+#: those whose conversation returned to another node before reaching it, for their ages past
+#: its youngest, tau_lo
+tau_lo = sp.Symbol("tau_lo", nonnegative=True)
+held_back_extra = offload_rate * p_ret * (1 - h_above) * F_lo * (tau - tau_lo)
 
 # ------------------------------------------------------------------ holding priced by opportunity
 #: on a fixed node a held cache costs the cache it displaces: the marginal hits a tier gains

@@ -47,6 +47,12 @@ def saved_s(r, reload_s=None):
     return r["ttft_recompute_s"] - r["request_s"] - reload_s
 
 
+def pool_price_tier(pool):
+    """The tier whose price a pool's capacity is held at: its medium's (its servers, CPUs and
+    NICs are not priced, so a pool's cost is a lower bound)."""
+    return "nvme" if pool.medium == "nvme" else "host-dram"
+
+
 def new_fraction(turn_new_tokens, tokens):
     """f_new: the share of a cache of ``tokens`` a returning turn adds (1: the whole cache)."""
     return 1.0 if turn_new_tokens is None else min(1.0, turn_new_tokens / tokens)
@@ -271,14 +277,24 @@ def best_ttl(value, v, kind):
     return math.sqrt(lo * hi)
 
 
-def ttl_filling(pause, resume_rate, kv_bytes, capacity_bytes, start_tau=0.0, reach=1.0):
-    """Largest TTL whose caches, aged from start_tau to it, fit in capacity_bytes (s)."""
+def ttl_filling(pause, resume_rate, kv_bytes, capacity_bytes, start_tau=0.0, reach=1.0,
+                reach_above=None):
+    """Largest TTL whose caches, aged from start_tau to it, fit in capacity_bytes (s).
+
+    reach_above: for a pool written back below a fleet's node tiers, the nodes' reach: the
+    caches it holds include those returned to another node before start_tau (held_back_extra)."""
     base = held_caches(pause, start_tau, resume_rate, reach) if start_tau > 0 else 0.0
     held, values = rfn(f"held_{_kind(pause)}"), {**pause_values(pause, reach), "r": resume_rate}
+    extra = None
+    if reach_above is not None and start_tau > 0:
+        extra = rfn("held_back_extra")
+        values.update(h_above=reach_above, tau_lo=start_tau,
+                      F_lo=_cdf_or(pause, start_tau, 0.0, 1.0))
 
     def used(t):  # held_caches, with the function and the pause's values looked up once
         values["tau"] = t
-        return (held.take(values) - base) * kv_bytes
+        out = held.take(values) - base
+        return (out + (extra.take(values) if extra is not None else 0.0)) * kv_bytes
     lo, hi = max(start_tau, 1e-6), max(start_tau, 1.0) * 2
     if used(lo) >= capacity_bytes:
         return start_tau
@@ -361,7 +377,8 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     pool: a :class:`~kvmath.tables.rows.Pool` shared by ``pool_nodes`` GPU nodes (default its
     row's gpu_nodes): the node's share, 1/pool_nodes of its capacity and of its servers' media
     and NICs, over the pool's path (:func:`~kvmath.tables.rows.pool_tier`); writes are ASSUMED
-    to run at the read path's rate (the servers' NICs bound both).
+    to run at the read path's rate over its replicas; a pool of the nodes' own DRAM takes its
+    share from the node's host-DRAM tier.
     """
     cat = bundled()
     gpu = gpu or cat.gpus[node.gpu]
@@ -395,7 +412,12 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
         kv_pool = hbm_tier_capacity(node, gpu, model, tp, 0.0, 0, util, reserve, weight_dtype)
         host_cache_bytes = host_cache_hbm_ratio * max(kv_pool, 0.0)
     host_source, disk_source = cache_source or (None, None)  # where each size came from
-    host = _cache_cap(host_cache_bytes, node.host_dram_bytes, "host cache", "DRAM", node,
+    given = 0.0 if pool is None or not pool.on_gpu_nodes else pool.storage_node_bytes
+    if given >= node.host_dram_bytes:
+        raise ScenarioError(f"pool {pool.name} takes {given:.4g} B of each node's DRAM, and node "
+                            f"{node.name} has {node.host_dram_bytes:.4g} B")
+    # a pool of the nodes' own DRAM takes its share from the node's host-DRAM tier
+    host = _cache_cap(host_cache_bytes, node.host_dram_bytes - given, "host cache", "DRAM", node,
                       host_source)
     tiers = {"hbm": {"capacity_bytes": max(hbm, 0.0), "read_Bps": hbm_bw, "write_Bps": hbm_bw},
              "host-dram": {"capacity_bytes": host, "read_Bps": dram_bw, "write_Bps": dram_bw}}
@@ -410,8 +432,11 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     if pool is not None:
         n = pool_nodes or pool.gpu_nodes
         bw = path_values(pool_tier(pool, n), gpu, node.gpus)[0] * node.gpus
-        tiers["pool"] = {"capacity_bytes": pool.capacity_bytes / n, "read_Bps": bw,
-                         "write_Bps": bw, "path": pool_tier(pool, n), "pool_nodes": n}
+        # writes: at the read path's rate (the servers' NICs bound both, an ASSUMPTION), over
+        # the servers each chunk's copies cross
+        tiers["pool"] = {"capacity_bytes": pool.capacity(n) / n, "read_Bps": bw,
+                         "write_Bps": bw / pool.replicas, "path": pool_tier(pool, n),
+                         "pool_nodes": n}
     return {"tiers": tiers, "drive": drive, "gpu": gpu, "tp": tp, "hbm_free_bytes": hbm,
             "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
             "batch_seqs": batch_seqs, "batch_context_tokens": batch_context,
@@ -503,8 +528,11 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
         q_tier = q_hbm if name == "hbm" else q
         h = 1.0 if name == "pool" else reach  # every node reaches the pool
         through = name == "pool" and pool_writes == "through"
-        # a write-through pool holds every cache from age 0; a write-back one the oldest
-        tau = ttl_filling(pause, resume_rate, q_tier, cap, 0.0 if through else tau_prev, h)
+        back = name == "pool" and not through
+        # a write-through pool holds every cache from age 0; a write-back one the oldest, and
+        # with them the caches whose conversation returned to another node
+        tau = ttl_filling(pause, resume_rate, q_tier, cap, 0.0 if through else tau_prev, h,
+                          reach_above=reach if back else None)
         f_prev = _cdf_or(pause, tau_prev, 0.0, 1.0)
         f_now = _cdf_or(pause, tau, 0.0, 1.0)
         # through: F_lo is the share of returns the node's tiers serve (reach x F at their
@@ -515,20 +543,21 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
         # bundled eight-drive tier; a pool's over its own path, at the node's share
         path = (node_nvme_tier(node) if name == "nvme" else nc["tiers"]["pool"]["path"]
                 if name == "pool" else cat.tiers[tier_name])
-        price_name = ("nvme" if pool.medium == "nvme" else "host-dram") if name == "pool" \
-            else tier_name  # a pool's capacity is priced as its medium (servers not priced)
+        price_name = pool_price_tier(pool) if name == "pool" else tier_name
         r = _compared(model, gpu, path, tokens, tp, compute_dtype, engine)
         b_read, b_write = bandwidths[name]
         row = {"tier": name, "capacity_bytes": cap, "caches_held": cap / q_tier, "reach": h,
                "ttl_from_s": 0.0 if through else tau_prev, "ttl_to_s": tau,
-               "resume_fraction_by_capacity": max(f_now - f_lo, 0.0),
+               "resume_fraction_by_capacity": (1.0 if through else h) * max(f_now - f_lo, 0.0),
                "read_bandwidth_Bps": b_read, "bandwidth_Bps": b_read,
                "write_bandwidth_Bps": b_write,
                # an HBM hit moves nothing but still runs the request's one-token forward pass
                "reload_s": r["reload_step_s"] if name == "hbm" else r["reload_s"]}
         if name == "pool":
             row.update(pool=pool.name, pool_nodes=nc["tiers"]["pool"]["pool_nodes"],
-                       pool_capacity_bytes=pool.capacity_bytes, pool_writes=pool_writes,
+                       pool_capacity_bytes=pool.capacity(nc["tiers"]["pool"]["pool_nodes"]),
+                       pool_writes=pool_writes, pool_replicas=pool.replicas,
+                       pool_on_gpu_nodes=pool.on_gpu_nodes,
                        path=path.description)
         if name == "hbm":  # a hit in HBM moves nothing and nothing is written to it
             row.update(resume_fraction=h * (f_now - f_prev), read_Bps=0.0, write_Bps=0.0,
@@ -537,8 +566,10 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
         else:
             at = {"r": resume_rate, "p": pause.return_probability, "h_route": h, "Q": q, "f_new": f_new,
                   "Q_r": tier_read_bytes(r, tier_name), "F_lo": min(f_lo, f_now),
-                  "F_hi": f_now, "B_tier": b_read, "B_write": b_write}
-            w = "_through" if through else ""  # a write-through tier takes every offload
+                  "F_hi": f_now, "B_tier": b_read, "B_write": b_write, "h_above": reach}
+            # a write-through tier takes every offload; a write-back pool the caches its nodes
+            # did not keep, their conversation not having returned to them
+            w = "_through" if through else "_back" if back else ""
             reads = float(rfn("tier_reads").take(at))
             admitted = float(rfn(f"tier_admitted{w}").take(at))
             carried = float(rfn(f"tier_writes{w}_carried").take(at))
@@ -594,8 +625,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
             "recompute_s": base["recompute_s"], "saved_by_hit_s": saved_s(base, 0.0),
             "gpu_usd_per_hour": c_gpu * 3600,
             "prices_observed": _iso(prices_used(
-                gpu, [("nvme" if pool.medium == "nvme" else "host-dram") if r["tier"] == "pool"
-                      else r["tier"] for r in rows], gpu_price, price_overrides)),
+                gpu, [pool_price_tier(pool) if r["tier"] == "pool" else r["tier"] for r in rows],
+                gpu_price, price_overrides)),
             "reach": reach, "pool": pool.name if pool else None,
             "turn_new_tokens": turn_new, "new_fraction": f_new,
             "drive": drive.name if drive else None,
@@ -696,7 +727,8 @@ def nvme_value(node, model, tokens, resume_rate, pause, tp=None, basis="purchase
     tp = plan["tp"]
     c_cap, c_wear = tier_prices("nvme", node_drive(node), kw.get("price_overrides", ()))
     value = rfn("tier_value_rate" if basis == "purchase" else "tier_value_rate_fixed").take({
-        "r": resume_rate, "p": pause.return_probability, "h_route": 1.0, "Q": plan["kv_bytes"],
+        "r": resume_rate, "p": pause.return_probability, "h_route": plan["reach"],
+        "Q": plan["kv_bytes"],
         "f_new": plan["new_fraction"],
         "Q_r": plan["kv_bytes"], "F_lo": _cdf_or(pause, nv["ttl_from_s"], 0.0, 1.0),
         "F_hi": _cdf_or(pause, nv["ttl_to_s"], 0.0, 1.0),

@@ -229,8 +229,8 @@ OPTIONS = (
            "HBM (default: plan_defaults.csv, an assumption)", (TIERS, TRACE, ROUTE, FLEET), metavar="N"),
     Option("batch-context", POSITIVE_INT, "tokens of each running sequence (default: --tokens)",
            (TIERS, TRACE, ROUTE, FLEET), unit="tokens", metavar="TOKENS",
-           help_for={TRACE: "context of each running sequence (default: the trace's mean "
-                     "prompt plus output tokens)"}),
+           help_for={cmd: "context of each running sequence (default: the trace's mean "
+                     "prompt plus output tokens)" for cmd in (TRACE, ROUTE, FLEET)}),
     Option("engine-config", TEXT, "the engine's own offload settings: vLLM's "
            "--kv-transfer-config JSON, an LMCache YAML file or a file of SGLang's server flags; "
            "sets the engine profile (with its chunk or page size and single-copy settings) and, "
@@ -249,7 +249,8 @@ OPTIONS = (
            "reuse reload from it (instead of --tier), tiers puts it below the node's tiers",
            (COMPARE, REUSE, TIERS), path=True),
     Option("pool-nodes", POSITIVE_INT, "GPU nodes sharing the pool, whose reloads split its "
-           "servers' media and NICs (default: the pool row's gpu_nodes)", (COMPARE, REUSE, TIERS),
+           "servers' media and NICs (default: --nodes when given, else the pool row's "
+           "gpu_nodes)", (COMPARE, REUSE, TIERS),
            metavar="N"),
     Option("pool-writes", choice("through", "back"), "through: every offload is also written to "
            "the pool, which serves the returns the node's tiers miss (LMCache writes each chunk "

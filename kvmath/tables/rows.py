@@ -97,7 +97,7 @@ class Node(Row, table="nodes"):
 
 class Pool(Row, table="pools"):
     """A KV store shared by GPU nodes (pools.csv): its servers' media and NICs, the engine's
-    read path to it, and its price."""
+    read path to it, and how many copies it keeps."""
 
     def check(self):
         links = table("links")
@@ -105,11 +105,23 @@ class Pool(Row, table="pools"):
             if getattr(self, f) not in links:
                 raise FieldError(f, f"unknown link {getattr(self, f)!r}; expected one of "
                                  f"{', '.join(sorted(links))}")
+        if self.on_gpu_nodes and self.storage_nodes != self.gpu_nodes:
+            raise FieldError("storage_nodes", f"a pool of the GPU nodes' own DRAM has one server "
+                             f"per GPU node: expected {self.gpu_nodes}, got {self.storage_nodes}")
+
+    def servers(self, nodes=None):
+        """Servers of the pool when ``nodes`` GPU nodes share it: its own, or, for a pool of the
+        GPU nodes' own DRAM, one per GPU node."""
+        return (nodes or self.gpu_nodes) if self.on_gpu_nodes else self.storage_nodes
+
+    def capacity(self, nodes=None):
+        """KV the whole pool holds, B: its servers' media over the copies it keeps of each."""
+        return self.servers(nodes) * self.storage_node_bytes / self.replicas
 
     @property
     def capacity_bytes(self):
-        """KV the whole pool holds, B."""
-        return self.storage_nodes * self.storage_node_bytes
+        """KV the pool holds as its row deploys it, B."""
+        return self.capacity()
 
 
 class Drive(Row, table="drives"):
@@ -263,15 +275,15 @@ def pool_tier(pool, nodes):
     and NICs (all of them, the node's 1/nodes share of them, split further among the node's
     reloads in flight), the node's client NICs at the engine's request size, cost and requests
     in flight, host memory where the path bounces through it, then the GPU's host link."""
-    fleet = pool.storage_nodes
+    fleet = pool.servers(nodes)
     hops = (Hop(pool.media_link, fleet * pool.media_per_storage_node, 1.0 / nodes, "per-node",
                 engine_io=False),
             Hop(pool.nic_link, fleet * pool.nics_per_storage_node, 1.0 / nodes, "per-node",
                 engine_io=False),
             Hop(pool.client_link, pool.client_nics, scope="per-node",
                 requests=(pool.request_bytes, pool.request_s, pool.requests_in_flight)))
-    if pool.client_via_host_memory:
-        hops += (Hop(GPU_HOST_MEMORY, 1),)
+    if pool.client_via_host_memory:  # each byte crosses host DRAM twice: the NIC writes it,
+        hops += (Hop(GPU_HOST_MEMORY, 1, 0.5),)  # the GPU's copy reads it
     return Tier(f"pool:{pool.name}", f"{pool.description}, shared by {nodes} GPU node(s)",
                 hops + (Hop(GPU_HOST_LINK, 1),))
 

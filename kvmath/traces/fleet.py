@@ -22,6 +22,15 @@ from kvmath.traces.routing import route
 NOT_COUNTED = ("decode", "queueing (no time to first token under load)", "a shared pool")
 
 
+def check_fleet(trace, nodes):
+    """Refuse a fleet of more nodes than the trace has requests (every other node would idle,
+    and the routing's work grows with nodes x requests)."""
+    from kvmath.evaluate.values import ScenarioError
+    if nodes > max(trace.n_requests, 1):
+        raise ScenarioError(f"--nodes {nodes:,} exceeds the trace's {trace.n_requests:,} "
+                            "requests: at most one node per request")
+
+
 def subtrace(trace, mask):
     """The requests of ``trace`` where ``mask`` holds, with their block accesses, in order."""
     keep = np.flatnonzero(mask)
@@ -53,6 +62,7 @@ def node_setup(trace, model, node, tp=None, engine=None, batch_seqs=None, batch_
 def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=None,
           batch_context=None, seed=0, setup=None, **cache_kw):
     """Route ``trace`` over ``nodes`` copies of ``node`` and replay each; a JSON-ready dict."""
+    check_fleet(trace, nodes)
     specs, block_bytes, cost, blocks, tp = setup or node_setup(
         trace, model, node, tp, engine, batch_seqs, batch_context, **cache_kw)
     routed = route(trace, nodes, router, blocks, seed=seed, assignment=True)
@@ -82,6 +92,7 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
     return {"router": router, "nodes": nodes, "node": node.name, "model": model.name, "tp": tp,
             "requests": trace.n_requests, "capacity_blocks_per_node": blocks,
             "token_hit_rate": hit_tokens / max(float(trace.prompt_tokens.sum()), 1.0),
+            "reach_continuation": routed["reach_continuation"],
             "token_reach": routed["token_reach"], "load_imbalance": routed["load_imbalance"],
             "prefill_gpu_s_per_s": float(sum(demand)), "prefill_gpu_s_per_s_max_node": max(demand),
             "gpus_per_node": node.gpus, "feasible": all(x["feasible"] for x in per_node),
@@ -92,8 +103,9 @@ def nodes_needed(trace, model, node, router, max_nodes=64, **kw):
     """The fewest nodes (at most max_nodes) whose every node's prefill demand fits its GPUs,
     by bisection (demand per node falls as nodes are added); None if max_nodes do not suffice.
     Returns (nodes or None, {nodes: fleet answer} of the fleets tried)."""
-    setup = node_setup(trace, model, node, kw.get("tp"), kw.get("engine"),
-                       kw.get("batch_seqs"), kw.get("batch_context"))
+    plain = ("tp", "engine", "batch_seqs", "batch_context")
+    setup = node_setup(trace, model, node, *(kw.get(k) for k in plain),
+                       **{k: v for k, v in kw.items() if k not in (*plain, "seed")})
     tried = {}
 
     def ok(n):

@@ -717,21 +717,38 @@ def batch_context_of(trace, model=None):
     return mean if model is None else min(mean, model.max_context_tokens)
 
 
-def turn_new_tokens(trace):
-    """Mean tokens a returning request adds to the cache (the prompt past its longest prefix
-    already seen in the trace, plus its output), over the requests with such a prefix: what an
-    engine that writes only the blocks a store lacks writes at the turn's end, in tokens."""
+def continuations(trace):
+    """The previous turn of each request (an int64 array, -1 for none): the latest earlier request
+    whose whole prompt (its full blocks) this one's starts with, as a turn repeats the
+    conversation so far. A prompt is continued once: the next request that repeats it is the
+    conversation's next turn, and a later one repeating the same blocks is not (so a prompt of
+    only a system prompt that every conversation shares does not chain them all)."""
     offsets = np.r_[0, np.cumsum(trace.n_blocks)]
-    seen, new = set(), []
+    bt = trace.block_tokens
+    last_full = {}  # hash of a prompt's last full block -> the request, until it is continued
+    parent = np.full(trace.n_requests, -1, dtype=np.int64)
     for r in range(trace.n_requests):
         blocks = trace.hashes[offsets[r]:offsets[r + 1]].tolist()
-        m = 0
-        for b in blocks:
-            if b not in seen:
+        full = min(int(trace.prompt_tokens[r]) // bt, len(blocks))
+        for j in range(full - 1, -1, -1):  # the longest earlier whole prompt first
+            p = last_full.pop(blocks[j], None)
+            if p is not None:
+                parent[r] = p
                 break
-            m += 1
-        if m:
-            new.append(max(int(trace.prompt_tokens[r]) - m * trace.block_tokens, 0)
-                       + int(trace.output_tokens[r]))
-        seen.update(blocks)
-    return float(np.mean(new)) if new else None
+        if full:
+            last_full[blocks[full - 1]] = r
+    return parent
+
+
+def turn_new_tokens(trace, parent=None):
+    """Mean tokens a turn adds to its conversation's cache: its prompt past its previous turn's
+    whole prompt (:func:`continuations`), plus its output, over the requests that continue one;
+    what an engine that writes only the blocks a store lacks writes at the turn's end."""
+    parent = continuations(trace) if parent is None else parent
+    cont = np.flatnonzero(parent >= 0)
+    if not len(cont):
+        return None
+    bt = trace.block_tokens
+    prev_full = (trace.prompt_tokens[parent[cont]] // bt) * bt
+    new = np.maximum(trace.prompt_tokens[cont] - prev_full, 0) + trace.output_tokens[cont]
+    return float(new.mean())

@@ -8,9 +8,9 @@ its prefix. :func:`route` replays a trace through N nodes, each caching KV block
 - ``random``: a node drawn uniformly (seeded), as gateways' random policy;
 - ``round-robin``: request i to node i mod N;
 - ``affinity``: session stickiness. The traces carry no session id, so a request continues the
-  session of the latest earlier request whose whole prompt (all but its last, partial block)
-  it repeats, the way a turn repeats the conversation so far; any other request opens a new
-  session, placed on the least-loaded node;
+  session of its previous turn (:func:`kvmath.traces.readers.continuations`: the latest earlier
+  request whose whole prompt it repeats) and goes to that turn's node; any other request opens
+  a new session, placed on the least-loaded node;
 - ``kv-aware``: the node of least cost, cost = ``overlap_weight`` x the blocks it would have
   to prefill + the blocks active on it (Dynamo's KV router's cost; llm-d's scheduler weighs a
   prefix-cache score against load the same way), ties to the least loaded. Active blocks: the
@@ -18,10 +18,12 @@ its prefix. :func:`route` replays a trace through N nodes, each caching KV block
   for the KV its running requests hold.
 
 Reported per router: ``token_hit_rate`` (prompt tokens found on the node reached),
-``token_reach`` (those hits over the tokens of the longest prefix cached anywhere in the
-fleet: the share of the fleet's cache the router captures, the h_route of the analytic reuse
-condition, measured), ``reach`` (of the requests whose longest cached prefix was on some
-node, the share routed to a node holding all of it), and
+``reach_continuation`` (of the requests that continue an earlier turn, the share routed to the
+node that served that turn: the h_route of the analytic reuse condition, measured),
+``token_reach`` (the hits over the tokens of the longest prefix cached anywhere in the fleet,
+shared prefixes included: the share of the fleet's cache the router captures), ``reach`` (of
+the requests whose longest cached prefix was on some node, the share routed to a node holding
+all of it), and
 ``load_imbalance`` (the busiest node's routed prompt tokens over the mean). Memory: the nodes'
 LRUs (bounded by capacity), one entry per block hash for the sessions (affinity only), and
 per-node counters; the trace itself is read once, in order.
@@ -35,10 +37,13 @@ import numpy as np
 from kvmath.evaluate.routing import ROUTERS
 from kvmath.evaluate.values import ScenarioError
 
-#: kv-aware's weight of the blocks to prefill against the blocks active on a node (Dynamo's
-#: overlap_score_weight default; kvmath/data/routers.csv)
+#: kv-aware's weight of the blocks to prefill against the blocks active on a node: Dynamo's
+#: default (ai-dynamo/dynamo lib/llm/src/kv_router/config.rs, impl Default for KvRouterConfig,
+#: 'overlap_score_weight: 1.0'; docs/architecture/kv_cache_routing.md, 'Cost formula: cost =
+#: overlap_score_weight * prefill_blocks + decode_blocks'), retrieved 2026-12-01
 OVERLAP_WEIGHT = 1.0
-#: seconds of routed requests that count as a node's load (requests in flight, roughly)
+#: seconds of routed requests whose blocks count as active on a node: an ASSUMPTION standing
+#: for the requests running there (the traces carry no completion times); route(load_window_s=)
 LOAD_WINDOW_S = 10.0
 
 
@@ -64,9 +69,10 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
     recent = deque()  # (time, node, blocks) of the requests routed in the load window
     load = np.zeros(nodes, dtype=np.int64)  # active blocks per node
     routed_tokens = np.zeros(nodes, dtype=np.float64)
-    owner_session = {}  # affinity: block hash -> session id of the latest request that held it
-    session_node = []
-    chosen = np.empty(trace.n_requests, dtype=np.int32) if assignment else None
+    from kvmath.traces.readers import continuations
+    parent = continuations(trace)
+    chosen = np.empty(trace.n_requests, dtype=np.int32)  # the node of each request
+    continued = followed = 0
     hit_tokens = best_tokens = 0.0
     holder_requests = reached = 0
     for r in range(trace.n_requests):
@@ -90,18 +96,8 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
             node = int(draws[r])
         elif router == "round-robin":
             node = r % nodes
-        elif router == "affinity":
-            sid = None
-            if len(blocks) > 1:  # the latest request whose whole prompt this one repeats
-                sid = owner_session.get(blocks[-2])
-            if sid is None:
-                sid = len(session_node)
-                session_node.append(int(np.argmin(load)))
-            node = session_node[sid]
-            for b in blocks[:-1]:
-                owner_session[b] = sid
-            if blocks:
-                owner_session[blocks[-1]] = sid
+        elif router == "affinity":  # the previous turn's node, else the least loaded
+            node = int(chosen[parent[r]]) if parent[r] >= 0 else int(np.argmin(load))
         else:  # kv-aware
             cost = overlap_weight * (len(blocks) - match) + load
             cands = np.flatnonzero(cost == cost.min())
@@ -109,8 +105,10 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
         if best > 0:
             holder_requests += 1
             reached += int(match[node] == best)
-        if chosen is not None:
-            chosen[r] = node
+        chosen[r] = node
+        if parent[r] >= 0:
+            continued += 1
+            followed += int(chosen[parent[r]] == node)
         m = int(match[node])
         hit_tokens += min(m * bt, int(tokens[r]))
         best_tokens += min(best * bt, int(tokens[r]))
@@ -126,10 +124,12 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
         while len(store) > cap:
             store.popitem(last=False)
     mean = routed_tokens.mean() if nodes else 0.0
-    out = {} if chosen is None else {"assignment": chosen}
+    out = {"assignment": chosen} if assignment else {}
     return out | {"router": router, "nodes": nodes, "requests": trace.n_requests,
             "capacity_blocks_per_node": cap,
             "token_hit_rate": float(hit_tokens / max(float(tokens.sum()), 1.0)),
+            "reach_continuation": float(followed / continued) if continued else None,
+            "continuations": continued,
             "token_reach": float(hit_tokens / best_tokens) if best_tokens else None,
             "reach": float(reached / holder_requests) if holder_requests else None,
             "requests_with_a_cached_prefix": holder_requests,
