@@ -389,3 +389,24 @@ def test_cli_fleet(capsys):
     assert r["nodes"] == 2 and len(r["per_node"]) == 2 and r["router"] == "random"
     code, out, err = run(capsys, "fleet", "synthetic", "--model", "llama-3.1-8b")
     assert code == 2 and "--nodes" in err
+
+
+# ------------------------------------------------------------------ the nodes' replays on Dask
+def test_fleet_on_a_local_dask_cluster_equals_in_process():
+    from kvmath.traces.fleet import fleet
+    trace = T.load("synthetic")
+    model = resolve_model("llama-3.1-8b")
+    here = fleet(trace, model, NODE, 3, "kv-aware")
+    there = fleet(trace, model, NODE, 3, "kv-aware", dask="local")
+    assert here == there
+
+
+def test_a_dask_address_that_does_not_answer_is_refused_in_time(monkeypatch, capsys):
+    import time
+    from kvmath.traces import fleet as F
+    monkeypatch.setattr(F, "DASK_TIMEOUT_S", 2)
+    start = time.monotonic()
+    code, out, err = run(capsys, "fleet", "synthetic", "--model", "llama-3.1-8b", "--nodes", "2",
+                         "--dask", "tcp://127.0.0.1:9")
+    assert code == 2 and "no Dask scheduler answered within 2 s" in err and out == ""
+    assert time.monotonic() - start < 30

@@ -118,7 +118,7 @@ def analyse_fleet(args):
     trace = T.load(args.file)
     engine, cfg = engine_of(args)
     kw = dict(tp=tp, engine=engine, batch_seqs=args.batch_seqs, batch_context=args.batch_context,
-              **cache_sizes(args, cfg, node, tp, model))
+              dask=args.dask, **cache_sizes(args, cfg, node, tp, model))
     out = fleet(trace, model, node, args.nodes, args.router, **kw)
     out["trace"] = args.file
     if args.max_nodes:

@@ -26,6 +26,8 @@ SMALLEST, LARGEST = 1e-15, 1e15
 DEFAULT_PAUSE = "conversation-fitted"
 #: the trace replay's tier policies
 POLICIES = ("lru", "ttl", "selective")
+#: seconds to wait for a Dask scheduler (fleet --dask ADDRESS) to answer before giving up
+DASK_TIMEOUT_S = 10
 
 COMPARE, REUSE, TIERS, TRACE, ROUTE, FLEET = "compare", "reuse", "tiers", "trace", "route", "fleet"
 #: the commands that read a scenario
@@ -266,6 +268,10 @@ OPTIONS = (
            "holder has room; kvmath route measures it on a trace) (default kv-aware)",
            (REUSE, TIERS, FLEET), default="kv-aware",
            help_for={FLEET: "routing policy of the fleet (default kv-aware)"}),
+    Option("dask", TEXT, "replay the nodes on Dask: 'local' (a local cluster of this machine's "
+           "cores) or a scheduler's address such as tcp://host:8786 (refused if it does not "
+           f"answer within {DASK_TIMEOUT_S} s); default: in this process", (FLEET,),
+           metavar="ADDRESS"),
     Option("max-nodes", POSITIVE_INT, "also find the fewest nodes, up to this many, whose every "
            "node's prefill demand fits its GPUs", (FLEET,), metavar="N"),
     Option("reach", FRACTION, "probability a returning conversation reaches the node holding its "

@@ -3,6 +3,10 @@ then each node replays its own requests through its own tiers (:func:`kvmath.tra
 priced by :class:`~kvmath.traces.replay.HitCost`): per node its hits, traffic, wear and prefill
 demand against its GPUs. After routing the nodes' replays are independent.
 
+The nodes' replays run in this process, or on Dask (``dask="local"``: a local cluster of this
+machine's cores; or the address of a running scheduler, given up on after
+:data:`DASK_TIMEOUT_S`), with the same results.
+
 Counted: prefill (the prompts' misses, lost reloads and every request's own forward pass) and
 reload time, in GPU-seconds per second. Not counted (stated in every answer): decode, queueing
 (no time to first token under load), and a pool shared by the nodes (a pool is planned
@@ -14,6 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from kvmath.scenario.options import DASK_TIMEOUT_S
 from kvmath.traces import readers as T
 from kvmath.traces import replay as C
 from kvmath.traces.routing import route
@@ -59,35 +64,67 @@ def node_setup(trace, model, node, tp=None, engine=None, batch_seqs=None, batch_
     return specs, block_bytes, C.HitCost(model, gpu, specs, tp, node.gpus, engine=engine), blocks, tp
 
 
+def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus):
+    """Node n's answer: its requests ``sub`` replayed through its tiers, rates over the whole
+    trace's span ``span_s`` (so the nodes' demands add up to the fleet's)."""
+    if sub.n_requests == 0:
+        return {"node": n, "requests": 0, "token_hit_rate": None, "prompt_tokens": 0,
+                "prefill_gpu_s_per_s": 0.0, "reload_gpu_s_per_s": 0.0, "feasible": True,
+                "tiers": []}
+    rep = C.replay(sub, specs, block_bytes, cost=cost)
+    scale = max(sub.duration_s, 1.0) / max(span_s, 1.0)
+    demand = rep["prefill_gpu_s_per_s"] * scale
+    return {"node": n, "requests": sub.n_requests, "token_hit_rate": rep["token_hit_rate"],
+            "prompt_tokens": int(sub.prompt_tokens.sum()),
+            "prefill_gpu_s_per_s": demand,
+            "reload_gpu_s_per_s": rep["reload_gpu_s_per_s"] * scale,
+            "feasible": bool(demand <= gpus),
+            "tiers": [{"tier": t["tier"], "hit_rate": t["hit_rate"],
+                       "read_Bps": t["read_Bps_mean"] * scale,
+                       "write_Bps": t["write_Bps_mean"] * scale,
+                       **({"drive_writes_per_day": t["drive_writes_per_day"] * scale}
+                          if "drive_writes_per_day" in t else {})} for t in rep["tiers"]]}
+
+
+def _dask_client(dask):
+    """A Dask client: a local cluster (``"local"``) or the scheduler at an address."""
+    from kvmath.evaluate.values import ScenarioError
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:  # pragma: no cover - pinned in requirements.txt
+        raise ScenarioError("--dask needs the distributed package (pip install distributed)")
+    if dask == "local":
+        return Client(LocalCluster(processes=True, threads_per_worker=1, dashboard_address=None))
+    try:
+        return Client(dask, timeout=f"{DASK_TIMEOUT_S}s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ScenarioError(f"--dask {dask}: no Dask scheduler answered within "
+                            f"{DASK_TIMEOUT_S} s ({type(exc).__name__})") from None
+
+
 def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=None,
-          batch_context=None, seed=0, setup=None, **cache_kw):
-    """Route ``trace`` over ``nodes`` copies of ``node`` and replay each; a JSON-ready dict."""
+          batch_context=None, seed=0, setup=None, dask=None, **cache_kw):
+    """Route ``trace`` over ``nodes`` copies of ``node`` and replay each (here, or on Dask: a
+    local cluster or a scheduler's address); a JSON-ready dict."""
     check_fleet(trace, nodes)
     specs, block_bytes, cost, blocks, tp = setup or node_setup(
         trace, model, node, tp, engine, batch_seqs, batch_context, **cache_kw)
     routed = route(trace, nodes, router, blocks, seed=seed, assignment=True)
     where = routed.pop("assignment")
-    per_node, hit_tokens = [], 0.0
-    for n in range(nodes):
-        sub = subtrace(trace, where == n)
-        if sub.n_requests == 0:
-            per_node.append({"node": n, "requests": 0, "token_hit_rate": None,
-                             "prefill_gpu_s_per_s": 0.0, "feasible": True, "tiers": []})
-            continue
-        rep = C.replay(sub, specs, block_bytes, cost=cost)
-        # rates over the whole trace's span, so the nodes' demands add up to the fleet's
-        scale = max(sub.duration_s, 1.0) / max(trace.duration_s, 1.0)
-        hit_tokens += rep["token_hit_rate"] * float(sub.prompt_tokens.sum())
-        per_node.append({
-            "node": n, "requests": sub.n_requests, "token_hit_rate": rep["token_hit_rate"],
-            "prefill_gpu_s_per_s": rep["prefill_gpu_s_per_s"] * scale,
-            "reload_gpu_s_per_s": rep["reload_gpu_s_per_s"] * scale,
-            "feasible": bool(rep["prefill_gpu_s_per_s"] * scale <= node.gpus),
-            "tiers": [{"tier": t["tier"], "hit_rate": t["hit_rate"],
-                       "read_Bps": t["read_Bps_mean"] * scale,
-                       "write_Bps": t["write_Bps_mean"] * scale,
-                       **({"drive_writes_per_day": t["drive_writes_per_day"] * scale}
-                          if "drive_writes_per_day" in t else {})} for t in rep["tiers"]]})
+    jobs = [(n, subtrace(trace, where == n), specs, block_bytes, cost, trace.duration_s,
+             node.gpus) for n in range(nodes)]
+    if dask is None:
+        per_node = [replay_node(*job) for job in jobs]
+    else:
+        client = _dask_client(dask)
+        try:
+            per_node = client.gather([client.submit(replay_node, *job, pure=False)
+                                      for job in jobs])
+        finally:
+            client.close()
+            if dask == "local":
+                client.cluster.close()
+    hit_tokens = sum(x["token_hit_rate"] * x["prompt_tokens"] for x in per_node if x["requests"])
     demand = [x["prefill_gpu_s_per_s"] for x in per_node]
     return {"router": router, "nodes": nodes, "node": node.name, "model": model.name, "tp": tp,
             "requests": trace.n_requests, "capacity_blocks_per_node": blocks,
@@ -105,7 +142,7 @@ def nodes_needed(trace, model, node, router, max_nodes=64, **kw):
     Returns (nodes or None, {nodes: fleet answer} of the fleets tried)."""
     plain = ("tp", "engine", "batch_seqs", "batch_context")
     setup = node_setup(trace, model, node, *(kw.get(k) for k in plain),
-                       **{k: v for k, v in kw.items() if k not in (*plain, "seed")})
+                       **{k: v for k, v in kw.items() if k not in (*plain, "seed", "dask")})
     tried = {}
 
     def ok(n):
