@@ -180,6 +180,7 @@
       const name = host ? g.host_link : hop.link === D.gpu_host_memory ? g.host_memory_link : hop.link;
       const link = D.links[name];
       let one = link.B_one;
+      const scope = hop.scope || link.scope;
       // Engine.load_kernel: copies below kernel_below_bytes load by a kernel, no per-copy cost
       const kernel = eng.kernel_below_bytes !== null && g.platform === "cuda" && copy !== null &&
         copy < eng.kernel_below_bytes;
@@ -187,12 +188,17 @@
         one = S.bandwidth_at_size.f({s: copy, B: one, t_0: link.latency_s});
       }
       if (host && eng.writes_overlap) one *= link.duplex_retained;
-      if (link.scope === "per-node" && eng.storage_io_bytes !== null && link.latency_s > 0) {
+      if (hop.requests) {  // a pool's read path: its own requests' size, cost and depth
+        const [size, tReq, inFlight] = hop.requests;
+        one = S.bandwidth_at_size_qd.f({s: size, q_io: inFlight, B: one, t_0: tReq});
+      } else if (scope === "per-node" && eng.storage_io_bytes !== null && link.latency_s > 0 &&
+                 hop.engine_io) {
         one = S.bandwidth_at_size_qd.f({s: eng.storage_io_bytes, q_io: eng.queue_depth, B: one,
                                         t_0: link.latency_s});
       }
-      return {link: name, count: hop.count, scope: link.scope, effective_Bps: one * hop.count,
-              latency_s: link.latency_s, host_memory: hop.link === D.gpu_host_memory};
+      return {link: name, count: hop.count, scope: scope, effective_Bps: one * hop.count * hop.share,
+              latency_s: link.latency_s + (hop.requests ? hop.requests[1] : 0),
+              host_memory: hop.link === D.gpu_host_memory};
     });
   }
 

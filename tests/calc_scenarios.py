@@ -5,7 +5,10 @@ import random
 
 from kvmath import bundled, compare
 from kvmath.evaluate.compare import PREFILL_MODELS, ScenarioError
-from kvmath.tables.rows import engines
+from kvmath.tables.rows import engines, pool_tiers
+
+#: the calculator's tiers: the node's, and the bundled pools (pool:NAME)
+TIERS = {**bundled().tiers, **pool_tiers()}
 
 #: relative difference allowed: both sides evaluate the same expressions in IEEE doubles, so
 #: only the order of operations (about 1e-15) and bisection to machine precision separate them
@@ -35,7 +38,7 @@ def python(s):
     """compare() for a scenario given by CLI flag names; None when it is a ScenarioError."""
     cat = bundled()
     try:
-        return compare(cat.models[s["model"]], cat.gpus[s["gpu"]], cat.tiers[s["tier"]],
+        return compare(cat.models[s["model"]], cat.gpus[s["gpu"]], TIERS[s["tier"]],
                        s["tokens"], tp=s.get("tp"), ep=s.get("ep"), batch=s.get("batch", 1),
                        engine=s.get("engine"), prefill=s.get("prefill", "calibrated"),
                        concurrent_reloads=s.get("concurrent-reloads"),
@@ -62,7 +65,7 @@ def scenarios(n, seed=20261130, errors=0):
     while len(good) < n or len(bad) < errors:
         m = cat.models[rng.choice(list(cat.models))]
         s = {"model": m.name, "gpu": rng.choice(list(cat.gpus)),
-             "tier": rng.choice(list(cat.tiers)),
+             "tier": rng.choice(list(TIERS)),
              "tokens": int(10 ** rng.uniform(0, math.log10(m.max_context_tokens)))}
         if rng.random() < 0.4:
             s["tp"] = rng.choice([1, 2, 4, 8, 16])

@@ -14,7 +14,7 @@ import sympy as sp
 
 from kvmath.derive import kv as D
 from kvmath.evaluate.compare import TP_CANDIDATES, default_concurrency
-from kvmath.tables.rows import bundled
+from kvmath.tables.rows import bundled, pools
 from kvmath.present.calculator import generate, scenario_data, write_static
 from kvmath.codegen.javascript import (ARCHITECTURE_EXPRESSIONS, COMPARE_EXPRESSIONS, PREFILL_PARTS,
                                      SCENARIO_EXPRESSIONS, js_function)
@@ -64,7 +64,7 @@ def test_data_come_from_the_tables():
     data = scenario_data()
     cat = bundled()
     assert set(data["models"]) == set(cat.models) and set(data["gpus"]) == set(cat.gpus)
-    assert set(data["tiers"]) == set(cat.tiers)
+    assert set(data["tiers"]) == set(cat.tiers) | {f"pool:{p}" for p in pools()}
     m = data["models"]["llama-3.1-70b"]
     assert m["attention"] == "gqa" and 8 in m["tps"] and m["max_context_tokens"] > 0
     assert data["deployments"]["deepseek-v3"]["h200"]["tp"] == 8

@@ -573,8 +573,12 @@ def _node_tier(node, tier):
 
 
 def _compare_tier(name):
-    """A tier of tiers.csv, or hbm: the prefix still in GPU memory."""
+    """A tier of tiers.csv, hbm (the prefix still in GPU memory), or pool:NAME (a bundled pool
+    shared by the nodes its row deploys, as the calculator names it)."""
     from kvmath.evaluate.compare import HBM_TIER
+    from kvmath.tables.rows import pool_tiers
+    if name.startswith("pool:") and name in pool_tiers():
+        return pool_tiers()[name]
     return HBM_TIER if name == HBM_TIER.name else resolve_tier(name)
 
 

@@ -26,7 +26,7 @@ from kvmath.scenario.options import calculator_options
 from kvmath.evaluate.compare import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, hbm_fit_fraction, TP_CANDIDATES, PREFILL_MODELS, ScenarioError,
                        _efficiency, architecture_values, heads_fit)
 from kvmath.tables.schema import data_path
-from kvmath.tables.rows import DTYPE_BYTES, GPU_HOST_LINK, GPU_HOST_MEMORY, bundled
+from kvmath.tables.rows import DTYPE_BYTES, GPU_HOST_LINK, GPU_HOST_MEMORY, bundled, pool_tiers
 from kvmath.present.format import TIE_SPEEDUP, _TIME_UNITS
 from kvmath.version import version_info
 
@@ -130,8 +130,13 @@ def scenario_data(cat=None):
                     "latency_s": link.latency_s, "scope": link.scope,
                     "duplex_retained": link.duplex_retained}
              for name, link in cat.links.items()}
-    tiers = {t.name: [{"link": h.link, "count": h.count} for h in t.hops]
-             for t in cat.tiers.values()}
+    # the node's tiers, and the bundled pools at the nodes their rows deploy (pool:NAME): a hop
+    # is a link, its units, the node's share of them, a scope in place of the link's, the
+    # engine's requests on it and whether its storage reads size it (kvmath.tables.rows.Hop)
+    tiers = {name: [{"link": h.link, "count": h.count, "share": h.share, "scope": h.scope,
+                     "requests": list(h.requests) if h.requests else None,
+                     "engine_io": h.engine_io} for h in t.hops]
+             for name, t in {**cat.tiers, **pool_tiers()}.items()}
     engs = {}
     for e in engines().values():
         engs[e.name] = {k: getattr(e, k) for k in (

@@ -288,6 +288,12 @@ def pool_tier(pool, nodes):
                 hops + (Hop(GPU_HOST_LINK, 1),))
 
 
+def pool_tiers():
+    """The bundled pools as tiers named ``pool:NAME``, each shared by the GPU nodes its row
+    deploys (what ``compare --tier pool:NAME`` and the calculator reload from)."""
+    return {f"pool:{p.name}": pool_tier(p, p.gpu_nodes) for p in pools().values()}
+
+
 def tiers_of(rows):
     """Tiers from tiers.csv rows: hops in file order."""
     out = {}
