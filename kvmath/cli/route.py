@@ -9,6 +9,7 @@ that ``reuse`` and ``tiers`` take as ``--reach``.
 from __future__ import annotations
 
 from kvmath.cli.output import print_result
+from kvmath.errors import UsageError
 
 
 def add_parser(subparsers):
@@ -121,24 +122,32 @@ def analyse_fleet(args):
               dask=args.dask, **cache_sizes(args, cfg, node, tp, model))
     out = fleet(trace, model, node, args.nodes, args.router, **kw)
     out["trace"] = args.file
+    if args.slo_ttft_p99 is not None and not args.max_nodes:
+        raise UsageError("--slo-ttft-p99 needs --max-nodes (the largest fleet to search)")
     if args.max_nodes:
-        need, _ = nodes_needed(trace, model, node, args.router, max_nodes=args.max_nodes, **kw)
+        need, _ = nodes_needed(trace, model, node, args.router, max_nodes=args.max_nodes,
+                               slo_ttft_p99_s=args.slo_ttft_p99, **kw)
         out["nodes_needed"] = need
-        out["nodes_needed_for"] = "every node's prefill demand within its GPUs"
+        out["nodes_needed_for"] = "every node's prefill demand within its GPUs" + (
+            f" and the fleet's p99 time to first token within {args.slo_ttft_p99:g} s"
+            if args.slo_ttft_p99 is not None else "")
     if cfg is not None:
         out["engine_config"] = cfg.summary()
     return out
 
 
 def _fleet_human(r):
-    from kvmath.present.format import fmt_bytes
+    from kvmath.present.format import fmt_bytes, fmt_time
     lines = [f"{r['trace']}: {r['requests']:,} requests on {r['nodes']} x {r['node']} "
              f"({r['model']}, TP {r['tp']}), routed {r['router']}",
              f"tokens hit: {r['token_hit_rate']:.1%}; {r['reach_continuation']:.1%} of turns reach "
              f"their previous turn's node; load imbalance {r['load_imbalance']:.2f}",
              f"prefill: {r['prefill_gpu_s_per_s']:.3g} GPU-s/s in all, the busiest node "
              f"{r['prefill_gpu_s_per_s_max_node']:.3g} of its {r['gpus_per_node']}: "
-             f"{'feasible' if r['feasible'] else 'INFEASIBLE'}"]
+             f"{'feasible' if r['feasible'] else 'INFEASIBLE'}",
+             f"time to first token: p50 {fmt_time(r['ttft_s_p50'])}, p99 "
+             f"{fmt_time(r['ttft_s_p99'])} ({r['replicas_per_node']} replica(s) per node, first "
+             "come first served)"]
     lines.append(f"{'node':>4} {'requests':>9} {'tokens hit':>10} {'prefill GPU-s/s':>16}  "
                  "tier reads / writes")
     for x in r["per_node"]:
@@ -149,7 +158,7 @@ def _fleet_human(r):
         lines.append(f"{x['node']:>4} {x['requests']:>9,} {hit:>10} "
                      f"{x['prefill_gpu_s_per_s']:>16.3g}  {traffic}")
     if "nodes_needed" in r:
-        lines.append("fewest nodes whose prefill fits: " + (
+        lines.append(f"fewest nodes with {r['nodes_needed_for']}: " + (
             f"{r['nodes_needed']}" if r["nodes_needed"] else "more than --max-nodes"))
     lines.append("not counted: " + ", ".join(r["not_counted"]))
     return "\n".join(lines)

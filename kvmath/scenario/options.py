@@ -274,6 +274,9 @@ OPTIONS = (
            metavar="ADDRESS"),
     Option("max-nodes", POSITIVE_INT, "also find the fewest nodes, up to this many, whose every "
            "node's prefill demand fits its GPUs", (FLEET,), metavar="N"),
+    Option("slo-ttft-p99", POSITIVE, "with --max-nodes, the fewest nodes must also keep the "
+           "fleet's 99th-percentile time to first token within this", (FLEET,), unit="s",
+           metavar="S"),
     Option("reach", FRACTION, "probability a returning conversation reaches the node holding its "
            "cache, stated (a what-if, instead of --router's)", (REUSE, TIERS), metavar="H"),
     Option("turn-new-tokens", POSITIVE, "tokens a returning turn adds to its cache (new prompt "

@@ -52,9 +52,12 @@ def load_scenario(path, allowed):
         if key not in allowed:  # another command's key: checked, not used here
             continue
         out[key] = checked
-        if (key in PATH_KEYS and (out[key].endswith(".csv") or BY_KEY[key].path == "file")
-                and not Path(out[key]).is_absolute()):
-            out[key] = str(path.parent / out[key])
+        if key in PATH_KEYS and (out[key].endswith(".csv") or BY_KEY[key].path == "file"):
+            if not Path(out[key]).is_absolute():
+                out[key] = str(path.parent / out[key])
+            if not Path(out[key]).exists():  # the file's error, naming its key
+                raise DataError(path, None, key, f"no file {value!r} (a path is read relative "
+                                "to the scenario file)")
     return out
 
 

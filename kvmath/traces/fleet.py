@@ -8,9 +8,12 @@ machine's cores; or the address of a running scheduler, given up on after
 :data:`DASK_TIMEOUT_S`), with the same results.
 
 Counted: prefill (the prompts' misses, lost reloads and every request's own forward pass) and
-reload time, in GPU-seconds per second. Not counted (stated in every answer): decode, queueing
-(no time to first token under load), and a pool shared by the nodes (a pool is planned
-analytically by ``tiers --pool``).
+reload time, in GPU-seconds per second; and each request's time to first token, its wait for a
+free replica of its node (first come, first served over the node's GPUs / TP replicas, each
+serving one prefill at a time) plus its own prefill and reloads. Not counted (stated in every
+answer): decode (the replicas serve prefills only, as a disaggregated prefill pool does), the
+engine's batching of several prefills into one step, and a pool shared by the nodes (a pool is
+planned analytically by ``tiers --pool``).
 """
 from __future__ import annotations
 
@@ -24,7 +27,22 @@ from kvmath.traces import replay as C
 from kvmath.traces.routing import route
 
 #: what the fleet replay leaves out, in every answer
-NOT_COUNTED = ("decode", "queueing (no time to first token under load)", "a shared pool")
+NOT_COUNTED = ("decode (replicas serve prefills only)", "batching several prefills in a step",
+               "a shared pool")
+
+
+def ttft_fcfs(arrival_s, service_s, servers):
+    """Time to first token of each request, s: first come, first served over ``servers``
+    identical replicas, each serving one request at a time (wait for the earliest free one, then
+    its own service time). Requests in order of arrival."""
+    import heapq
+    free = [0.0] * max(int(servers), 1)  # when each replica is next free
+    out = np.empty(len(arrival_s))
+    for i, (a, s) in enumerate(zip(arrival_s.tolist(), service_s.tolist())):
+        start = max(a, heapq.heappop(free))
+        heapq.heappush(free, start + s)
+        out[i] = start + s - a
+    return out
 
 
 def check_fleet(trace, nodes):
@@ -64,14 +82,16 @@ def node_setup(trace, model, node, tp=None, engine=None, batch_seqs=None, batch_
     return specs, block_bytes, C.HitCost(model, gpu, specs, tp, node.gpus, engine=engine), blocks, tp
 
 
-def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus):
+def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus, replicas):
     """Node n's answer: its requests ``sub`` replayed through its tiers, rates over the whole
-    trace's span ``span_s`` (so the nodes' demands add up to the fleet's)."""
+    trace's span ``span_s`` (so the nodes' demands add up to the fleet's), and each request's
+    time to first token on the node's ``replicas`` (``ttft_s``, an array)."""
     if sub.n_requests == 0:
         return {"node": n, "requests": 0, "token_hit_rate": None, "prompt_tokens": 0,
                 "prefill_gpu_s_per_s": 0.0, "reload_gpu_s_per_s": 0.0, "feasible": True,
-                "tiers": []}
-    rep = C.replay(sub, specs, block_bytes, cost=cost)
+                "ttft_s_p99": None, "tiers": [], "ttft_s": np.empty(0)}
+    rep = C.replay(sub, specs, block_bytes, cost=cost, service=True)
+    ttft = ttft_fcfs(sub.timestamp_s, rep["service_s"], replicas)
     scale = max(sub.duration_s, 1.0) / max(span_s, 1.0)
     demand = rep["prefill_gpu_s_per_s"] * scale
     return {"node": n, "requests": sub.n_requests, "token_hit_rate": rep["token_hit_rate"],
@@ -79,6 +99,7 @@ def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus):
             "prefill_gpu_s_per_s": demand,
             "reload_gpu_s_per_s": rep["reload_gpu_s_per_s"] * scale,
             "feasible": bool(demand <= gpus),
+            "ttft_s_p99": float(np.percentile(ttft, 99)), "ttft_s": ttft,
             "tiers": [{"tier": t["tier"], "hit_rate": t["hit_rate"],
                        "read_Bps": t["read_Bps_mean"] * scale,
                        "write_Bps": t["write_Bps_mean"] * scale,
@@ -112,7 +133,7 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
     routed = route(trace, nodes, router, blocks, seed=seed, assignment=True)
     where = routed.pop("assignment")
     jobs = [(n, subtrace(trace, where == n), specs, block_bytes, cost, trace.duration_s,
-             node.gpus) for n in range(nodes)]
+             node.gpus, node.gpus // tp) for n in range(nodes)]
     if dask is None:
         per_node = [replay_node(*job) for job in jobs]
     else:
@@ -125,6 +146,7 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
             if dask == "local":
                 client.cluster.close()
     hit_tokens = sum(x["token_hit_rate"] * x["prompt_tokens"] for x in per_node if x["requests"])
+    ttft = np.concatenate([x.pop("ttft_s") for x in per_node])
     demand = [x["prefill_gpu_s_per_s"] for x in per_node]
     return {"router": router, "nodes": nodes, "node": node.name, "model": model.name, "tp": tp,
             "requests": trace.n_requests, "capacity_blocks_per_node": blocks,
@@ -132,13 +154,16 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
             "reach_continuation": routed["reach_continuation"],
             "token_reach": routed["token_reach"], "load_imbalance": routed["load_imbalance"],
             "prefill_gpu_s_per_s": float(sum(demand)), "prefill_gpu_s_per_s_max_node": max(demand),
-            "gpus_per_node": node.gpus, "feasible": all(x["feasible"] for x in per_node),
+            "gpus_per_node": node.gpus, "replicas_per_node": node.gpus // tp,
+            "ttft_s_p50": float(np.percentile(ttft, 50)), "ttft_s_p99": float(np.percentile(ttft, 99)),
+            "feasible": all(x["feasible"] for x in per_node),
             "not_counted": list(NOT_COUNTED), "per_node": per_node}
 
 
-def nodes_needed(trace, model, node, router, max_nodes=64, **kw):
-    """The fewest nodes (at most max_nodes) whose every node's prefill demand fits its GPUs,
-    by bisection (demand per node falls as nodes are added); None if max_nodes do not suffice.
+def nodes_needed(trace, model, node, router, max_nodes=64, slo_ttft_p99_s=None, **kw):
+    """The fewest nodes (at most max_nodes) whose every node's prefill demand fits its GPUs and,
+    given slo_ttft_p99_s, whose fleet-wide 99th-percentile time to first token is within it, by
+    bisection (both ease as nodes are added); None if max_nodes do not suffice.
     Returns (nodes or None, {nodes: fleet answer} of the fleets tried)."""
     plain = ("tp", "engine", "batch_seqs", "batch_context")
     setup = node_setup(trace, model, node, *(kw.get(k) for k in plain),
@@ -147,7 +172,8 @@ def nodes_needed(trace, model, node, router, max_nodes=64, **kw):
 
     def ok(n):
         tried[n] = fleet(trace, model, node, n, router, setup=setup, **kw)
-        return tried[n]["feasible"]
+        return tried[n]["feasible"] and (slo_ttft_p99_s is None
+                                         or tried[n]["ttft_s_p99"] <= slo_ttft_p99_s)
     if not ok(max_nodes):
         return None, tried
     lo, hi = 0, max_nodes  # lo infeasible (or none), hi feasible

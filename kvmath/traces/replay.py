@@ -238,7 +238,8 @@ def window_percentile(values, windows, q):
     return at(lo) + (pos - lo) * (at(hi) - at(lo))
 
 
-def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=2, cost=None):
+def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=2, cost=None,
+           service=False):
     """Replay a trace through a list of tiers (fastest first; the first is HBM).
 
     Every request's blocks end in the first tier; a block evicted from tier k is written to
@@ -247,7 +248,8 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
     policy: ``lru``; ``ttl`` (blocks unused for ttl_s are dropped from every tier below the
     first); ``selective`` (a drive tier takes only blocks used at least min_uses times, as
     SGLang HiCache's write_through_selective and Dynamo KVBM's frequency filter do).
-    cost: a :class:`HitCost` to price each hit (reload against recompute) and the node's load.
+    cost: a :class:`HitCost` to price each hit (reload against recompute) and the node's load;
+    service: also each request's time on its replica (``service_s``, a numpy array).
     """
     if trace.sample_rate < 1:
         raise ValueError("replay needs the whole trace, not a SHARDS sample")
@@ -384,7 +386,7 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
               "token_hit_rate": float(hit_tokens.sum() / trace.prompt_tokens.sum()),
               "tiers": out_tiers}
     if cost is not None:
-        result.update(cost.price(trace, runs, duration))
+        result.update(cost.price(trace, runs, duration, service=service))
     return result
 
 
@@ -431,18 +433,23 @@ class HitCost:
                                     trace.prompt_tokens.astype(float), tp=self.tp)
         return rec_blk, reload_blk, np.asarray(rec_prompt, dtype=float)
 
-    def price(self, trace, runs, duration):
+    def price(self, trace, runs, duration, service=False):
+        """The replay's savings and demand; with ``service``, also ``service_s``: each request's
+        own time on its replica (its prefill less what its hits saved, plus their reloads), s."""
         rec_blk, reload_blk, rec_prompt = self._tables(trace)
         n_blocks = trace.n_blocks
         saved = np.zeros(len(self.tiers))
         lost = np.zeros(len(self.tiers), dtype=np.int64)
         reload_time = 0.0
+        own = np.array(rec_prompt, dtype=float) if service else None
         for r, k, a, b in runs:
             rec = (rec_prompt[r] if b == n_blocks[r] else rec_blk[b]) - rec_blk[a]
             rl = reload_blk[k][b - a]
             if rl < rec or self.tiers[k].reload_tier is None:  # an HBM hit is never lost
                 saved[k] += rec - rl
                 reload_time += rl
+                if own is not None:
+                    own[r] -= rec - rl
             else:
                 lost[k] += b - a
         demand = self.tp * (rec_prompt.sum() - saved.sum()) / duration
@@ -455,7 +462,8 @@ class HitCost:
                 "prefill_gpu_s_per_s": float(demand),
                 "reload_gpu_s_per_s": float(self.tp * reload_time / duration),
                 "node_gpu_s_per_s": float(self.gpus),
-                "feasible": bool(demand <= self.gpus)}
+                "feasible": bool(demand <= self.gpus),
+                **({"service_s": own} if own is not None else {})}
 
 
 def with_hbm_blocks(specs, model, gpu, tp, block_tokens, engine=None):
