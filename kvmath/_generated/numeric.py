@@ -901,11 +901,11 @@ def _derive_reuse_tier_writes_through(F_hi, Q, f_new, h_route, p, r):
 def _derive_reuse_tier_utilisation_through(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
     return Q*r*(-F_hi*h_route*p*(1 - f_new) + 1)/(B_write*p) + Q_r*h_route*r*(F_hi - F_lo)/B_tier
 
-def _derive_reuse_tier_admitted_through(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
-    return numpy.minimum(1, (Q*r*(-F_hi*h_route*p*(1 - f_new) + 1)/(B_write*p) + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0))
-
 def _derive_reuse_tier_headroom_through(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
     return (Q*r*(-F_hi*h_route*p*(1 - f_new) + 1)/(B_write*p) + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0)
+
+def _derive_reuse_tier_admitted_through(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
+    return numpy.minimum(1, (Q*r*(-F_hi*h_route*p*(1 - f_new) + 1)/(B_write*p) + Q_r*h_route*r*(F_hi - F_lo)/B_tier)**(-1.0))
 
 def _derive_reuse_tier_served_through(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_route, p, r):
     _x0 = h_route*(F_hi - F_lo)
@@ -926,13 +926,13 @@ def _derive_reuse_tier_utilisation_back(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_n
     _x0 = h_route*(F_hi - F_lo)
     return Q*r*(-F_lo*h_above*p + 1)*(-_x0*p*(1 - f_new) + 1)/(B_write*p) + Q_r*_x0*r/B_tier
 
-def _derive_reuse_tier_admitted_back(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_above, h_route, p, r):
-    _x0 = h_route*(F_hi - F_lo)
-    return numpy.minimum(1, (Q*r*(-F_lo*h_above*p + 1)*(-_x0*p*(1 - f_new) + 1)/(B_write*p) + Q_r*_x0*r/B_tier)**(-1.0))
-
 def _derive_reuse_tier_headroom_back(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_above, h_route, p, r):
     _x0 = h_route*(F_hi - F_lo)
     return (Q*r*(-F_lo*h_above*p + 1)*(-_x0*p*(1 - f_new) + 1)/(B_write*p) + Q_r*_x0*r/B_tier)**(-1.0)
+
+def _derive_reuse_tier_admitted_back(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_above, h_route, p, r):
+    _x0 = h_route*(F_hi - F_lo)
+    return numpy.minimum(1, (Q*r*(-F_lo*h_above*p + 1)*(-_x0*p*(1 - f_new) + 1)/(B_write*p) + Q_r*_x0*r/B_tier)**(-1.0))
 
 def _derive_reuse_tier_served_back(B_tier, B_write, F_hi, F_lo, Q, Q_r, f_new, h_above, h_route, p, r):
     _x0 = h_route*(F_hi - F_lo)
@@ -1397,15 +1397,15 @@ FUNCS = {
     'derive_reuse.tier_value_rate_fixed': (_derive_reuse_tier_value_rate_fixed, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'S_gpu', 'c_gpu', 'c_wear', 'f_new', 'h_route', 'p', 'r')),
     'derive_reuse.tier_writes_through': (_derive_reuse_tier_writes_through, ('F_hi', 'Q', 'f_new', 'h_route', 'p', 'r')),
     'derive_reuse.tier_utilisation_through': (_derive_reuse_tier_utilisation_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_admitted_through': (_derive_reuse_tier_admitted_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
     'derive_reuse.tier_headroom_through': (_derive_reuse_tier_headroom_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_admitted_through': (_derive_reuse_tier_admitted_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
     'derive_reuse.tier_served_through': (_derive_reuse_tier_served_through, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
     'derive_reuse.tier_writes_through_carried': (_derive_reuse_tier_writes_through_carried, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
     'derive_reuse.tier_writes_through_dropped': (_derive_reuse_tier_writes_through_dropped, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_route', 'p', 'r')),
     'derive_reuse.tier_writes_back': (_derive_reuse_tier_writes_back, ('F_hi', 'F_lo', 'Q', 'f_new', 'h_above', 'h_route', 'p', 'r')),
     'derive_reuse.tier_utilisation_back': (_derive_reuse_tier_utilisation_back, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_above', 'h_route', 'p', 'r')),
-    'derive_reuse.tier_admitted_back': (_derive_reuse_tier_admitted_back, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_above', 'h_route', 'p', 'r')),
     'derive_reuse.tier_headroom_back': (_derive_reuse_tier_headroom_back, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_above', 'h_route', 'p', 'r')),
+    'derive_reuse.tier_admitted_back': (_derive_reuse_tier_admitted_back, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_above', 'h_route', 'p', 'r')),
     'derive_reuse.tier_served_back': (_derive_reuse_tier_served_back, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_above', 'h_route', 'p', 'r')),
     'derive_reuse.tier_writes_back_carried': (_derive_reuse_tier_writes_back_carried, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_above', 'h_route', 'p', 'r')),
     'derive_reuse.tier_writes_back_dropped': (_derive_reuse_tier_writes_back_dropped, ('B_tier', 'B_write', 'F_hi', 'F_lo', 'Q', 'Q_r', 'f_new', 'h_above', 'h_route', 'p', 'r')),

@@ -9,18 +9,14 @@ that ``reuse`` and ``tiers`` take as ``--reach``.
 from __future__ import annotations
 
 from kvmath.cli.output import print_result
+from kvmath.cli.trace import add_trace_command
 from kvmath.errors import UsageError
 
 
 def add_parser(subparsers):
     """Add the ``route`` sub-command to an argparse subparsers object."""
-    from kvmath.scenario.options import ROUTE, add_options
-    r = subparsers.add_parser("route", help="a request trace routed over N nodes by each "
-                              "routing policy: hits, reach and load imbalance")
-    r.add_argument("file", metavar="FILE", help="bundled trace (conversation, synthetic) or a "
-                   "Mooncake/generic JSONL(.gz) or Parquet trace")
-    add_options(r, ROUTE)
-    return r
+    return add_trace_command(subparsers, "route", "a request trace routed over N nodes by each "
+                             "routing policy: hits, reach and load imbalance")
 
 
 def analyse(args):
@@ -96,13 +92,9 @@ def run(args):
 
 def add_fleet_parser(subparsers):
     """Add the ``fleet`` sub-command to an argparse subparsers object."""
-    from kvmath.scenario.options import FLEET, add_options
-    f = subparsers.add_parser("fleet", help="a request trace on N nodes: routed, then each node's "
-                              "tiers replayed; hits, traffic, wear and prefill demand per node")
-    f.add_argument("file", metavar="FILE", help="bundled trace (conversation, synthetic) or a "
-                   "Mooncake/generic JSONL(.gz) or Parquet trace")
-    add_options(f, FLEET)
-    return f
+    return add_trace_command(subparsers, "fleet", "a request trace on N nodes: routed, then each "
+                             "node's tiers replayed; hits, traffic, wear, prefill demand and "
+                             "times to first token per node")
 
 
 def analyse_fleet(args):

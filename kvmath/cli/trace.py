@@ -11,15 +11,20 @@ from dataclasses import replace
 from kvmath.cli.output import print_result
 
 
+def add_trace_command(subparsers, command, help):
+    """Add a sub-command that reads a request trace FILE and the options declared for it."""
+    from kvmath.scenario.options import add_options
+    p = subparsers.add_parser(command, help=help)
+    p.add_argument("file", metavar="FILE", help="bundled trace (conversation, synthetic) or a "
+                   "Mooncake/generic JSONL(.gz) or Parquet trace")
+    add_options(p, command)
+    return p
+
+
 def add_parser(subparsers):
     """Add the ``trace`` sub-command to an argparse subparsers object."""
-    from kvmath.scenario.options import TRACE, add_options
-    t = subparsers.add_parser("trace", help="reuse, LRU hit-rate curve and tier replay of a "
-                              "request trace")
-    t.add_argument("file", metavar="FILE", help="bundled trace (conversation, synthetic) or a "
-                   "Mooncake/generic JSONL(.gz) or Parquet trace")
-    add_options(t, TRACE)
-    return t
+    return add_trace_command(subparsers, "trace", "reuse, LRU hit-rate curve and tier replay of "
+                             "a request trace")
 
 
 def analyse(args):

@@ -108,20 +108,30 @@ tier_held_before = p_hit * (F_hi - F_lo)
 tier_writes = offload_rate * Bytes * (1 - p_hit * F_lo) * (1 - tier_held_before * (1 - f_new))
 #: write bandwidth of the tier, B/s (B_tier is its read bandwidth)
 B_write = sp.Symbol("B_write", positive=True)
-#: busy fraction of the tier: a drive (or a shared DRAM bus) spends its time either reading or
-#: writing, so reads and writes share it in proportion to their bandwidths (time-shared rule)
-tier_utilisation = tier_reads / B_tier + tier_writes / B_write
-#: how many times over the tier's bandwidth covers its traffic (below 1: it cannot keep up)
-tier_headroom = 1 / tier_utilisation
-#: share of the caches reaching the tier that it admits: all of them while it keeps up,
-#: otherwise only as many as its read and write bandwidth can carry together
-tier_admitted = sp.Min(1, tier_headroom)
-#: share of all resumes the tier serves: hits among the caches it admitted
-tier_served = h_route * (F_hi - F_lo) * tier_admitted
-#: bytes per second actually written (never above B_write, since admitted x writes / B_write <= 1)
-tier_writes_carried = tier_writes * tier_admitted
-#: bytes per second the tier cannot take (counted, never priced: nothing is written)
-tier_writes_dropped = tier_writes * (1 - tier_admitted)  # = tier_writes - tier_writes_carried, never below 0
+
+
+def time_shared(writes):
+    """The time-shared rule for a tier reading tier_reads and writing ``writes`` (B/s):
+    (utilisation, headroom, admitted, served, carried, dropped).
+
+    A drive (or a shared DRAM bus) spends its time either reading or writing, so reads and
+    writes share it in proportion to their bandwidths: its busy fraction is the utilisation, and
+    its headroom how many times over its bandwidth covers the traffic (below 1: it cannot keep
+    up). It admits every cache reaching it while it keeps up, otherwise only as many as its read
+    and write bandwidth carry together; it serves the hits among the caches it admitted; it
+    writes admitted x writes (never above B_write) and drops the rest (counted, never priced:
+    nothing is written)."""
+    utilisation = tier_reads / B_tier + writes / B_write
+    headroom = 1 / utilisation
+    admitted = sp.Min(1, headroom)
+    return (utilisation, headroom, admitted, h_route * (F_hi - F_lo) * admitted,
+            writes * admitted, writes * (1 - admitted))
+
+
+#: a tier of the node's cascade: utilisation, headroom, admitted share, share of resumes served,
+#: bytes per second written and dropped
+(tier_utilisation, tier_headroom, tier_admitted, tier_served, tier_writes_carried,
+ tier_writes_dropped) = time_shared(tier_writes)
 #: net value of the tier per second at purchase cost, $/s: GPU time its hits save, less
 #: amortised capacity and wear on the bytes actually written
 tier_value_rate = (r_res * tier_served * S_gpu * c_gpu - c_cap * C_tier
@@ -136,12 +146,8 @@ tier_value_rate_fixed = r_res * tier_served * S_gpu * c_gpu - c_wear * tier_writ
 #: so it serves the rest of its ages, reads tier_reads, and takes every offload
 #: (less the blocks of caches whose previous version it holds: returns within its ages)
 tier_writes_through = offload_rate * Bytes * (1 - p_hit * F_hi * (1 - f_new))
-tier_utilisation_through = tier_reads / B_tier + tier_writes_through / B_write
-tier_admitted_through = sp.Min(1, 1 / tier_utilisation_through)
-tier_headroom_through = 1 / tier_utilisation_through
-tier_served_through = h_route * (F_hi - F_lo) * tier_admitted_through
-tier_writes_through_carried = tier_writes_through * tier_admitted_through
-tier_writes_through_dropped = tier_writes_through * (1 - tier_admitted_through)
+(tier_utilisation_through, tier_headroom_through, tier_admitted_through, tier_served_through,
+ tier_writes_through_carried, tier_writes_through_dropped) = time_shared(tier_writes_through)
 
 # ------------------------------------------------------------------ a write-back pool below a fleet
 #: a tier below the node's own tiers that every node reads (a pool written back to): a cache
@@ -150,12 +156,8 @@ tier_writes_through_dropped = tier_writes_through * (1 - tier_admitted_through)
 h_above = sp.Symbol("h_above", positive=True)
 tier_writes_back = (offload_rate * Bytes * (1 - p_ret * h_above * F_lo)
                     * (1 - tier_held_before * (1 - f_new)))
-tier_utilisation_back = tier_reads / B_tier + tier_writes_back / B_write
-tier_admitted_back = sp.Min(1, 1 / tier_utilisation_back)
-tier_headroom_back = 1 / tier_utilisation_back
-tier_served_back = h_route * (F_hi - F_lo) * tier_admitted_back
-tier_writes_back_carried = tier_writes_back * tier_admitted_back
-tier_writes_back_dropped = tier_writes_back * (1 - tier_admitted_back)
+(tier_utilisation_back, tier_headroom_back, tier_admitted_back, tier_served_back,
+ tier_writes_back_carried, tier_writes_back_dropped) = time_shared(tier_writes_back)
 #: caches it holds beyond what held_* counts with every return releasing one (h_route = 1):
 #: those whose conversation returned to another node before reaching it, for their ages past
 #: its youngest, tau_lo
