@@ -10,7 +10,10 @@
    hit-rate error against the exact curve, over all capacities and over those at or above
    SHARDS's resolution of 1/R blocks (a sample cannot see distances shorter than that). The exact curve of the tiled trace is computed
    exactly without simulating it: no block crosses a tile, so each tile's stack distances are
-   the original ones and the curve is the access-weighted mix of whole and cut tiles.
+   the original ones and the curve is the access-weighted mix of whole and cut tiles;
+3. the same file through the whole exact ``kvmath trace`` (every access: reuse statistics, the
+   exact LRU curve and the tiered replay, Llama-3.1-70B on a DGX H100) in a fresh subprocess:
+   seconds and peak resident memory (target 2 GiB, issue 20), unless ``--no-exact``.
 
     PYTHONPATH=$PWD python benchmarks/trace_bench.py [--requests N] [--rate R]
 """
@@ -55,6 +58,27 @@ print(json.dumps({{"seconds": t3 - t0, "import_s": t1 - t0, "load_s": t2 - t1,
 """
 
 
+CHILD_EXACT = """
+import contextlib, io, json, os, sys, time
+sys.path.insert(0, {root!r})
+t0 = time.perf_counter()
+from kvmath.cli.main import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        rc = main(["trace", {path!r}, "--model", "llama-3.1-70b", "--json"])
+    except SystemExit as exc:
+        rc = exc.code
+t1 = time.perf_counter()
+r = json.loads(out.getvalue())
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
+cpu = os.times()
+print(json.dumps({{"seconds": t1 - t0, "cpu_s": cpu.user + cpu.system, "rc": rc,
+                  "requests": r["requests"], "token_hit_rate": r["token_hit_rate"],
+                  "peak_rss_bytes": int(hwm) * 1024}}))
+"""
+
+
 def tile(path, requests):
     """Write the tiled trace with DuckDB (not timed)."""
     import duckdb
@@ -81,6 +105,8 @@ def main():
     ap.add_argument("--full-positions", type=int, default=1,
                     help="leading block positions kept at rate 1 (stratified SHARDS; 0: plain)")
     ap.add_argument("--tiled", help="reuse this tiled trace file instead of writing one")
+    ap.add_argument("--no-exact", action="store_true",
+                    help="skip the exact kvmath trace run (about 2.5 minutes on 2 cores)")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -120,6 +146,15 @@ def main():
                                                                   caps=caps)],
                              capture_output=True, text=True, check=True)
         child = json.loads(out.stdout)
+        exact = None
+        if not args.no_exact:
+            run = subprocess.run([sys.executable, "-c", CHILD_EXACT.format(root=str(ROOT),
+                                                                            path=path)],
+                                 capture_output=True, text=True, check=True)
+            e = json.loads(run.stdout)
+            exact = {"requests": e["requests"], "seconds": round(e["seconds"], 1),
+                     "cpu_s": round(e["cpu_s"], 1), "peak_rss_bytes": e["peak_rss_bytes"],
+                     "target_bytes": 2 * 2 ** 30, "token_hit_rate": e["token_hit_rate"]}
         size = Path(path).stat().st_size
     print(json.dumps({
         "exact_conversation": {"requests": conv.n_requests, "block_accesses": len(conv.hashes),
@@ -143,6 +178,7 @@ def main():
                          "max_abs_error_token_above_resolution": float(np.abs(
                              np.array(child["token"]) - t_exact_curve)[np.array(caps) >= 1 / args.rate].max()),
                          "target_error": 0.01},
+        "exact_trace_tiled": exact,
         "load_average_1min": os.getloadavg()[0], "cores": os.cpu_count(),
         "peak_rss_parent_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }))

@@ -95,6 +95,61 @@ def test_curve_equals_brute_force_lru_and_is_monotone(spec):
     assert np.all((b >= 0) & (b <= 1)) and np.all((t >= 0) & (t <= 1))
 
 
+def brute_weighted_distances(reqs, weight):
+    """Stack distances by definition: for each access, the weight of the distinct blocks used
+    after its block's last use and before its request, plus its own weight (inf: first use)."""
+    seq = [(r, b) for r, (_, _, blocks) in enumerate(reqs) for b in reversed(blocks)]
+    out = {}
+    for q, (r, b) in enumerate(seq):
+        start = next(i for i, (rr, _) in enumerate(seq) if rr == r)
+        prev = [i for i in range(start) if seq[i][1] == b]
+        if not prev:
+            out[(r, b)] = np.inf
+            continue
+        between = {bb for _, bb in seq[prev[-1] + 1:start]}
+        out[(r, b)] = sum(weight(bb) for bb in between) + weight(b)
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains, st.integers(0, 3), st.sampled_from([0.25, 0.5, 1.0]))
+def test_weighted_distances_by_definition(spec, full_positions, rate):
+    # the compiled Fenwick kernel against the definition, with a block's weight fixed by its
+    # stratum (position below full_positions: 1, else 1 / rate), as a SHARDS sample has it
+    reqs = build(spec)
+    tr = T.from_requests(reqs)
+    pos_of = {b: j for _, _, blocks in reqs for j, b in enumerate(blocks)}
+    tr.sample_rate, tr.full_positions = rate, full_positions
+    if rate >= 1:
+        tr.full_positions = 0
+    d, e = C.stack_distances(tr)
+    w = (lambda b: 1.0) if rate >= 1 else (
+        lambda b: 1.0 if pos_of[b] < full_positions else 1.0 / rate)
+    want = brute_weighted_distances(reqs, w)
+    got = {(int(r), int(h)): x for r, h, x in zip(tr.rid, tr.hashes, d)}
+    assert set(got) == set(want)
+    for k, x in want.items():
+        assert got[k] == pytest.approx(x, rel=1e-12) or (x == got[k] == np.inf)
+    # prefix distance: the running maximum head first within each request
+    for r in range(tr.n_requests):
+        sel = tr.rid == r
+        assert np.array_equal(e[sel], np.maximum.accumulate(d[sel]))
+
+
+def test_distances_do_not_depend_on_the_accesses_storage_order():
+    # a Trace whose accesses are not grouped head first (another reader's order) takes the
+    # sorted path; the distances follow each access
+    reqs = build([(i * 7 % 13, 1 + i % 3, i * 31 % 512) for i in range(30)])
+    tr = T.from_requests(reqs)
+    d, e = C.stack_distances(tr)
+    perm = np.random.default_rng(0).permutation(len(tr.hashes))
+    shuffled = T.Trace(tr.name, tr.timestamp_s, tr.prompt_tokens, tr.output_tokens,
+                       tr.n_blocks, tr.rid[perm], tr.pos[perm], tr.hashes[perm],
+                       tr.block_tokens)
+    d2, e2 = C.stack_distances(shuffled)
+    assert np.array_equal(d2, d[perm]) and np.array_equal(e2, e[perm])
+
+
 @pytest.fixture(scope="module")
 def conversation():
     return T.load("conversation")

@@ -551,6 +551,25 @@ def sample(trace, sample_rate, full_positions=1):
                  full_positions)
 
 
+def block_ids(hashes):
+    """(ids, n): a dense id per access (int32 where they fit) for its block hash, and how many
+    distinct blocks there are (one stable sort of the hashes; no inverse of np.unique, whose
+    temporaries are several access-length int64 arrays)."""
+    n = len(hashes)
+    small = np.int32 if n < 2 ** 31 - 1 else np.int64
+    by = np.argsort(hashes, kind="stable")
+    sorted_h = hashes[by]
+    new = np.empty(n, dtype=small)
+    if n:
+        new[0] = 0
+        np.not_equal(sorted_h[1:], sorted_h[:-1], out=new[1:], casting="unsafe")
+    del sorted_h
+    np.cumsum(new, out=new)
+    ids = np.empty(n, dtype=small)
+    ids[by] = new
+    return ids, (int(new[-1]) + 1 if n else 0)
+
+
 # ------------------------------------------------------------------ reuse analytics
 QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9, 0.99)
 
@@ -585,9 +604,15 @@ def reuse_stats(trace: Trace):
     # temporary as long as an access array freed once used
     small = np.int32 if max(len(trace.rid), n_req) < 2 ** 31 else np.int64
     rid, pos, ts = trace.rid.astype(small), trace.pos, trace.timestamp_s
-    _, first_idx, inv = np.unique(trace.hashes, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1).astype(small)
-    seen = rid[first_idx][inv] < rid
+    inv, n_ids = block_ids(trace.hashes)
+    # each access's previous use: accesses grouped by block, in request order (a block is
+    # used once per request, so a previous use is in an earlier request)
+    by = np.lexsort((rid, inv))
+    same = inv[by][1:] == inv[by][:-1]
+    prev_rid = np.full(len(rid), -1, dtype=small)
+    prev_rid[by[1:][same]] = rid[by[:-1][same]]
+    del same
+    seen = prev_rid >= 0
     m = trace.n_blocks.copy()
     np.minimum.at(m, rid[~seen], pos[~seen])  # hit length: leading blocks seen before
     del seen
@@ -595,37 +620,36 @@ def reuse_stats(trace: Trace):
     tokens = trace.access_tokens()
     hit_tokens = np.bincount(rid, weights=np.where(hit, tokens, 0), minlength=n_req)
     del tokens
-    # previous use of each access
-    by = np.lexsort((rid, inv))
-    same = inv[by][1:] == inv[by][:-1]
-    prev_rid = np.full(len(rid), -1, dtype=small)
-    prev_rid[by[1:][same]] = rid[by[:-1][same]]
-    del by, same
+    # branch points: the request in which a block first had a second distinct successor
+    # (the next block of the same request), from the accesses grouped by block
+    follows = pos + 1 < trace.n_blocks[rid]
+    sel = by[follows[by]]  # accesses with a successor, by block, in request order
+    del by, follows
+    b_sel, r_sel = inv[sel], rid[sel]
+    succ = inv[sel + 1]
+    del sel
+    start = np.ones(len(b_sel), dtype=bool)
+    start[1:] = b_sel[1:] != b_sel[:-1]
+    first = np.maximum.accumulate(np.where(start, np.arange(len(b_sel), dtype=small), 0))
+    del start
+    differ = np.flatnonzero(succ != succ[first])  # a successor other than the block's first
+    del succ, first
+    g = b_sel[differ]
+    once = np.ones(len(g), dtype=bool)
+    once[1:] = g[1:] != g[:-1]  # the first of them in each block's group
+    branch_at = np.full(n_ids, n_req, dtype=np.int64)
+    branch_at[g[once]] = r_sel[differ[once]]
+    del b_sel, r_sel, differ, g, once
     reuse_t = ts[rid] - ts[np.maximum(prev_rid, 0)]
     del prev_rid
     # tails: the last full block of each request
     n_full = trace.prompt_tokens // bt
     is_tail = pos == n_full[rid] - 1
-    first_tail = np.full(inv.max() + 1 if len(inv) else 0, n_req, dtype=np.int64)
+    first_tail = np.full(n_ids, n_req, dtype=np.int64)
     np.minimum.at(first_tail, inv[is_tail], rid[is_tail])
     offsets = np.r_[0, np.cumsum(trace.n_blocks)[:-1]]
     reqs = np.flatnonzero(m > 0)
     last_hit = offsets[reqs] + m[reqs] - 1
-    # branch points: the request in which a block first had a second distinct successor
-    follows = pos + 1 < trace.n_blocks[rid]
-    succ = np.where(follows, np.roll(inv, -1), -1)
-    pair = inv[follows].astype(np.int64) * (len(first_tail) + 1) + succ[follows]
-    del succ
-    _, pair_first = np.unique(pair, return_index=True)
-    del pair
-    pb, pr = inv[follows][pair_first], rid[follows][pair_first]
-    o = np.lexsort((pr, pb))
-    pb, pr = pb[o], pr[o]
-    branch_at = np.full(len(first_tail), n_req, dtype=np.int64)
-    is_second = np.zeros(len(pb), dtype=bool)  # second entry of each block's group
-    is_second[1:] = pb[1:] == pb[:-1]
-    is_second[2:] &= pb[2:] != pb[:-2]
-    branch_at[pb[is_second]] = pr[is_second]
     b_last = inv[last_hit]
     cont = (first_tail[b_last] < reqs) & (branch_at[b_last] >= reqs)
     pause = reuse_t[last_hit[cont]]
@@ -644,7 +668,7 @@ def reuse_stats(trace: Trace):
     return {
         "trace": trace.name, "requests": n_req, "duration_s": trace.duration_s,
         "prompt_tokens": int(trace.prompt_tokens.sum()), "block_tokens": bt,
-        "blocks": blocks_total, "distinct_blocks": int(len(first_idx)),
+        "blocks": blocks_total, "distinct_blocks": n_ids,
         # no prompt fills a block: no block can be reused, and no share of them is defined
         "max_block_hit_rate": float(hit.sum() / blocks_total) if blocks_total else None,
         "max_token_hit_rate": float(hit_tokens.sum() / trace.prompt_tokens.sum()),

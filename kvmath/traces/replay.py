@@ -18,37 +18,31 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvmath.traces.readers import Trace
+from kvmath.traces.readers import Trace, block_ids
 
 
 # ------------------------------------------------------------------ stack distances
-def _prefix_dominance(ys, a, s, w=None):
-    """For each query q, #{j < a[q] : ys[j] < s[q]} (merge-sort tree, O(n log^2 n) vectorised);
-    with weights w, the sum of w[j] over those j instead of their count."""
-    n = len(ys)
-    out = np.zeros(len(a), dtype=np.int64 if w is None else float)
-    if n == 0 or len(a) == 0:
-        return out
-    m = int(ys.max()) + 2
-    j = np.arange(n, dtype=np.int64)
-    a = np.asarray(a, dtype=np.int64)
-    s = np.asarray(s, dtype=np.int64)
-    k = 0
-    while (1 << k) <= n:
-        sel = (a >> k) & 1 == 1
-        if sel.any():
-            blk = (a[sel] >> (k + 1)) << 1
-            if w is None:
-                keys = np.sort((j >> k) * m + ys)
-                out[sel] += np.searchsorted(keys, blk * m + s[sel], "left") - (blk << k)
-            else:
-                keys = (j >> k) * m + ys
-                o = np.argsort(keys, kind="stable")
-                cw = np.r_[0.0, np.cumsum(w[o])]
-                i = np.searchsorted(keys[o], blk * m + s[sel], "left")
-                out[sel] += cw[i] - cw[blk << k]
-        k += 1
-    return out
+def access_sequence(trace: Trace):
+    """The order a replay uses the kept accesses in: requests in turn, each tail first (the
+    order a request inserts its blocks), as trace indices (int32 where they fit)."""
+    n = len(trace.hashes)
+    small = np.int32 if n < 2 ** 31 - 1 else np.int64
+    rid = trace.rid
+    grouped = n < 2 or bool((rid[1:] >= rid[:-1]).all())
+    if grouped:  # requests in turn: is each head first (positions rising)?
+        same = rid[1:] == rid[:-1]
+        grouped = bool((trace.pos[1:][same] > trace.pos[:-1][same]).all())
+        del same
+    if not grouped:
+        return np.lexsort((-trace.pos.astype(np.int64), rid)).astype(small)
+    # reverse each request's run in place of a sort: index i of a run [o, o + c) goes to
+    # o + (o + c - 1 - i)
+    counts = np.bincount(rid, minlength=trace.n_requests)
+    starts = np.r_[0, np.cumsum(counts)[:-1]].astype(small)
+    ends = (starts + counts.astype(small) - 1).astype(small)
+    order = (starts + ends)[rid].astype(small)
+    order -= np.arange(n, dtype=small)
+    return order
 
 
 def stack_distances(trace: Trace):
@@ -58,44 +52,17 @@ def stack_distances(trace: Trace):
     SHARDS sample a distance counts each distinct kept block by its weight
     (:meth:`Trace.weights`: 1 / sample_rate, or 1 in the fully kept stratum), an unbiased
     estimate of the distinct blocks in between (Horvitz-Thompson); plain SHARDS scales the
-    sample's distance by 1 / R, the same when every weight is 1 / R.
+    sample's distance by 1 / R, the same when every weight is 1 / R. Computed by
+    :func:`kvmath.traces.kernels.prefix_distances` (a Fenwick tree, a few access-length arrays).
     """
-    n = len(trace.hashes)
-    if n == 0:
-        return np.zeros(0), np.zeros(0)
-    order = np.lexsort((-trace.pos.astype(np.int64), trace.rid))  # tail first within a request
-    h, r = trace.hashes[order], trace.rid[order]
-    start = np.searchsorted(r, r, "left")  # first sequence index of each access's request
-    by = np.argsort(h, kind="stable")
-    same = h[by][1:] == h[by][:-1]
-    prev = np.full(n, -1, dtype=np.int64)
-    prev[by[1:][same]] = by[:-1][same]
-    nxt = np.full(n, n, dtype=np.int64)
-    nxt[by[:-1][same]] = by[1:][same]
-    seen = prev >= 0
-    p, s = prev[seen], start[seen]
+    from kvmath.traces.kernels import prefix_distances
+    ids, n_ids = block_ids(trace.hashes)
+    order = access_sequence(trace)
     if trace.sample_rate >= 1:
-        repeats = (np.searchsorted(np.sort(nxt), s, "left")
-                   - _prefix_dominance(nxt, p + 1, s))  # j in (p, s) used again before s
-        d_seq = np.full(n, np.inf)
-        d_seq[seen] = (s - p - 1) - repeats + 1
+        full, inv_rate = np.ones(len(ids), dtype=bool), 1.0
     else:
-        w = trace.weights()[order]
-        cw = np.r_[0.0, np.cumsum(w)]
-        o = np.argsort(nxt, kind="stable")
-        cwn = np.r_[0.0, np.cumsum(w[o])]
-        repeats = (cwn[np.searchsorted(nxt[o], s, "left")]
-                   - _prefix_dominance(nxt, p + 1, s, w))
-        d_seq = np.full(n, np.inf)
-        d_seq[seen] = (cw[s] - cw[p + 1]) - repeats + w[seen]
-    d = np.empty(n)
-    d[order] = d_seq
-    # prefix distance: running max along each request (trace order is head first), on ranks
-    values, rank = np.unique(d, return_inverse=True)  # inf sorts last
-    rank = rank.reshape(-1).astype(np.int64)
-    key = trace.rid * (len(values) + 1) + rank
-    e = values[np.maximum.accumulate(key) - trace.rid * (len(values) + 1)]
-    return d, e
+        full, inv_rate = trace.pos < trace.full_positions, 1.0 / trace.sample_rate
+    return prefix_distances(order, trace.rid, ids, full, n_ids, inv_rate)
 
 
 @dataclass
@@ -144,11 +111,13 @@ def lru_curve(trace: Trace, distances=None):
     the weighted sample is credited to the smallest distance (hot blocks).
     """
     _, e = distances if distances is not None else stack_distances(trace)
-    tokens = trace.access_tokens().astype(float)
-    w = trace.weights()
     hashed = np.minimum(trace.n_blocks * trace.block_tokens, trace.prompt_tokens).sum()
     coverage = hashed / trace.prompt_tokens.sum()  # share of prompt tokens inside hashed blocks
     finite = np.isfinite(e)
+    if trace.sample_rate >= 1:
+        return _exact_curve(trace, e, finite, coverage)
+    tokens = trace.access_tokens().astype(float)
+    w = trace.weights()
     order = np.argsort(e[finite], kind="stable")
     ef = e[finite][order]
     cum_b = np.cumsum(w[finite][order])
@@ -176,6 +145,27 @@ def lru_curve(trace: Trace, distances=None):
                  sample_rate=trace.sample_rate,
                  base_block_hit_rate=float(clip(adj_b / nb)),
                  base_token_hit_rate=float(clip(adj_t / nt) * coverage))
+
+
+def _exact_curve(trace, e, finite, coverage):
+    """lru_curve of a whole trace: its prefix distances are whole numbers of blocks, so one
+    histogram per distance (np.bincount) replaces a sort of every access (the same sums:
+    token counts are integers, exact in float64)."""
+    tokens = trace.access_tokens()
+    ef = e[finite].astype(np.int64)
+    counts = np.bincount(ef)
+    per_tokens = np.bincount(ef, weights=tokens[finite])
+    del ef
+    steps = np.flatnonzero(counts)
+    cum_b = np.cumsum(counts)[steps].astype(float)
+    cum_t = np.cumsum(per_tokens)[steps]
+    nb, nt = float(max(len(e), 1)), float(max(tokens.sum(), 1))
+    clip = lambda x: np.clip(x, 0.0, 1.0)  # noqa: E731
+    return Curve(capacity_blocks=steps.astype(float), block_hit_rate=clip(cum_b / nb),
+                 token_hit_rate=clip(cum_t / nt) * coverage, block_tokens=trace.block_tokens,
+                 max_block_hit_rate=float(clip(finite.sum() / nb)),
+                 max_token_hit_rate=float(clip(float(tokens[finite].sum()) / nt) * coverage),
+                 sample_rate=trace.sample_rate)
 
 
 def curve_error(approx: Curve, exact: Curve, points=200):
