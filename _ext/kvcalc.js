@@ -172,6 +172,13 @@
     return layout;
   }
 
+  /** Engine.load_kernel: copies below kernel_below_bytes load by a kernel, no per-copy cost
+   *  (CUDA only; driver_copies: the band's slow end, the driver copies the kernel replaced). */
+  function loadKernel(eng, copy, platform) {
+    return eng.kernel_below_bytes !== null && !eng.driver_copies && platform === "cuda" &&
+      copy !== null && copy < eng.kernel_below_bytes;
+  }
+
   /** kvmath.evaluate.compare.tier_path: the tier's hops and their effective bandwidths. */
   function tierPath(state, eng, copy) {
     const g = D.gpus[state.gpu];
@@ -181,11 +188,10 @@
       const link = D.links[name];
       let one = link.B_one;
       const scope = hop.scope || link.scope;
-      // Engine.load_kernel: copies below kernel_below_bytes load by a kernel, no per-copy cost
-      const kernel = eng.kernel_below_bytes !== null && g.platform === "cuda" && copy !== null &&
-        copy < eng.kernel_below_bytes;
-      if (host && eng.copy_tokens !== null && copy !== null && !kernel) {
-        one = S.bandwidth_at_size.f({s: copy, B: one, t_0: link.latency_s});
+      if (host && eng.copy_tokens !== null && copy !== null && !loadKernel(eng, copy, g.platform)) {
+        // a batched call's copies at the driver's per-descriptor cost, where measured (the band's fast end)
+        const fast = eng.fast_copies && eng.copy_batched && link.batched_copy_s !== null;
+        one = S.bandwidth_at_size.f({s: copy, B: one, t_0: fast ? link.batched_copy_s : link.latency_s});
       }
       if (host && eng.writes_overlap) one *= link.duplex_retained;
       if (hop.requests) {  // a pool's read path: its own requests' size, cost and depth
@@ -203,9 +209,9 @@
   }
 
   /** kvmath.evaluate.compare.scenario_values: every symbol value but T, the hops and the layout. */
-  function values(state) {
+  function values(state, engine) {
     const g = D.gpus[state.gpu];
-    const eng = D.engines[state.engine || D.default_engine];
+    const eng = engine || D.engines[state.engine || D.default_engine];
     const layout = chooseLayout(state, eng.hbm_fit_fraction);
     const v = modelValues(state, layout.kv_dtype, layout.weight_dtype);
     v.K = layout.tp;
@@ -349,11 +355,95 @@
     return roots;
   }
 
+  /** kvmath.evaluate.bands.binding_hop: the narrowest per-GPU hop when it sets B, else the
+   *  narrowest node-shared one. */
+  function bindingHop(v, hops) {
+    const narrowest = hs => hs.reduce((a, h) => h.effective_Bps < a.effective_Bps ? h : a, hs[0]);
+    const gpuHops = hops.filter(h => h.scope === "per-gpu"), nodeHops = hops.filter(h => h.scope === "per-node");
+    const g = gpuHops.length ? narrowest(gpuHops) : null;
+    if (g && Math.abs(v.B - g.effective_Bps) <= D.bands.binding_rel_tol * Math.max(Math.abs(v.B), Math.abs(g.effective_Bps))) return g;
+    return narrowest(nodeHops.length ? nodeHops : gpuHops);
+  }
+
+  /** kvmath.evaluate.bands.band: each time at the ends of its measured band, never past physics. */
+  function band(state, r, sv) {
+    const BD = D.bands, v = sv.v, hops = sv.hops, eng = D.engines[sv.engine];
+    const at = Object.assign({}, v, {T: state.tokens, t_0: r.reload_fixed_s});
+    const tReload = B => F.outputs.reload_s.f(Object.assign({}, at, {B: B}));
+    let reload = [r.reload_s, r.reload_s], bLo = null, bHi = null, fastest = r.reload_s, hop = null;
+    if (hops.length) {  // the binding hop's measured spread, never above its spec rate
+      hop = bindingHop(v, hops);
+      const [lo, hi] = BD.bandwidth_range[hop.link];
+      bLo = v.B * lo;
+      bHi = v.B * Math.min(hi, 1 / BD.link_efficiency[hop.link]);
+      if (eng.writes_overlap || eng.copy_batched) {  // nothing else offloading meanwhile
+        const alone = values(state, Object.assign({}, eng, {writes_overlap: false, fast_copies: true})).v;
+        bHi = Math.max(bHi, alone.B);
+        fastest = Math.min(fastest, tReload(alone.B));
+      }
+      if (loadKernel(eng, sv.copy, D.gpus[state.gpu].platform)) {  // the driver copies it replaced
+        bLo = Math.min(bLo, values(state, Object.assign({}, eng, {driver_copies: true})).v.B);
+      }
+      reload = [tReload(bHi), tReload(bLo)];
+    }
+    const ownFit = !BD.borrowed_fit_gpus.includes(state.gpu);
+    let recompute;
+    if (r.prefill_model === "calibrated") {  // the held-out error, never below the roofline
+      const e = BD.calibrated_error[state.gpu];
+      const floor = Math.min(F.outputs.recompute_s.f(at), r.recompute_s);
+      let lo = 1 - e, hi = 1 + e;
+      if (!ownFit) { lo = Math.min(lo, 1 / BD.borrowed_fit_factor); hi = Math.max(hi, BD.borrowed_fit_factor); }
+      recompute = [Math.max(r.recompute_s * lo, floor), r.recompute_s * hi];
+    } else {
+      recompute = [r.recompute_s, r.recompute_s / BD.efficiency_low];
+    }
+    // a configuration validation rows show the model missing (same architecture, GPU, GPUs and
+    // expert layout) carries that miss; your own model values are another architecture
+    const own = Object.keys(D.own).some(k => has(state, k) && D.model_symbols.includes(k));
+    const ep = r.ep > 1 ? r.ep : null;
+    const limits = own ? [] : BD.known_limits.filter(k => k.models.includes(state.model) &&
+      k.gpu === state.gpu && k.gpus === r.gpus && k.ep === ep && k.dp_attention === Boolean(r.dp_attention));
+    const stepRatios = limits.filter(k => k.quantity === "decode_step_s" && r.new_tokens === 1).map(k => k.ratio);
+    for (const k of limits) {
+      if (k.quantity === "decode_step_s") continue;
+      const [side, base] = k.quantity === "ttft_reload_s" ? [reload, r.reload_s] : [recompute, r.recompute_s];
+      side[0] = Math.min(side[0], base * k.ratio);
+      side[1] = Math.max(side[1], base * k.ratio);
+    }
+    const f = BD.engine_cost_factor[sv.engine];  // the fitted request costs' held-out error
+    reload = [Math.min(reload[0], fastest / f), Math.max(reload[1], r.reload_s * f)];
+    // the reload's own step moves with the recompute's band
+    const step = r.reload_fixed_s - r.reload_latency_s;
+    const stepLo = Math.min(step * recompute[0] / r.recompute_s, ...stepRatios.map(x => step * x));
+    const stepHi = Math.max(step * recompute[1] / r.recompute_s, ...stepRatios.map(x => step * x));
+    reload = [reload[0] - (step - stepLo), reload[1] + (stepHi - step)];
+    // no widening beats physics: the latency, the step's low end and every hop at its spec rate
+    const floor = r.reload_latency_s + stepLo + Math.max(0, ...r.path.map(h => h.bytes / (BD.link_spec_Bps[h.link] * h.count)));
+    reload[0] = Math.max(reload[0], Math.min(floor, r.reload_s));
+    const coldAdd = r.ttft_recompute_s - r.recompute_s, hitAdd = r.ttft_reload_s - r.reload_s;
+    const hidden = r.overlap_hidden_s;
+    let ends = [hidden, hidden];
+    if (hops.length && v.o_lay) {
+      const layers = v.L_full + v.L_win;
+      ends = [[bHi, stepLo], [bLo, stepHi]].map(([b, s]) => v.o_lay * Math.min(r.kv_bytes_per_gpu / b, s) * (1 - 1 / layers));
+    }
+    const ttftRecompute = recompute.map(x => x + coldAdd);
+    const ttftReload = reload.map((x, i) => x + hitAdd + hidden - ends[i]);
+    const winners = new Set([r.winner]);
+    for (const rc of ttftRecompute) for (const rl of ttftReload) winners.add(rl < rc ? "reload" : "recompute");
+    return {recompute_s_band: recompute, reload_s_band: reload, ttft_recompute_s_band: ttftRecompute,
+            ttft_reload_s_band: ttftReload, reload_bandwidth_Bps_band: hops.length ? [bLo, bHi] : null,
+            verdict_flips_in_band: winners.size > 1, prefill_fit_own: ownFit,
+            binding_hop: hop ? hop.link : null, known_limits: limits.map(k => k.id)};
+  }
+
   function compute(state) {
     const err = check(state);
     if (err) return {error: err};
     try {
       const r = evaluate(state);
+      Object.assign(r, band(state, r, r._sv));
+      delete r._sv;
       // an answer is finite and positive, or it is not an answer (your own values can make
       // a model with no layers, or a GPU so slow a time overflows)
       for (const k of ["reload_s", "recompute_s", "ttft_reload_s", "ttft_recompute_s"]) {
@@ -419,6 +509,7 @@
         fail(`${state.model} on ${state.gpu}: ${key} is not a finite number; an input is out of range`);
       }
     }
+    r._sv = sv;  // for band()
     return r;
   }
 
@@ -446,7 +537,7 @@
     return joined + " tokens";
   }
   const FORMAT = {
-    recompute_s: fmtTime, reload_s: fmtTime, compute_s: fmtTime, weights_read_s: fmtTime,
+    recompute_s: fmtTime, reload_s: fmtTime, ttft_recompute_s: fmtTime, ttft_reload_s: fmtTime, compute_s: fmtTime, weights_read_s: fmtTime,
     reload_latency_s: fmtTime, reload_fixed_s: fmtTime, kv_bytes: fmtBytes,
     kv_bytes_per_gpu: fmtBytes, kv_bytes_unique: fmtBytes,
     tp: x => String(x), gpus: x => String(x), engine: x => x, prefill_model: x => x,
@@ -464,9 +555,19 @@
     model_flops_per_kv_byte_at_tokens: x => `${Math.round(x).toLocaleString("en-US")} FLOP/B`,
     gpu_flops_per_link_byte: x => `${Math.round(x).toLocaleString("en-US")} FLOP/B`,
     prefill_efficiency: x => `${sig3(100 * x)} % of peak`, kv_replication: x => `${sig3(x)}`,
+    // kvmath.evaluate.bands.band, as compare prints it
+    ttft_recompute_s_band: b => `${fmtTime(b[0])} to ${fmtTime(b[1])}`,
+    ttft_reload_s_band: b => `${fmtTime(b[0])} to ${fmtTime(b[1])}`,
+    verdict_flips_in_band: x => x ? "the other wins somewhere inside the ranges" : "the same winner across the ranges",
+    prefill_fit_own: x => x ? "fitted on this GPU's own profiles" : "another GPU's fit (no profile of its own): a wider range",
+    known_limits: ids => ids.length ? `${ids.join(", ")}: validation rows that show the model missing this configuration (their error is in the ranges)` : "none",
   };
   const LABELS = [
-    ["winner", "winner"], ["speedup", "faster by"], ["recompute_s", "recompute"],
+    ["winner", "winner"], ["speedup", "faster by"],
+    ["ttft_recompute_s", "first token, recompute"], ["ttft_recompute_s_band", "… its range"],
+    ["ttft_reload_s", "first token, reload"], ["ttft_reload_s_band", "… its range"],
+    ["verdict_flips_in_band", "verdict within the ranges"], ["known_limits", "known limits"],
+    ["prefill_fit_own", "prefill fit"], ["recompute_s", "recompute"],
     ["reload_s", "reload"], ["breakeven_tokens", "crossings"], ["prefill_model", "prefill model"],
     ["gpus", "GPUs per replica"], ["tp", "TP (attention)"], ["layout_from", "layout from"],
     ["engine", "engine"], ["concurrent_reloads", "replicas reloading"],
@@ -625,7 +726,8 @@
       return;
     }
     status.textContent = `${r.winner} wins for ${r.model} on ${r.gpus}× ${r.gpu} (TP ${r.tp}), ` +
-      `tier ${r.tier}, ${r.tokens.toLocaleString("en-US")} tokens`;
+      `tier ${r.tier}, ${r.tokens.toLocaleString("en-US")} tokens` +
+      (r.verdict_flips_in_band ? " (the other wins somewhere inside the ranges)" : "");
     for (const [key] of LABELS) {
       const cell = root.querySelector(`#${key}`);
       const x = r[key];
@@ -678,7 +780,8 @@
     const lx1 = limit ? Math.max(Math.log10(limit.tokens), lx0 + 1) : Math.ceil(wanted);
     const n = 240;
     const pts = curve(state, Array.from({length: n + 1}, (_, i) => Math.pow(10, lx0 + (lx1 - lx0) * i / n)));
-    const ys = pts.flatMap(p => [p[1], p[2]]).filter(y => y > 0 && Number.isFinite(y));
+    const ys = pts.flatMap(p => [p[1], p[2]]).concat(r.ttft_recompute_s_band, r.ttft_reload_s_band)
+      .filter(y => y > 0 && Number.isFinite(y));
     const ly0 = Math.floor(Math.log10(Math.min(...ys))), ly1 = Math.ceil(Math.log10(Math.max(...ys)));
     const X = T => pad.l + (W - pad.l - pad.r) * (Math.log10(T) - lx0) / (lx1 - lx0);
     const Y = t => H - pad.b - (H - pad.t - pad.b) * (Math.log10(t) - ly0) / Math.max(1, ly1 - ly0);
@@ -731,6 +834,11 @@
     }
     svg.dataset.limitTokens = limit ? String(limit.tokens) : "";
     // the scenario's own times to first token, on the curves they belong to
+    // and their ranges (kvmath.evaluate.bands.band) as whiskers
+    for (const [key, cls] of [["ttft_recompute_s_band", "recompute-band"], ["ttft_reload_s_band", "reload-band"]]) {
+      const [lo, hi] = r[key].map(t => Math.min(Math.max(t, 10 ** ly0), 10 ** ly1));
+      add("line", {x1: X(state.tokens), x2: X(state.tokens), y1: Y(lo), y2: Y(hi), class: cls});
+    }
     add("circle", {cx: X(state.tokens), cy: Y(r.ttft_recompute_s), r: 4, class: "recompute-dot"});
     add("circle", {cx: X(state.tokens), cy: Y(r.ttft_reload_s), r: 4, class: "reload-dot"});
     const legend = el("p", {class: "kvcalc-legend"},

@@ -3,7 +3,8 @@ Node test (tests/test_webcalc.py) and the browser test (tests/browser/test_calcu
 import math
 import random
 
-from kvmath import bundled, compare
+from kvmath import bundled
+from kvmath.evaluate.bands import band
 from kvmath.evaluate.compare import PREFILL_MODELS, ScenarioError
 from kvmath.tables.rows import engines, pool_tiers
 
@@ -35,10 +36,11 @@ def close(a, b):
 
 
 def python(s):
-    """compare() for a scenario given by CLI flag names; None when it is a ScenarioError."""
+    """compare --json (compare() and its bands) for a scenario given by CLI flag names; None
+    when it is a ScenarioError."""
     cat = bundled()
     try:
-        return compare(cat.models[s["model"]], cat.gpus[s["gpu"]], TIERS[s["tier"]],
+        b = band(cat.models[s["model"]], cat.gpus[s["gpu"]], TIERS[s["tier"]],
                        s["tokens"], tp=s.get("tp"), ep=s.get("ep"), batch=s.get("batch", 1),
                        engine=s.get("engine"), prefill=s.get("prefill", "calibrated"),
                        concurrent_reloads=s.get("concurrent-reloads"),
@@ -47,6 +49,15 @@ def python(s):
                        allow_beyond_context=s.get("allow-beyond-context", False))
     except ScenarioError:
         return None
+    return {**b["nominal"], **{f"{k}_band": list(b[k]) for k in BAND_KEYS},
+            "reload_bandwidth_Bps_band": (list(b["reload_bandwidth_Bps"])
+                                          if b["reload_bandwidth_Bps"][0] is not None else None),
+            "verdict_flips_in_band": b["flips"], "prefill_fit_own": b["prefill_fit_own"],
+            "binding_hop": b["binding_hop"], "known_limits": b["known_limits"]}
+
+
+#: band() ends checked as numbers (compare --json's KEY_band)
+BAND_KEYS = ("recompute_s", "reload_s", "ttft_recompute_s", "ttft_reload_s")
 
 
 #: scenarios always checked: LMCache reads a replicated MLA latent once, replicated GQA heads per
@@ -105,6 +116,14 @@ def mismatches(cases, got):
             if not close(have[key], want[key]):
                 out.append((s, key, have[key], want[key]))
         for key in EXACT:
+            if have[key] != want[key]:
+                out.append((s, key, have[key], want[key]))
+        for key in [f"{k}_band" for k in BAND_KEYS] + ["reload_bandwidth_Bps_band"]:
+            hv, wv = have[key], want[key]
+            if (hv is None) != (wv is None) or (wv is not None and not all(
+                    close(a, b) for a, b in zip(hv, wv))):
+                out.append((s, key, hv, wv))
+        for key in ("verdict_flips_in_band", "prefill_fit_own", "binding_hop", "known_limits"):
             if have[key] != want[key]:
                 out.append((s, key, have[key], want[key]))
         hb, wb = have["breakeven_tokens"], want["breakeven_tokens"]

@@ -65,13 +65,17 @@ def bandwidth_range(link):
     return (min(ratios + [1.0]), max(ratios + [1.0]))
 
 
+#: how close the path's B must be to the narrowest per-GPU hop for that hop to bind (relative)
+BINDING_REL_TOL = 1e-12
+
+
 def binding_hop(v, hops):
     """The hop that sets the path's bandwidth: the narrowest per-GPU hop when it binds, else
     the narrowest node-shared hop."""
     gpu_hops = [h for h in hops if h.scope == "per-gpu"]
     node_hops = [h for h in hops if h.scope == "per-node"]
     narrow_gpu = min(gpu_hops, key=lambda h: h.effective_Bps, default=None)
-    if narrow_gpu is not None and math.isclose(v["B"], narrow_gpu.effective_Bps, rel_tol=1e-12):
+    if narrow_gpu is not None and math.isclose(v["B"], narrow_gpu.effective_Bps, rel_tol=BINDING_REL_TOL):
         return narrow_gpu
     return min(node_hops or gpu_hops, key=lambda h: h.effective_Bps)
 
@@ -319,3 +323,32 @@ def tornado(model, gpu, tier, tokens, tp=None, output="speedup", **kw):
                      "at_high": b, "swing": swing})
     rows.sort(key=lambda r: -r["swing"])
     return base, rows
+
+
+def calculator_band_data():
+    """What the calculator needs to draw :func:`band` (kvmath.present.calculator): the
+    measured factors by link, GPU and engine, and the configurations validation rows show the
+    model missing, each with the bundled models of its architecture. _ext/kvcalc.js applies
+    them as :func:`band` does; tests/test_webcalc.py holds the two equal."""
+    cat = bundled()
+    by_shape = {}
+    for m in cat.models.values():
+        by_shape.setdefault(shape(m), []).append(m.name)
+    limits = []
+    for m, ratio in _failing_rows():
+        models = by_shape.get(_shape_of(m.model), [])
+        if models:
+            limits.append({"id": m.id, "models": sorted(models), "gpu": m.gpu, "gpus": m.tp,
+                           "ep": m.ep if m.ep and m.ep > 1 else None,
+                           "dp_attention": bool(m.dp_attention), "quantity": m.quantity,
+                           "ratio": ratio})
+    from kvmath.tables.rows import engines
+    return {"bandwidth_range": {name: list(bandwidth_range(name)) for name in cat.links},
+            "link_spec_Bps": {name: l.bandwidth_Bps for name, l in cat.links.items()},
+            "link_efficiency": {name: l.efficiency for name, l in cat.links.items()},
+            "calibrated_error": {g: calibrated_error(g) for g in cat.gpus},
+            "borrowed_fit_gpus": sorted(borrowed_fit_gpus()),
+            "borrowed_fit_factor": borrowed_fit_factor(),
+            "efficiency_low": efficiency_range()[0],
+            "engine_cost_factor": {e: engine_cost_factor(e) for e in engines()},
+            "known_limits": limits, "binding_rel_tol": BINDING_REL_TOL}

@@ -10,8 +10,9 @@ Nothing the calculator computes is typed into JavaScript by hand. :func:`write_s
 
 ``_ext/kvcalc.js`` (hand-written) holds the user interface and the algorithms of
 :mod:`kvmath.evaluate.compare` that are not formulas: which deployment or TP to use (a search over
-the generated ``hbm_slack``), which hops a tier has, and the crossings (bracketing the sign of
-reload - recompute on a log grid, then bisecting). Change the core model, regenerate, rebuild
+the generated ``hbm_slack``), which hops a tier has, the crossings (bracketing the sign of
+reload - recompute on a log grid, then bisecting), and how :func:`kvmath.evaluate.bands.band`
+widens each time by the measured factors exported here. Change the core model, regenerate, rebuild
 the book, and the calculator follows; ``tests/test_webcalc.py`` runs it under Node against
 ``compare``.
 """
@@ -25,6 +26,7 @@ from kvmath.codegen.javascript import GPU_SYMBOLS, MODEL_SYMBOLS
 from kvmath.scenario.options import calculator_options
 from kvmath.evaluate.compare import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, hbm_fit_fraction, TP_CANDIDATES, PREFILL_MODELS, ScenarioError,
                        _efficiency, architecture_values, heads_fit)
+from kvmath.evaluate.bands import calculator_band_data
 from kvmath.tables.schema import data_path
 from kvmath.tables.rows import DTYPE_BYTES, GPU_HOST_LINK, GPU_HOST_MEMORY, bundled, pool_tiers
 from kvmath.present.format import TIE_SPEEDUP, _TIME_UNITS
@@ -128,7 +130,8 @@ def scenario_data(cat=None):
             "values": {k: float(v[k]) for k in MODEL_SYMBOLS}}
     links = {name: {"B_one": link.bandwidth_Bps * link.efficiency,  # as tier_path sets it
                     "latency_s": link.latency_s, "scope": link.scope,
-                    "duplex_retained": link.duplex_retained}
+                    "duplex_retained": link.duplex_retained,
+                    "batched_copy_s": link.batched_copy_s}
              for name, link in cat.links.items()}
     # the node's tiers, and the bundled pools at the nodes their rows deploy (pool:NAME): a hop
     # is a link, its units, the node's share of them, a scope in place of the link's, the
@@ -140,7 +143,7 @@ def scenario_data(cat=None):
     engs = {}
     for e in engines().values():
         engs[e.name] = {k: getattr(e, k) for k in (
-            "copy_tokens", "copy_spans_layers", "kv_split",
+            "copy_tokens", "copy_spans_layers", "copy_batched", "kv_split",
             "replicated_read_once", "stored_once", "storage_io_bytes", "queue_depth", "request_steps",
             "writes_overlap", "layer_overlap", "kernel_below_bytes")} | {"hbm_fit_fraction": hbm_fit_fraction(e),
                                   "costs": {p: r.value for p, r in engine_costs(e.name).items()},
@@ -165,6 +168,8 @@ def scenario_data(cat=None):
             "numeric_crossings": {"points": 1024, "iterations": 48, "t_min": MIN_PREFIX_TOKENS},
             "tie_speedup": TIE_SPEEDUP,
             "options": calculator_options(), "own": own_bounds(),
+            # kvmath.evaluate.bands.band's measured factors and known limits
+            "bands": calculator_band_data(), "model_symbols": list(MODEL_SYMBOLS),
             "defaults": dict(DEFAULTS), "version": version_info()}
 
 

@@ -59,6 +59,28 @@ def test_the_chart_draws_the_times_the_table_shows(tab):
         assert close(rec, r["ttft_recompute_s"]) and close(rel, r["ttft_reload_s"]), (state, rec, rel, r)
 
 
+def test_the_page_shows_the_bands_it_computes(server, browser):  # noqa: F811
+    """The table shows each time to first token's range (compare's bands), the verdict's fate
+    inside them and the known limits; the chart draws each range as a whisker at the scenario's
+    length. H100 with Llama-3.1-70B at TP 8 from host DRAM: the band the CLI prints."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    t = ctx.new_page()
+    t.goto(server + PAGE + "?model=llama-3.1-70b&gpu=h100-sxm&tier=host-dram&tokens=32768",
+           wait_until="load")
+    t.wait_for_function("document.querySelector('#kvcalc-plot svg') !== null")
+    shown = _shown(t)
+    want = python({"model": "llama-3.1-70b", "gpu": "h100-sxm", "tier": "host-dram",
+                   "tokens": 32768})
+    for key in ("ttft_recompute_s_band", "ttft_reload_s_band"):
+        lo, hi = json.loads(shown[key])
+        assert close(lo, want[key][0]) and close(hi, want[key][1]), key
+        assert lo < hi
+    assert shown["verdict_flips_in_band"] == str(want["verdict_flips_in_band"]).lower()
+    assert t.locator("#kvcalc-plot svg line.reload-band").count() == 1
+    assert t.locator("#kvcalc-plot svg line.recompute-band").count() == 1
+    ctx.close()
+
+
 def test_a_one_token_prefix_is_refused_as_in_python(tab):
     r = tab.evaluate("window.kvcalc.compute({model: 'llama-3.1-8b', gpu: 'h100-sxm', "
                      "tier: 'host-dram', tokens: 1})")
