@@ -208,6 +208,27 @@
     });
   }
 
+  /** kvmath.evaluate.compare.concurrent_at_load: the reloads sharing the busiest node-shared hop
+   *  as one arrives, at the state's resumes per second (each reload alone on it, first). */
+  function concurrentAtLoad(state) {
+    const one = Object.assign({}, state, {"concurrent-reloads": 1});
+    delete one["resume-rate"];
+    const {v, hops} = values(one), rate = state["resume-rate"];
+    let worst = 0, name = null, busiest = null;
+    for (const h of hops) {
+      if (h.copies === null) continue;
+      const at = Object.assign({}, v, {T: state.tokens, r: rate, rho_n: h.copies, B_node: h.effective_Bps});
+      const u = S.hop_utilisation.f(at);
+      if (u > worst) { worst = u; name = h.link; busiest = at; }
+    }
+    if (busiest === null) return 1;  // no node-shared hop: each reload has its GPU's own link
+    if (worst >= 1) {
+      fail(`--resume-rate ${rate}/s saturates ${name}: each reload holds it for ` +
+           `${sig3(worst / rate)} s, so at most ${sig3(rate / worst)} reloads per second fit`);
+    }
+    return S.concurrent_reloads_at_load.f(busiest);
+  }
+
   /** kvmath.evaluate.compare.scenario_values: every symbol value but T, the hops and the layout. */
   function values(state, engine) {
     const g = D.gpus[state.gpu];
@@ -232,6 +253,7 @@
            "cache at a time here; give at most that many)");
     }
     v.n_c = "concurrent-reloads" in state ? state["concurrent-reloads"] : replicas;
+    if ("resume-rate" in state) v.n_c = concurrentAtLoad(state);
     const perModel = rule => rule === "always" || (rule === "mla" && D.models[state.model].attention === "mla");
     const once = perModel(eng.replicated_read_once);  // kvmath.evaluate.compare.reads_once, stores_once
     const single = eng.stored_once === "mla-single-node" ||
@@ -336,6 +358,13 @@
     at.t_step = S.t_suffix.f(at);
     at.t_0 = S.fixed_cost.f(at);
     return at;
+  }
+
+  /** The reload with the node's shared hops to itself (one reload in flight), s. */
+  function reloadAlone(state, rec) {
+    const one = Object.assign({}, state, {"concurrent-reloads": 1});
+    delete one["resume-rate"];
+    return F.outputs.reload_s.f(timeStep(values(one).v, rec, state.tokens));
   }
 
   /** Positive roots in T of an advantage: sign changes on a log grid, then bisection. */
@@ -465,6 +494,10 @@
       fail(`--tokens ${fmtInt(state.tokens)} exceeds ${state.model}'s context window of ` +
            `${fmtInt(m.max_context_tokens)} tokens (pass --allow-beyond-context to evaluate it anyway)`);
     }
+    if ("resume-rate" in state && "concurrent-reloads" in state) {
+      fail("give --resume-rate or --concurrent-reloads, not both (the load sets the reloads in " +
+           "flight; --concurrent-reloads overrides it)");
+    }
     const {sv, prefillName, rec} = timed(state), v = sv.v;
     const at = timeStep(v, rec, state.tokens);
     const r = {};
@@ -499,6 +532,9 @@
       hit_cost_s: v.c_hit * state.tokens, engine_costs_calibrated: D.engines[sv.engine].costs_calibrated,
       reload_step_s: at.t_step, reload_fixed_s: at.t_0, copy_bytes: sv.copy, path: path,
       winner: r.ttft_reload_s < r.ttft_recompute_s ? "reload" : "recompute",
+      resume_rate_per_s: "resume-rate" in state ? state["resume-rate"] : null,
+      // what sharing the node's hops adds to one reload at that load
+      reload_queue_s: "resume-rate" in state ? r.reload_s - reloadAlone(state, rec) : 0,
       speedup: S.speedup.f({reload_s: r.ttft_reload_s, recompute_s: r.ttft_recompute_s}),
       breakeven_tokens: cross,
       min_reload_bandwidth_Bps: at.t_rec_pn > at.t_0 + v.c_hit * state.tokens
@@ -537,7 +573,7 @@
     return joined + " tokens";
   }
   const FORMAT = {
-    recompute_s: fmtTime, reload_s: fmtTime, ttft_recompute_s: fmtTime, ttft_reload_s: fmtTime, compute_s: fmtTime, weights_read_s: fmtTime,
+    recompute_s: fmtTime, reload_s: fmtTime, reload_queue_s: x => x > 0 ? fmtTime(x) : "nothing (no load given, or no shared hop)", ttft_recompute_s: fmtTime, ttft_reload_s: fmtTime, compute_s: fmtTime, weights_read_s: fmtTime,
     reload_latency_s: fmtTime, reload_fixed_s: fmtTime, kv_bytes: fmtBytes,
     kv_bytes_per_gpu: fmtBytes, kv_bytes_unique: fmtBytes,
     tp: x => String(x), gpus: x => String(x), engine: x => x, prefill_model: x => x,
@@ -571,6 +607,7 @@
     ["reload_s", "reload"], ["breakeven_tokens", "crossings"], ["prefill_model", "prefill model"],
     ["gpus", "GPUs per replica"], ["tp", "TP (attention)"], ["layout_from", "layout from"],
     ["engine", "engine"], ["concurrent_reloads", "replicas reloading"],
+    ["reload_queue_s", "sharing adds to a reload"],
     ["reload_fixed_s", "reload fixed cost"], ["hbm_free_bytes_per_gpu", "HBM left per GPU"],
     ["min_reload_bandwidth_Bps", "minimum bandwidth"], ["compute_s", "prefill compute"],
     ["weights_read_s", "weight read (floor)"], ["kv_bytes", "KV moved"],
@@ -620,6 +657,7 @@
                 number("ep", L("ep"), {min: "1", step: "1"}),
                 number("batch", L("batch"), {min: "1", step: "1"}),
                 number("concurrent-reloads", L("concurrent-reloads")),
+                number("resume-rate", L("resume-rate")),
                 number("efficiency", L("efficiency")),
                 number("bandwidth", L("bandwidth")),
                 el("label", {class: "kvcalc-field"}, el("span", {}, L("allow-beyond-context")),

@@ -21,7 +21,7 @@ NUMERIC = ["recompute_s", "reload_s", "compute_s", "weights_read_s", "kv_bytes",
            "model_flops_per_kv_byte_at_tokens", "gpu_flops_per_link_byte",
            "reload_bandwidth_Bps", "reload_latency_s", "reload_fixed_s", "reload_step_s", "request_fixed_s",
            "ttft_recompute_s", "ttft_reload_s", "overlap_hidden_s", "request_s", "hit_cost_s", "hash_token_s",
-           "tokenize_token_s", "hit_token_s",
+           "tokenize_token_s", "hit_token_s", "reload_queue_s",
            "kv_replication", "prefill_efficiency", "concurrent_reloads", "hbm_free_bytes_per_gpu",
            "weights_bytes_per_gpu"]
 #: keys checked for equality
@@ -44,6 +44,7 @@ def python(s):
                        s["tokens"], tp=s.get("tp"), ep=s.get("ep"), batch=s.get("batch", 1),
                        engine=s.get("engine"), prefill=s.get("prefill", "calibrated"),
                        concurrent_reloads=s.get("concurrent-reloads"),
+                       resume_rate=s.get("resume-rate"),
                        kv_dtype=s.get("kv-dtype"), efficiency=s.get("efficiency"),
                        bandwidth_Bps=s["bandwidth"] * 1e9 if "bandwidth" in s else None,
                        allow_beyond_context=s.get("allow-beyond-context", False))
@@ -86,6 +87,8 @@ def scenarios(n, seed=20261130, errors=0):
             s["prefill"] = rng.choice(PREFILL_MODELS)
         if rng.random() < 0.2:
             s["concurrent-reloads"] = rng.choice([1, 2, 3.5, 8])
+        if rng.random() < 0.15:  # a load: the reloads in flight follow from it
+            s["resume-rate"] = round(10 ** rng.uniform(-2, 1.5), 3)
         if rng.random() < 0.15:
             s["kv-dtype"] = "fp8"
         if rng.random() < 0.1:

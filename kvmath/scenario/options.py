@@ -191,6 +191,7 @@ OPTIONS = (
     Option("resume-rate", POSITIVE, "resumes per second on the node: also price holding at "
            "opportunity cost (the hits a held cache displaces on a node already bought)",
            (COMPARE, REUSE, TIERS), unit="1/s", metavar="PER_S", required=(TIERS,),
+           label="resumes per second (node)",
            help_for={COMPARE: "resumes per second arriving at the node, each reloading from the "
                      "tier: sets the reloads sharing its drives and host memory, and the delay "
                      "they add", TIERS: "conversations resuming per second on the node"}),
