@@ -89,8 +89,8 @@ def scenarios(n, seed=20261130, errors=0):
             s["concurrent-reloads"] = rng.choice([1, 2, 3.5, 8])
         if rng.random() < 0.15:  # a load: the reloads in flight follow from it
             s["resume-rate"] = round(10 ** rng.uniform(-2, 1.5), 3)
-        if rng.random() < 0.15:
-            s["kv-dtype"] = "fp8"
+        if rng.random() < 0.15:  # NVFP4 only where the GPU has FP4 tensor cores
+            s["kv-dtype"] = rng.choice(["fp8", "fp8", "nvfp4", "int4"])
         if rng.random() < 0.1:
             s["efficiency"] = round(rng.uniform(0.05, 1), 3)
         if rng.random() < 0.1:

@@ -26,7 +26,7 @@ def test_each_command_takes_exactly_its_declared_options(command):
 def test_the_scenario_file_holds_every_declared_option():
     assert set(KEYS) == {o.key for o in O.OPTIONS if o.toml}
     assert set(PATH_KEYS) == {"model", "gpu", "node", "engine", "pause", "prices", "engine_config",
-                              "pool"}
+                              "pool", "codec"}
 
 
 def test_names_are_unique_and_defaults_are_valid():

@@ -293,3 +293,24 @@ def test_a_measured_efficiency_divides_by_the_peak_it_multiplies():
         per_unit = {"nic-400g": 2, "grace-lpddr5x-gb200-tray": 0.5, "nic-200g-ib": 2}
         if quantity == "link" and item in cat.links:
             assert e.peak_value == cat.links[item].bandwidth_Bps * per_unit.get(item, 1), item
+
+
+def test_number_formats_count_their_block_scales():
+    # (bits + scale bits / block) / 8, exactly: NVFP4's FP8 scale per 16 (vLLM's page of
+    # head_size / 2 + head_size / 16 bytes), MXFP4's 8-bit scale per 32, LMDeploy's INT4 with a
+    # 16-bit scale and zero point per 128-element head
+    assert DTYPE_BYTES["nvfp4"] == 9 / 16
+    assert DTYPE_BYTES["mxfp4"] == 4.25 / 8
+    assert DTYPE_BYTES["int4"] == 0.5 + 4 / 128
+    assert DTYPE_BYTES["fp32"] == 4 and DTYPE_BYTES["fp16"] == 2
+
+
+def test_a_format_row_whose_scale_does_not_add_up_is_refused(tmp_path):
+    from kvmath.tables.rows import Dtype
+    header = [f["name"] for f in resource("dtypes")["schema"]["fields"]]
+    row = {k: "" for k in header} | dict(name="x4", description="x", element_bits=4,
+                                         scale_bits=0, block_elements=16, needs_fp4_tensor_cores="false", kind="config",
+                                         source="s", source_location="l", retrieved="2026-12-01")
+    with pytest.raises(DataError) as info:
+        read(Dtype, write_csv(tmp_path / "d.csv", header, [row]))
+    assert info.value.field == "block_elements" and "d.csv" in str(info.value)

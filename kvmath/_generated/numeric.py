@@ -191,6 +191,18 @@ def _derive_B_path(B_gpu, B_node, K, N_node, n_c, rho, rho_n):
     _x2 = _x1*rho
     return numpy.minimum(B_gpu, B_node*_x2/(n_c*numpy.minimum(_x0*_x2, _x1*rho_n*numpy.maximum(_x0, rho))))
 
+def _derive_dtype_bytes(g_s, n_bits, s_bits):
+    return (1/8)*n_bits + (1/8)*s_bits/g_s
+
+def _derive_B_coded(B_dec, B_wire, r_c):
+    return (1/(B_wire*r_c) + B_dec**(-1.0))**(-1.0)
+
+def _derive_B_coded_pipelined(B_dec, B_wire, r_c):
+    return numpy.minimum(B_dec, B_wire*r_c)
+
+def _derive_codec_breakeven_wire(B_dec, r_c):
+    return B_dec - B_dec/r_c
+
 def _derive_t_reload(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, rho, t_0):
     return T*c_hit + t_0 + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
 
@@ -1299,6 +1311,10 @@ FUNCS = {
     'derive.t_suffix': (_derive_t_suffix, ('B_hbm', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 't_rec_n', 't_rec_p', 't_rec_pn')),
     'derive.t_reload_hops': (_derive_t_reload_hops, ('B_gpu', 'B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'n_c', 'rho', 'rho_n', 't_0')),
     'derive.B_path': (_derive_B_path, ('B_gpu', 'B_node', 'K', 'N_node', 'n_c', 'rho', 'rho_n')),
+    'derive.dtype_bytes': (_derive_dtype_bytes, ('g_s', 'n_bits', 's_bits')),
+    'derive.B_coded': (_derive_B_coded, ('B_dec', 'B_wire', 'r_c')),
+    'derive.B_coded_pipelined': (_derive_B_coded_pipelined, ('B_dec', 'B_wire', 'r_c')),
+    'derive.codec_breakeven_wire': (_derive_codec_breakeven_wire, ('B_dec', 'r_c')),
     'derive.t_reload': (_derive_t_reload, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_0')),
     'derive.ttft_cold': (_derive_ttft_cold, ('T', 'c_hash', 'c_tokz', 'n', 't_rec_pn', 't_req')),
     'derive.t_overlap_hidden': (_derive_t_overlap_hidden, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'o_lay', 'rho', 't_step')),

@@ -19,7 +19,7 @@ from kvmath.evaluate.compare import (BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HI
 from kvmath.scenario.engine_config import cache_sizes, check_tier, engine_of
 from kvmath.scenario.options import COMPARE, DEFAULT_PAUSE, REUSE, TIERS, add_options  # noqa: F401 (chapters)
 from kvmath.scenario.read import read_scenario
-from kvmath.tables.rows import (DataError, UnknownName, bundled, resolve_engine, resolve_gpu,
+from kvmath.tables.rows import (DataError, UnknownName, bundled, resolve_codec, resolve_engine, resolve_gpu,
                      resolve_model, resolve_tier)
 from kvmath.present.format import TIE_SPEEDUP, fmt_bytes, fmt_time, fmt_token_list
 from kvmath.cli.output import dump, print_result
@@ -137,6 +137,13 @@ def _human(r):
                    f"per node of {r['gpus_per_node']:g} GPUs ({_load_text(r)})"),
         ("KV per token", f"{r['kv_bytes_per_token']:,.0f} B"),
         ("KV moved", f"{fmt_bytes(r['kv_bytes'], 4)} ({fmt_bytes(r['kv_bytes_per_gpu'], 4)} per GPU)"),
+        *([("codec", f"{r['codec']}: {r['codec_compression_ratio']:.3g}x fewer bytes on the path "
+                     f"({fmt_bytes(r['kv_bytes_moved_per_gpu'], 4)} per GPU at "
+                     f"{r['reload_wire_bandwidth_Bps'] / 1e9:.3g} GB/s), decoded at "
+                     f"{r['codec_decode_Bps'] / 1e9:.3g} GB/s per GPU: "
+                     f"{fmt_time(r['codec_decode_s'])}"
+                     + (" overlapped with the transfer" if r["codec_pipelined"]
+                        else " after the transfer"))] if r.get("codec") else []),
         ("recompute", f"{fmt_time(r['recompute_s'])} {_band(r['recompute_s_band'])}  "
                       f"({r['prefill_model']} prefill of {r['prefill_flops']:.3g} FLOP)"),
         ("reload", f"{fmt_time(r['reload_s'])} {_band(r['reload_s_band'])}  "
@@ -545,7 +552,8 @@ def run(argv=None):
                      concurrent_reloads=args.concurrent_reloads, ep=args.ep, batch=args.batch,
                      resume_rate=args.resume_rate,
                      allow_beyond_context=args.allow_beyond_context, prefill=args.prefill,
-                     new_tokens=args.new_tokens, token_ids=args.token_ids)
+                     new_tokens=args.new_tokens, token_ids=args.token_ids,
+                     codec=resolve_codec(args.codec) if args.codec else None)
     result = {**b["nominal"], "recompute_s_band": list(b["recompute_s"]),
               "reload_s_band": list(b["reload_s"]),
               "ttft_recompute_s_band": list(b["ttft_recompute_s"]),

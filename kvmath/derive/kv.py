@@ -29,6 +29,7 @@ from kvmath.derive.symbols import (
     N_xs, o_lay, P, q_io, r_kv, r_q, r_res, rho, rho_n, s_xfer, T, t_0, t_lat, t_meas, t_rec, t_rec_n,
     t_rec_p, t_rec_pn, t_req, t_step, tied, u_hbm, V, W,
 )
+from kvmath.derive.symbols import B_dec, B_wire, g_s, n_bits, r_c, s_bits
 
 # ---------------------------------------------------------------- KV size
 #: KV elements per token per layer, GQA/MHA/MQA: one key and one value per KV head
@@ -157,6 +158,18 @@ t_suffix = sp.Max(t_rec_pn - t_rec_p, t_rec_n + kv_bytes_per_gpu / B_hbm)
 t_reload_hops = t_0 + c_hit * T + sp.Max(t_node_hop, t_gpu_hop)
 #: effective per-GPU bandwidth of a path: the one B with t_reload_hops = t_0 + KV per GPU / B
 B_path = sp.Min(B_gpu, B_node * rho / (K * n_conc * node_copies))
+#: bytes per element of a number format: its bits plus one block's scale bits shared by g_s
+#: elements (FP8 with a per-tensor scale: g_s so large the scale vanishes), B
+dtype_bytes = (n_bits + s_bits / g_s) / 8
+#: a KV codec (CacheGen): the path carries 1/r_c of the bytes, then the GPU decodes them at
+#: B_dec, one after the other (no overlap: an upper bound on the time); the per-GPU bandwidth
+#: in decoded bytes that the reload sees, B/s (r_c = 1 and no decode: B_wire itself)
+B_coded = 1 / (1 / (r_c * B_wire) + 1 / B_dec)
+#: the same when decode and transfer pipeline chunk by chunk (the codec's fast end), B/s
+B_coded_pipelined = sp.Min(r_c * B_wire, B_dec)
+#: the path rate below which a codec (decode after transfer) speeds the reload: where
+#: B_coded = B_wire, B/s; a faster path loses to its decoding
+codec_breakeven_wire = sp.solve(sp.Eq(B_coded, B_wire), B_wire)[0]
 #: reload time: the fixed cost, the connector's cost per loaded token and each GPU's bytes at
 #: the path's effective bandwidth, s
 t_reload = t_0 + c_hit * T + kv_bytes_per_gpu / B

@@ -103,6 +103,14 @@ S_gpu = sp.Symbol("S_gpu", positive=True)  #: GPU-seconds one reuse saves
 Bytes = sp.Symbol("Q", positive=True)  #: bytes of one offloaded cache
 r_res = sp.Symbol("r", positive=True)  #: resumes per second arriving at a node
 
+# --- number formats and KV codecs -------------------------------------------
+n_bits = sp.Symbol("n_bits", positive=True)  #: bits of one element of a number format
+s_bits = sp.Symbol("s_bits", nonnegative=True)  #: bits of the scale (and zero point) of one block
+g_s = sp.Symbol("g_s", positive=True)  #: elements sharing one scale (a block), elements
+r_c = sp.Symbol("r_c", positive=True)  #: a codec's compression ratio on the KV it moves, 1
+B_dec = sp.Symbol("B_dec", positive=True)  #: a codec's decode rate on one GPU, decoded B/s
+B_wire = sp.Symbol("B_wire", positive=True)  #: the path's per-GPU bandwidth for the bytes it carries, B/s
+
 #: human-readable meaning and unit of each symbol, for the book's reference chapter
 MEANING = {
     T: ("tokens in the cached prefix", "tokens"),
@@ -186,4 +194,10 @@ MEANING = {
     S_gpu: ("GPU-seconds one reuse saves", "GPU s"),
     Bytes: ("bytes of one offloaded cache", "B"),
     r_res: ("resumes per second arriving at a node", "1/s"),
+    n_bits: ("bits of one element of a number format", "bit"),
+    s_bits: ("bits of one block's scale (and zero point)", "bit"),
+    g_s: ("elements sharing one scale", "elements"),
+    r_c: ("a codec's compression ratio on the KV", "1"),
+    B_dec: ("a codec's decode rate on one GPU, in decoded bytes", "B/s"),
+    B_wire: ("per-GPU path bandwidth for the bytes it carries", "B/s"),
 }

@@ -30,6 +30,7 @@ from kvmath.evaluate.compare import Layout, compare, crossings, fn, scenario_val
 from kvmath.tables.schema import table
 from kvmath.tables.rows import bundled
 from kvmath.evaluate.validation import measurements, model_of, predict
+from kvmath.evaluate.values import coded_values
 
 @lru_cache(maxsize=None)
 def efficiency_range():
@@ -75,7 +76,8 @@ def binding_hop(v, hops):
     gpu_hops = [h for h in hops if h.scope == "per-gpu"]
     node_hops = [h for h in hops if h.scope == "per-node"]
     narrow_gpu = min(gpu_hops, key=lambda h: h.effective_Bps, default=None)
-    if narrow_gpu is not None and math.isclose(v["B"], narrow_gpu.effective_Bps, rel_tol=BINDING_REL_TOL):
+    wire = v.get("B_wire", v["B"])  # the path's own rate, before a codec's decoding
+    if narrow_gpu is not None and math.isclose(wire, narrow_gpu.effective_Bps, rel_tol=BINDING_REL_TOL):
         return narrow_gpu
     return min(node_hops or gpu_hops, key=lambda h: h.effective_Bps)
 
@@ -87,7 +89,8 @@ def reload_bandwidth_range(v, hops):
     link = bundled().links[hop.link]
     lo, hi = bandwidth_range(link.name)
     hi = min(hi, 1.0 / link.efficiency)  # efficiency x factor <= 1: at most the spec rate
-    return v["B"] * lo, v["B"] * hi
+    wire = v.get("B_wire", v["B"])
+    return wire * lo, wire * hi
 
 
 def band(model, gpu, tier, tokens, tp=None, **kw):
@@ -96,7 +99,7 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     nominal = compare(model, gpu, tier, tokens, tp=tp, **kw)
     layout = Layout(nominal["tp"], nominal["ep"], nominal["dp_attention"], nominal["weight_dtype"],
                     nominal["compute_dtype"], nominal["kv_dtype"], nominal["layout_from"])
-    keep = ("bandwidth_Bps", "engine")
+    keep = ("bandwidth_Bps", "engine", "codec")
     v, hops = scenario_values(model, gpu, tier, layout=layout,
                               concurrent_reloads=nominal["concurrent_reloads"],  # at the load
                               **{k: x for k, x in kw.items() if k in keep})
@@ -106,6 +109,11 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
     fastest = nominal["reload_s"]  # the reload the engine-cost widening is taken around
     if hops:
         b_lo, b_hi = reload_bandwidth_range(v, hops)
+        codec = kw.get("codec")
+        if codec is not None:  # in decoded bytes: decode after the slow end's transfer, and
+            # overlapped with the fast end's (chunk by chunk, as a pipelined engine does)
+            b_lo = coded_values(codec, tier, nominal["kv_dtype"], b_lo, pipelined=False)["B"]
+            b_hi = coded_values(codec, tier, nominal["kv_dtype"], b_hi, pipelined=True)["B"]
         eng = v["engine"]
         if eng.writes_overlap or eng.copy_batched:  # the fast end: nothing else offloading
             # meanwhile (the host link without the duplex share other requests' writes leave),

@@ -125,6 +125,16 @@ def concurrent_at_load(values, hops, tokens, resume_rate):
     return float(fn("concurrent_reloads_at_load").take(busiest))
 
 
+def _codec_keys(codec, v, at):
+    """compare's keys for a KV codec: what the KV is encoded in and what decoding costs."""
+    per_gpu = float(fn("kv_bytes_per_gpu").take(at))
+    return {"codec": codec.name, "codec_compression_ratio": v["r_c"],
+            "codec_decode_Bps": v["B_dec"], "codec_pipelined": codec.pipelined,
+            "codec_decode_s": per_gpu / v["B_dec"],
+            "kv_bytes_moved_per_gpu": per_gpu / v["r_c"],
+            "reload_wire_bandwidth_Bps": v["B_wire"]}
+
+
 def _finite(result, what):
     for key, value in result.items():
         if isinstance(value, float) and not math.isfinite(value) and key not in _MAY_BE_INF:
@@ -222,7 +232,7 @@ def _ttft_crossings(model, gpu, layout, values, rec, t_max):
 def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
             kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None, ep=None,
             batch=1, allow_beyond_context=False, prefill="calibrated", new_tokens=1,
-            token_ids=False, resume_rate=None):
+            token_ids=False, resume_rate=None, codec=None):
     """Reload against recompute for one scenario; a dict of plain numbers (units in keys).
 
     The verdict compares times to first token: ttft_cold_s (the request's costs and the prefill
@@ -234,7 +244,10 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
     resume_rate: reloads per second arriving at the node (each resume reloads from the tier):
     the reloads in flight on its shared hops follow from it (:func:`concurrent_at_load`), and
     reload_queue_s is the time sharing adds to one reload. Without it (and without
-    concurrent_reloads) every replica of the node reloads at once, the worst case."""
+    concurrent_reloads) every replica of the node reloads at once, the worst case.
+
+    codec: a :class:`kvmath.tables.rows.Codec` (codecs.csv) the KV moves encoded in: each hop
+    carries 1/ratio of the bytes and the GPU decodes them (kvmath.derive.kv.B_coded)."""
     if not tokens >= MIN_PREFIX_TOKENS:
         raise ScenarioError(f"--tokens must be at least {MIN_PREFIX_TOKENS:g}, got {tokens}: a "
                             "one-token prefix leaves nothing to reload beyond the request's own "
@@ -257,7 +270,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
                             "sets the reloads in flight; --concurrent-reloads overrides it)")
     args = (model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine)
     kw = dict(ep=ep, batch=batch, tokens=tokens + new_tokens - 1, check_fit=True,
-              new_tokens=new_tokens, token_ids=token_ids)
+              new_tokens=new_tokens, token_ids=token_ids, codec=codec)
     alone = None
     given = concurrent_reloads
     if resume_rate is not None:
@@ -301,6 +314,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
     for h, c in zip(hops, v["hop_copies"]):
         carried = (v["n_c"] * float(fn("node_copies").take({**at, "rho_n": c})) * unique
                    if c is not None else float(fn("kv_bytes_per_gpu").take(at)))
+        carried /= v.get("r_c", 1.0)  # encoded by a codec: 1/ratio of the bytes cross
         path.append({**{k: x for k, x in h.__dict__.items() if k != "host_memory"},
                      "bytes": carried, "time_s": carried / h.effective_Bps})
     result = {
@@ -336,6 +350,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"],
         "overlap_hidden_s": float(fn("t_overlap_hidden").take(at)),
         "copy_bytes": copy,
+        **(_codec_keys(codec, v, at) if codec is not None else {}),
         # the engine's copy kernel loads these copies (no per-copy cost: an assumption)
         "load_kernel": bool(tier.hops) and eng.load_kernel(copy, gpu.platform),
         "path": path,

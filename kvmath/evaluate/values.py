@@ -448,11 +448,13 @@ def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype
 def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=None,
                     kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None,
                     ep=None, batch=1, tokens=1, check_fit=False, layout=None, new_tokens=1,
-                    token_ids=False):
+                    token_ids=False, codec=None):
     """Every substitution value except T, plus the path's hops (and the layout under "layout").
 
     tp None: the sourced deployment or the smallest TP that fits ``tokens``. new_tokens: the
     new turn's own tokens (n); token_ids: the prompt arrives as token IDs (no tokenising).
+    codec: a :class:`kvmath.tables.rows.Codec` the KV travels encoded in: B becomes the rate in
+    decoded bytes (kvmath.derive.kv.B_coded), B_wire the path's own.
     """
     if tp is not None and tp < 1:
         raise ScenarioError(f"--tp must be a positive integer, got {tp}")
@@ -460,6 +462,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     if layout is None:
         layout = choose_layout(model, gpu, tokens, tp, ep, batch, compute_dtype, kv_dtype,
                                hbm_fit_fraction(eng), check_fit)
+    check_kv_dtype(gpu, layout.kv_dtype)
     v = architecture_values(model, layout.kv_dtype, layout.weight_dtype)
     v["K"], v["K_e"] = layout.tp, layout.expert_gpus
     v["rho"] = replication(model, layout.tp)
@@ -502,9 +505,38 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     v["t_0"] = float(fn("fixed_cost").take(v))
     if bandwidth_Bps is not None:
         v["B"] = bandwidth_Bps
+    if codec is not None:
+        v.update(coded_values(codec, tier, layout.kv_dtype, v["B"]))
     v["copy_bytes"] = copy
     v["layout"], v["engine"] = layout, eng
     return v, hops
+
+
+def check_kv_dtype(gpu, kv_dtype):
+    """ScenarioError when the GPU cannot read KV in kv_dtype (NVFP4 KV needs FP4 tensor cores:
+    dtypes.csv needs_fp4_tensor_cores, gpus.csv fp4_dense_flops)."""
+    from kvmath.tables.schema import table
+    row = table("dtypes").get(kv_dtype)
+    if row is not None and row.needs_fp4_tensor_cores and gpu.fp4_dense_flops is None:
+        raise ScenarioError(f"--kv-dtype {kv_dtype} needs FP4 tensor cores (Blackwell): GPU "
+                            f"{gpu.name} has none (gpus.csv fp4_dense_flops is empty)")
+
+
+#: KV element types a codec's measured ratio is against (CacheGen encodes 16-bit KV)
+CODEC_KV_DTYPES = ("bf16", "fp16")
+
+
+def coded_values(codec, tier, kv_dtype, wire_Bps, pipelined=None):
+    """{B, B_wire, r_c, B_dec}: the path's bandwidth in decoded bytes when the KV moves encoded
+    by codec (decode after transfer, or overlapped when pipelined: the codec row's default)."""
+    if not tier.hops:
+        raise ScenarioError(f"--codec {codec.name}: a prefix in HBM moves nothing to decode")
+    if kv_dtype not in CODEC_KV_DTYPES:
+        raise ScenarioError(f"--codec {codec.name} encodes 16-bit KV (its ratio is measured "
+                            f"against FP16), not {kv_dtype}; drop --codec or --kv-dtype")
+    at = {"B_wire": wire_Bps, "r_c": codec.compression_ratio, "B_dec": codec.decode_Bps}
+    over = codec.pipelined if pipelined is None else pipelined
+    return {**at, "B": float(fn("B_coded_pipelined" if over else "B_coded").take(at))}
 
 
 #: the tier a prefix still in GPU memory is "loaded" from: no hop, no connector; the engine's

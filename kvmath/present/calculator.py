@@ -27,7 +27,7 @@ from kvmath.scenario.options import calculator_options
 from kvmath.evaluate.compare import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, hbm_fit_fraction, TP_CANDIDATES, PREFILL_MODELS, ScenarioError,
                        _efficiency, architecture_values, heads_fit)
 from kvmath.evaluate.bands import calculator_band_data
-from kvmath.tables.schema import data_path
+from kvmath.tables.schema import data_path, table as data_table
 from kvmath.tables.rows import DTYPE_BYTES, GPU_HOST_LINK, GPU_HOST_MEMORY, bundled, pool_tiers
 from kvmath.present.format import TIE_SPEEDUP, _TIME_UNITS
 from kvmath.version import version_info
@@ -108,7 +108,7 @@ def _gpu(g, cat):
             "prefill_efficiency": g.prefill_efficiency,
             "B_hbm": g.hbm_bandwidth_Bps * g.hbm_efficiency,  # as scenario_values sets it
             "B_peak": g.hbm_bandwidth_Bps, "C_hbm": g.hbm_capacity_bytes,
-            "N_node": g.gpus_per_node, "host_link": g.host_link, "host_memory_link": g.host_memory_link,
+            "N_node": g.gpus_per_node, "fp4": g.fp4_dense_flops is not None, "host_link": g.host_link, "host_memory_link": g.host_memory_link,
             "platform": g.platform,
             "calibrated": calibrated}
 
@@ -170,6 +170,8 @@ def scenario_data(cat=None):
             "options": calculator_options(), "own": own_bounds(),
             # kvmath.evaluate.bands.band's measured factors and known limits
             "bands": calculator_band_data(), "model_symbols": list(MODEL_SYMBOLS),
+            "fp4_kv_dtypes": sorted(n for n, d in data_table("dtypes").items()
+                                    if d.needs_fp4_tensor_cores),
             "defaults": dict(DEFAULTS), "version": version_info()}
 
 

@@ -12,8 +12,6 @@ from pathlib import Path
 
 from kvmath.tables.schema import DataError, FieldError, Row, UnknownName, data_path, package, read, resource, table
 
-#: bytes per element of each dtype; mxfp4 is 4-bit values plus one 8-bit scale per 32
-DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
 #: hop names that stand for the GPU's own host link and its host's memory in a tier
 GPU_HOST_LINK, GPU_HOST_MEMORY = "gpu-host-link", "gpu-host-memory"
 
@@ -122,6 +120,26 @@ class Pool(Row, table="pools"):
     def capacity_bytes(self):
         """KV the pool holds as its row deploys it, B."""
         return self.capacity()
+
+
+class Dtype(Row, table="dtypes"):
+    def check(self):
+        if self.scale_bits == 0 and self.block_elements != 1:
+            raise FieldError("block_elements", "expected 1 for a format without block scales "
+                             "(scale_bits 0)")
+
+    @property
+    def bytes_per_element(self):
+        """Bytes one element occupies, its share of its block's scale included
+        (kvmath.derive.kv.dtype_bytes), B."""
+        from kvmath._generated.numeric import FUNCS
+        f, args = FUNCS["derive.dtype_bytes"]
+        at = {"n_bits": self.element_bits, "s_bits": self.scale_bits, "g_s": self.block_elements}
+        return float(f(*[at[a] for a in args]))
+
+
+class Codec(Row, table="codecs"):
+    pass
 
 
 class Drive(Row, table="drives"):
@@ -368,6 +386,7 @@ def resolve(cls, name_or_path, what=None):
 resolve_model, resolve_node, resolve_engine, resolve_pool = (partial(resolve, c) for c in
                                                              (Model, Node, Engine, Pool))
 resolve_pause = partial(resolve, Pause, what="pause distribution")
+resolve_codec = partial(resolve, Codec, what="KV codec")
 
 
 def resolve_gpu(name_or_path):
@@ -405,3 +424,12 @@ def model_of(name):
     measurements name that the catalogue does not bundle, e.g. llama-3.3-70b)."""
     cat = bundled()
     return cat.models[name] if name in cat.models else resolve_model(str(validation_model_path(name)))
+
+
+#: bytes per element of each number format (dtypes.csv), its block scales included
+DTYPE_BYTES = {d.name: d.bytes_per_element for d in table("dtypes").values()}
+
+
+def codecs():
+    """The bundled KV codecs (codecs.csv) by name."""
+    return table("codecs")

@@ -1,0 +1,91 @@
+"""Compressed KV: number formats' scale bytes and a codec (fewer bytes moved, decode added)."""
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvmath import bundled
+from kvmath.cli.main import main
+from kvmath.evaluate.compare import compare
+from kvmath.tables.rows import DTYPE_BYTES, codecs
+
+CAT = bundled()
+M, G, T = CAT.models["llama-3.1-8b"], CAT.gpus["h100-sxm"], CAT.tiers["rdma"]
+CACHEGEN = codecs()["cachegen"]
+
+
+def test_a_codec_moves_one_ratioth_of_the_bytes_and_adds_its_decode():
+    plain = compare(M, G, T, 32768)
+    coded = compare(M, G, T, 32768, codec=CACHEGEN)
+    r = CACHEGEN.compression_ratio
+    for a, b in zip(plain["path"], coded["path"]):
+        assert b["bytes"] == pytest.approx(a["bytes"] / r, rel=1e-12)
+    wire = plain["reload_bandwidth_Bps"]
+    assert coded["reload_wire_bandwidth_Bps"] == pytest.approx(wire, rel=1e-12)
+    # decode after transfer (the row's pipelined is false): 1 / (1 / (r B_wire) + 1 / B_dec)
+    assert coded["reload_bandwidth_Bps"] == pytest.approx(
+        1 / (1 / (r * wire) + 1 / CACHEGEN.decode_Bps), rel=1e-12)
+    kv = plain["kv_bytes_per_gpu"]
+    assert coded["kv_bytes_moved_per_gpu"] == pytest.approx(kv / r, rel=1e-12)
+    assert coded["codec_decode_s"] == pytest.approx(kv / CACHEGEN.decode_Bps, rel=1e-12)
+    assert coded["reload_s"] - plain["reload_s"] == pytest.approx(
+        kv / coded["reload_bandwidth_Bps"] - kv / wire, rel=1e-9)
+
+
+def test_a_pipelined_codec_is_bound_by_the_slower_of_wire_and_decode():
+    fast = replace(CACHEGEN, pipelined=True)
+    coded = compare(M, G, T, 32768, codec=fast)
+    assert coded["reload_bandwidth_Bps"] == pytest.approx(min(
+        fast.compression_ratio * coded["reload_wire_bandwidth_Bps"], fast.decode_Bps), rel=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(1, 50), st.floats(1e8, 1e14), st.booleans(), st.integers(64, 131072),
+       st.sampled_from(["host-dram", "nvme", "rdma"]))
+def test_no_codec_beats_its_wire_or_its_decode(ratio, decode, pipelined, tokens, tier):
+    # physics: the coded reload takes at least the encoded bytes over the wire and at least
+    # the decode of every byte, beside the fixed cost and the connector
+    codec = replace(CACHEGEN, compression_ratio=ratio, decode_Bps=decode, pipelined=pipelined)
+    r = compare(M, G, CAT.tiers[tier], tokens, codec=codec)
+    floor = r["reload_fixed_s"] + r["hit_cost_s"] + max(
+        r["kv_bytes_moved_per_gpu"] / r["reload_wire_bandwidth_Bps"], r["codec_decode_s"])
+    assert r["reload_s"] >= floor * (1 - 1e-12)
+    assert r["reload_bandwidth_Bps"] <= min(ratio * r["reload_wire_bandwidth_Bps"], decode) * (1 + 1e-12)
+
+
+def test_the_band_keeps_the_codec():
+    from kvmath.evaluate.bands import band
+    b = band(M, G, T, 32768, codec=CACHEGEN)
+    lo, hi = b["reload_bandwidth_Bps"]
+    assert lo <= b["nominal"]["reload_bandwidth_Bps"] <= hi <= CACHEGEN.decode_Bps * (1 + 1e-12)
+    assert b["reload_s"][0] <= b["nominal"]["reload_s"] <= b["reload_s"][1]
+
+
+def test_compressed_kv_dtypes_shrink_the_bytes_by_their_size():
+    b200 = CAT.gpus["b200"]  # NVFP4 KV needs FP4 tensor cores
+    plain = compare(M, b200, T, 32768)
+    for dt in ("nvfp4", "int4", "fp8"):
+        r = compare(M, b200, T, 32768, kv_dtype=dt)
+        assert r["kv_bytes"] == pytest.approx(plain["kv_bytes"] * DTYPE_BYTES[dt] / 2, rel=1e-12)
+
+
+def test_nvfp4_kv_on_a_gpu_without_fp4_tensor_cores_is_one_line(capsys):
+    assert main(["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "rdma",
+                 "--tokens", "4096", "--kv-dtype", "nvfp4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs FP4 tensor cores" in err[0] and "h100-sxm" in err[0]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--codec", "cachegen", "--kv-dtype", "fp8"], "encodes 16-bit KV"),
+    (["--codec", "cachegen", "--tier", "hbm"], "moves nothing to decode"),
+    (["--codec", "zstd"], "unknown KV codec 'zstd'"),
+])
+def test_a_codec_the_scenario_cannot_use_is_one_line(capsys, argv, words):
+    base = ["compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tokens", "4096"]
+    if "--tier" not in argv:
+        base += ["--tier", "rdma"]
+    assert main(base + argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]
