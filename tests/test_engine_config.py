@@ -31,6 +31,19 @@ def test_vllm_offloading_json_with_size_suffixes(tmp_path):
     assert cfg.engine.stored_once == "mla-single-node-cuda" and "canonical_layout" in cfg.not_modelled
 
 
+def test_a_size_suffix_inside_a_string_is_text(tmp_path):
+    # vLLM expands 80G outside strings only: a directory named "kv 80g, x" keeps its name
+    p = _write(tmp_path, "kv.json", '{"kv_connector": "OffloadingConnector", "kv_role": "kv_both", '
+               '"kv_connector_extra_config": {"cpu_bytes_to_use": 8G, "spec_name": '
+               '"TieringOffloadingSpec", "secondary_tiers": [{"type": "fs", "root_dir": '
+               '"/mnt/kv 80g, x \\" 5G]"}]}}')
+    from kvmath.scenario.engine_config import _expand_sizes
+    text = p.read_text()
+    assert '"/mnt/kv 80g, x \\" 5G]"' in _expand_sizes(text)
+    cfg = read(p)
+    assert cfg.host_cache_bytes_per_engine == 8 * 2 ** 30 and cfg.disk_tier
+
+
 def test_lmcache_yaml_sizes_are_gib_per_worker(tmp_path):
     p = _write(tmp_path, "lm.yaml", "chunk_size: 512\nmax_local_cpu_size: 40\n"
                "local_disk: /mnt/nvme\nmax_local_disk_size: 400\n"

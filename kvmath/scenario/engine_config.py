@@ -211,9 +211,25 @@ _SCALE = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "K": 2 ** 10, "M": 2 ** 20, "
           "T": 2 ** 40}
 
 
+#: a JSON string literal: size suffixes inside one are text, not sizes
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _expand_sizes(text):
+    """text with every unquoted size suffix outside JSON strings expanded (a path such as
+    "/mnt/kv 80g, a" keeps its text)."""
+    def sizes(part):
+        return _SUFFIX.sub(lambda m: repr(float(m.group(1)) * _SCALE[m.group(2)]), part)
+    out, last = [], 0
+    for m in _STRING.finditer(text):
+        out += [sizes(text[last:m.start()]), m.group(0)]
+        last = m.end()
+    return "".join(out + [sizes(text[last:])])
+
+
 def _json(path, text):
     """vLLM's JSON, its unquoted size suffixes expanded as vLLM expands them."""
-    expanded = _SUFFIX.sub(lambda m: repr(float(m.group(1)) * _SCALE[m.group(2)]), text)
+    expanded = _expand_sizes(text)
     try:
         data = json.loads(expanded)
     except (ValueError, RecursionError) as exc:  # ValueError: also Python's int-digit limit
