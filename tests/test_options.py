@@ -106,3 +106,17 @@ def test_a_files_name_is_checked_only_where_it_is_used(capsys, tmp_path):
     assert run_main(["reuse", "--scenario", str(f), "--model", "llama-3.1-8b"]) == 2
     err = capsys.readouterr().err
     assert f"{f}, field 'tier': unknown tier 'hbm'" in err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["tiers", "--model", "llama-3.1-8b", "--tokens", "4096", "--resume-rate", "1",
+      "--pool-writes", "back"], "--pool-writes needs --pool"),
+    (["reuse", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "nvme", "--tokens",
+      "4096", "--router", "affinity"], "--router needs --nodes"),
+])
+def test_an_option_given_without_the_one_it_needs_is_refused(capsys, argv, words):
+    # it had been ignored without a word (issue 21's review): one line, exit 2
+    from kvmath.cli.main import main
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]

@@ -126,6 +126,8 @@ class Option:
     path: object = False            #: True: a value ending in .csv is a file, relative to the
     #:                                 scenario; "file": the value is always a file
     required_unless: str | None = None  #: the option that stands in for this one when given
+    needs: str | None = None        #: an option without which this one means nothing: given
+    #:                                 alone, it is refused (never silently ignored)
 
     @property
     def key(self) -> str:
@@ -262,7 +264,7 @@ OPTIONS = (
     Option("pool-writes", choice("through", "back"), "through: every offload is also written to "
            "the pool, which serves the returns the node's tiers miss (LMCache writes each chunk "
            "to every backend); back: a cache reaches the pool when it ages out of the node's "
-           "tiers (default through)", (TIERS,), default="through"),
+           "tiers (default through)", (TIERS,), default="through", needs="pool"),
     Option("nodes", POSITIVE_INT, "GPU nodes the router spreads conversations over: the node's "
            "own tiers serve only the returns routed back to it (default 1)", (REUSE, TIERS, ROUTE, FLEET),
            metavar="N", default=1, required=(ROUTE, FLEET),
@@ -271,7 +273,7 @@ OPTIONS = (
     Option("router", choice(*ROUTERS), "routing policy over --nodes: random and round-robin reach "
            "the cache's node 1 time in N; affinity and kv-aware reach it (an assumption: the "
            "holder has room; kvmath route measures it on a trace) (default kv-aware)",
-           (REUSE, TIERS, FLEET), default="kv-aware",
+           (REUSE, TIERS, FLEET), default="kv-aware", needs="nodes",
            help_for={FLEET: "routing policy of the fleet (default kv-aware)"}),
     Option("dask", TEXT, "replay the nodes on Dask: 'local' (a local cluster of this machine's "
            "cores) or a scheduler's address such as tcp://host:8786 (refused if it does not "
@@ -347,6 +349,16 @@ def apply_defaults(args, command: str):
         if getattr(args, o.key, None) is None and o.default is not None:
             setattr(args, o.key, o.default)
     return args
+
+
+def needless(args, command: str):
+    """The first option of ``command`` given (on the line or in the file) without the option
+    it needs, or None."""
+    for o in of(command):
+        if o.needs and getattr(args, o.key, None) is not None and \
+                getattr(args, o.needs.replace("-", "_"), None) is None:
+            return o
+    return None
 
 
 def missing(args, command: str):

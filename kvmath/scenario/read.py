@@ -16,7 +16,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from kvmath.scenario.options import BY_KEY, apply_defaults, check_toml, keys, missing, required_message
+from kvmath.scenario.options import BY_KEY, apply_defaults, check_toml, keys, missing, needless, required_message
 from kvmath.errors import UsageError
 from kvmath.tables.schema import regular_file
 from kvmath.tables.rows import DataError
@@ -120,4 +120,8 @@ def read_scenario(args, command):
     absent = missing(args, command)
     if absent is not None:
         raise UsageError(required_message(absent))
+    alone = needless(args, command)
+    if alone is not None:
+        raise UsageError(f"--{alone.name} needs --{alone.needs}: without it the option has "
+                         "nothing to act on")
     return apply_defaults(args, command)
