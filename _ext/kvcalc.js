@@ -235,8 +235,8 @@
     const eng = engine || D.engines[state.engine || D.default_engine];
     const layout = chooseLayout(state, eng.hbm_fit_fraction);
     if (D.fp4_kv_dtypes.includes(layout.kv_dtype) && !g.fp4) {  // kvmath.evaluate.values.check_kv_dtype
-      fail(`--kv-dtype ${layout.kv_dtype} needs FP4 tensor cores (Blackwell): GPU ${state.gpu} has ` +
-           "none (gpus.csv fp4_dense_flops is empty)");
+      fail(`KV dtype ${layout.kv_dtype} (--kv-dtype, or the model row's kv_dtype) needs FP4 tensor ` +
+           `cores (Blackwell): GPU ${state.gpu} has none (gpus.csv fp4_dense_flops is empty)`);
     }
     const v = modelValues(state, layout.kv_dtype, layout.weight_dtype);
     v.K = layout.tp;

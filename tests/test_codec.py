@@ -17,13 +17,13 @@ CACHEGEN = codecs()["cachegen"]
 
 def test_a_codec_moves_one_ratioth_of_the_bytes_and_adds_its_decode():
     plain = compare(M, G, T, 32768)
-    coded = compare(M, G, T, 32768, codec=CACHEGEN)
+    coded = compare(M, G, T, 32768, codec=replace(CACHEGEN, pipelined=False))
     r = CACHEGEN.compression_ratio
     for a, b in zip(plain["path"], coded["path"]):
         assert b["bytes"] == pytest.approx(a["bytes"] / r, rel=1e-12)
     wire = plain["reload_bandwidth_Bps"]
     assert coded["reload_wire_bandwidth_Bps"] == pytest.approx(wire, rel=1e-12)
-    # decode after transfer (the row's pipelined is false): 1 / (1 / (r B_wire) + 1 / B_dec)
+    # decode after transfer (pipelined false): 1 / (1 / (r B_wire) + 1 / B_dec)
     assert coded["reload_bandwidth_Bps"] == pytest.approx(
         1 / (1 / (r * wire) + 1 / CACHEGEN.decode_Bps), rel=1e-12)
     kv = plain["kv_bytes_per_gpu"]
@@ -89,3 +89,33 @@ def test_a_codec_the_scenario_cannot_use_is_one_line(capsys, argv, words):
     assert main(base + argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0]
+
+
+def test_a_load_shares_the_encoded_bytes():
+    # the hop a load shares carries 1/ratio of the bytes, so it is busy 1/ratio as long: a
+    # load the plain path saturates fits once encoded (the review found the uncoded time used)
+    from kvmath.tables.rows import pool_tier, pools
+    lustre = pools()["lustre-gcp"]
+    tier = pool_tier(lustre, lustre.gpu_nodes)
+    qwen, h200 = CAT.models["qwen3-235b-a22b"], CAT.gpus["h200"]
+    from kvmath.evaluate.compare import ScenarioError
+    with pytest.raises(ScenarioError, match="saturates"):
+        compare(qwen, h200, tier, 16000, resume_rate=2)
+    coded = compare(qwen, h200, tier, 16000, resume_rate=2, codec=CACHEGEN)
+    alone = compare(qwen, h200, tier, 16000, resume_rate=1e-6, codec=CACHEGEN)
+    assert 1 < coded["concurrent_reloads"] < 2 and alone["concurrent_reloads"] == pytest.approx(1)
+    nvme = CAT.tiers["nvme"]
+    plain = compare(M, G, nvme, 32000, resume_rate=10)["concurrent_reloads"]
+    assert compare(M, G, nvme, 32000, resume_rate=10, codec=CACHEGEN)["concurrent_reloads"] < plain
+
+
+def test_the_minimum_bandwidth_with_a_codec_is_a_path_rate_it_can_reach():
+    # in decoded bytes a codec never exceeds its decode rate: the minimum is the path rate
+    # that gives the break-even once decoded, or none
+    r = compare(M, G, T, 32000, codec=CACHEGEN)
+    assert r["min_reload_bandwidth_Bps"] == float("inf")
+    slow = replace(CACHEGEN, decode_Bps=1e12)
+    r = compare(M, G, T, 32000, codec=slow)
+    plain = compare(M, G, T, 32000)["min_reload_bandwidth_Bps"]
+    # pipelined: decoded rate = ratio x path rate below the decode rate
+    assert r["min_reload_bandwidth_Bps"] == pytest.approx(plain / slow.compression_ratio, rel=1e-9)

@@ -136,6 +136,22 @@ def test_weighted_distances_by_definition(spec, full_positions, rate):
         assert np.array_equal(e[sel], np.maximum.accumulate(d[sel]))
 
 
+def test_a_hash_repeated_at_another_position_keeps_its_strata_apart():
+    # a trace may repeat a hash at another position in another request (the reader checks
+    # only within a request): the old mark leaves the tree of its own stratum (the review found
+    # it left the current access's, so a block moving stratum counted wrongly)
+    tr = T.from_requests([(0, 32, [2, 1]), (1, 32, [4, 3]), (2, 32, [5, 4]), (3, 32, [2, 1])], 16)
+    s = T.Trace(tr.name, tr.timestamp_s, tr.prompt_tokens, tr.output_tokens, tr.n_blocks,
+                tr.rid, tr.pos, tr.hashes, tr.block_tokens, 0.5, 1)
+    d, _ = C.stack_distances(s)
+    # sequence (tail first): 1 2 | 3 4 | 4 5 | 1 2, weights 2 1 | 2 1 | 2 1 | 2 1 (position 0
+    # weighs 1, position 1 weighs 2; block 4 moves from position 0 to 1). r3's block 1: the
+    # last uses of 2 (1), 3 (2), 4 (r2, 2) and 5 (1) since its use, plus its own 2; block 2:
+    # 3, 4 and 5, plus its own 1
+    assert d[-1] == 1 + 2 + 2 + 1 + 2
+    assert d[-2] == 2 + 2 + 1 + 1
+
+
 def test_distances_do_not_depend_on_the_accesses_storage_order():
     # a Trace whose accesses are not grouped head first (another reader's order) takes the
     # sorted path; the distances follow each access

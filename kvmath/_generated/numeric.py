@@ -203,6 +203,12 @@ def _derive_B_coded_pipelined(B_dec, B_wire, r_c):
 def _derive_codec_breakeven_wire(B_dec, r_c):
     return B_dec - B_dec/r_c
 
+def _derive_codec_wire_for(B, B_dec, r_c):
+    return -B*B_dec/(r_c*(B - B_dec))
+
+def _derive_codec_wire_for_pipelined(B, r_c):
+    return B/r_c
+
 def _derive_t_reload(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, rho, t_0):
     return T*c_hit + t_0 + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
 
@@ -1315,6 +1321,8 @@ FUNCS = {
     'derive.B_coded': (_derive_B_coded, ('B_dec', 'B_wire', 'r_c')),
     'derive.B_coded_pipelined': (_derive_B_coded_pipelined, ('B_dec', 'B_wire', 'r_c')),
     'derive.codec_breakeven_wire': (_derive_codec_breakeven_wire, ('B_dec', 'r_c')),
+    'derive.codec_wire_for': (_derive_codec_wire_for, ('B', 'B_dec', 'r_c')),
+    'derive.codec_wire_for_pipelined': (_derive_codec_wire_for_pipelined, ('B', 'r_c')),
     'derive.t_reload': (_derive_t_reload, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_0')),
     'derive.ttft_cold': (_derive_ttft_cold, ('T', 'c_hash', 'c_tokz', 'n', 't_rec_pn', 't_req')),
     'derive.t_overlap_hidden': (_derive_t_overlap_hidden, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'o_lay', 'rho', 't_step')),

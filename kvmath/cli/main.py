@@ -163,8 +163,10 @@ def _human(r):
         ("break-even at", fmt_token_list(r["breakeven_tokens"])
          if r["breakeven_tokens"] else "none (same winner at every length from 2 tokens)"),
         ("min bandwidth", f"{r['min_reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU"
+         + (" of path, before decoding" if r.get("codec") else "")
          if math.isfinite(r["min_reload_bandwidth_Bps"])
-         else "none suffices (the fixed cost, engine step included, alone loses)"),
+         else "none suffices (the fixed cost, engine step included"
+         + (", and the codec's decode" if r.get("codec") else "") + ", alone loses)"),
     ]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]

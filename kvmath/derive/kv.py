@@ -170,6 +170,12 @@ B_coded_pipelined = sp.Min(r_c * B_wire, B_dec)
 #: the path rate below which a codec (decode after transfer) speeds the reload: where
 #: B_coded = B_wire, B/s; a faster path loses to its decoding
 codec_breakeven_wire = sp.solve(sp.Eq(B_coded, B_wire), B_wire)[0]
+#: the same for a pipelined codec: it speeds any path slower than its decode, B/s
+codec_breakeven_wire_pipelined = B_dec
+#: the path rate a codec needs for a reload rate of B in decoded bytes (B < B_dec; at or above
+#: it no path suffices), decode after transfer and pipelined, B/s
+codec_wire_for = sp.solve(sp.Eq(B_coded, B), B_wire)[0]
+codec_wire_for_pipelined = B / r_c
 #: reload time: the fixed cost, the connector's cost per loaded token and each GPU's bytes at
 #: the path's effective bandwidth, s
 t_reload = t_0 + c_hit * T + kv_bytes_per_gpu / B

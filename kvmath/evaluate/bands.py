@@ -294,6 +294,9 @@ def tornado(model, gpu, tier, tokens, tp=None, output="speedup", **kw):
     The engine step, a one-token prefill on this flat model, is re-timed as the inputs move, and
     never drops below it.
     """
+    if kw.get("codec") is not None:  # its swing is the path's rate, not the decoded one
+        from kvmath.evaluate.values import ScenarioError
+        raise ScenarioError("tornado takes no codec: its bandwidth swing is the path's own rate")
     v, hops = scenario_values(model, gpu, tier, tp=tp, **kw)
     for key in ("layout", "engine", "copy_bytes"):
         v.pop(key)

@@ -112,7 +112,8 @@ def concurrent_at_load(values, hops, tokens, resume_rate):
     for h, c in zip(hops, values["hop_copies"]):
         if c is None:
             continue
-        hop_at = {**at, "rho_n": c, "B_node": h.effective_Bps}
+        # a codec's hop carries 1/r_c of the bytes: its rate in decoded bytes is r_c times
+        hop_at = {**at, "rho_n": c, "B_node": h.effective_Bps * values.get("r_c", 1.0)}
         u = float(fn("hop_utilisation").take(hop_at))
         if u > worst:
             worst, name, busiest = u, h.link, hop_at
@@ -301,6 +302,11 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
     saved = float(at["t_rec_pn"])
     min_bw = (float(fn("breakeven_bandwidth_at").take({**at, "t_rec": saved}))
               if saved > v["t_0"] + v["c_hit"] * tokens else math.inf)
+    if codec is not None and math.isfinite(min_bw):  # the path rate that gives it, once
+        # decoded; none at or above the decode rate
+        min_bw = (math.inf if min_bw >= v["B_dec"] else float(fn(
+            "codec_wire_for_pipelined" if codec.pipelined else "codec_wire_for").take(
+                {**v, "B": min_bw})))
     cross = _ttft_crossings(model, gpu, layout, v, rec,
                             max(float(model.max_context_tokens), float(tokens)))
     queue = 0.0

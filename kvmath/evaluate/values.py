@@ -518,8 +518,9 @@ def check_kv_dtype(gpu, kv_dtype):
     from kvmath.tables.schema import table
     row = table("dtypes").get(kv_dtype)
     if row is not None and row.needs_fp4_tensor_cores and gpu.fp4_dense_flops is None:
-        raise ScenarioError(f"--kv-dtype {kv_dtype} needs FP4 tensor cores (Blackwell): GPU "
-                            f"{gpu.name} has none (gpus.csv fp4_dense_flops is empty)")
+        raise ScenarioError(f"KV dtype {kv_dtype} (--kv-dtype, or the model row's kv_dtype) "
+                            f"needs FP4 tensor cores (Blackwell): GPU {gpu.name} has none "
+                            "(gpus.csv fp4_dense_flops is empty)")
 
 
 #: KV element types a codec's measured ratio is against (CacheGen encodes 16-bit KV)

@@ -62,13 +62,15 @@ def _kernel():
                 # the request's uses become the last uses of their blocks
                 for q in range(s, c):
                     i = order[q]
-                    tree = tree_full if full[i] else tree_hashed
                     p = last[ids[i]]
-                    if p >= 0:
+                    if p >= 0:  # the old mark leaves the tree of its own stratum (a hash the
+                        # trace repeats at another position sits in the other)
+                        old = tree_full if full[order[p]] else tree_hashed
                         k = p + 1
                         while k <= n:
-                            tree[k] -= 1
+                            old[k] -= 1
                             k += k & -k
+                    tree = tree_full if full[i] else tree_hashed
                     k = q + 1
                     while k <= n:
                         tree[k] += 1
