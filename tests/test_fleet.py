@@ -434,3 +434,21 @@ def test_fleet_reports_ttft_and_searches_an_slo(conversation):
     need, tried = nodes_needed(conversation, MODEL, NODE, "affinity", max_nodes=8,
                                slo_ttft_p99_s=slo)
     assert need is not None and need <= 4 and tried[need]["ttft_s_p99"] <= slo
+
+
+def test_the_fleets_cost_per_million_tokens_is_its_gpus_over_its_tokens():
+    # N nodes x GPUs x $/GPU-s over the tokens served per second (prompt and output), x 1e6:
+    # by hand against the bundled list price, and a given price scales it
+    from kvmath.tables.rows import gpu_prices, resolve_node
+    from kvmath.traces.fleet import fleet_cost
+    from kvmath.traces.readers import load
+    trace, node = load("conversation"), resolve_node("dgx-h100")
+    tokens = float(trace.prompt_tokens.sum() + trace.output_tokens.sum()) / trace.duration_s
+    hour = gpu_prices()[node.gpu].usd_per_gpu_hour
+    c = fleet_cost(trace, node, 3)
+    assert c["cost_per_million_tokens_usd"] == pytest.approx(
+        3 * node.gpus * hour / 3600 / tokens * 1e6, rel=1e-12)
+    assert c["gpu_price_observed"] == str(gpu_prices()[node.gpu].observed)
+    given = fleet_cost(trace, node, 3, usd_per_gpu_hour=2 * hour)
+    assert given["cost_per_million_tokens_usd"] == pytest.approx(
+        2 * c["cost_per_million_tokens_usd"], rel=1e-12) and given["gpu_price_observed"] is None

@@ -1009,6 +1009,9 @@ def _derive_reuse_endurance_write_budget(C_drive, DWPD_rated, n_drives):
 def _derive_reuse_drive_lifetime_years(C_drive, DWPD_rated, W_carried, Y_rated, n_drives):
     return (1/86400)*C_drive*DWPD_rated*Y_rated*n_drives/W_carried
 
+def _derive_reuse_fleet_cost_per_million_tokens(N_fleet, N_node, c_gpu, r_tok):
+    return 1000000*N_fleet*N_node*c_gpu/r_tok
+
 def _derive_serving_flops_extend(L_full, L_win, N_lin, T, W, d_qk, d_v, n, n_q):
     _x0 = 2*n
     _x1 = L_full*n_q
@@ -1444,6 +1447,7 @@ FUNCS = {
     'derive_reuse.drive_writes_per_day': (_derive_reuse_drive_writes_per_day, ('C_drive', 'W_carried', 'n_drives')),
     'derive_reuse.endurance_write_budget': (_derive_reuse_endurance_write_budget, ('C_drive', 'DWPD_rated', 'n_drives')),
     'derive_reuse.drive_lifetime_years': (_derive_reuse_drive_lifetime_years, ('C_drive', 'DWPD_rated', 'W_carried', 'Y_rated', 'n_drives')),
+    'derive_reuse.fleet_cost_per_million_tokens': (_derive_reuse_fleet_cost_per_million_tokens, ('N_fleet', 'N_node', 'c_gpu', 'r_tok')),
     'derive_serving.flops_extend': (_derive_serving_flops_extend, ('L_full', 'L_win', 'N_lin', 'T', 'W', 'd_qk', 'd_v', 'n', 'n_q')),
     'derive_serving.t_load': (_derive_serving_t_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho')),
     'derive_serving.ttft_serial_pipe': (_derive_serving_ttft_serial_pipe, ('T', 'c_hit', 'forward_time', 'load_time', 't_lat')),

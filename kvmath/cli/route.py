@@ -103,7 +103,7 @@ def analyse_fleet(args):
     from kvmath.evaluate.compare import ScenarioError, node_tp
     from kvmath.tables.rows import resolve_model, resolve_node
     from kvmath.traces import readers as T
-    from kvmath.traces.fleet import fleet, node_setup, nodes_needed
+    from kvmath.traces.fleet import fleet, fleet_cost, node_setup, nodes_needed
     node, model = resolve_node(args.node), resolve_model(args.model)
     tp = args.tp or node_tp(model, node.gpus)
     if tp > node.gpus:
@@ -114,12 +114,18 @@ def analyse_fleet(args):
               dask=args.dask, **cache_sizes(args, cfg, node, tp, model))
     out = fleet(trace, model, node, args.nodes, args.router, **kw)
     out["trace"] = args.file
+    # what the fleet's GPUs cost per million tokens served: sized on prefill alone (decode
+    # is not counted), so a lower bound
+    out.update(fleet_cost(trace, node, args.nodes, args.gpu_price))
     if args.slo_ttft_p99 is not None and not args.max_nodes:
         raise UsageError("--slo-ttft-p99 needs --max-nodes (the largest fleet to search)")
     if args.max_nodes:
         need, _ = nodes_needed(trace, model, node, args.router, max_nodes=args.max_nodes,
                                slo_ttft_p99_s=args.slo_ttft_p99, **kw)
         out["nodes_needed"] = need
+        out["cost_per_million_tokens_usd_nodes_needed"] = (
+            fleet_cost(trace, node, need, args.gpu_price)["cost_per_million_tokens_usd"]
+            if need else None)
         out["nodes_needed_for"] = "every node's prefill demand within its GPUs" + (
             f" and the fleet's p99 time to first token within {args.slo_ttft_p99:g} s"
             if args.slo_ttft_p99 is not None else "")
@@ -149,9 +155,14 @@ def _fleet_human(r):
                             t["tier"] != "hbm")
         lines.append(f"{x['node']:>4} {x['requests']:>9,} {hit:>10} "
                      f"{x['prefill_gpu_s_per_s']:>16.3g}  {traffic}")
+    price = (f"${r['gpu_hour_usd']:.3g} per GPU-hour"
+             + (f", listed {r['gpu_price_observed']}" if r["gpu_price_observed"] else ", given"))
+    lines.append(f"cost: ${r['cost_per_million_tokens_usd']:.3g} per million tokens served "
+                 f"(prompt and output) at {price}; a lower bound, the fleet sized on prefill alone")
     if "nodes_needed" in r:
         lines.append(f"fewest nodes with {r['nodes_needed_for']}: " + (
-            f"{r['nodes_needed']}" if r["nodes_needed"] else "more than --max-nodes"))
+            f"{r['nodes_needed']}, ${r['cost_per_million_tokens_usd_nodes_needed']:.3g} per "
+            "million tokens" if r["nodes_needed"] else "more than --max-nodes"))
     lines.append("not counted: " + ", ".join(r["not_counted"]))
     return "\n".join(lines)
 

@@ -15,8 +15,8 @@ follow every turn that ends (r / p). A pool every node reads has h_route = 1.
 import sympy as sp
 
 from kvmath.derive import symcache as C
-from kvmath.derive.symbols import (Bytes, K, S_gpu, c_cap, c_gpu, c_wear, f_new, h_route, lam, mu,
-                                   p_ret, r_res, sigma, tau)
+from kvmath.derive.symbols import (Bytes, K, N_fleet, N_node, S_gpu, c_cap, c_gpu, c_wear, f_new,
+                                   h_route, lam, mu, p_ret, r_res, r_tok, sigma, tau)
 
 _t = sp.Symbol("t", positive=True)
 
@@ -212,3 +212,9 @@ drive_writes_per_day = W_carried * 86400 / (n_drives * C_drive)
 endurance_write_budget = dwpd_rated * n_drives * C_drive / 86400
 #: years until the rated endurance (DWPD x warranty) is used up at that rate
 drive_lifetime_years = dwpd_rated * years_rated / drive_writes_per_day
+
+
+# ------------------------------------------------------------------ a fleet's price
+#: what a fleet's GPUs cost per million tokens it serves (prompt and output): N_fleet nodes of
+#: N_node GPUs at c_gpu per GPU-second, serving r_tok tokens per second, $
+fleet_cost_per_million_tokens = 10 ** 6 * N_fleet * N_node * c_gpu / r_tok

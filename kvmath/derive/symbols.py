@@ -103,6 +103,9 @@ S_gpu = sp.Symbol("S_gpu", positive=True)  #: GPU-seconds one reuse saves
 Bytes = sp.Symbol("Q", positive=True)  #: bytes of one offloaded cache
 r_res = sp.Symbol("r", positive=True)  #: resumes per second arriving at a node
 
+N_fleet = sp.Symbol("N_fleet", positive=True)  #: GPU nodes in a fleet
+r_tok = sp.Symbol("r_tok", positive=True)  #: tokens a fleet serves per second (prompt and output)
+
 # --- number formats and KV codecs -------------------------------------------
 n_bits = sp.Symbol("n_bits", positive=True)  #: bits of one element of a number format
 s_bits = sp.Symbol("s_bits", nonnegative=True)  #: bits of the scale (and zero point) of one block
@@ -194,6 +197,8 @@ MEANING = {
     S_gpu: ("GPU-seconds one reuse saves", "GPU s"),
     Bytes: ("bytes of one offloaded cache", "B"),
     r_res: ("resumes per second arriving at a node", "1/s"),
+    N_fleet: ("GPU nodes in a fleet", "nodes"),
+    r_tok: ("tokens a fleet serves per second, prompt and output", "1/s"),
     n_bits: ("bits of one element of a number format", "bit"),
     s_bits: ("bits of one block's scale (and zero point)", "bit"),
     g_s: ("elements sharing one scale", "elements"),

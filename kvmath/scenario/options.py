@@ -218,7 +218,7 @@ OPTIONS = (
            "window", (COMPARE,), default=False, label="beyond the context window"),
     Option("pause", TEXT, _PAUSE, (REUSE, TIERS), path=True, default=DEFAULT_PAUSE),
     Option("gpu-price", POSITIVE, "price of a GPU-hour (default: the GPU's own dated list price, "
-           "gpu_prices.csv)", (REUSE, TIERS), unit="USD/GPU-hour", metavar="USD_PER_GPU_HOUR"),
+           "gpu_prices.csv)", (REUSE, TIERS, FLEET), unit="USD/GPU-hour", metavar="USD_PER_GPU_HOUR"),
     Option("prices", TEXT, "a CSV in the format of kvmath/data/prices.csv whose rows replace the "
            "bundled ones they name (DRAM and NVMe per GB, amortisation, drive lifetime)",
            (REUSE, TIERS), metavar="FILE.csv", path="file"),

@@ -160,6 +160,24 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
             "not_counted": list(NOT_COUNTED), "per_node": per_node}
 
 
+def fleet_cost(trace, node, nodes, usd_per_gpu_hour=None):
+    """{cost_per_million_tokens_usd, gpu_hour_usd, gpu_price_observed}: the fleet's GPUs at the
+    given hourly price, else the GPU's dated list price (gpu_prices.csv), per million tokens the
+    trace serves (prompt and output) over its span (kvmath.derive.reuse.
+    fleet_cost_per_million_tokens)."""
+    from kvmath.evaluate.reuse import gpu_second_price, rfn
+    from kvmath.tables.rows import gpu_prices
+    tokens = float(trace.prompt_tokens.sum() + trace.output_tokens.sum())
+    rate = tokens / max(trace.duration_s, 1.0)
+    c_gpu = gpu_second_price(node.gpu, usd_per_gpu_hour)
+    row = gpu_prices().get(node.gpu)
+    return {"cost_per_million_tokens_usd": float(rfn("fleet_cost_per_million_tokens")(
+                N_fleet=nodes, N_node=node.gpus, c_gpu=c_gpu, r_tok=rate)),
+            "gpu_hour_usd": c_gpu * 3600,
+            "gpu_price_observed": (None if usd_per_gpu_hour is not None or row is None
+                                   else str(row.observed))}
+
+
 def nodes_needed(trace, model, node, router, max_nodes=64, slo_ttft_p99_s=None, **kw):
     """The fewest nodes (at most max_nodes) whose every node's prefill demand fits its GPUs and,
     given slo_ttft_p99_s, whose fleet-wide 99th-percentile time to first token is within it, by
