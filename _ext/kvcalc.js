@@ -86,6 +86,10 @@
     v.b_kv = D.dtype_bytes[kvDtype];
     v.b_w = D.dtype_bytes[weightDtype];
     for (const [name, e] of Object.entries(F.architecture[m.attention])) v[name] = e.f(v);
+    if (has(D.head_block_dtypes, kvDtype)) {  // kvmath.evaluate.values.kv_element_bytes
+      const f = D.head_block_dtypes[kvDtype];
+      v.b_kv = S.dtype_bytes.f({n_bits: f.n_bits, s_bits: f.s_bits, g_s: m.attention === "mla" ? v.e_kv : v.d_h});
+    }
     return v;
   }
   function gpuValue(state, name, value) { return name in state ? state[name] : value; }

@@ -66,7 +66,10 @@ BAND_KEYS = ("recompute_s", "reload_s", "ttft_recompute_s", "ttft_reload_s")
 PINNED = [{"model": m, "gpu": "h200", "tier": "nvme", "tokens": 32768, "tp": 8, "engine": e}
           for m in ("deepseek-v3", "qwen3-30b-a3b") for e in ("lmcache", "vllm-per-layer")] + [
     {"model": m, "gpu": "h100-sxm", "tier": "host-dram", "tokens": 8192, "engine": "vllm-cross-layer"}
-    for m in ("gpt-oss-120b", "mistral-7b")]  # a sliding-window hybrid copies per layer; all-window does not
+    # a sliding-window hybrid copies per layer; all-window does not
+    for m in ("gpt-oss-120b", "mistral-7b")] + [
+    {"model": m, "gpu": "h200", "tier": "host-dram", "tokens": 8192, "kv-dtype": "int4"}
+    for m in ("gpt-oss-120b", "deepseek-v3")]  # INT4's scale per head: 64 wide, an MLA latent
 
 
 def scenarios(n, seed=20261130, errors=0):

@@ -119,3 +119,14 @@ def test_the_minimum_bandwidth_with_a_codec_is_a_path_rate_it_can_reach():
     plain = compare(M, G, T, 32000)["min_reload_bandwidth_Bps"]
     # pipelined: decoded rate = ratio x path rate below the decode rate
     assert r["min_reload_bandwidth_Bps"] == pytest.approx(plain / slow.compression_ratio, rel=1e-9)
+
+
+def test_int4s_scale_is_shared_by_one_head_of_the_models_own_width():
+    # LMDeploy's INT4 keeps a 16-bit scale and zero point per token and KV head: a 64-wide head
+    # (gpt-oss) pays twice the share a 128-wide one does; an MLA latent counts as one head
+    for name, width in (("llama-3.1-8b", 128), ("gpt-oss-120b", 64), ("deepseek-v3", 512 + 64)):
+        m = CAT.models[name]
+        plain = compare(m, CAT.gpus["h200"], T, 8192, kv_dtype="bf16")
+        r = compare(m, CAT.gpus["h200"], T, 8192, kv_dtype="int4")
+        assert r["kv_bytes_per_token"] == pytest.approx(
+            plain["kv_bytes_per_token"] * (0.5 + 32 / 8 / width) / 2, rel=1e-12), name

@@ -309,7 +309,8 @@ def test_a_format_row_whose_scale_does_not_add_up_is_refused(tmp_path):
     from kvmath.tables.rows import Dtype
     header = [f["name"] for f in resource("dtypes")["schema"]["fields"]]
     row = {k: "" for k in header} | dict(name="x4", description="x", element_bits=4,
-                                         scale_bits=0, block_elements=16, needs_fp4_tensor_cores="false", kind="config",
+                                         scale_bits=0, block_elements=16, block_is_head="false",
+                                         needs_fp4_tensor_cores="false", kind="config",
                                          source="s", source_location="l", retrieved="2026-12-01")
     with pytest.raises(DataError) as info:
         read(Dtype, write_csv(tmp_path / "d.csv", header, [row]))

@@ -70,6 +70,7 @@ SCENARIO_EXPRESSIONS = {
     "weights_per_gpu": D.weights_per_gpu,
     "hbm_slack": D.hbm_slack,
     "breakeven_bandwidth_at": D.breakeven_bandwidth_at,
+    "dtype_bytes": D.dtype_bytes,
     "hop_utilisation": D.hop_utilisation,
     "concurrent_reloads_at_load": D.concurrent_reloads_at_load,
     "speedup": sp.Max(t_reload_s, t_recompute_s) / sp.Min(t_reload_s, t_recompute_s),

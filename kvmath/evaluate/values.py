@@ -146,6 +146,7 @@ def architecture_values(model: Model, kv_dtype: str | None = None, weight_dtype:
     else:
         v["d_qk"] = v["d_v"] = model.head_dim
         v["e_kv"] = fn("e_kv_gqa").take(v)
+    v["b_kv"] = kv_element_bytes(kv_dtype or model.kv_dtype, v["e_kv"] if mla else v["d_h"])
     n_lin, n_tot, _ = _param_fns(model.attention)
     try:
         v["N_lin"] = float(n_lin.take(v))
@@ -510,6 +511,17 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     v["copy_bytes"] = copy
     v["layout"], v["engine"] = layout, eng
     return v, hops
+
+
+def kv_element_bytes(kv_dtype, head_elements):
+    """Bytes per KV element in kv_dtype: its listed size, or, for a format whose block is one
+    KV head of one token (dtypes.csv block_is_head), its scale shared by the head's elements
+    (an MLA latent is one head of its whole width), B."""
+    from kvmath.tables.schema import table
+    row = table("dtypes").get(kv_dtype)
+    if row is None or not row.block_is_head:
+        return DTYPE_BYTES[kv_dtype]
+    return row.bytes_at(head_elements)
 
 
 def check_kv_dtype(gpu, kv_dtype):

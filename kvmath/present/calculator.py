@@ -172,6 +172,9 @@ def scenario_data(cat=None):
             "bands": calculator_band_data(), "model_symbols": list(MODEL_SYMBOLS),
             "fp4_kv_dtypes": sorted(n for n, d in data_table("dtypes").items()
                                     if d.needs_fp4_tensor_cores),
+            # formats whose scale block is one KV head (kvmath.evaluate.values.kv_element_bytes)
+            "head_block_dtypes": {n: {"n_bits": d.element_bits, "s_bits": d.scale_bits}
+                                  for n, d in data_table("dtypes").items() if d.block_is_head},
             "defaults": dict(DEFAULTS), "version": version_info()}
 
 

@@ -131,10 +131,14 @@ class Dtype(Row, table="dtypes"):
     @property
     def bytes_per_element(self):
         """Bytes one element occupies, its share of its block's scale included
-        (kvmath.derive.kv.dtype_bytes), B."""
+        (kvmath.derive.kv.dtype_bytes), at the listed block size, B."""
+        return self.bytes_at(self.block_elements)
+
+    def bytes_at(self, block_elements):
+        """The same with blocks of block_elements (a head's width where block_is_head), B."""
         from kvmath._generated.numeric import FUNCS
         f, args = FUNCS["derive.dtype_bytes"]
-        at = {"n_bits": self.element_bits, "s_bits": self.scale_bits, "g_s": self.block_elements}
+        at = {"n_bits": self.element_bits, "s_bits": self.scale_bits, "g_s": block_elements}
         return float(f(*[at[a] for a in args]))
 
 
