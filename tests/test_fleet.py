@@ -285,6 +285,10 @@ def test_cli_route(capsys):
     (["tiers", "--model", "llama-3.1-70b", "--tokens", "100", "--resume-rate", "1",
       "--router", "nearest"], "--router"),
     (["route", "synthetic", "--model", "llama-3.1-8b"], "--nodes"),
+    (["fleet", "synthetic", "--model", "llama-3.1-8b", "--nodes", "2", "--pool", "nas"],
+     "unknown pool 'nas'"),
+    (["fleet", "synthetic", "--model", "llama-3.1-8b", "--nodes", "2", "--pool", "3fs-nvme",
+      "--pool-nodes", "4"], "--pool-nodes"),
 ])
 def test_cli_fleet_mistakes(capsys, argv, words):
     code, out, err = run(capsys, *argv)
@@ -359,9 +363,42 @@ def test_more_nodes_split_the_prefill(conversation):
     assert two["per_node"][0]["requests"] + two["per_node"][1]["requests"] == \
         conversation.n_requests
     assert two["prefill_gpu_s_per_s_max_node"] <= two["prefill_gpu_s_per_s"]
-    need, tried = nodes_needed(conversation, MODEL, NODE, "round-robin", max_nodes=4)
-    assert need == 2 and tried[need]["feasible"] and not tried[1]["feasible"]
-    assert any(x.startswith("decode") for x in two["not_counted"])
+    need, tried = nodes_needed(conversation, MODEL, NODE, "round-robin", max_nodes=6)
+    assert tried[need]["feasible"] and not tried[need - 1]["feasible"]
+    # sized on prefill alone two nodes would do; decode shares the GPUs, so more are needed
+    assert two["prefill_gpu_s_per_s_max_node"] <= NODE.gpus < two["gpu_s_per_s_max_node"]
+    assert need > 2 and not two["feasible"]
+    assert not any(x.startswith("decode") for x in two["not_counted"])
+
+
+def test_decode_demand_is_the_output_tokens_at_the_steps_cost(conversation):
+    """Each node's decode GPU-s/s is its output tokens over the span at the GPU time a token
+    costs in the planned batch's step; feasibility adds it to prefill."""
+    from kvmath.traces.fleet import fleet
+    from kvmath.traces.readers import decode_context_of
+    f = fleet(conversation, MODEL, NODE, 3, "round-robin")
+    per_token = f["decode"]["decode_gpu_s_per_token"]
+    assert f["decode"]["decode_step_s"] * f["tp"] / f["decode"]["decode_batch_seqs"] == \
+        pytest.approx(per_token, rel=1e-12)
+    assert f["decode_gpu_s_per_s"] == pytest.approx(
+        conversation.output_tokens.sum() * per_token / conversation.duration_s, rel=1e-9)
+    for x in f["per_node"]:
+        assert x["feasible"] == (x["prefill_gpu_s_per_s"] + x["decode_gpu_s_per_s"] <= NODE.gpus)
+    # the mean decode context: token j of a request of p prompt tokens reads p + j
+    p, o = conversation.prompt_tokens.astype(float), conversation.output_tokens.astype(float)
+    assert decode_context_of(conversation, MODEL) == pytest.approx(
+        sum(pi * oi + oi * (oi - 1) / 2 for pi, oi in zip(p, o)) / o.sum(), rel=1e-12)
+
+
+def test_a_larger_running_batch_makes_decode_cheaper_per_token(conversation):
+    from kvmath.traces.fleet import node_decode
+    small = node_decode(conversation, MODEL, NODE, 8, batch_seqs=8)
+    large = node_decode(conversation, MODEL, NODE, 8, batch_seqs=128)
+    assert large["decode_gpu_s_per_token"] < small["decode_gpu_s_per_token"]
+    assert large["decode_step_s"] > small["decode_step_s"]
+    # a node's batch split over its replicas, the busiest replica's share rounded up
+    assert node_decode(conversation, MODEL, NODE, 2, batch_seqs=10)["decode_batch_seqs"] == 3
+    assert node_decode(conversation, MODEL, NODE, 2, batch_seqs=0)["decode_batch_seqs"] == 1
 
 
 def test_fleet_search_keeps_the_cache_sizes(conversation):
@@ -396,9 +433,79 @@ def test_fleet_on_a_local_dask_cluster_equals_in_process():
     from kvmath.traces.fleet import fleet
     trace = T.load("synthetic")
     model = resolve_model("llama-3.1-8b")
-    here = fleet(trace, model, NODE, 3, "kv-aware")
-    there = fleet(trace, model, NODE, 3, "kv-aware", dask="local")
-    assert here == there
+    here = fleet(trace, model, NODE, 3, "kv-aware", pool=pools()["3fs-nvme"])
+    there = fleet(trace, model, NODE, 3, "kv-aware", dask="local", pool=pools()["3fs-nvme"])
+    assert here == there and here["pool"]["hits"] > 0
+
+
+# ------------------------------------------------------------------ a pool in the fleet's replay
+def _lru_write_through(trace, capacity):
+    """A write-through LRU store every request reads then writes, by hand (an OrderedDict):
+    each request's leading blocks present, then its blocks inserted tail first, head last; the
+    blocks written are those absent when the request began (an engine skips a hash it stored)."""
+    from collections import OrderedDict
+    store, hits, written = OrderedDict(), [], 0
+    offsets = np.r_[0, np.cumsum(trace.n_blocks)]
+    for r in range(trace.n_requests):
+        blocks = trace.hashes[offsets[r]:offsets[r + 1]].tolist()
+        h = 0
+        while h < len(blocks) and blocks[h] in store:
+            h += 1
+        hits.append(h)
+        written += sum(b not in store for b in set(blocks))
+        for b in reversed(blocks):
+            if b in store:
+                store.move_to_end(b)
+            else:
+                store[b] = True
+                if len(store) > capacity:
+                    store.popitem(last=False)
+    return np.array(hits), written
+
+
+@pytest.mark.parametrize("capacity", [1, 50, 2000, 10 ** 9])
+def test_a_shared_pools_hits_are_an_lru_over_the_whole_trace(capacity):
+    from kvmath.traces.replay import shared_prefix_hits
+    trace = T.load("synthetic")
+    hits, written = shared_prefix_hits(trace, capacity)
+    by_hand, written_by_hand = _lru_write_through(trace, capacity)
+    assert np.array_equal(hits, by_hand) and written == written_by_hand
+
+
+def test_a_pool_below_the_fleet_serves_what_the_nodes_miss(conversation):
+    """3FS (its own servers, so the nodes keep their DRAM): every node's tiers hit what they hit
+    without it, the pool serves more, and prefill falls; its reads are the nodes' reads of it."""
+    from kvmath.traces.fleet import fleet
+    alone = fleet(conversation, MODEL, NODE, 4, "kv-aware")
+    pooled = fleet(conversation, MODEL, NODE, 4, "kv-aware", pool=pools()["3fs-nvme"])
+    assert pooled["token_hit_rate"] > alone["token_hit_rate"]
+    assert pooled["prefill_gpu_s_per_s"] < alone["prefill_gpu_s_per_s"]
+    for a, b in zip(alone["per_node"], pooled["per_node"]):
+        own = [t for t in b["tiers"] if not t.get("shared")]
+        assert [t["hit_rate"] for t in own] == [t["hit_rate"] for t in a["tiers"]]
+    p = pooled["pool"]
+    assert p["read_Bps"] == pytest.approx(sum(t["read_Bps"] for x in pooled["per_node"]
+                                              for t in x["tiers"] if t.get("shared")))
+    assert p["hits"] > 0 and p["writes_within_bandwidth"]
+    assert "a shared pool" not in pooled["not_counted"]
+
+
+def test_a_pool_of_the_nodes_dram_takes_from_their_host_tier(conversation):
+    from kvmath.traces.fleet import fleet
+    alone = fleet(conversation, MODEL, NODE, 4, "kv-aware")
+    pooled = fleet(conversation, MODEL, NODE, 4, "kv-aware", pool=pools()["mooncake-store-dram"])
+    dram = [t["hit_rate"] for t in pooled["per_node"][0]["tiers"] if t["tier"] == "host-dram"]
+    assert dram[0] < [t["hit_rate"] for t in alone["per_node"][0]["tiers"]
+                      if t["tier"] == "host-dram"][0]
+
+
+def test_cli_fleet_with_a_pool_sizes_it_both_ways(capsys):
+    code, out, err = run(capsys, "fleet", "synthetic", "--model", "llama-3.1-8b", "--nodes", "2",
+                         "--pool", "3fs-nvme", "--max-nodes", "4", "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["pool"]["pool"] == "3fs-nvme" and "nodes_needed_without_pool" in r
+    assert r["nodes_needed"] <= r["nodes_needed_without_pool"]
 
 
 def test_a_dask_address_that_does_not_answer_is_refused_in_time(monkeypatch, capsys):
@@ -428,8 +535,13 @@ def test_ttft_fcfs_by_hand():
 def test_fleet_reports_ttft_and_searches_an_slo(conversation):
     from kvmath.traces.fleet import fleet, nodes_needed
     one = fleet(conversation, MODEL, NODE, 1, "affinity")
+    two = fleet(conversation, MODEL, NODE, 2, "affinity")
     four = fleet(conversation, MODEL, NODE, 4, "affinity")
-    assert 0 < four["ttft_s_p50"] <= four["ttft_s_p99"] < one["ttft_s_p99"]
+    assert 0 < four["ttft_s_p50"] <= four["ttft_s_p99"] < two["ttft_s_p99"]
+    # one node: decode alone fills its GPUs, so prefill never gets a turn and the wait grows
+    # without bound (said, not printed as a number)
+    assert one["decode_gpu_s_per_s"] > NODE.gpus and one["ttft_s_p99"] is None
+    assert one["ttft_s_p50"] is None and not one["feasible"]
     slo = four["ttft_s_p99"]
     need, tried = nodes_needed(conversation, MODEL, NODE, "affinity", max_nodes=8,
                                slo_ttft_p99_s=slo)

@@ -1012,6 +1012,9 @@ def _derive_reuse_drive_lifetime_years(C_drive, DWPD_rated, W_carried, Y_rated, 
 def _derive_reuse_fleet_cost_per_million_tokens(N_fleet, N_node, c_gpu, r_tok):
     return 1000000*N_fleet*N_node*c_gpu/r_tok
 
+def _derive_reuse_pool_cost_per_million_tokens(W_carried, c_cap, c_wear, pool_raw_bytes, r_tok):
+    return (1000000*W_carried*c_wear + 1000000*c_cap*pool_raw_bytes)/r_tok
+
 def _derive_serving_flops_extend(L_full, L_win, N_lin, T, W, d_qk, d_v, n, n_q):
     _x0 = 2*n
     _x1 = L_full*n_q
@@ -1054,8 +1057,24 @@ def _derive_serving_t_split_of(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, par
     _x0 = b_kv*e_kv*rho
     return numpy.maximum(part_time, c_hit*(T - x) + t_lat + (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/(B*K))
 
-def _derive_serving_t_decode_step(B_hbm, K, N_tot, b_w):
-    return N_tot*b_w/(B_hbm*K)
+def _derive_serving_t_decode_step(B_hbm, E, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, d_qk, d_v, e_kv, eta, forward_time, k_top, n_q, n_seq, rho):
+    _x0 = B_hbm**(-1.0)
+    _x1 = K**(-1.0)
+    _x2 = L_full*T
+    _x3 = numpy.minimum(T, W)
+    _x4 = _x1*b_kv*e_kv*n_seq*rho*(L_win*_x3 + _x2)
+    _x5 = K_e**(-1.0)
+    _x6 = 2*T
+    _x7 = N_xa*_x6
+    _x8 = T + 1
+    _x9 = (1/2)*_x8
+    _x10 = 2*n_q*(d_qk + d_v)
+    _x11 = P**(-1.0)
+    _x12 = eta**(-1.0)
+    _x13 = 2*_x8
+    _x14 = N_xa*_x13
+    _x15 = numpy.minimum(W, _x8)
+    return numpy.maximum(_x0*_x4 + forward_time, numpy.maximum(_x0*(N_xs*_x5*b_w*(1 - (1 - k_top/E)**n_seq) + _x1*b_w*(N_tot - N_xs) + _x4), n_seq*(_x11*_x12*(_x1*(N_lin*_x13 + _x10*(L_full*_x9*(T + 2) + L_win*(W*(-_x15 + _x8) + (1/2)*_x15*(_x15 + 1))) - _x14) + _x14*_x5) - _x11*_x12*(_x1*(N_lin*_x6 + _x10*(L_win*(W*(T - _x3) + (1/2)*_x3*(_x3 + 1)) + _x2*_x9) - _x7) + _x5*_x7))))
 
 def _derive_serving_p_free(B_hbm, N_lin, N_tot, P, b_dec, b_w, eta):
     return -b_dec + (1/2)*N_tot*P*b_w*eta/(B_hbm*N_lin)
@@ -1112,6 +1131,48 @@ def _derive_serving_busy_advantage(B, B_hbm, K, K_e, L_full, N_lin, N_tot, N_xa,
     _x24 = _x20*b_dec
     _x25 = (1/4)*N_tot**2*P*_x3*b_w**2*eta/(B_hbm**2*N_lin**2)
     return -N_xa*_x13 + T*c_hit + _x1*_x11*_x12 + _x10*_x7 + _x10*_x9 - _x11*_x7 - _x11*_x9 - _x15*d_qk - _x15*d_v - _x17*d_qk - _x17*d_v + _x18*d_qk + _x18*d_v + _x19*_x21 - _x19*_x24 + _x19*_x25 + _x2 + _x21*_x22 - _x22*_x24 + _x22*_x25 - _x23*d_qk - _x23*d_v - _x7*_x8 - _x8*_x9 + t_0 + t_req + _x4*b_kv*e_kv*rho/B
+
+def _derive_serving_decode_experts_share(E, k_top, n_seq):
+    return 1 - (1 - k_top/E)**n_seq
+
+def _derive_serving_decode_weight_bytes(E, K, K_e, N_tot, N_xs, b_w, k_top, n_seq):
+    return N_xs*b_w*(1 - (1 - k_top/E)**n_seq)/K_e + b_w*(N_tot - N_xs)/K
+
+def _derive_serving_t_decode_batch(B_hbm, E, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, d_qk, d_v, e_kv, eta, k_top, n_q, n_seq, rho):
+    _x0 = K**(-1.0)
+    _x1 = L_full*T
+    _x2 = numpy.minimum(T, W)
+    _x3 = K_e**(-1.0)
+    _x4 = 2*T
+    _x5 = N_xa*_x4
+    _x6 = T + 1
+    _x7 = (1/2)*_x6
+    _x8 = 2*n_q*(d_qk + d_v)
+    _x9 = P**(-1.0)
+    _x10 = eta**(-1.0)
+    _x11 = 2*_x6
+    _x12 = N_xa*_x11
+    _x13 = numpy.minimum(W, _x6)
+    return numpy.maximum((N_xs*_x3*b_w*(1 - (1 - k_top/E)**n_seq) + _x0*b_kv*e_kv*n_seq*rho*(L_win*_x2 + _x1) + _x0*b_w*(N_tot - N_xs))/B_hbm, n_seq*(_x10*_x9*(_x0*(N_lin*_x11 - _x12 + _x8*(L_full*_x7*(T + 2) + L_win*(W*(-_x13 + _x6) + (1/2)*_x13*(_x13 + 1)))) + _x12*_x3) - _x10*_x9*(_x0*(N_lin*_x4 - _x5 + _x8*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + _x1*_x7)) + _x3*_x5)))
+
+def _derive_serving_decode_gpu_s_per_token(B_hbm, E, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, d_qk, d_v, e_kv, eta, forward_time, k_top, n_q, n_seq, rho):
+    _x0 = B_hbm**(-1.0)
+    _x1 = K**(-1.0)
+    _x2 = L_full*T
+    _x3 = numpy.minimum(T, W)
+    _x4 = _x1*b_kv*e_kv*n_seq*rho*(L_win*_x3 + _x2)
+    _x5 = K_e**(-1.0)
+    _x6 = 2*T
+    _x7 = N_xa*_x6
+    _x8 = T + 1
+    _x9 = (1/2)*_x8
+    _x10 = 2*n_q*(d_qk + d_v)
+    _x11 = P**(-1.0)
+    _x12 = eta**(-1.0)
+    _x13 = 2*_x8
+    _x14 = N_xa*_x13
+    _x15 = numpy.minimum(W, _x8)
+    return K*numpy.maximum(_x0*_x4 + forward_time, numpy.maximum(_x0*(N_xs*_x5*b_w*(1 - (1 - k_top/E)**n_seq) + _x1*b_w*(N_tot - N_xs) + _x4), n_seq*(_x11*_x12*(_x1*(N_lin*_x13 + _x10*(L_full*_x9*(T + 2) + L_win*(W*(-_x15 + _x8) + (1/2)*_x15*(_x15 + 1))) - _x14) + _x14*_x5) - _x11*_x12*(_x1*(N_lin*_x6 + _x10*(L_win*(W*(T - _x3) + (1/2)*_x3*(_x3 + 1)) + _x2*_x9) - _x7) + _x5*_x7))))/n_seq
 
 def _derive_params_active_matmul_gqa(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, d, d_h, k_top, n_kv, n_q):
     _x0 = 3*d
@@ -1448,6 +1509,7 @@ FUNCS = {
     'derive_reuse.endurance_write_budget': (_derive_reuse_endurance_write_budget, ('C_drive', 'DWPD_rated', 'n_drives')),
     'derive_reuse.drive_lifetime_years': (_derive_reuse_drive_lifetime_years, ('C_drive', 'DWPD_rated', 'W_carried', 'Y_rated', 'n_drives')),
     'derive_reuse.fleet_cost_per_million_tokens': (_derive_reuse_fleet_cost_per_million_tokens, ('N_fleet', 'N_node', 'c_gpu', 'r_tok')),
+    'derive_reuse.pool_cost_per_million_tokens': (_derive_reuse_pool_cost_per_million_tokens, ('W_carried', 'c_cap', 'c_wear', 'pool_raw_bytes', 'r_tok')),
     'derive_serving.flops_extend': (_derive_serving_flops_extend, ('L_full', 'L_win', 'N_lin', 'T', 'W', 'd_qk', 'd_v', 'n', 'n_q')),
     'derive_serving.t_load': (_derive_serving_t_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho')),
     'derive_serving.ttft_serial_pipe': (_derive_serving_ttft_serial_pipe, ('T', 'c_hit', 'forward_time', 'load_time', 't_lat')),
@@ -1455,12 +1517,16 @@ FUNCS = {
     'derive_serving.split_load_bytes': (_derive_serving_split_load_bytes, ('K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 'x')),
     'derive_serving.t_split_load': (_derive_serving_t_split_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_lat', 'x')),
     'derive_serving.t_split_of': (_derive_serving_t_split_of, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'part_time', 'rho', 't_lat', 'x')),
-    'derive_serving.t_decode_step': (_derive_serving_t_decode_step, ('B_hbm', 'K', 'N_tot', 'b_w')),
+    'derive_serving.t_decode_step': (_derive_serving_t_decode_step, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'd_qk', 'd_v', 'e_kv', 'eta', 'forward_time', 'k_top', 'n_q', 'n_seq', 'rho')),
     'derive_serving.p_free': (_derive_serving_p_free, ('B_hbm', 'N_lin', 'N_tot', 'P', 'b_dec', 'b_w', 'eta')),
     'derive_serving.t_recompute_marginal': (_derive_serving_t_recompute_marginal, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'W', 'b_dec', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
     'derive_serving.B_chunked': (_derive_serving_B_chunked, ('B', 's', 't_0')),
     'derive_serving.t_reload_busy': (_derive_serving_t_reload_busy, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_0', 't_req')),
     'derive_serving.busy_advantage': (_derive_serving_busy_advantage, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'b_dec', 'b_kv', 'b_w', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0', 't_req')),
+    'derive_serving.decode_experts_share': (_derive_serving_decode_experts_share, ('E', 'k_top', 'n_seq')),
+    'derive_serving.decode_weight_bytes': (_derive_serving_decode_weight_bytes, ('E', 'K', 'K_e', 'N_tot', 'N_xs', 'b_w', 'k_top', 'n_seq')),
+    'derive_serving.t_decode_batch': (_derive_serving_t_decode_batch, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'd_qk', 'd_v', 'e_kv', 'eta', 'k_top', 'n_q', 'n_seq', 'rho')),
+    'derive_serving.decode_gpu_s_per_token': (_derive_serving_decode_gpu_s_per_token, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'd_qk', 'd_v', 'e_kv', 'eta', 'forward_time', 'k_top', 'n_q', 'n_seq', 'rho')),
     'derive.params_active_matmul(gqa)': (_derive_params_active_matmul_gqa, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_win', 'd', 'd_h', 'k_top', 'n_kv', 'n_q')),
     'derive.params_total(gqa)': (_derive_params_total_gqa, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_win', 'V', 'd', 'd_h', 'n_kv', 'n_q', 'tied')),
     'derive.params_active_matmul(mla)': (_derive_params_active_matmul_mla, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_win', 'd', 'd_nope', 'd_rope', 'd_v', 'k_top', 'n_q', 'r_kv', 'r_q')),

@@ -101,9 +101,9 @@ def analyse_fleet(args):
     """The JSON-ready result of ``kvmath fleet``."""
     from kvmath.scenario.engine_config import cache_sizes, engine_of
     from kvmath.evaluate.compare import ScenarioError, node_tp
-    from kvmath.tables.rows import resolve_model, resolve_node
+    from kvmath.tables.rows import resolve_model, resolve_node, resolve_pool
     from kvmath.traces import readers as T
-    from kvmath.traces.fleet import fleet, fleet_cost, node_setup, nodes_needed
+    from kvmath.traces.fleet import fleet, fleet_cost, nodes_needed
     node, model = resolve_node(args.node), resolve_model(args.model)
     tp = args.tp or node_tp(model, node.gpus)
     if tp > node.gpus:
@@ -112,21 +112,28 @@ def analyse_fleet(args):
     engine, cfg = engine_of(args)
     kw = dict(tp=tp, engine=engine, batch_seqs=args.batch_seqs, batch_context=args.batch_context,
               dask=args.dask, **cache_sizes(args, cfg, node, tp, model))
-    out = fleet(trace, model, node, args.nodes, args.router, **kw)
+    pool = resolve_pool(args.pool) if args.pool else None
+    out = fleet(trace, model, node, args.nodes, args.router, pool=pool, **kw)
     out["trace"] = args.file
-    # what the fleet's GPUs cost per million tokens served: sized on prefill alone (decode
-    # is not counted), so a lower bound
+    # what the fleet's nodes cost per million tokens served, at the GPU-hour price (a cloud
+    # node's, its host included); the network between nodes is not priced
     out.update(fleet_cost(trace, node, args.nodes, args.gpu_price))
     if args.slo_ttft_p99 is not None and not args.max_nodes:
         raise UsageError("--slo-ttft-p99 needs --max-nodes (the largest fleet to search)")
     if args.max_nodes:
+        def cost(n):
+            return (fleet_cost(trace, node, n, args.gpu_price)["cost_per_million_tokens_usd"]
+                    if n else None)
         need, _ = nodes_needed(trace, model, node, args.router, max_nodes=args.max_nodes,
-                               slo_ttft_p99_s=args.slo_ttft_p99, **kw)
+                               slo_ttft_p99_s=args.slo_ttft_p99, pool=pool, **kw)
         out["nodes_needed"] = need
-        out["cost_per_million_tokens_usd_nodes_needed"] = (
-            fleet_cost(trace, node, need, args.gpu_price)["cost_per_million_tokens_usd"]
-            if need else None)
-        out["nodes_needed_for"] = "every node's prefill demand within its GPUs" + (
+        out["cost_per_million_tokens_usd_nodes_needed"] = cost(need)
+        if pool is not None:  # the same search without the pool, to set against it
+            alone, _ = nodes_needed(trace, model, node, args.router, max_nodes=args.max_nodes,
+                                    slo_ttft_p99_s=args.slo_ttft_p99, **kw)
+            out["nodes_needed_without_pool"] = alone
+            out["cost_per_million_tokens_usd_nodes_needed_without_pool"] = cost(alone)
+        out["nodes_needed_for"] = "every node's prefill and decode demand within its GPUs" + (
             f" and the fleet's p99 time to first token within {args.slo_ttft_p99:g} s"
             if args.slo_ttft_p99 is not None else "")
     if cfg is not None:
@@ -136,34 +143,58 @@ def analyse_fleet(args):
 
 def _fleet_human(r):
     from kvmath.present.format import fmt_bytes, fmt_time
+    dec = r["decode"]
     lines = [f"{r['trace']}: {r['requests']:,} requests on {r['nodes']} x {r['node']} "
              f"({r['model']}, TP {r['tp']}), routed {r['router']}",
              f"tokens hit: {r['token_hit_rate']:.1%}; {r['reach_continuation']:.1%} of turns reach "
              f"their previous turn's node; load imbalance {r['load_imbalance']:.2f}",
-             f"prefill: {r['prefill_gpu_s_per_s']:.3g} GPU-s/s in all, the busiest node "
-             f"{r['prefill_gpu_s_per_s_max_node']:.3g} of its {r['gpus_per_node']}: "
+             f"prefill: {r['prefill_gpu_s_per_s']:.3g} GPU-s/s in all; decode: "
+             f"{r['decode_gpu_s_per_s']:.3g} GPU-s/s ({dec['decode_batch_seqs']} sequence(s) "
+             f"per replica at {dec['decode_context_tokens']:,.0f} tokens of context, "
+             f"{fmt_time(dec['decode_step_s'])} a step); the busiest node "
+             f"{r['gpu_s_per_s_max_node']:.3g} of its {r['gpus_per_node']}: "
              f"{'feasible' if r['feasible'] else 'INFEASIBLE'}",
-             f"time to first token: p50 {fmt_time(r['ttft_s_p50'])}, p99 "
-             f"{fmt_time(r['ttft_s_p99'])} ({r['replicas_per_node']} replica(s) per node, first "
-             "come first served)"]
-    lines.append(f"{'node':>4} {'requests':>9} {'tokens hit':>10} {'prefill GPU-s/s':>16}  "
-                 "tier reads / writes")
+             "time to first token: " + (
+                 f"p50 {fmt_time(r['ttft_s_p50'])}, p99 {fmt_time(r['ttft_s_p99'])} "
+                 f"({r['replicas_per_node']} replica(s) per node, first come first served, in "
+                 "the GPU time decode leaves)" if r["ttft_s_p99"] is not None else
+                 "unbounded (decode alone fills a node's GPUs)")]
+    lines.append(f"{'node':>4} {'requests':>9} {'tokens hit':>10} {'prefill GPU-s/s':>16} "
+                 f"{'decode GPU-s/s':>15}  tier reads / writes")
     for x in r["per_node"]:
         hit = "-" if x["token_hit_rate"] is None else f"{x['token_hit_rate']:.1%}"
-        traffic = ", ".join(f"{t['tier']} {fmt_bytes(t['read_Bps'], 3)}/s / "
-                            f"{fmt_bytes(t['write_Bps'], 3)}/s" for t in x["tiers"] if
+        traffic = ", ".join(f"{t['tier']} {fmt_bytes(t['read_Bps'], 3)}/s / " + (
+                            "(the fleet's)" if t.get("shared") else
+                            f"{fmt_bytes(t['write_Bps'], 3)}/s") for t in x["tiers"] if
                             t["tier"] != "hbm")
         lines.append(f"{x['node']:>4} {x['requests']:>9,} {hit:>10} "
-                     f"{x['prefill_gpu_s_per_s']:>16.3g}  {traffic}")
+                     f"{x['prefill_gpu_s_per_s']:>16.3g} {x['decode_gpu_s_per_s']:>15.3g}  "
+                     f"{traffic}")
     price = (f"${r['gpu_hour_usd']:.3g} per GPU-hour"
              + (f", listed {r['gpu_price_observed']}" if r["gpu_price_observed"] else ", given"))
     lines.append(f"cost: ${r['cost_per_million_tokens_usd']:.3g} per million tokens served "
-                 f"(prompt and output) at {price}; a lower bound, the fleet sized on prefill alone")
+                 f"(prompt and output) at {price}, every hour of the fleet's nodes; the network "
+                 "between them is not priced")
     if "nodes_needed" in r:
         lines.append(f"fewest nodes with {r['nodes_needed_for']}: " + (
             f"{r['nodes_needed']}, ${r['cost_per_million_tokens_usd_nodes_needed']:.3g} per "
             "million tokens" if r["nodes_needed"] else "more than --max-nodes"))
-    lines.append("not counted: " + ", ".join(r["not_counted"]))
+    if "pool" in r:
+        p = r["pool"]
+        lines.append(f"pool {p['pool']} ({fmt_bytes(p['capacity_bytes'], 4)}), written through by "
+                     f"the {r['nodes']} nodes: {p['hit_rate']:.1%} of blocks served from it, read "
+                     f"{fmt_bytes(p['read_Bps'], 3)}/s, written {fmt_bytes(p['write_Bps'], 3)}/s "
+                     f"over {p['replicas']} replica(s); its media "
+                     f"${p['pool_cost_per_million_tokens_usd']:.3g} per million tokens at "
+                     f"{p['pool_price_tier']} prices (its servers not priced)"
+                     + ("" if p["writes_within_bandwidth"] else
+                        f": INFEASIBLE, beyond its {fmt_bytes(p['write_bandwidth_Bps'], 3)}/s"))
+    if "nodes_needed_without_pool" in r:
+        n = r["nodes_needed_without_pool"]
+        lines.append("without the pool: " + (
+            f"{n}, ${r['cost_per_million_tokens_usd_nodes_needed_without_pool']:.3g} per million "
+            "tokens (the pool itself not priced)" if n else "more than --max-nodes"))
+    lines.append("not counted: " + (", ".join(r["not_counted"]) or "-"))
     return "\n".join(lines)
 
 

@@ -57,6 +57,11 @@ def analyse(args):
                                batch_context=batch_context)["hbm_free_bytes"]
     rep = C.replay(trace, specs, block_bytes, policy=args.policy, ttl_s=args.ttl,
                    min_uses=args.min_uses, cost=cost)
+    from kvmath.traces.fleet import node_decode
+    decode = node_decode(trace, model, node, tp, engine, args.batch_seqs)
+    decode_demand = (float(trace.output_tokens.sum()) * decode["decode_gpu_s_per_token"]
+                     / max(trace.duration_s, 1.0))
+    compute_feasible = rep["prefill_gpu_s_per_s"] + decode_demand <= rep["node_gpu_s_per_s"]
     keep = ("tier", "capacity_bytes", "hit_rate", "read_Bps_mean", "read_Bps_p99",
             "write_Bps_mean", "write_Bps_p99", "writes_dropped", "writes_filtered",
             "drive_writes_per_day", "lifetime_years")
@@ -84,14 +89,16 @@ def analyse(args):
                                "node_gpu_s_per_s")},
         # the running batch must fit HBM too, as tiers says (issue 20: it had set HBM to 0 B)
         "hbm_free_bytes": hbm_free, "hbm_feasible": hbm_free >= 0,
-        "compute_feasible": rep["feasible"], "feasible": rep["feasible"] and hbm_free >= 0,
+        # decode shares the GPUs with prefill (issue 21: feasibility had counted prefill alone)
+        "decode_gpu_s_per_s": decode_demand, "decode": decode,
+        "compute_feasible": compute_feasible, "feasible": compute_feasible and hbm_free >= 0,
         **({"engine": engine.name} if engine is not None else {}),
         **({"engine_config": cfg.summary()} if cfg is not None else {}),
     }
 
 
 def _human(r):
-    from kvmath.present.format import fmt_bytes
+    from kvmath.present.format import fmt_bytes, fmt_time
     lines = [f"{r['trace']}: {r['requests']:,} requests over {r['duration_s']:,.0f} s, "
              f"{r['prompt_tokens']:,} prompt tokens; {r['model']} on {r['node']} (TP {r['tp']})",
              f"unlimited prefix cache: {r['max_token_hit_rate']:.1%} of tokens, "
@@ -111,9 +118,13 @@ def _human(r):
             lines.append(f"{'':<10} {t['drive_writes_per_day']:.3g} drive writes per day, "
                          + (f"rated life {life:.3g} years at that rate" if math.isfinite(life)
                             else "so no wear"))  # issue 20: "rated life inf years"
+    dec = r["decode"]
     lines.append(f"GPU-seconds saved per second: {r['gpu_seconds_saved_per_s']:.3g}; prefill "
                  f"demand {r['prefill_gpu_s_per_s']:.3g} GPU-s/s (no cache "
-                 f"{r['prefill_gpu_s_per_s_no_cache']:.3g}) of the node's "
+                 f"{r['prefill_gpu_s_per_s_no_cache']:.3g}) and decode "
+                 f"{r['decode_gpu_s_per_s']:.3g} ({dec['decode_batch_seqs']} sequence(s) per "
+                 f"replica at {dec['decode_context_tokens']:,.0f} tokens, "
+                 f"{fmt_time(dec['decode_step_s'])} a step) of the node's "
                  f"{r['node_gpu_s_per_s']:.3g}: "
                  f"{'feasible' if r['compute_feasible'] else 'INFEASIBLE'}")
     if not r["hbm_feasible"]:

@@ -218,3 +218,8 @@ drive_lifetime_years = dwpd_rated * years_rated / drive_writes_per_day
 #: what a fleet's GPUs cost per million tokens it serves (prompt and output): N_fleet nodes of
 #: N_node GPUs at c_gpu per GPU-second, serving r_tok tokens per second, $
 fleet_cost_per_million_tokens = 10 ** 6 * N_fleet * N_node * c_gpu / r_tok
+#: raw bytes of a pool's media (its KV capacity times the copies it keeps of each)
+pool_raw_bytes = sp.Symbol("pool_raw_bytes", nonnegative=True)
+#: what a pool's media cost per million tokens the fleet serves: holding its raw bytes at c_cap
+#: and wearing them at c_wear for the W_carried bytes per second its replicas take, $
+pool_cost_per_million_tokens = 10 ** 6 * (c_cap * pool_raw_bytes + c_wear * W_carried) / r_tok

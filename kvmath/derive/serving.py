@@ -14,13 +14,18 @@ new arguments, never a second copy of a formula.
 * Busy server (chunked prefill): a decode step is memory-bound, so prefill
   tokens added to it are free up to the ridge point; recompute's marginal cost
   is what lies beyond.
+* Decode at a batch (a fleet's other demand): one step of n_seq sequences at a
+  T-token context, their one-token forward (timed by the prefill model) then their
+  attention reading every sequence's KV once, never under the roofline of reading
+  the weights they touch (the routed experts' touched share, uniform routing).
 """
 import sympy as sp
 
 from kvmath.derive import symcache as C
 from kvmath.derive import kv as D
-from kvmath.derive.symbols import (B, B_hbm, K, L_full, L_win, N_lin, N_tot, P, T, b_dec, b_w, c_hit, eta,
-                      n_new, t_lat, t_req, x_split)
+from kvmath.derive import prefill as DP
+from kvmath.derive.symbols import (B, B_hbm, E, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, b_dec,
+                      b_w, c_hit, eta, n_new, n_seq, t_lat, t_req, x_split)
 
 # ------------------------------------------------------------------ overlap (CachedAttention)
 #: FLOPs of the next turn's n tokens on top of a T-token history: F(T + n) - F(T)
@@ -65,3 +70,23 @@ t_reload_busy = t_req + D.t_reload
 #: reload minus marginal recompute in a busy server (beyond the free tokens, full attention)
 busy_advantage = sp.expand((t_reload_busy - (D.t_compute - D.t_compute.subs(T, p_free)))
                            .subs(L_win, 0))
+
+# ------------------------------------------------------------------ decode at a batch
+#: share of a MoE layer's routed experts that one decode step of n_seq sequences touches (each
+#: token picks k_top of E, uniform routing: kvmath.derive.prefill.experts_touched over E)
+decode_experts_share = DP.experts_touched.subs(T, 1) / E
+#: weight bytes each GPU reads in that step: everything but the routed experts, and the touched
+#: share of the routed experts it holds, B
+decode_weight_bytes = (N_tot - N_xs) * b_w / K + decode_experts_share * N_xs * b_w / K_e
+#: the roofline of one decode step of n_seq sequences, each one new token over a T-token
+#: context: the maximum of their forwards' compute (kvmath.derive.kv.t_compute's increment from
+#: T to T + 1) and reading the touched weights and every sequence's KV once from HBM, s; a lower
+#: bound no step can beat
+t_decode_batch = sp.Max(n_seq * (D.t_compute.subs(T, T + 1) - D.t_compute),
+                        (decode_weight_bytes + n_seq * D.kv_bytes_per_gpu) / B_hbm)
+#: one decode step as timed: the forward of n_seq one-token sequences with no context
+#: (forward_time: the calibrated operator model's, with its kernels' fixed costs and all-reduces)
+#: then their attention reading each sequence's KV once, never under the roofline, s
+t_decode_step = sp.Max(t_decode_batch, forward_time + n_seq * D.kv_bytes_per_gpu / B_hbm)
+#: GPU time one output token costs in that step: the replica's K GPUs over its n_seq tokens, s
+decode_gpu_s_per_token = K * t_decode_step / n_seq

@@ -150,8 +150,9 @@ _MAY_BE_INF = {"min_reload_bandwidth_Bps"}
 PREFILL_MODELS = ("calibrated", "ideal")
 
 
-def recompute_fn(model, gpu, layout, values, prefill="calibrated"):
-    """(name of the prefill model used, f(T) -> recompute seconds, vectorised).
+def recompute_fn(model, gpu, layout, values, prefill="calibrated", batch=1):
+    """(name of the prefill model used, f(T) -> recompute seconds, vectorised), of ``batch``
+    equal prompts in one forward pass.
 
     ``ideal``: the flat roofline of :mod:`kvmath.derive.kv`; ``calibrated``: the operator model
     of :mod:`kvmath.evaluate.prefill`, fitted to measured operator times. A GPU with no calibration
@@ -160,6 +161,8 @@ def recompute_fn(model, gpu, layout, values, prefill="calibrated"):
     if prefill not in PREFILL_MODELS:
         raise ScenarioError(f"--prefill must be one of {', '.join(PREFILL_MODELS)}, got {prefill!r}")
     ideal = fn("t_recompute")
+    if batch != 1:  # the flat roofline of a batch: the compute adds up, the weights read once
+        ideal, values = fn("t_recompute_batch"), {**values, "n_seq": float(batch)}
     if prefill == "ideal":
         return "ideal", lambda t: ideal.take({**values, "T": t})
     from kvmath.evaluate.prefill import allreduce_figures, calibrated_fn, fitted_parameters
@@ -169,7 +172,8 @@ def recompute_fn(model, gpu, layout, values, prefill="calibrated"):
         kw = dict(tp=layout.gpus, ep=layout.gpus, dp_attention=True, tp_attn=layout.tp)
     else:  # experts expert-parallel over ep ranks, or sharded by TP (ep 1)
         kw = dict(tp=layout.gpus, ep=layout.ep if layout.ep > 1 else None, dp_attention=False)
-    return "calibrated", calibrated_fn(model, gpu, compute_dtype=layout.compute_dtype, **kw)
+    return "calibrated", calibrated_fn(model, gpu, compute_dtype=layout.compute_dtype, batch=batch,
+                                       **kw)
 
 
 def suffix_values(values, rec, tokens):

@@ -4,7 +4,9 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from kvmath.evaluate.compare import Numeric, fn, numeric_of, recompute_fn, scenario_values, time_step
+from kvmath.evaluate.compare import (Numeric, ScenarioError, fn, numeric_of, recompute_fn,
+                                     scenario_values, time_step)
+from kvmath.tables.rows import bundled
 
 
 def sfn(name):
@@ -12,9 +14,10 @@ def sfn(name):
     return numeric_of("kvmath.derive.serving", name)
 
 
-def _prefill(model, gpu, v, prefill):
-    """(name of the prefill model, f(T) -> s): compare's, calibrated by default."""
-    return recompute_fn(model, gpu, v["layout"], v, prefill)
+def _prefill(model, gpu, v, prefill, batch=1):
+    """(name of the prefill model, f(T) -> s) of ``batch`` prompts in one pass: compare's,
+    calibrated by default."""
+    return recompute_fn(model, gpu, v["layout"], v, prefill, batch=batch)
 
 
 def _bisect_first(f, lo, hi, iterations=60):
@@ -148,3 +151,29 @@ def short_crossing(values):
         roots = [-a0 / a1]
     roots = [r for r in roots if r > p_free]
     return min(roots) if roots else None
+
+
+def decode_cost(model, gpu, tp, batch_seqs, context_tokens, engine=None, compute_dtype=None,
+                prefill="calibrated"):
+    """One decode step of ``batch_seqs`` sequences (a positive integer) on a replica of ``tp``
+    GPUs, each at ``context_tokens`` of context (kvmath.derive.serving.t_decode_step: the
+    prefill model's forward of one token per sequence, then their attention reading each KV
+    once, never under the roofline): {decode_step_s, decode_gpu_s_per_token (the replica's
+    GPU-seconds per output token), decode_roofline_step_s, decode_batch_seqs,
+    decode_context_tokens, prefill_model}. The context is held to the model's window.
+    """
+    if not (math.isfinite(batch_seqs) and batch_seqs >= 1 and int(batch_seqs) == batch_seqs):
+        raise ScenarioError(f"a decode batch needs a positive whole number of sequences, "
+                            f"got {batch_seqs}")
+    v, _ = scenario_values(model, gpu, bundled().tiers["host-dram"], tp=tp, engine=engine,
+                           compute_dtype=compute_dtype)
+    if not model.is_moe:
+        v.update(E=1, k_top=1)  # no routed experts (N_xs = 0); avoid 0/0
+    name, rec = _prefill(model, gpu, v, prefill, batch=int(batch_seqs))
+    at = {**v, "n_seq": float(batch_seqs), "forward_time": float(rec(1.0)),
+          "T": float(min(context_tokens, model.max_context_tokens))}
+    return {"decode_step_s": float(sfn("t_decode_step").take(at)),
+            "decode_gpu_s_per_token": float(sfn("decode_gpu_s_per_token").take(at)),
+            "decode_roofline_step_s": float(sfn("t_decode_batch").take(at)),
+            "decode_batch_seqs": int(batch_seqs), "decode_context_tokens": at["T"],
+            "prefill_model": name}

@@ -231,7 +231,10 @@ OPTIONS = (
     Option("activation-reserve", RESERVE, "share of the used HBM kept for activations and "
            "workspace (default: plan_defaults.csv, an assumption)", (TIERS,), metavar="F"),
     Option("batch-seqs", COUNT, "sequences in the running batch of the node, whose KV stays in "
-           "HBM (default: plan_defaults.csv, an assumption)", (TIERS, TRACE, ROUTE, FLEET), metavar="N"),
+           "HBM (default: plan_defaults.csv, an assumption)", (TIERS, TRACE, ROUTE, FLEET), metavar="N",
+           help_for={cmd: "sequences in the running batch of the node, whose KV stays in HBM and "
+                     "whose decode steps share its GPUs (default: plan_defaults.csv, an "
+                     "assumption)" for cmd in (TRACE, FLEET)}),
     Option("batch-context", POSITIVE_INT, "tokens of each running sequence (default: --tokens)",
            (TIERS, TRACE, ROUTE, FLEET), unit="tokens", metavar="TOKENS",
            help_for={cmd: "context of each running sequence (default: the trace's mean "
@@ -256,7 +259,10 @@ OPTIONS = (
     Option("pool", TEXT, "a KV store shared by several GPU nodes: bundled name (pools.csv: "
            "mooncake-store-dram, 3fs-nvme, lustre-gcp) or path to a pools CSV row; compare and "
            "reuse reload from it (instead of --tier), tiers puts it below the node's tiers",
-           (COMPARE, REUSE, TIERS), path=True),
+           (COMPARE, REUSE, TIERS, FLEET), path=True,
+           help_for={FLEET: "a KV store below every node's tiers, shared by the fleet's --nodes "
+                     "and written through: bundled name (pools.csv) or path to a pools CSV row; "
+                     "with --max-nodes the fleet is also sized without it"}),
     Option("pool-nodes", POSITIVE_INT, "GPU nodes sharing the pool, whose reloads split its "
            "servers' media and NICs (default: --nodes when given, else the pool row's "
            "gpu_nodes)", (COMPARE, REUSE, TIERS),
@@ -280,7 +286,7 @@ OPTIONS = (
            f"answer within {DASK_TIMEOUT_S} s); default: in this process", (FLEET,),
            metavar="ADDRESS"),
     Option("max-nodes", POSITIVE_INT, "also find the fewest nodes, up to this many, whose every "
-           "node's prefill demand fits its GPUs", (FLEET,), metavar="N"),
+           "node's prefill and decode demand fit its GPUs", (FLEET,), metavar="N"),
     Option("slo-ttft-p99", POSITIVE, "with --max-nodes, the fewest nodes must also keep the "
            "fleet's 99th-percentile time to first token within this", (FLEET,), unit="s",
            metavar="S"),

@@ -8,12 +8,21 @@ machine's cores; or the address of a running scheduler, given up on after
 :data:`DASK_TIMEOUT_S`), with the same results.
 
 Counted: prefill (the prompts' misses, lost reloads and every request's own forward pass) and
-reload time, in GPU-seconds per second; and each request's time to first token, its wait for a
-free replica of its node (first come, first served over the node's GPUs / TP replicas, each
-serving one prefill at a time) plus its own prefill and reloads. Not counted (stated in every
-answer): decode (the replicas serve prefills only, as a disaggregated prefill pool does), the
-engine's batching of several prefills into one step, and a pool shared by the nodes (a pool is
-planned analytically by ``tiers --pool``).
+reload time, in GPU-seconds per second; decode, the trace's output tokens at the GPU time one
+costs in a decode step of the node's running batch (:func:`kvmath.evaluate.serving.
+decode_cost`: batch_seqs sequences over the node's replicas, at the trace's mean decode
+context); a node is feasible when its prefill and decode together fit its GPUs (they share
+them, as an engine with chunked prefill runs both). Each request's time to first token is its
+wait for a free replica of its node (first come, first served over the node's GPUs / TP
+replicas, each serving one prefill at a time) plus its own prefill and reloads, stretched by the
+share of the GPUs decode leaves (ASSUMED: prefill runs in the time decode steps leave free). Not
+counted (stated in every answer): the engine's batching of several prefills into one step.
+
+A pool (``pool=``) sits below every node's tiers, shared by the fleet and written through: every
+request's new blocks are written to it, so its contents are an LRU over the whole trace, and
+each request's leading blocks in it come from the whole trace's stack distances
+(:func:`kvmath.traces.replay.shared_prefix_hits`) before the nodes' replays; each node then
+reads from it what its own tiers miss, over its share of the pool's servers and NICs.
 """
 from __future__ import annotations
 
@@ -27,8 +36,7 @@ from kvmath.traces import replay as C
 from kvmath.traces.routing import route
 
 #: what the fleet replay leaves out, in every answer
-NOT_COUNTED = ("decode (replicas serve prefills only)", "batching several prefills in a step",
-               "a shared pool")
+NOT_COUNTED = ("batching several prefills in a step", "a shared pool")
 
 
 def ttft_fcfs(arrival_s, service_s, servers):
@@ -82,27 +90,67 @@ def node_setup(trace, model, node, tp=None, engine=None, batch_seqs=None, batch_
     return specs, block_bytes, C.HitCost(model, gpu, specs, tp, node.gpus, engine=engine), blocks, tp
 
 
-def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus, replicas):
+def node_decode(trace, model, node, tp, engine=None, batch_seqs=None):
+    """The decode step a node's replica runs (:func:`kvmath.evaluate.serving.decode_cost`): the
+    node's running batch (batch_seqs, default plan_defaults.csv) over its node.gpus / tp replicas,
+    the busiest replica's share rounded up and at least one sequence, at the trace's mean decode
+    context."""
+    import math
+
+    from kvmath.evaluate.serving import decode_cost
+    from kvmath.tables.rows import bundled, plan_defaults
+    seqs = plan_defaults()["batch_seqs"].value if batch_seqs is None else batch_seqs
+    per_replica = max(1, math.ceil(seqs / max(node.gpus // tp, 1)))
+    gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)
+    out = decode_cost(model, gpu, tp, per_replica, T.decode_context_of(trace, model),
+                      engine=engine)
+    return {**out, "batch_seqs_per_node": seqs}
+
+
+def pool_setup(trace, model, node, nodes, pool, tp, block_bytes, engine=None):
+    """(TierSpec, leading blocks of each request it holds, blocks written to it) of ``pool``
+    shared by the fleet's ``nodes`` GPU nodes, written through (every request's blocks, new ones
+    only): its whole capacity (:meth:`~kvmath.tables.rows.Pool.capacity`), read by each node
+    over its share of the pool's servers and NICs (:func:`~kvmath.tables.rows.pool_tier`)."""
+    from kvmath.evaluate.compare import path_values
+    from kvmath.tables.rows import bundled, pool_tier
+    gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)
+    path = pool_tier(pool, nodes)
+    bw = path_values(path, gpu, node.gpus)[0] * node.gpus
+    spec = C.TierSpec(f"pool:{pool.name}", pool.capacity(nodes), bw, bw / pool.replicas, path)
+    hits, written = C.shared_prefix_hits(trace, int(spec.capacity_bytes // block_bytes))
+    return spec, hits, written
+
+
+def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus, replicas,
+                decode_gpu_s_per_token=0.0, shared=None):
     """Node n's answer: its requests ``sub`` replayed through its tiers, rates over the whole
-    trace's span ``span_s`` (so the nodes' demands add up to the fleet's), and each request's
-    time to first token on the node's ``replicas`` (``ttft_s``, an array)."""
+    trace's span ``span_s`` (so the nodes' demands add up to the fleet's), its decode demand
+    (its output tokens at ``decode_gpu_s_per_token`` GPU-seconds each), and each request's time
+    to first token on the node's ``replicas`` (``ttft_s``, an array; None with ``ttft_s_p99``
+    when decode alone fills the node's GPUs, the queue then growing without bound)."""
     if sub.n_requests == 0:
         return {"node": n, "requests": 0, "token_hit_rate": None, "prompt_tokens": 0,
-                "prefill_gpu_s_per_s": 0.0, "reload_gpu_s_per_s": 0.0, "feasible": True,
+                "prefill_gpu_s_per_s": 0.0, "decode_gpu_s_per_s": 0.0,
+                "reload_gpu_s_per_s": 0.0, "feasible": True,
                 "ttft_s_p99": None, "tiers": [], "ttft_s": np.empty(0)}
-    rep = C.replay(sub, specs, block_bytes, cost=cost, service=True)
-    ttft = ttft_fcfs(sub.timestamp_s, rep["service_s"], replicas)
+    rep = C.replay(sub, specs, block_bytes, cost=cost, service=True, shared=shared)
+    decode = float(sub.output_tokens.sum()) * decode_gpu_s_per_token / max(span_s, 1.0)
+    left = 1.0 - decode / gpus  # the share of the GPUs' time decode leaves to prefill
+    ttft = (ttft_fcfs(sub.timestamp_s, rep["service_s"] / left, replicas) if left > 0 else None)
     scale = max(sub.duration_s, 1.0) / max(span_s, 1.0)
     demand = rep["prefill_gpu_s_per_s"] * scale
     return {"node": n, "requests": sub.n_requests, "token_hit_rate": rep["token_hit_rate"],
             "prompt_tokens": int(sub.prompt_tokens.sum()),
-            "prefill_gpu_s_per_s": demand,
+            "prefill_gpu_s_per_s": demand, "decode_gpu_s_per_s": decode,
             "reload_gpu_s_per_s": rep["reload_gpu_s_per_s"] * scale,
-            "feasible": bool(demand <= gpus),
-            "ttft_s_p99": float(np.percentile(ttft, 99)), "ttft_s": ttft,
+            "feasible": bool(demand + decode <= gpus),
+            "ttft_s_p99": None if ttft is None else float(np.percentile(ttft, 99)),
+            "ttft_s": ttft,
             "tiers": [{"tier": t["tier"], "hit_rate": t["hit_rate"],
                        "read_Bps": t["read_Bps_mean"] * scale,
-                       "write_Bps": t["write_Bps_mean"] * scale,
+                       **({"hits": t["hits"], "shared": True} if t.get("shared") else
+                          {"write_Bps": t["write_Bps_mean"] * scale}),
                        **({"drive_writes_per_day": t["drive_writes_per_day"] * scale}
                           if "drive_writes_per_day" in t else {})} for t in rep["tiers"]]}
 
@@ -124,16 +172,36 @@ def _dask_client(dask):
 
 
 def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=None,
-          batch_context=None, seed=0, setup=None, dask=None, **cache_kw):
+          batch_context=None, seed=0, setup=None, dask=None, pool=None, **cache_kw):
     """Route ``trace`` over ``nodes`` copies of ``node`` and replay each (here, or on Dask: a
-    local cluster or a scheduler's address); a JSON-ready dict."""
+    local cluster or a scheduler's address); a JSON-ready dict. pool: a
+    :class:`~kvmath.tables.rows.Pool` below every node's tiers, shared by the fleet and written
+    through (a pool of the nodes' own DRAM takes its share of each node's host DRAM)."""
     check_fleet(trace, nodes)
+    if pool is not None:
+        cache_kw = {**cache_kw, "pool": pool, "pool_nodes": nodes}
     specs, block_bytes, cost, blocks, tp = setup or node_setup(
         trace, model, node, tp, engine, batch_seqs, batch_context, **cache_kw)
     routed = route(trace, nodes, router, blocks, seed=seed, assignment=True)
     where = routed.pop("assignment")
+    decode = node_decode(trace, model, node, tp, engine, batch_seqs)
+    shared = pool_answer = None
+    if pool is not None:
+        spec, hits, written = pool_setup(trace, model, node, nodes, pool, tp, block_bytes, engine)
+        cost = C.HitCost(cost.model, cost.gpu, [*specs, spec], cost.tp, cost.gpus,
+                         engine=cost.engine)
+        writes = written * block_bytes / max(trace.duration_s, 1.0)  # each block once
+        pool_answer = {"pool": pool.name, "capacity_bytes": spec.capacity_bytes,
+                       **pool_cost(trace, pool, nodes, writes * pool.replicas),
+                       "replicas": pool.replicas, "write_Bps": writes * pool.replicas,
+                       "write_bandwidth_Bps": spec.write_Bps * nodes,
+                       # writes are not dropped: the pool must take them (ASSUMED it does, and
+                       # said when it cannot)
+                       "writes_within_bandwidth": bool(writes <= spec.write_Bps * nodes),
+                       "read_bandwidth_Bps_per_node": spec.read_Bps}
     jobs = [(n, subtrace(trace, where == n), specs, block_bytes, cost, trace.duration_s,
-             node.gpus, node.gpus // tp) for n in range(nodes)]
+             node.gpus, node.gpus // tp, decode["decode_gpu_s_per_token"],
+             None if pool is None else (spec, hits[where == n])) for n in range(nodes)]
     if dask is None:
         per_node = [replay_node(*job) for job in jobs]
     else:
@@ -146,18 +214,37 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
             if dask == "local":
                 client.cluster.close()
     hit_tokens = sum(x["token_hit_rate"] * x["prompt_tokens"] for x in per_node if x["requests"])
-    ttft = np.concatenate([x.pop("ttft_s") for x in per_node])
+    ttfts = [x.pop("ttft_s") for x in per_node]
+    ttft = None if any(t is None for t in ttfts) else np.concatenate(ttfts)
     demand = [x["prefill_gpu_s_per_s"] for x in per_node]
+    decoding = [x["decode_gpu_s_per_s"] for x in per_node]
     return {"router": router, "nodes": nodes, "node": node.name, "model": model.name, "tp": tp,
             "requests": trace.n_requests, "capacity_blocks_per_node": blocks,
             "token_hit_rate": hit_tokens / max(float(trace.prompt_tokens.sum()), 1.0),
             "reach_continuation": routed["reach_continuation"],
             "token_reach": routed["token_reach"], "load_imbalance": routed["load_imbalance"],
             "prefill_gpu_s_per_s": float(sum(demand)), "prefill_gpu_s_per_s_max_node": max(demand),
+            "decode_gpu_s_per_s": float(sum(decoding)),
+            "decode_gpu_s_per_s_max_node": max(decoding),
+            "gpu_s_per_s_max_node": max(a + b for a, b in zip(demand, decoding)),
+            "decode": decode,
             "gpus_per_node": node.gpus, "replicas_per_node": node.gpus // tp,
-            "ttft_s_p50": float(np.percentile(ttft, 50)), "ttft_s_p99": float(np.percentile(ttft, 99)),
-            "feasible": all(x["feasible"] for x in per_node),
-            "not_counted": list(NOT_COUNTED), "per_node": per_node}
+            "ttft_s_p50": None if ttft is None else float(np.percentile(ttft, 50)),
+            "ttft_s_p99": None if ttft is None else float(np.percentile(ttft, 99)),
+            "feasible": all(x["feasible"] for x in per_node)
+            and (pool_answer is None or pool_answer["writes_within_bandwidth"]),
+            "not_counted": [x for x in NOT_COUNTED if pool is None or x != "a shared pool"],
+            "per_node": per_node,
+            **({"pool": _pool_totals(pool_answer, per_node, trace)} if pool is not None else {})}
+
+
+def _pool_totals(answer, per_node, trace):
+    """The pool's fleet-wide hits and traffic: every node's reads of it, and the writes of the
+    blocks new to it (each of its replicas written)."""
+    rows = [t for x in per_node for t in x["tiers"] if t.get("shared")]
+    hits = sum(t["hits"] for t in rows)
+    return {**answer, "hits": hits, "hit_rate": hits / max(len(trace.hashes), 1),
+            "read_Bps": sum(t["read_Bps"] for t in rows)}
 
 
 def fleet_cost(trace, node, nodes, usd_per_gpu_hour=None):
@@ -178,8 +265,25 @@ def fleet_cost(trace, node, nodes, usd_per_gpu_hour=None):
                                    else str(row.observed))}
 
 
+def pool_cost(trace, pool, nodes, write_Bps):
+    """{pool_cost_per_million_tokens_usd, pool_price_tier}: the pool's media for ``nodes`` GPU
+    nodes (every replica's raw bytes) held at its medium's price and worn by ``write_Bps`` (the
+    bytes its replicas take per second), per million tokens the trace serves
+    (kvmath.derive.reuse.pool_cost_per_million_tokens); its servers, CPUs and NICs are not
+    priced, so a lower bound."""
+    from kvmath.evaluate.reuse import pool_price_tier, rfn, tier_prices
+    tier = pool_price_tier(pool)
+    c_cap, c_wear = tier_prices(tier)
+    rate = float(trace.prompt_tokens.sum() + trace.output_tokens.sum()) / max(trace.duration_s, 1.0)
+    return {"pool_cost_per_million_tokens_usd": float(rfn("pool_cost_per_million_tokens")(
+                c_cap=c_cap, c_wear=c_wear, pool_raw_bytes=pool.capacity(nodes) * pool.replicas,
+                W_carried=write_Bps, r_tok=rate)),
+            "pool_price_tier": tier}
+
+
 def nodes_needed(trace, model, node, router, max_nodes=64, slo_ttft_p99_s=None, **kw):
-    """The fewest nodes (at most max_nodes) whose every node's prefill demand fits its GPUs and,
+    """The fewest nodes (at most max_nodes) whose every node's prefill and decode demand fits its
+    GPUs and,
     given slo_ttft_p99_s, whose fleet-wide 99th-percentile time to first token is within it, by
     bisection (both ease as nodes are added); None if max_nodes do not suffice.
     Returns (nodes or None, {nodes: fleet answer} of the fleets tried)."""
@@ -190,8 +294,9 @@ def nodes_needed(trace, model, node, router, max_nodes=64, slo_ttft_p99_s=None, 
 
     def ok(n):
         tried[n] = fleet(trace, model, node, n, router, setup=setup, **kw)
+        p99 = tried[n]["ttft_s_p99"]
         return tried[n]["feasible"] and (slo_ttft_p99_s is None
-                                         or tried[n]["ttft_s_p99"] <= slo_ttft_p99_s)
+                                         or (p99 is not None and p99 <= slo_ttft_p99_s))
     if not ok(max_nodes):
         return None, tried
     lo, hi = 0, max_nodes  # lo infeasible (or none), hi feasible

@@ -741,6 +741,18 @@ def batch_context_of(trace, model=None):
     return mean if model is None else min(mean, model.max_context_tokens)
 
 
+def decode_context_of(trace, model):
+    """The mean context of a decode step over the trace's output tokens, tokens: output token j
+    (from 0) of a request with p prompt tokens reads p + j tokens of KV, so the mean is
+    sum(o p + o (o - 1) / 2) / sum(o); at most the model's window, and the mean prompt when no
+    request has output."""
+    p, o = trace.prompt_tokens.astype(float), trace.output_tokens.astype(float)
+    total = o.sum()
+    mean = (float((o * p + o * (o - 1) / 2).sum() / total) if total > 0
+            else float(p.mean()) if len(p) else 1.0)
+    return max(min(mean, model.max_context_tokens), 1.0)
+
+
 def continuations(trace):
     """The previous turn of each request (an int64 array, -1 for none): the latest earlier request
     whose whole prompt (its full blocks) this one's starts with, as a turn repeats the

@@ -228,8 +228,21 @@ def window_percentile(values, windows, q):
     return at(lo) + (pos - lo) * (at(hi) - at(lo))
 
 
+def shared_prefix_hits(trace: Trace, capacity_blocks):
+    """Leading blocks of each request (an int64 array) found in a write-through LRU store of
+    ``capacity_blocks`` that every request of ``trace`` writes and reads (a pool the whole fleet
+    shares: every request's blocks are written to it, an existing block only refreshed, so its
+    contents are an LRU over the whole trace, whichever node served each request): the blocks
+    whose prefix distance is within the capacity (Mattson: present iff D <= C). Also the
+    blocks written to it (an int, the accesses not present: new blocks only, deduplicated)."""
+    D, E = stack_distances(trace)
+    hits = np.bincount(trace.rid, weights=(E <= capacity_blocks),
+                       minlength=trace.n_requests).astype(np.int64)
+    return hits, int((D > capacity_blocks).sum())
+
+
 def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=2, cost=None,
-           service=False):
+           service=False, shared=None):
     """Replay a trace through a list of tiers (fastest first; the first is HBM).
 
     Every request's blocks end in the first tier; a block evicted from tier k is written to
@@ -240,6 +253,11 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
     SGLang HiCache's write_through_selective and Dynamo KVBM's frequency filter do).
     cost: a :class:`HitCost` to price each hit (reload against recompute) and the node's load;
     service: also each request's time on its replica (``service_s``, a numpy array).
+    shared: (TierSpec, hits) of a store below the node's own tiers that the whole fleet shares
+    (a pool): ``hits`` its leading blocks of each request (:func:`shared_prefix_hits`, computed
+    over the whole fleet's trace); a request reads from it the blocks beyond its node's own hit.
+    Its row reports its reads; its contents and writes are the fleet's, not the node's. The
+    cost model must price ``tiers`` then its spec.
     """
     if trace.sample_rate < 1:
         raise ValueError("replay needs the whole trace, not a SHARDS sample")
@@ -265,6 +283,10 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
     ttl = ttl_s if policy == "ttl" else None
     hit_blocks = np.zeros(trace.n_requests, dtype=np.int64)
     runs = []  # (request, tier index, first block, end block)
+    if shared is not None:
+        shared_spec, shared_hits = shared[0], np.minimum(shared[1], trace.n_blocks).tolist()
+        shared_size = shared_spec.block_bytes or block_bytes
+    shared_reads, shared_blocks = defaultdict(float), 0
 
     def offer(k, b, now, w):
         while k < len(state):
@@ -322,6 +344,11 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
                 e += 1
             runs.append((r, where[j], j, e))
             j = e
+        if shared is not None and shared_hits[r] > len(where):  # the pool serves the rest
+            runs.append((r, len(state), len(where), shared_hits[r]))
+            shared_reads[w] += (shared_hits[r] - len(where)) * shared_size
+            shared_blocks += shared_hits[r] - len(where)
+            hit_blocks[r] = shared_hits[r]
         if track_uses:
             for b in blocks:
                 uses[b] = uses.get(b, 0) + 1
@@ -367,6 +394,12 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
             row["lifetime_years"] = (tier.spec.rated_drive_writes / (dwpd * 365.25)
                                      if tier.spec.rated_drive_writes and dwpd > 0 else math.inf)
         out_tiers.append(row)
+    if shared is not None:
+        out_tiers.append({"tier": shared_spec.name, "capacity_bytes": shared_spec.capacity_bytes,
+                          "hits": shared_blocks, "hit_rate": shared_blocks / max(total_blocks, 1),
+                          "read_Bps_mean": float(sum(shared_reads.values()) / duration),
+                          "read_Bps_p99": window_percentile(shared_reads, windows, 99),
+                          "read_bandwidth_Bps": shared_spec.read_Bps, "shared": True})
     hit_tokens = np.zeros(trace.n_requests)
     np.add.at(hit_tokens, trace.rid, np.where(trace.pos < hit_blocks[trace.rid], tokens, 0))
     result = {"requests": trace.n_requests, "policy": policy, "ttl_s": ttl_s,
