@@ -45,7 +45,8 @@ def test_a_moe_batch_reads_the_experts_it_touches():
 
 
 @pytest.mark.parametrize("row", [r for r in measurements()
-                                 if r.quantity == "decode_step_s"], ids=lambda r: r.id)
+                                 if r.quantity == "decode_step_s" and r.batch == 1
+                                 and not r.kv_dtype], ids=lambda r: r.id)
 def test_a_batch_of_one_is_the_reloads_one_token_step(row):
     """At batch 1 the decode step is the engine step a reload pays for one new token (compare's
     reload_step_s on the hbm tier, the decode validation rows' prediction), to within the KV
@@ -75,3 +76,35 @@ def test_a_decode_batch_is_a_positive_whole_number(batch):
     from kvmath.evaluate.values import ScenarioError
     with pytest.raises(ScenarioError, match="positive whole number"):
         decode_cost(CAT.models["llama-3.1-70b"], CAT.gpus["h100-sxm"], 4, batch, 100)
+
+
+@pytest.mark.parametrize("row", [r for r in measurements()
+                                 if r.quantity == "decode_step_s" and r.batch > 1],
+                         ids=lambda r: r.id)
+def test_a_batched_rows_prediction_is_the_fleets_decode_step(row):
+    """A batched decode row is predicted by the step the fleet charges, in the row's formats."""
+    r = decode_cost(model_of(row.model), CAT.gpus[row.gpu], row.tp, row.batch, row.tokens,
+                    compute_dtype=row.compute_dtype or None, kv_dtype=row.kv_dtype or None)
+    assert decode_step(row) == pytest.approx(r["decode_step_s"], rel=1e-12)
+    assert r["decode_step_s"] >= r["decode_roofline_step_s"]
+
+
+def test_an_fp8_kv_cache_halves_the_kv_a_step_reads():
+    m, g = CAT.models["llama-2-7b"], CAT.gpus["h100-sxm"]
+    bf16 = decode_cost(m, g, 1, 120, 1152, compute_dtype="fp8")
+    fp8 = decode_cost(m, g, 1, 120, 1152, compute_dtype="fp8", kv_dtype="fp8")
+    kv = 120 * 1152 * 32 * 2 * 32 * 128 * 2  # batch x tokens x layers x K,V x heads x dim x 2 B
+    assert bf16["decode_step_s"] - fp8["decode_step_s"] == pytest.approx(
+        kv / 2 / (g.hbm_bandwidth_Bps * g.hbm_efficiency), rel=1e-9)
+
+
+def test_a_failing_batched_row_does_not_widen_a_reloads_step_band():
+    """A reload's band carries a failing batch-1 decode row (its own one-token step), never a
+    batched one: gpt-oss-120b on four B200s fails only at batch 32."""
+    from kvmath.evaluate.bands import known_limits
+    from kvmath.evaluate.compare import compare
+    failing = [r for r in measurements() if r.id.startswith("sglang-gptoss120b-b200")]
+    assert failing and all(r.expect == "fail" and r.batch > 1 for r in failing)
+    r = compare(CAT.models["gpt-oss-120b"], CAT.gpus["b200"], CAT.tiers["host-dram"], 8192, tp=4)
+    assert not [m for m, _ in known_limits(CAT.models["gpt-oss-120b"], "b200", r)
+                if m.quantity == "decode_step_s"]

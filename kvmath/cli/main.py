@@ -291,7 +291,8 @@ def _tiers_human(plan):
              f"HBM for paused caches: {fmt_bytes(max(plan['hbm_free_bytes'], 0), 4)} after "
              f"{plan['gpu_memory_utilization']:.0%} use, {plan['activation_reserve_fraction']:.0%} "
              f"activation reserve, weights and a running batch of {plan['batch_seqs']:g} x "
-             f"{plan['batch_context_tokens']:,} tokens ({fmt_bytes(plan['batch_kv_bytes'], 4)})",
+             f"{plan['batch_context_tokens']:,} tokens ({fmt_bytes(plan['batch_kv_bytes'], 4)})"
+             + ("; offload tiers written through" if plan["writes"] == "through" else ""),
              ]
     rows = []
     for t in plan["tiers"]:
@@ -494,7 +495,7 @@ def _run_tiers(args):
                      writes_within_rating=bool(args.writes_within_rating), engine=engine,
                      price_overrides=_price_overrides(args), pool=pool, pool_nodes=pool_nodes,
                      reach=h, pool_writes=args.pool_writes,
-                     turn_new_tokens=args.turn_new_tokens,
+                     turn_new_tokens=args.turn_new_tokens, writes=args.writes,
                      **cache_sizes(args, cfg, node, tp, model))
     plan.update(reach_from=h_from, nodes=args.nodes, router=args.router if args.reach is None
                 else None)

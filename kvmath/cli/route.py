@@ -111,7 +111,7 @@ def analyse_fleet(args):
     trace = T.load(args.file)
     engine, cfg = engine_of(args)
     kw = dict(tp=tp, engine=engine, batch_seqs=args.batch_seqs, batch_context=args.batch_context,
-              dask=args.dask, **cache_sizes(args, cfg, node, tp, model))
+              dask=args.dask, writes=args.writes, **cache_sizes(args, cfg, node, tp, model))
     pool = resolve_pool(args.pool) if args.pool else None
     out = fleet(trace, model, node, args.nodes, args.router, pool=pool, **kw)
     out["trace"] = args.file

@@ -56,7 +56,7 @@ def analyse(args):
     hbm_free = node_capacities(node, model, tp=tp, batch_seqs=args.batch_seqs,
                                batch_context=batch_context)["hbm_free_bytes"]
     rep = C.replay(trace, specs, block_bytes, policy=args.policy, ttl_s=args.ttl,
-                   min_uses=args.min_uses, cost=cost)
+                   min_uses=args.min_uses, cost=cost, writes=args.writes)
     from kvmath.traces.fleet import node_decode
     decode = node_decode(trace, model, node, tp, engine, args.batch_seqs)
     decode_demand = (float(trace.output_tokens.sum()) * decode["decode_gpu_s_per_token"]
@@ -72,7 +72,7 @@ def analyse(args):
         fit = None
     return {
         "trace": args.file, "model": model.name, "node": node.name, "tp": tp,
-        "policy": args.policy, "requests": trace.n_requests,
+        "policy": args.policy, "writes": args.writes, "requests": trace.n_requests,
         "prompt_tokens": int(trace.prompt_tokens.sum()), "duration_s": trace.duration_s,
         "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
         "batch_context_tokens": batch_context,
@@ -104,7 +104,8 @@ def _human(r):
              f"unlimited prefix cache: {r['max_token_hit_rate']:.1%} of tokens, "
              + (f"{r['max_block_hit_rate']:.1%} of blocks" if r["max_block_hit_rate"] is not None
                 else "no prompt fills a block"),
-             f"tier replay ({r['policy']}): {r['token_hit_rate']:.1%} of tokens hit",
+             f"tier replay ({r['policy']}, written {r['writes']}): {r['token_hit_rate']:.1%} of "
+             "tokens hit",
              f"{'tier':<10} {'capacity':>10} {'hits':>7} {'read mean/p99':>22} "
              f"{'write mean/p99':>22} {'dropped':>8}"]
     for t in r["tiers"]:

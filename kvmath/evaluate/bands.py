@@ -249,7 +249,9 @@ def borrowed_fit_factor():
 def _failing_rows():
     return tuple((m, m.measured_value / predict(m)) for m in measurements()
                  if m.expect == "fail" and m.model and m.gpu and m.tp
-                 and m.quantity in (*_PREFILL_QUANTITIES, "ttft_reload_s", "decode_step_s"))
+                 and m.quantity in (*_PREFILL_QUANTITIES, "ttft_reload_s", "decode_step_s")
+                 # a batched decode row times a decode batch, not a reload's one-token step
+                 and (m.quantity != "decode_step_s" or m.batch == 1))
 
 
 #: the fields of a model row that set its FLOPs and bytes: two models equal in these are one

@@ -449,7 +449,7 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
               find_limit=True, engine=None, price_overrides=(), host_cache_bytes=None,
               disk_cache_bytes=None, host_cache_hbm_ratio=None, cache_source=None,
               at_load=True, pool=None, pool_nodes=None, reach=1.0, pool_writes="through",
-              turn_new_tokens=None):
+              turn_new_tokens=None, writes="back"):
     """Which tier holds which caches, the traffic each carries, and whether the node can run it.
 
     Caches cascade by age: HBM (after the activation reserve, weights and the running batch)
@@ -467,13 +467,19 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
     the returns the node's tiers miss: LMCache stores each chunk in every backend) or "back"
     (a cache reaches the pool when it ages out of the node's tiers). turn_new_tokens: tokens a
     returning turn adds to its cache, all the engine writes where the tier still holds the rest
-    (default plan_defaults.csv's, measured on the conversation trace).
+    (default plan_defaults.csv's, measured on the conversation trace). writes: how the node's
+    offload tiers are written (kvmath.traces.replay.WRITE_MODES): "back" (the cascade above) or
+    "through" (every offload written to host DRAM and the drives at once, each then holding
+    every cache from age 0 to its own TTL and serving the returns the tiers above it miss:
+    kvmath.derive.reuse.tier_writes_through).
     """
+    if writes not in ("back", "through"):
+        raise ScenarioError(f"--writes must be back or through, got {writes!r}")
     args = (node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, batch_seqs,
             batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
             writes_within_rating, find_limit, engine, tuple(price_overrides), host_cache_bytes,
             disk_cache_bytes, host_cache_hbm_ratio, cache_source, at_load, pool, pool_nodes,
-            reach, pool_writes, turn_new_tokens)
+            reach, pool_writes, turn_new_tokens, writes)
     try:
         hash(args)
     except TypeError:  # an input that cannot be remembered: plan it afresh
@@ -487,7 +493,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                writes_within_rating, find_limit, engine=None, price_overrides=(),
                host_cache_bytes=None, disk_cache_bytes=None, host_cache_hbm_ratio=None,
                cache_source=None, at_load=True, pool=None, pool_nodes=None, reach=1.0,
-               pool_writes="through", turn_new_tokens=None):
+               pool_writes="through", turn_new_tokens=None, writes="back"):
     """:func:`tier_plan`, once per process for each set of inputs (the rows and frozen tables
     fix the plan): a chapter asks for the same plans in several places, and a sweep of the
     NVMe tier's value for the plans a sweep of the plans already made."""
@@ -527,7 +533,9 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
             continue
         q_tier = q_hbm if name == "hbm" else q
         h = 1.0 if name == "pool" else reach  # every node reaches the pool
-        through = name == "pool" and pool_writes == "through"
+        # a node tier written through holds every cache from age 0, as a write-through pool
+        node_through = writes == "through" and name not in ("hbm", "pool")
+        through = (name == "pool" and pool_writes == "through") or node_through
         back = name == "pool" and not through
         # a write-through pool holds every cache from age 0; a write-back one the oldest, and
         # with them the caches whose conversation returned to another node
@@ -537,7 +545,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
         f_now = _cdf_or(pause, tau, 0.0, 1.0)
         # through: F_lo is the share of returns the node's tiers serve (reach x F at their
         # last age, or at the pool's own if it is shorter)
-        f_lo = reach * _cdf_or(pause, min(tau_prev, tau), 0.0, 1.0) if through else f_prev
+        f_lo = ((1.0 if node_through else reach) * _cdf_or(pause, min(tau_prev, tau), 0.0, 1.0)
+                if through else f_prev)
         tier_name = "host-dram" if name == "hbm" else name
         # a hit on the node's drives reloads over their own path (count and model), not the
         # bundled eight-drive tier; a pool's over its own path, at the node's share
@@ -610,9 +619,9 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
         row["capacity_usd_per_byte_s_opportunity"] = opportunity_price(
             pause, tau, max(saving, 0.0), c_gpu, q_tier, resume_rate, h)
         rows.append(row)
-        if through:  # the pool's ages are its own: the cascade's end at the node's last tier
+        if through and not node_through:  # the pool's ages are its own: the cascade's end
             break
-        tau_prev = tau
+        tau_prev = max(tau_prev, tau) if node_through else tau
         if not math.isfinite(tau):  # every cache kept: nothing ages further, and only a
             if pool is None or pool_writes != "through":  # write-through pool is left
                 break
@@ -627,7 +636,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
             "prices_observed": _iso(prices_used(
                 gpu, [pool_price_tier(pool) if r["tier"] == "pool" else r["tier"] for r in rows],
                 gpu_price, price_overrides)),
-            "reach": reach, "pool": pool.name if pool else None,
+            "reach": reach, "pool": pool.name if pool else None, "writes": writes,
             "turn_new_tokens": turn_new, "new_fraction": f_new,
             "drive": drive.name if drive else None,
             "gpu_memory_utilization": util, "activation_reserve_fraction": reserve,
@@ -646,7 +655,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                   price_overrides=price_overrides, host_cache_bytes=host_cache_bytes,
                   disk_cache_bytes=disk_cache_bytes, host_cache_hbm_ratio=host_cache_hbm_ratio,
                   cache_source=cache_source, pool=pool, pool_nodes=pool_nodes, reach=reach,
-                  pool_writes=pool_writes, turn_new_tokens=turn_new)
+                  pool_writes=pool_writes, turn_new_tokens=turn_new, writes=writes)
         plan["compute_limit_resume_rate_per_s"] = compute_limit(node, model, tokens, pause, **kw)
     return plan
 

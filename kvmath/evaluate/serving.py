@@ -154,7 +154,7 @@ def short_crossing(values):
 
 
 def decode_cost(model, gpu, tp, batch_seqs, context_tokens, engine=None, compute_dtype=None,
-                prefill="calibrated"):
+                prefill="calibrated", kv_dtype=None, ep=None):
     """One decode step of ``batch_seqs`` sequences (a positive integer) on a replica of ``tp``
     GPUs, each at ``context_tokens`` of context (kvmath.derive.serving.t_decode_step: the
     prefill model's forward of one token per sequence, then their attention reading each KV
@@ -166,7 +166,7 @@ def decode_cost(model, gpu, tp, batch_seqs, context_tokens, engine=None, compute
         raise ScenarioError(f"a decode batch needs a positive whole number of sequences, "
                             f"got {batch_seqs}")
     v, _ = scenario_values(model, gpu, bundled().tiers["host-dram"], tp=tp, engine=engine,
-                           compute_dtype=compute_dtype)
+                           compute_dtype=compute_dtype, kv_dtype=kv_dtype, ep=ep)
     if not model.is_moe:
         v.update(E=1, k_top=1)  # no routed experts (N_xs = 0); avoid 0/0
     name, rec = _prefill(model, gpu, v, prefill, batch=int(batch_seqs))

@@ -87,12 +87,20 @@ def ttft_result(m: Measurement):
 
 
 def decode_step(m: Measurement):
-    """A batch-1 decode step: the forward of one new token over a prefix of ``m.tokens`` already
-    in HBM, which is the engine step a reload pays (compare's reload_step_s on the hbm tier,
-    timed by the calibrated prefill model in the row's layout), s."""
+    """A decode step of ``m.batch`` sequences, each the forward of one new token over a prefix of
+    ``m.tokens`` already in HBM, s. At batch 1 it is the engine step a reload pays (compare's
+    reload_step_s on the hbm tier, timed by the calibrated prefill model in the row's layout); at
+    a larger batch :func:`kvmath.evaluate.serving.decode_cost` (the same forward of the whole
+    batch, then every sequence's KV read once), as the fleet charges decode."""
     cat = bundled()
+    ep = m.ep if m.ep and m.ep > 1 else None
+    if m.batch > 1 or m.kv_dtype:
+        from kvmath.evaluate.serving import decode_cost
+        return decode_cost(model_of(m.model), cat.gpus[m.gpu], m.tp, m.batch, m.tokens,
+                           compute_dtype=m.compute_dtype, kv_dtype=m.kv_dtype or None,
+                           ep=ep)["decode_step_s"]
     return compare(model_of(m.model), cat.gpus[m.gpu], HBM_TIER, m.tokens, tp=m.tp,
-                   ep=m.ep if m.ep and m.ep > 1 else None, compute_dtype=m.compute_dtype,
+                   ep=ep, compute_dtype=m.compute_dtype,
                    concurrent_reloads=1, new_tokens=1)["reload_step_s"]
 
 

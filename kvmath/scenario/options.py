@@ -271,6 +271,12 @@ OPTIONS = (
            "the pool, which serves the returns the node's tiers miss (LMCache writes each chunk "
            "to every backend); back: a cache reaches the pool when it ages out of the node's "
            "tiers (default through)", (TIERS,), default="through", needs="pool"),
+    Option("writes", choice("back", "through"), "how the node's offload tiers are written: back "
+           "(a block reaches host DRAM when HBM evicts it, the drives when DRAM does: vLLM's "
+           "offloading connector, SGLang HiCache's write_back) or through (every new block "
+           "written at once to every offload tier that lacks it: LMCache, HiCache's "
+           "write_through); either way a block a tier holds is not written again (default back)",
+           (TIERS, TRACE, FLEET), default="back"),
     Option("nodes", POSITIVE_INT, "GPU nodes the router spreads conversations over: the node's "
            "own tiers serve only the returns routed back to it (default 1)", (REUSE, TIERS, ROUTE, FLEET),
            metavar="N", default=1, required=(ROUTE, FLEET),

@@ -242,6 +242,9 @@ class Measurement(Row, table="validation"):
                            "decode_step_s": ("model", "gpu", "tp", "tokens"),
                            "ttft_reload_s": ("model", "gpu", "tp", "tokens", "tier", "engine")}[self.quantity],
               f"a value for quantity {self.quantity}")
+        if self.kv_dtype and self.kv_dtype not in table("dtypes"):
+            raise FieldError("kv_dtype", f"unknown KV format {self.kv_dtype!r}; expected one of "
+                             f"{', '.join(sorted(table('dtypes')))} or empty (the model row's)")
 
 
 def validation_model_path(name):

@@ -123,7 +123,7 @@ def pool_setup(trace, model, node, nodes, pool, tp, block_bytes, engine=None):
 
 
 def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus, replicas,
-                decode_gpu_s_per_token=0.0, shared=None):
+                decode_gpu_s_per_token=0.0, shared=None, writes="back"):
     """Node n's answer: its requests ``sub`` replayed through its tiers, rates over the whole
     trace's span ``span_s`` (so the nodes' demands add up to the fleet's), its decode demand
     (its output tokens at ``decode_gpu_s_per_token`` GPU-seconds each), and each request's time
@@ -134,7 +134,7 @@ def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus, replicas,
                 "prefill_gpu_s_per_s": 0.0, "decode_gpu_s_per_s": 0.0,
                 "reload_gpu_s_per_s": 0.0, "feasible": True,
                 "ttft_s_p99": None, "tiers": [], "ttft_s": np.empty(0)}
-    rep = C.replay(sub, specs, block_bytes, cost=cost, service=True, shared=shared)
+    rep = C.replay(sub, specs, block_bytes, cost=cost, service=True, shared=shared, writes=writes)
     decode = float(sub.output_tokens.sum()) * decode_gpu_s_per_token / max(span_s, 1.0)
     left = 1.0 - decode / gpus  # the share of the GPUs' time decode leaves to prefill
     ttft = (ttft_fcfs(sub.timestamp_s, rep["service_s"] / left, replicas) if left > 0 else None)
@@ -172,7 +172,8 @@ def _dask_client(dask):
 
 
 def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=None,
-          batch_context=None, seed=0, setup=None, dask=None, pool=None, **cache_kw):
+          batch_context=None, seed=0, setup=None, dask=None, pool=None, writes="back",
+          **cache_kw):
     """Route ``trace`` over ``nodes`` copies of ``node`` and replay each (here, or on Dask: a
     local cluster or a scheduler's address); a JSON-ready dict. pool: a
     :class:`~kvmath.tables.rows.Pool` below every node's tiers, shared by the fleet and written
@@ -190,18 +191,18 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
         spec, hits, written = pool_setup(trace, model, node, nodes, pool, tp, block_bytes, engine)
         cost = C.HitCost(cost.model, cost.gpu, [*specs, spec], cost.tp, cost.gpus,
                          engine=cost.engine)
-        writes = written * block_bytes / max(trace.duration_s, 1.0)  # each block once
+        pool_Bps = written * block_bytes / max(trace.duration_s, 1.0)  # each block once
         pool_answer = {"pool": pool.name, "capacity_bytes": spec.capacity_bytes,
-                       **pool_cost(trace, pool, nodes, writes * pool.replicas),
-                       "replicas": pool.replicas, "write_Bps": writes * pool.replicas,
+                       **pool_cost(trace, pool, nodes, pool_Bps * pool.replicas),
+                       "replicas": pool.replicas, "write_Bps": pool_Bps * pool.replicas,
                        "write_bandwidth_Bps": spec.write_Bps * nodes,
                        # writes are not dropped: the pool must take them (ASSUMED it does, and
                        # said when it cannot)
-                       "writes_within_bandwidth": bool(writes <= spec.write_Bps * nodes),
+                       "writes_within_bandwidth": bool(pool_Bps <= spec.write_Bps * nodes),
                        "read_bandwidth_Bps_per_node": spec.read_Bps}
     jobs = [(n, subtrace(trace, where == n), specs, block_bytes, cost, trace.duration_s,
              node.gpus, node.gpus // tp, decode["decode_gpu_s_per_token"],
-             None if pool is None else (spec, hits[where == n])) for n in range(nodes)]
+             None if pool is None else (spec, hits[where == n]), writes) for n in range(nodes)]
     if dask is None:
         per_node = [replay_node(*job) for job in jobs]
     else:
@@ -219,6 +220,7 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
     demand = [x["prefill_gpu_s_per_s"] for x in per_node]
     decoding = [x["decode_gpu_s_per_s"] for x in per_node]
     return {"router": router, "nodes": nodes, "node": node.name, "model": model.name, "tp": tp,
+            "writes": writes,
             "requests": trace.n_requests, "capacity_blocks_per_node": blocks,
             "token_hit_rate": hit_tokens / max(float(trace.prompt_tokens.sum()), 1.0),
             "reach_continuation": routed["reach_continuation"],
@@ -289,7 +291,8 @@ def nodes_needed(trace, model, node, router, max_nodes=64, slo_ttft_p99_s=None, 
     Returns (nodes or None, {nodes: fleet answer} of the fleets tried)."""
     plain = ("tp", "engine", "batch_seqs", "batch_context")
     setup = node_setup(trace, model, node, *(kw.get(k) for k in plain),
-                       **{k: v for k, v in kw.items() if k not in (*plain, "seed", "dask")})
+                       **{k: v for k, v in kw.items()
+                          if k not in (*plain, "seed", "dask", "writes")})
     tried = {}
 
     def ok(n):

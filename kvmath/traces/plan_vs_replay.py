@@ -40,8 +40,9 @@ def trace_pause(trace, stats, fit):
 
 
 def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_context=None,
-                   policy="lru", trace=None, replay=None, turn_new_tokens=None):
-    """Plan and replay on one node, and their per-tier errors (a JSON-ready dict).
+                   policy="lru", trace=None, replay=None, turn_new_tokens=None, writes="back"):
+    """Plan and replay on one node, and their per-tier errors (a JSON-ready dict); writes: the
+    offload tiers' write mode on both sides (kvmath.traces.replay.WRITE_MODES).
 
     replay: a :func:`kvmath.traces.replay.replay` of the same trace already run (a caller that
     also priced its hits), used instead of replaying again; ValueError unless it ran on this
@@ -59,15 +60,16 @@ def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_cont
     tp = tp or node_tp(model, node.gpus)
     plan = tier_plan(node, model, tokens, resume_rate, pause, tp=tp, batch_seqs=batch_seqs,
                      batch_context=batch_context, find_limit=False,
-                     turn_new_tokens=turn_new_tokens or T.turn_new_tokens(trace))
+                     turn_new_tokens=turn_new_tokens or T.turn_new_tokens(trace),
+                     writes=writes)
     specs = C.node_tiers(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context)
     gpu = bundled().gpus[node.gpu]
     block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens)
     specs = C.with_hbm_blocks(specs, model, gpu, tp, trace.block_tokens)
     if replay is None:
-        rep = C.replay(trace, specs, block_bytes, policy=policy)
+        rep = C.replay(trace, specs, block_bytes, policy=policy, writes=writes)
     else:
-        _check_same_replay(replay, trace, specs, block_bytes, policy)
+        _check_same_replay(replay, trace, specs, block_bytes, policy, writes)
         rep = replay
     prompt_per_s = stats["prompt_tokens"] / duration
     by_name = {t["tier"]: t for t in rep["tiers"]}
@@ -87,7 +89,7 @@ def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_cont
             row["write_error"] = None
         rows.append(row)
     return {"trace": trace.name, "model": model.name, "node": node.name, "tp": tp,
-            "policy": policy, "resume_rate_per_s": resume_rate, "tokens_per_resume": tokens,
+            "policy": policy, "writes": writes, "resume_rate_per_s": resume_rate, "tokens_per_resume": tokens,
             "pause_median_s": fit["median_s"], "pause_sigma": fit["sigma"],
             "return_probability": stats["return_probability"],
             "batch_seqs": plan["batch_seqs"], "batch_context_tokens": batch_context,
@@ -99,12 +101,13 @@ def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_cont
             "tiers": rows, "plan": plan, "replay": rep}
 
 
-def _check_same_replay(rep, trace, specs, block_bytes, policy):
+def _check_same_replay(rep, trace, specs, block_bytes, policy, writes="back"):
     """ValueError unless rep replayed this trace on these tiers, blocks and policy."""
     ran = [(t["tier"], t["capacity_bytes"], t["read_bandwidth_Bps"], t["write_bandwidth_Bps"])
            for t in rep["tiers"]]
     want = [(s.name, s.capacity_bytes, s.read_Bps, s.write_Bps) for s in specs]
     same = (ran == want and rep["block_bytes"] == block_bytes and rep["policy"] == policy
+            and rep.get("writes", "back") == writes
             and rep["ttl_s"] is None and rep["requests"] == trace.n_requests
             and rep["duration_s"] == trace.duration_s)
     if not same:

@@ -241,8 +241,16 @@ def shared_prefix_hits(trace: Trace, capacity_blocks):
     return hits, int((D > capacity_blocks).sum())
 
 
+#: how a node's offload tiers are written: "back" (a block reaches host DRAM when HBM evicts it,
+#: and the drives when DRAM does: vLLM's offloading connector, SGLang HiCache's write_back) or
+#: "through" (every block a request brings into HBM is written at once to every lower tier
+#: that lacks it, an eviction then writing nothing: LMCache's store to every backend, HiCache's
+#: write_through)
+WRITE_MODES = ("back", "through")
+
+
 def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=2, cost=None,
-           service=False, shared=None):
+           service=False, shared=None, writes="back"):
     """Replay a trace through a list of tiers (fastest first; the first is HBM).
 
     Every request's blocks end in the first tier; a block evicted from tier k is written to
@@ -251,6 +259,8 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
     policy: ``lru``; ``ttl`` (blocks unused for ttl_s are dropped from every tier below the
     first); ``selective`` (a drive tier takes only blocks used at least min_uses times, as
     SGLang HiCache's write_through_selective and Dynamo KVBM's frequency filter do).
+    writes: :data:`WRITE_MODES`; either way a block a tier holds is never written to it again
+    (hash-deduplicated: only new blocks are written).
     cost: a :class:`HitCost` to price each hit (reload against recompute) and the node's load;
     service: also each request's time on its replica (``service_s``, a numpy array).
     shared: (TierSpec, hits) of a store below the node's own tiers that the whole fleet shares
@@ -265,6 +275,9 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
         raise ValueError(f"unknown policy {policy!r}; expected lru, ttl or selective")
     if policy == "ttl" and not (ttl_s and ttl_s > 0):
         raise ValueError("policy ttl needs a positive ttl_s")
+    if writes not in WRITE_MODES:
+        raise ValueError(f"unknown write mode {writes!r}; expected {' or '.join(WRITE_MODES)}")
+    mode, through = writes, writes == "through"  # (the name writes is the traffic's, below)
     sizes = [t.block_bytes or block_bytes for t in tiers]  # bytes of a block in each tier
     state = [_Tier(t, int(t.capacity_bytes // b)) for t, b in zip(tiers, sizes)]
     t0 = float(trace.timestamp_s[0])
@@ -309,7 +322,14 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
             if len(tier.store) <= tier.capacity_blocks:
                 return
             b, _ = tier.store.popitem(last=False)
+            if through:  # every lower tier took its own copy when the block was new
+                return
             k += 1
+
+    def offer_all(b, now, w):
+        """Write-through: the block into every offload tier that lacks it."""
+        for k in range(1, len(state)):
+            offer(k, b, now, w)
 
     for r in range(trace.n_requests):
         if r % chunk == 0:
@@ -367,9 +387,12 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
             writes[0][w] += sizes[0]
             hbm.writes += 1
             hbm.store[b] = True
+            if through:
+                offer_all(b, now, w)
             while len(hbm.store) > hbm.capacity_blocks:
                 old, _ = hbm.store.popitem(last=False)
-                offer(1, old, now, w)
+                if not through:
+                    offer(1, old, now, w)
 
     total_blocks = len(trace.hashes)
     duration = max(trace.duration_s, 1.0)
@@ -402,7 +425,7 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
                           "read_bandwidth_Bps": shared_spec.read_Bps, "shared": True})
     hit_tokens = np.zeros(trace.n_requests)
     np.add.at(hit_tokens, trace.rid, np.where(trace.pos < hit_blocks[trace.rid], tokens, 0))
-    result = {"requests": trace.n_requests, "policy": policy, "ttl_s": ttl_s,
+    result = {"requests": trace.n_requests, "policy": policy, "ttl_s": ttl_s, "writes": mode,
               "min_uses": min_uses if policy == "selective" else None,
               "block_bytes": block_bytes, "duration_s": trace.duration_s,
               "block_hit_rate": float(hit_blocks.sum() / max(total_blocks, 1)),
