@@ -290,6 +290,10 @@
     v.B = nodeHops.length
       ? Math.min(...nodeHops.map(h => S.B_path.f(Object.assign({}, v, {B_gpu: bGpu, B_node: h.effective_Bps, rho_n: h.copies}))))
       : S.B_path.f(Object.assign({}, v, {B_gpu: bGpu, B_node: Infinity}));
+    // kvmath.evaluate.values.state_path_rate: a hybrid's state, split by head, never replicated
+    v.B_state = nodeHops.length
+      ? Math.min(...nodeHops.map(h => S.B_path_state.f(Object.assign({}, v, {B_gpu: bGpu, B_node: h.effective_Bps}))))
+      : S.B_path_state.f(Object.assign({}, v, {B_gpu: bGpu, B_node: Infinity}));
     v.t_lat = hops.reduce((a, h) => a + h.latency_s, 0);
     // kvmath.evaluate.compare.request_cost_values: what the engine charges every request, and per loaded token
     const costs = eng.costs;
@@ -305,7 +309,7 @@
     v.o_lay = eng.layer_overlap && hostOnly ? 1 : 0;
     v.t_step = S.t_step_ideal.f(v);  // evaluate() re-times it with its prefill model
     v.t_0 = S.fixed_cost.f(v);
-    if ("bandwidth" in state) v.B = state.bandwidth * D.flags.bandwidth.scale;
+    if ("bandwidth" in state) v.B = v.B_state = state.bandwidth * D.flags.bandwidth.scale;
     return {v: v, hops: hops, layout: layout, engine: state.engine || D.default_engine, copy: copy};
   }
 
@@ -495,8 +499,35 @@
     }
   }
 
-  /** kvmath.evaluate.compare.compare. */
+  /** kvmath.evaluate.compare.compare: a hybrid model reloads its last state checkpoint and
+   *  computes the tail past it with the new turn. */
   function evaluate(state) {
+    const m = D.models[state.model];
+    const r = evaluateAt(state);
+    if (!(m.values.L_rec > 0)) return r;
+    const c = r.state_checkpoint_tokens;
+    const at = Math.floor(state.tokens / c) * c;
+    if (at < D.numeric_crossings.t_min) {
+      fail(`${state.model} keeps its recurrent state only every ${fmtInt(c)} tokens (vLLM's ` +
+           `block grid at TP ${r.tp}): a prefix of ${fmtInt(state.tokens)} tokens has no ` +
+           "checkpoint to reload, so it is recomputed");
+    }
+    let out = r;
+    if (at < state.tokens) {
+      const n = state["new-tokens"] || 1;
+      const s2 = Object.assign({}, state, {tokens: at, "new-tokens": n + state.tokens - at, tp: r.tp});
+      if (r.ep > 1) s2.ep = r.ep; else delete s2.ep;
+      out = evaluateAt(s2);
+      Object.assign(out, {tokens: state.tokens, new_tokens: n, layout_from: r.layout_from});
+    }
+    // no reload below the first checkpoint: a crossing the continuous model puts there is at it
+    const cross = [...new Set(out.breakeven_tokens.map(x => Math.max(x, c)))].sort((a, b) => a - b);
+    return Object.assign(out, {state_checkpoint_at_tokens: at, state_tail_tokens: state.tokens - at,
+                               breakeven_tokens: cross});
+  }
+
+  /** kvmath.evaluate.compare.compare_at: the scenario at exactly state.tokens reloaded. */
+  function evaluateAt(state) {
     const m = D.models[state.model];
     if (state.tokens > m.max_context_tokens && !state["allow-beyond-context"]) {
       fail(`--tokens ${fmtInt(state.tokens)} exceeds ${state.model}'s context window of ` +
@@ -518,7 +549,7 @@
     const h = hbmSlack(state, sv.layout, D.engines[sv.engine].hbm_fit_fraction);
     const path = sv.hops.map(hop => {
       const bytes = hop.copies !== null
-        ? v.n_c * F.outputs.node_hop_copies.f(Object.assign({}, at, {rho_n: hop.copies})) * r.kv_bytes_unique
+        ? v.n_c * F.outputs.node_hop_bytes.f(Object.assign({}, at, {rho_n: hop.copies}))
         : r.kv_bytes_per_gpu;
       const out = Object.assign({}, hop, {bytes: bytes, time_s: bytes / hop.effective_Bps});
       delete out.copies;
@@ -532,7 +563,7 @@
       weight_dtype: L.weight_dtype, compute_dtype: L.compute_dtype, kv_dtype: L.kv_dtype,
       engine: sv.engine, prefill_model: prefillName, batch: state.batch || 1,
       concurrent_reloads: v.n_c, gpus_per_node: v.N_node, kv_replication: v.rho,
-      kv_bytes_stored: v.rho_s * r.kv_bytes_unique,
+      kv_bytes_stored: v.rho_s * (r.kv_bytes_unique - r.state_bytes) + r.state_bytes,
       weights_bytes_per_gpu: h.weights, hbm_free_bytes_per_gpu: h.slack,
       prefill_efficiency: v.eta, reload_bandwidth_Bps: v.B, reload_latency_s: v.t_lat,
       new_tokens: v.n, token_ids: Boolean(state["token-ids"]),

@@ -24,6 +24,8 @@ NUMERIC = ["recompute_s", "reload_s", "compute_s", "weights_read_s", "kv_bytes",
            "tokenize_token_s", "hit_token_s", "reload_queue_s",
            "kv_replication", "prefill_efficiency", "concurrent_reloads", "hbm_free_bytes_per_gpu",
            "weights_bytes_per_gpu"]
+#: a hybrid model's keys (absent for the others, on both sides)
+STATE = ["state_checkpoint_at_tokens", "state_tail_tokens", "state_checkpoint_tokens"]
 #: keys checked for equality
 EXACT = ["engine_costs_calibrated", "new_tokens", "token_ids", "winner", "tp", "ep", "gpus", "dp_attention", "engine", "prefill_model",
          "weight_dtype", "compute_dtype", "kv_dtype", "layout_from"]
@@ -69,7 +71,11 @@ PINNED = [{"model": m, "gpu": "h200", "tier": "nvme", "tokens": 32768, "tp": 8, 
     # a sliding-window hybrid copies per layer; all-window does not
     for m in ("gpt-oss-120b", "mistral-7b")] + [
     {"model": m, "gpu": "h200", "tier": "host-dram", "tokens": 8192, "kv-dtype": "int4"}
-    for m in ("gpt-oss-120b", "deepseek-v3")]  # INT4's scale per head: 64 wide, an MLA latent
+    for m in ("gpt-oss-120b", "deepseek-v3")] + [  # INT4's scale per head: 64 wide, an MLA latent
+    # hybrid models: a state checkpoint below the prefix, its tail computed with the new turn
+    {"model": "qwen3-next-80b-a3b", "gpu": "h100-sxm", "tier": "nvme", "tokens": 32768},
+    {"model": "kimi-linear-48b-a3b", "gpu": "h200", "tier": "host-dram", "tokens": 100001,
+     "tp": 2, "engine": "lmcache"}]
 
 
 def scenarios(n, seed=20261130, errors=0):
@@ -121,6 +127,11 @@ def mismatches(cases, got):
         for key in NUMERIC:
             if not close(have[key], want[key]):
                 out.append((s, key, have[key], want[key]))
+        for key in STATE if "state_tail_tokens" in want else ():
+            if key not in have or not close(have[key], want[key]):
+                out.append((s, key, have.get(key), want[key]))
+        if "state_tail_tokens" in have and "state_tail_tokens" not in want:
+            out.append((s, "state_tail_tokens", have["state_tail_tokens"], None))
         for key in EXACT:
             if have[key] != want[key]:
                 out.append((s, key, have[key], want[key]))

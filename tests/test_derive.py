@@ -40,9 +40,12 @@ def test_core_crossing_is_a_root():
 
 
 def test_one_positive_core_crossing_when_latency_positive():
-    """Product of the core quadratic's roots is -t_0/alpha < 0: exactly one positive root."""
+    """Product of the core quadratic's roots is -a0/alpha < 0: exactly one positive root. a0 is
+    the fixed latency and, for a hybrid model, moving its recurrent state (the same at any
+    prompt length), both positive."""
     a2, a1, a0 = D.quadratic_coefficients(D.core_advantage)
-    assert sp.simplify(a0 - S.t_0) == 0
+    assert sp.simplify(a0 - S.t_0 - D.state_bytes / (S.K * S.B_state)) == 0
+    assert sp.simplify(a0.subs(S.L_rec, 0) - S.t_0) == 0
     assert sp.simplify(a2 + S.n_q * (S.d_qk + S.d_v) * S.L_full / (S.K * S.eta * S.P)) == 0
 
 
@@ -85,6 +88,7 @@ def test_lambdified_equals_subs_evalf(v):
 def test_numeric_is_vectorised_and_keyword_checked():
     f = Numeric(D.t_reload)
     out = f(t_0=1e-6, B=1e9, K=1, e_kv=2048, b_kv=2, rho=1, L_full=32, L_win=0, W=1, c_hit=0.0,
+            L_rec=0, b_st=2, n_rk=0, n_rv=0, d_rk=0, d_rv=0, k_conv=0, B_state=1e9,
             T=np.array([1.0, 10.0]))
     assert out.shape == (2,) and out[1] > out[0]
     with pytest.raises(TypeError, match="missing values"):

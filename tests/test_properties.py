@@ -65,9 +65,10 @@ def test_latency_only_slows_reload(model, gpu, tier, t):
 @given(models, gpus, tiers, bandwidth)
 @settings(max_examples=50)
 def test_infinite_bandwidth_limit(model, gpu, tier, bw):
-    """As B grows, reload tends to its fixed cost and the connector's per-token cost."""
+    """As B grows (and a hybrid model's state rate with it), reload tends to its fixed cost and
+    the connector's per-token cost."""
     v = values(model, gpu, tier, bw=bw)
-    t = fn("t_reload").take({**v, "T": 1000.0, "B": 1e30})
+    t = fn("t_reload").take({**v, "T": 1000.0, "B": 1e30, "B_state": 1e30})
     assert math.isclose(t, v["t_0"] + 1000.0 * v["c_hit"], rel_tol=1e-9, abs_tol=1e-15)
 
 

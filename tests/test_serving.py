@@ -18,7 +18,7 @@ H100 = CAT.gpus["h100-sxm"]
 
 def test_extend_flops_is_difference_of_prefills():
     """F(T + n) - F(T) for n = 1 on a 1-layer, 1-head toy: the new query sees T + 1 keys."""
-    toy = {S.N_lin: 0, S.n_q: 1, S.d_qk: 1, S.d_v: 1, S.L_full: 1, S.L_win: 0}
+    toy = {S.N_lin: 0, S.n_q: 1, S.d_qk: 1, S.d_v: 1, S.L_full: 1, S.L_win: 0, S.L_rec: 0}
     assert sp.simplify(DS.flops_extend.subs(toy).subs(S.n_new, 1) - 4 * (S.T + 1)) == 0
 
 

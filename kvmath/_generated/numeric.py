@@ -33,14 +33,32 @@ def _derive_held_token_layers(L_full, L_win, T, W):
 def _derive_kv_bytes_per_token(L_full, L_win, b_kv, e_kv):
     return b_kv*e_kv*(L_full + L_win)
 
-def _derive_kv_bytes_unique(L_full, L_win, T, W, b_kv, e_kv):
+def _derive_kv_bytes_attention(L_full, L_win, T, W, b_kv, e_kv):
     return b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))
 
-def _derive_kv_bytes_total(L_full, L_win, T, W, b_kv, e_kv, rho):
-    return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))
+def _derive_state_elements(d_rk, d_rv, k_conv, n_rk, n_rv):
+    _x0 = d_rv*n_rv
+    return _x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)
 
-def _derive_kv_bytes_per_gpu(K, L_full, L_win, T, W, b_kv, e_kv, rho):
-    return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/K
+def _derive_state_bytes(L_rec, b_st, d_rk, d_rv, k_conv, n_rk, n_rv):
+    _x0 = d_rv*n_rv
+    return L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1))
+
+def _derive_state_checkpoint_tokens(b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho):
+    _x0 = d_rv*n_rv
+    return numpy.ceil(b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1))/(b_kv*e_kv*rho))
+
+def _derive_kv_bytes_unique(L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv):
+    _x0 = d_rv*n_rv
+    return L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))
+
+def _derive_kv_bytes_total(L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho):
+    _x0 = d_rv*n_rv
+    return L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))
+
+def _derive_kv_bytes_per_gpu(K, L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho):
+    _x0 = d_rv*n_rv
+    return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W)))/K
 
 def _derive_attn_params_gqa(d, d_h, n_kv, n_q):
     _x0 = 2*d*d_h
@@ -59,6 +77,13 @@ def _derive_mlp_params_moe_active(E, E_sh, I_exp, d, k_top):
 
 def _derive_mlp_params_moe_total(E, E_sh, I_exp, d):
     return E*d + 3*I_exp*d*(E + E_sh)
+
+def _derive_recurrent_proj_params(d, d_rk, d_rv, n_rk, n_rv):
+    _x0 = 2*n_rv
+    return _x0*d + d*d_rv*n_rv + d*(_x0*d_rv + 2*d_rk*n_rk)
+
+def _derive_recurrent_conv_params(d_rk, d_rv, k_conv, n_rk, n_rv):
+    return k_conv*(2*d_rk*n_rk + d_rv*n_rv)
 
 def _derive_params_routed_active(I_exp, L_moe, d, k_top):
     return 3*I_exp*L_moe*d*k_top
@@ -80,18 +105,21 @@ def _derive_flops_attention(L_full, L_win, T, W, d_qk, d_v, n_q):
     _x0 = numpy.minimum(T, W)
     return 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))
 
-def _derive_flops_prefill(L_full, L_win, N_lin, T, W, d_qk, d_v, n_q):
+def _derive_flops_recurrent(L_rec, T, d_rk, d_rv, n_rv):
+    return 4*L_rec*T*d_rk*d_rv*n_rv
+
+def _derive_flops_prefill(L_full, L_rec, L_win, N_lin, T, W, d_qk, d_rk, d_rv, d_v, n_q, n_rv):
     _x0 = numpy.minimum(T, W)
-    return 2*N_lin*T + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))
+    return 4*L_rec*T*d_rk*d_rv*n_rv + 2*N_lin*T + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))
 
 def _derive_flops_routed(N_xa, T):
     return 2*N_xa*T
 
-def _derive_t_compute(K, K_e, L_full, L_win, N_lin, N_xa, P, T, W, d_qk, d_v, eta, n_q):
+def _derive_t_compute(K, K_e, L_full, L_rec, L_win, N_lin, N_xa, P, T, W, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv):
     _x0 = 2*T
     _x1 = N_xa*_x0
     _x2 = numpy.minimum(T, W)
-    return (_x1/K_e + (N_lin*_x0 - _x1 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1))))/K)/(P*eta)
+    return (_x1/K_e + (4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x0 - _x1 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1))))/K)/(P*eta)
 
 def _derive_weights_per_gpu(K, K_e, N_tot, N_xs, b_w):
     return N_xs*b_w/K_e + b_w*(N_tot - N_xs)/K
@@ -99,23 +127,23 @@ def _derive_weights_per_gpu(K, K_e, N_tot, N_xs, b_w):
 def _derive_t_weights(B_hbm, K, K_e, N_tot, N_xs, b_w):
     return (N_xs*b_w/K_e + b_w*(N_tot - N_xs)/K)/B_hbm
 
-def _derive_t_recompute(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_v, eta, n_q):
+def _derive_t_recompute(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv):
     _x0 = K_e**(-1.0)
     _x1 = K**(-1.0)
     _x2 = 2*T
     _x3 = N_xa*_x2
     _x4 = numpy.minimum(T, W)
-    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(P*eta))
+    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(P*eta))
 
-def _derive_t_recompute_batch(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_v, eta, n_q, n_seq):
+def _derive_t_recompute_batch(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv, n_seq):
     _x0 = K_e**(-1.0)
     _x1 = K**(-1.0)
     _x2 = 2*T
     _x3 = N_xa*_x2
     _x4 = numpy.minimum(T, W)
-    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, n_seq*(_x0*_x3 + _x1*(N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(P*eta))
+    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, n_seq*(_x0*_x3 + _x1*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(P*eta))
 
-def _derive_eta_implied(K, K_e, L_full, L_win, N_lin, N_xa, P, T, W, d_qk, d_v, n_q, t_meas):
+def _derive_eta_implied(K, K_e, L_full, L_rec, L_win, N_lin, N_xa, P, T, W, d_qk, d_rk, d_rv, d_v, n_q, n_rv, t_meas):
     _x0 = 2*T
     _x1 = N_xa*_x0
     _x2 = L_full*n_q
@@ -130,7 +158,7 @@ def _derive_eta_implied(K, K_e, L_full, L_win, N_lin, N_xa, P, T, W, d_qk, d_v, 
     _x11 = W*_x0
     _x12 = _x5**2
     _x13 = 2*W
-    return (K*_x1 + K_e*(N_lin*_x0 - _x1 - _x10*_x13 + _x10 + _x11*_x7 + _x11*_x9 + _x12*_x7 + _x12*_x9 - _x13*_x8 + _x3*d_qk + _x3*d_v + _x4*d_qk + _x4*d_v + _x8))/(K*K_e*P*t_meas)
+    return (K*_x1 + K_e*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x0 - _x1 - _x10*_x13 + _x10 + _x11*_x7 + _x11*_x9 + _x12*_x7 + _x12*_x9 - _x13*_x8 + _x3*d_qk + _x3*d_v + _x4*d_qk + _x4*d_v + _x8))/(K*K_e*P*t_meas)
 
 def _derive_default_concurrent_reloads(K, N_node):
     return numpy.maximum(1, N_node/K)
@@ -140,56 +168,78 @@ def _derive_node_copies(K, N_node, rho, rho_n):
     _x1 = numpy.minimum(K, N_node)
     return numpy.minimum(_x0*_x1*rho, _x0*rho_n*numpy.maximum(_x1, rho))
 
-def _derive_t_node_hop(B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, n_c, rho, rho_n):
-    _x0 = K**(-1.0)
-    _x1 = numpy.minimum(K, N_node)
-    return b_kv*e_kv*n_c*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x0*_x1*rho, _x0*rho_n*numpy.maximum(_x1, rho))/B_node
+def _derive_node_bytes(K, L_full, L_rec, L_win, N_node, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, rho_n):
+    _x0 = d_rv*n_rv
+    _x1 = K**(-1.0)
+    _x2 = numpy.minimum(K, N_node)
+    _x3 = _x1*_x2
+    return L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho))
 
-def _derive_t_node_hop_alone(B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, rho, rho_n):
-    _x0 = K**(-1.0)
-    _x1 = numpy.minimum(K, N_node)
-    return b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x0*_x1*rho, _x0*rho_n*numpy.maximum(_x1, rho))/B_node
+def _derive_t_node_hop(B_node, K, L_full, L_rec, L_win, N_node, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_c, n_rk, n_rv, rho, rho_n):
+    _x0 = d_rv*n_rv
+    _x1 = K**(-1.0)
+    _x2 = numpy.minimum(K, N_node)
+    _x3 = _x1*_x2
+    return n_c*(L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/B_node
 
-def _derive_hop_utilisation(B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, r, rho, rho_n):
-    _x0 = K**(-1.0)
-    _x1 = numpy.minimum(K, N_node)
-    return b_kv*e_kv*r*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x0*_x1*rho, _x0*rho_n*numpy.maximum(_x1, rho))/B_node
+def _derive_t_node_hop_alone(B_node, K, L_full, L_rec, L_win, N_node, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, rho_n):
+    _x0 = d_rv*n_rv
+    _x1 = K**(-1.0)
+    _x2 = numpy.minimum(K, N_node)
+    _x3 = _x1*_x2
+    return (L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/B_node
 
-def _derive_concurrent_reloads_at_load(B_node, K, L_full, L_win, N_node, T, W, b_kv, e_kv, r, rho, rho_n):
-    _x0 = K**(-1.0)
-    _x1 = numpy.minimum(K, N_node)
-    return (1 - b_kv*e_kv*r*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x0*_x1*rho, _x0*rho_n*numpy.maximum(_x1, rho))/B_node)**(-1.0)
+def _derive_hop_utilisation(B_node, K, L_full, L_rec, L_win, N_node, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, r, rho, rho_n):
+    _x0 = d_rv*n_rv
+    _x1 = K**(-1.0)
+    _x2 = numpy.minimum(K, N_node)
+    _x3 = _x1*_x2
+    return r*(L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/B_node
 
-def _derive_t_gpu_hop(B_gpu, K, L_full, L_win, T, W, b_kv, e_kv, rho):
-    return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B_gpu*K)
+def _derive_concurrent_reloads_at_load(B_node, K, L_full, L_rec, L_win, N_node, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, r, rho, rho_n):
+    _x0 = d_rv*n_rv
+    _x1 = K**(-1.0)
+    _x2 = numpy.minimum(K, N_node)
+    _x3 = _x1*_x2
+    return (1 - r*(L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/B_node)**(-1.0)
+
+def _derive_t_gpu_hop(B_gpu, K, L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho):
+    _x0 = d_rv*n_rv
+    return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W)))/(B_gpu*K)
 
 def _derive_fixed_cost(n_step, t_lat, t_step):
     return n_step*t_step + t_lat
 
-def _derive_t_step_ideal(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, b_w, d_qk, d_v, eta, n_q):
+def _derive_t_step_ideal(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, b_w, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv):
     _x0 = K_e**(-1.0)
     _x1 = K**(-1.0)
     _x2 = 2*N_xa
-    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x2 + _x1*(2*N_lin - _x2 + 2*n_q*(L_full + L_win)*(d_qk + d_v)))/(P*eta))
+    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x2 + _x1*(4*L_rec*d_rk*d_rv*n_rv + 2*N_lin - _x2 + 2*n_q*(L_full + L_win)*(d_qk + d_v)))/(P*eta))
 
 def _derive_t_request(T, c_hash, c_tokz, n, t_req):
     return t_req + (T + n)*(c_hash + c_tokz)
 
-def _derive_t_suffix(B_hbm, K, L_full, L_win, T, W, b_kv, e_kv, rho, t_rec_n, t_rec_p, t_rec_pn):
-    return numpy.maximum(-t_rec_p + t_rec_pn, t_rec_n + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B_hbm*K))
+def _derive_t_suffix(B_hbm, K, L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, t_rec_n, t_rec_p, t_rec_pn):
+    _x0 = d_rv*n_rv
+    return numpy.maximum(-t_rec_p + t_rec_pn, t_rec_n + (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W)))/(B_hbm*K))
 
-def _derive_t_reload_hops(B_gpu, B_node, K, L_full, L_win, N_node, T, W, b_kv, c_hit, e_kv, n_c, rho, rho_n, t_0):
+def _derive_t_reload_hops(B_gpu, B_node, K, L_full, L_rec, L_win, N_node, T, W, b_kv, b_st, c_hit, d_rk, d_rv, e_kv, k_conv, n_c, n_rk, n_rv, rho, rho_n, t_0):
     _x0 = K**(-1.0)
-    _x1 = _x0*rho
-    _x2 = b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))
-    _x3 = numpy.minimum(K, N_node)
-    return T*c_hit + t_0 + numpy.maximum(_x1*_x2/B_gpu, _x2*n_c*numpy.minimum(_x1*_x3, _x0*rho_n*numpy.maximum(_x3, rho))/B_node)
+    _x1 = b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))
+    _x2 = d_rv*n_rv
+    _x3 = L_rec*b_st*(_x2*d_rk + (_x2 + 2*d_rk*n_rk)*(k_conv - 1))
+    _x4 = numpy.minimum(K, N_node)
+    _x5 = _x0*_x4
+    return T*c_hit + t_0 + numpy.maximum(_x0*(_x1*rho + _x3)/B_gpu, n_c*(_x1*numpy.minimum(_x5*rho, _x0*rho_n*numpy.maximum(_x4, rho)) + _x3*_x5)/B_node)
 
 def _derive_B_path(B_gpu, B_node, K, N_node, n_c, rho, rho_n):
     _x0 = numpy.minimum(K, N_node)
     _x1 = K**(-1.0)
     _x2 = _x1*rho
     return numpy.minimum(B_gpu, B_node*_x2/(n_c*numpy.minimum(_x0*_x2, _x1*rho_n*numpy.maximum(_x0, rho))))
+
+def _derive_B_path_state(B_gpu, B_node, K, N_node, n_c):
+    return numpy.minimum(B_gpu, B_node/(n_c*numpy.minimum(K, N_node)))
 
 def _derive_dtype_bytes(g_s, n_bits, s_bits):
     return (1/8)*n_bits + (1/8)*s_bits/g_s
@@ -209,18 +259,25 @@ def _derive_codec_wire_for(B, B_dec, r_c):
 def _derive_codec_wire_for_pipelined(B, r_c):
     return B/r_c
 
-def _derive_t_reload(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, rho, t_0):
-    return T*c_hit + t_0 + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
+def _derive_t_reload(B, B_state, K, L_full, L_rec, L_win, T, W, b_kv, b_st, c_hit, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, t_0):
+    _x0 = K**(-1.0)
+    _x1 = d_rv*n_rv
+    return T*c_hit + t_0 + L_rec*_x0*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1))/B_state + _x0*b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/B
 
 def _derive_ttft_cold(T, c_hash, c_tokz, n, t_rec_pn, t_req):
     return t_rec_pn + t_req + (T + n)*(c_hash + c_tokz)
 
-def _derive_t_overlap_hidden(B, K, L_full, L_win, T, W, b_kv, e_kv, o_lay, rho, t_step):
-    return o_lay*(1 - 1/(L_full + L_win))*numpy.minimum(t_step, b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K))
+def _derive_t_overlap_hidden(B, K, L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, o_lay, rho, t_step):
+    _x0 = d_rv*n_rv
+    return o_lay*(1 - 1/(L_full + L_win))*numpy.minimum(t_step, (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W)))/(B*K))
 
-def _derive_ttft_hit(B, K, L_full, L_win, T, W, b_kv, c_hash, c_hit, c_tokz, e_kv, n, o_lay, rho, t_0, t_req, t_step):
-    _x0 = b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
-    return T*c_hit + _x0 - o_lay*(1 - 1/(L_full + L_win))*numpy.minimum(_x0, t_step) + t_0 + t_req + (T + n)*(c_hash + c_tokz)
+def _derive_ttft_hit(B, B_state, K, L_full, L_rec, L_win, T, W, b_kv, b_st, c_hash, c_hit, c_tokz, d_rk, d_rv, e_kv, k_conv, n, n_rk, n_rv, o_lay, rho, t_0, t_req, t_step):
+    _x0 = K**(-1.0)
+    _x1 = _x0/B
+    _x2 = b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))
+    _x3 = d_rv*n_rv
+    _x4 = L_rec*b_st*(_x3*d_rk + (_x3 + 2*d_rk*n_rk)*(k_conv - 1))
+    return T*c_hit + _x1*_x2 - o_lay*(1 - 1/(L_full + L_win))*numpy.minimum(t_step, _x1*(_x2 + _x4)) + t_0 + t_req + (T + n)*(c_hash + c_tokz) + _x0*_x4/B_state
 
 def _derive_copy_bytes(K, b_kv, c_lay, c_split, c_tok, e_kv, rho):
     return b_kv*c_lay*c_tok*e_kv*rho/(K*c_split)
@@ -237,130 +294,188 @@ def _derive_bandwidth_at_size_qd(B, q_io, s, t_0):
 def _derive_half_bandwidth_size(B, t_0):
     return B*t_0
 
-def _derive_t_advantage(B, B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
+def _derive_t_advantage(B, B_hbm, B_state, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_st, b_w, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
     _x0 = K**(-1.0)
     _x1 = L_full*T
     _x2 = numpy.minimum(T, W)
-    _x3 = K_e**(-1.0)
-    _x4 = 2*T
-    _x5 = N_xa*_x4
-    return T*c_hit + t_0 - numpy.maximum((N_xs*_x3*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + (1/2)*_x1*(T + 1))) + _x3*_x5)/(P*eta)) + _x0*b_kv*e_kv*rho*(L_win*_x2 + _x1)/B
+    _x3 = d_rv*n_rv
+    _x4 = _x3*d_rk
+    _x5 = K_e**(-1.0)
+    _x6 = 2*T
+    _x7 = N_xa*_x6
+    return T*c_hit + t_0 - numpy.maximum((N_xs*_x5*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(4*L_rec*T*_x4 + N_lin*_x6 - _x7 + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + (1/2)*_x1*(T + 1))) + _x5*_x7)/(P*eta)) + L_rec*_x0*b_st*(_x4 + (_x3 + 2*d_rk*n_rk)*(k_conv - 1))/B_state + _x0*b_kv*e_kv*rho*(L_win*_x2 + _x1)/B
 
-def _derive_hbm_slack(C_hbm, K, K_e, L_full, L_win, N_tot, N_xs, T, W, b_kv, b_w, e_kv, n_seq, rho, u_hbm):
+def _derive_hbm_slack(C_hbm, K, K_e, L_full, L_rec, L_win, N_tot, N_xs, T, W, b_kv, b_st, b_w, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, n_seq, rho, u_hbm):
     _x0 = K**(-1.0)
-    return C_hbm*u_hbm - _x0*b_kv*e_kv*n_seq*rho*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*b_w*(N_tot - N_xs) - N_xs*b_w/K_e
+    _x1 = d_rv*n_rv
+    return C_hbm*u_hbm - _x0*b_w*(N_tot - N_xs) - _x0*n_seq*(L_rec*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))) - N_xs*b_w/K_e
 
 def _derive_model_flops_per_kv_byte(L_full, L_win, N_lin, b_kv, e_kv, rho):
     return 2*N_lin/(b_kv*e_kv*rho*(L_full + L_win))
 
-def _derive_model_flops_per_kv_byte_at_T(L_full, L_win, N_lin, T, W, b_kv, d_qk, d_v, e_kv, n_q, rho):
+def _derive_model_flops_per_kv_byte_at_T(L_full, L_rec, L_win, N_lin, T, W, b_kv, b_st, d_qk, d_rk, d_rv, d_v, e_kv, k_conv, n_q, n_rk, n_rv, rho):
     _x0 = L_full*T
     _x1 = numpy.minimum(T, W)
-    return (2*N_lin*T + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x1) + (1/2)*_x1*(_x1 + 1)) + (1/2)*_x0*(T + 1)))/(b_kv*e_kv*rho*(L_win*_x1 + _x0))
+    _x2 = d_rv*n_rv
+    _x3 = _x2*d_rk
+    return (4*L_rec*T*_x3 + 2*N_lin*T + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x1) + (1/2)*_x1*(_x1 + 1)) + (1/2)*_x0*(T + 1)))/(L_rec*b_st*(_x3 + (_x2 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_win*_x1 + _x0))
 
 def _derive_gpu_flops_per_link_byte(B, P, eta):
     return P*eta/B
 
-def _derive_breakeven_bandwidth_at(K, L_full, L_win, T, W, b_kv, c_hit, e_kv, rho, t_0, t_rec):
-    return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(K*(-T*c_hit - t_0 + t_rec))
+def _derive_breakeven_bandwidth_at(K, L_full, L_rec, L_win, T, W, b_kv, b_st, c_hit, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, t_0, t_rec):
+    _x0 = d_rv*n_rv
+    return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W)))/(K*(-T*c_hit - t_0 + t_rec))
 
-def _derive_breakeven_bandwidth(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
+def _derive_breakeven_bandwidth(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_st, b_w, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
     _x0 = K**(-1.0)
     _x1 = L_full*T
     _x2 = numpy.minimum(T, W)
-    _x3 = K_e**(-1.0)
-    _x4 = 2*T
-    _x5 = N_xa*_x4
-    return _x0*b_kv*e_kv*rho*(L_win*_x2 + _x1)/(-T*c_hit - t_0 + numpy.maximum((N_xs*_x3*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(N_lin*_x4 - _x5 + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + (1/2)*_x1*(T + 1))) + _x3*_x5)/(P*eta)))
+    _x3 = d_rv*n_rv
+    _x4 = _x3*d_rk
+    _x5 = K_e**(-1.0)
+    _x6 = 2*T
+    _x7 = N_xa*_x6
+    return _x0*(L_rec*b_st*(_x4 + (_x3 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_win*_x2 + _x1))/(-T*c_hit - t_0 + numpy.maximum((N_xs*_x5*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(4*L_rec*T*_x4 + N_lin*_x6 - _x7 + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + (1/2)*_x1*(T + 1))) + _x5*_x7)/(P*eta)))
 
-def _derive_core_advantage(B, K, K_e, L_full, N_lin, N_xa, P, T, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
+def _derive_core_advantage(B, B_state, K, K_e, L_full, L_rec, N_lin, N_xa, P, T, b_kv, b_st, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
     _x0 = K**(-1.0)
-    _x1 = P**(-1.0)
-    _x2 = eta**(-1.0)
-    _x3 = _x1*_x2
-    _x4 = T*_x3
-    _x5 = 2*_x4
-    _x6 = L_full*_x0*n_q
-    _x7 = _x4*_x6
-    _x8 = T**2*_x3*_x6
-    return -N_lin*_x0*_x5 + 2*N_xa*T*_x0*_x1*_x2 + T*c_hit - _x7*d_qk - _x7*d_v - _x8*d_qk - _x8*d_v + t_0 - N_xa*_x5/K_e + L_full*T*_x0*b_kv*e_kv*rho/B
+    _x1 = B_state**(-1.0)
+    _x2 = L_rec*_x0*_x1*b_st
+    _x3 = d_rv*n_rv
+    _x4 = P**(-1.0)
+    _x5 = eta**(-1.0)
+    _x6 = _x4*_x5
+    _x7 = T*_x6
+    _x8 = 2*_x7
+    _x9 = L_full*_x0*n_q
+    _x10 = _x7*_x9
+    _x11 = T**2*_x6*_x9
+    return L_rec*_x0*_x1*b_st*d_rk*d_rv*n_rv + 2*L_rec*_x0*_x1*b_st*d_rk*k_conv*n_rk + L_rec*_x0*_x1*b_st*d_rv*k_conv*n_rv - 4*L_rec*_x0*_x3*_x7*d_rk - N_lin*_x0*_x8 + 2*N_xa*T*_x0*_x4*_x5 + T*c_hit - _x10*d_qk - _x10*d_v - _x11*d_qk - _x11*d_v - _x2*_x3 - 2*_x2*d_rk*n_rk + t_0 - N_xa*_x8/K_e + L_full*T*_x0*b_kv*e_kv*rho/B
 
-def _derive_core_crossings_0(B, K, K_e, L_full, N_lin, N_xa, P, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
-    _x0 = 2*B
-    _x1 = K*N_xa
-    _x2 = B*K_e
-    _x3 = L_full*n_q
-    _x4 = _x3*d_qk
-    _x5 = _x3*d_v
-    _x6 = B**2
-    _x7 = 8*_x6
-    _x8 = K_e*_x7
-    _x9 = N_xa**2
-    _x10 = K_e**2
-    _x11 = N_lin*_x10
-    _x12 = K**2
-    _x13 = 4*_x6
-    _x14 = _x13*_x9
-    _x15 = _x10*_x13
-    _x16 = K_e*_x1*_x13
-    _x17 = N_lin*_x15
-    _x18 = N_xa*_x15
-    _x19 = P*eta
-    _x20 = L_full*b_kv*e_kv*rho
-    _x21 = 4*_x20
-    _x22 = K*c_hit
-    _x23 = _x19*_x22
-    _x24 = _x15*_x19
-    _x25 = B*_x19*_x21
-    _x26 = _x10*_x6
-    _x27 = 2*_x23*_x26
-    _x28 = K*_x24*t_0
-    _x29 = L_full**2
-    _x30 = _x26*_x29*n_q**2
-    _x31 = _x10*_x29
-    _x32 = _x0*_x19*_x31*b_kv*e_kv*n_q*rho
-    _x33 = P**2*eta**2
-    return (1/2)*(B*K*K_e*P*c_hit*eta + 2*B*K_e*N_xa + K_e*L_full*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x0 - _x0*_x1 - _x2*_x4 - _x2*_x5 - numpy.sqrt(-K*_x8*_x9 - K_e*N_xa*_x12*_x13*_x19*c_hit + N_lin**2*_x15 + N_lin*_x1*_x8 + N_xa*_x10*_x25 - N_xa*_x11*_x7 + _x0*_x10*_x20*_x22*_x33 - _x1*_x19*_x2*_x21 + _x1*_x24*c_hit + _x10*_x14 - _x11*_x25 + _x12*_x14 + _x12*_x26*_x33*c_hit**2 + _x16*_x4 + _x16*_x5 - _x17*_x23 + _x17*_x4 + _x17*_x5 - _x18*_x4 - _x18*_x5 - _x27*_x4 - _x27*_x5 + _x28*_x4 + _x28*_x5 + _x30*d_qk**2 + 2*_x30*d_qk*d_v + _x30*d_v**2 + _x31*_x33*b_kv**2*e_kv**2*rho**2 - _x32*d_qk - _x32*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
-
-def _derive_core_crossings_1(B, K, K_e, L_full, N_lin, N_xa, P, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
-    _x0 = 2*B
-    _x1 = K*N_xa
-    _x2 = K_e*_x0
+def _derive_core_crossings_0(B, B_state, K, K_e, L_full, L_rec, N_lin, N_xa, P, b_kv, b_st, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
+    _x0 = numpy.sqrt(B_state)
+    _x1 = 2*B
+    _x2 = K*N_xa
     _x3 = B*K_e
     _x4 = L_full*n_q
     _x5 = _x4*d_qk
     _x6 = _x4*d_v
-    _x7 = K*c_hit
-    _x8 = P*eta
-    _x9 = _x3*_x8
-    _x10 = K_e*_x8
-    _x11 = L_full*b_kv*e_kv*rho
-    _x12 = B**2
-    _x13 = 8*_x12
-    _x14 = K_e*_x13
-    _x15 = N_xa**2
-    _x16 = K_e**2
-    _x17 = N_lin*_x16
-    _x18 = K**2
-    _x19 = 4*_x12
-    _x20 = _x15*_x19
-    _x21 = _x16*_x19
-    _x22 = K_e*_x1*_x19
-    _x23 = N_lin*_x21
-    _x24 = N_xa*_x21
-    _x25 = 4*_x11
-    _x26 = _x7*_x8
-    _x27 = _x21*_x8
-    _x28 = B*_x25*_x8
-    _x29 = _x12*_x16
-    _x30 = 2*_x26*_x29
-    _x31 = K*_x27*t_0
-    _x32 = L_full**2
-    _x33 = _x29*_x32*n_q**2
-    _x34 = _x16*_x32
-    _x35 = _x0*_x34*_x8*b_kv*e_kv*n_q*rho
-    _x36 = P**2*eta**2
-    return (1/2)*(-N_lin*_x2 + N_xa*_x2 - _x0*_x1 + _x10*_x11 - _x3*_x5 - _x3*_x6 + _x7*_x9 + numpy.sqrt(-K*_x14*_x15 + N_lin**2*_x21 + N_lin*_x1*_x14 - N_xa*_x10*_x18*_x19*c_hit - N_xa*_x13*_x17 + N_xa*_x16*_x28 + _x0*_x11*_x16*_x36*_x7 - _x1*_x25*_x9 + _x1*_x27*c_hit + _x16*_x20 - _x17*_x28 + _x18*_x20 + _x18*_x29*_x36*c_hit**2 + _x22*_x5 + _x22*_x6 - _x23*_x26 + _x23*_x5 + _x23*_x6 - _x24*_x5 - _x24*_x6 - _x30*_x5 - _x30*_x6 + _x31*_x5 + _x31*_x6 + _x33*d_qk**2 + 2*_x33*d_qk*d_v + _x33*d_v**2 + _x34*_x36*b_kv**2*e_kv**2*rho**2 - _x35*d_qk - _x35*d_v))/(B*K_e*L_full*n_q*(d_qk + d_v))
+    _x7 = L_rec*d_rk
+    _x8 = _x7*d_rv*n_rv
+    _x9 = 4*_x8
+    _x10 = B**2
+    _x11 = B_state*_x10
+    _x12 = 8*_x11
+    _x13 = K_e*_x12
+    _x14 = N_xa**2
+    _x15 = K_e**2
+    _x16 = N_lin*_x15
+    _x17 = K**2
+    _x18 = 4*_x11
+    _x19 = _x14*_x18
+    _x20 = _x15*_x18
+    _x21 = K_e*_x2
+    _x22 = _x18*_x21
+    _x23 = N_lin*_x20
+    _x24 = N_xa*_x20
+    _x25 = 16*_x11*_x8
+    _x26 = P*eta
+    _x27 = L_full*b_kv*e_kv*rho
+    _x28 = B_state*_x27
+    _x29 = K*c_hit
+    _x30 = _x26*_x29
+    _x31 = _x20*_x26
+    _x32 = _x11*_x15
+    _x33 = 16*_x32
+    _x34 = 4*_x26
+    _x35 = B*_x34
+    _x36 = B_state*_x15
+    _x37 = _x27*_x36
+    _x38 = 2*_x30*_x32
+    _x39 = K*_x31*t_0
+    _x40 = _x15*_x5
+    _x41 = _x12*_x8
+    _x42 = _x15*_x41
+    _x43 = L_full**2
+    _x44 = _x32*_x43*n_q**2
+    _x45 = _x36*_x43
+    _x46 = _x1*_x26*_x45*b_kv*e_kv*n_q*rho
+    _x47 = _x10*b_st
+    _x48 = _x40*_x47
+    _x49 = 8*_x26
+    _x50 = _x49*_x7*n_rk
+    _x51 = _x48*_x50
+    _x52 = L_rec*_x34*d_rv*n_rv
+    _x53 = _x48*_x52
+    _x54 = _x15*_x47*_x6
+    _x55 = _x50*_x54
+    _x56 = _x52*_x54
+    _x57 = _x26*_x9
+    _x58 = P**2*eta**2
+    return (1/2)*(_x0*(B*K*K_e*P*c_hit*eta + 2*B*K_e*N_xa + K_e*L_full*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x1 - _x1*_x2 - _x3*_x5 - _x3*_x6 - _x3*_x9) - numpy.sqrt(-B*_x37*_x49*_x8 - K*_x13*_x14 - K_e*N_xa*_x17*_x18*_x26*c_hit + L_rec**2*_x33*d_rk**2*d_rv**2*n_rv**2 + N_lin**2*_x20 + N_lin*_x13*_x2 - N_xa*_x12*_x16 - N_xa*_x33*_x8 + N_xa*_x35*_x37 + _x1*_x29*_x37*_x58 + _x15*_x19 + _x16*_x25 - _x16*_x28*_x35 + _x17*_x19 + _x17*_x32*_x58*c_hit**2 - 4*_x2*_x26*_x28*_x3 + _x2*_x31*c_hit + _x21*_x25 + _x22*_x5 + _x22*_x6 - _x23*_x30 + _x23*_x5 + _x23*_x6 - _x24*_x5 - _x24*_x6 - _x30*_x42 - _x38*_x5 - _x38*_x6 + _x39*_x5 + _x39*_x6 + _x40*_x41 + _x42*_x6 + _x44*d_qk**2 + 2*_x44*d_qk*d_v + _x44*d_v**2 + _x45*_x58*b_kv**2*e_kv**2*rho**2 - _x46*d_qk - _x46*d_v + _x48*_x57 + _x51*k_conv - _x51 + _x53*k_conv - _x53 + _x54*_x57 + _x55*k_conv - _x55 + _x56*k_conv - _x56))/(B*K_e*L_full*_x0*n_q*(d_qk + d_v))
+
+def _derive_core_crossings_1(B, B_state, K, K_e, L_full, L_rec, N_lin, N_xa, P, b_kv, b_st, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
+    _x0 = numpy.sqrt(B_state)
+    _x1 = 2*B
+    _x2 = K*N_xa
+    _x3 = B*K_e
+    _x4 = L_full*n_q
+    _x5 = _x4*d_qk
+    _x6 = _x4*d_v
+    _x7 = L_rec*d_rk
+    _x8 = _x7*d_rv*n_rv
+    _x9 = 4*_x8
+    _x10 = B**2
+    _x11 = B_state*_x10
+    _x12 = 8*_x11
+    _x13 = K_e*_x12
+    _x14 = N_xa**2
+    _x15 = K_e**2
+    _x16 = N_lin*_x15
+    _x17 = K**2
+    _x18 = 4*_x11
+    _x19 = _x14*_x18
+    _x20 = _x15*_x18
+    _x21 = K_e*_x2
+    _x22 = _x18*_x21
+    _x23 = N_lin*_x20
+    _x24 = N_xa*_x20
+    _x25 = 16*_x11*_x8
+    _x26 = P*eta
+    _x27 = L_full*b_kv*e_kv*rho
+    _x28 = B_state*_x27
+    _x29 = K*c_hit
+    _x30 = _x26*_x29
+    _x31 = _x20*_x26
+    _x32 = _x11*_x15
+    _x33 = 16*_x32
+    _x34 = 4*_x26
+    _x35 = B*_x34
+    _x36 = B_state*_x15
+    _x37 = _x27*_x36
+    _x38 = 2*_x30*_x32
+    _x39 = K*_x31*t_0
+    _x40 = _x15*_x5
+    _x41 = _x12*_x8
+    _x42 = _x15*_x41
+    _x43 = L_full**2
+    _x44 = _x32*_x43*n_q**2
+    _x45 = _x36*_x43
+    _x46 = _x1*_x26*_x45*b_kv*e_kv*n_q*rho
+    _x47 = _x10*b_st
+    _x48 = _x40*_x47
+    _x49 = 8*_x26
+    _x50 = _x49*_x7*n_rk
+    _x51 = _x48*_x50
+    _x52 = L_rec*_x34*d_rv*n_rv
+    _x53 = _x48*_x52
+    _x54 = _x15*_x47*_x6
+    _x55 = _x50*_x54
+    _x56 = _x52*_x54
+    _x57 = _x26*_x9
+    _x58 = P**2*eta**2
+    return (1/2)*(_x0*(B*K*K_e*P*c_hit*eta + 2*B*K_e*N_xa + K_e*L_full*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x1 - _x1*_x2 - _x3*_x5 - _x3*_x6 - _x3*_x9) + numpy.sqrt(-B*_x37*_x49*_x8 - K*_x13*_x14 - K_e*N_xa*_x17*_x18*_x26*c_hit + L_rec**2*_x33*d_rk**2*d_rv**2*n_rv**2 + N_lin**2*_x20 + N_lin*_x13*_x2 - N_xa*_x12*_x16 - N_xa*_x33*_x8 + N_xa*_x35*_x37 + _x1*_x29*_x37*_x58 + _x15*_x19 + _x16*_x25 - _x16*_x28*_x35 + _x17*_x19 + _x17*_x32*_x58*c_hit**2 - 4*_x2*_x26*_x28*_x3 + _x2*_x31*c_hit + _x21*_x25 + _x22*_x5 + _x22*_x6 - _x23*_x30 + _x23*_x5 + _x23*_x6 - _x24*_x5 - _x24*_x6 - _x30*_x42 - _x38*_x5 - _x38*_x6 + _x39*_x5 + _x39*_x6 + _x40*_x41 + _x42*_x6 + _x44*d_qk**2 + 2*_x44*d_qk*d_v + _x44*d_v**2 + _x45*_x58*b_kv**2*e_kv**2*rho**2 - _x46*d_qk - _x46*d_v + _x48*_x57 + _x51*k_conv - _x51 + _x53*k_conv - _x53 + _x54*_x57 + _x55*k_conv - _x55 + _x56*k_conv - _x56))/(B*K_e*L_full*_x0*n_q*(d_qk + d_v))
 
 def _derive_mooncake_eq2_B_over_G(a, b, d, g, n, s):
     return 2*d*s/(g*(a*d*n + b*d**2))
@@ -481,6 +596,9 @@ def _derive_prefill_t_attention(K_d, L_full, L_win, P_a, T, T_a, W, d_qk, d_v, e
     _x0 = numpy.minimum(T, W)
     return t_kern*(L_full + L_win) + 2*n_q*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
 
+def _derive_prefill_t_recurrent_mix(K_d, L_rec, P_a, T, d_rk, d_rv, eta_a, n_rv, n_seq, t_kern):
+    return numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + 4*L_rec*T*d_rk*d_rv*n_rv*n_seq/(K_d*P_a*eta_a)
+
 def _derive_prefill_t_lm_head(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = V*d/K_d
     return t_kern + numpy.maximum(_x0*b_w/B_hbm, 2*_x0*(m_half + n_seq)/(P*eta_g*r_dt))
@@ -546,6 +664,18 @@ def _derive_prefill_parts_gqa_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half,
     _x0 = V*d/K_d
     return t_kern + numpy.maximum(_x0*b_w/B_hbm, 2*_x0*(m_half + n_seq)/(P*eta_g*r_dt))
 
+def _derive_prefill_parts_gqa_recurrent_s(B_hbm, K_d, L_rec, P, P_a, T, b_act, b_w, busbw, d, d_rk, d_rv, eta_a, eta_g, m_half, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern):
+    _x0 = K_d**(-1.0)
+    _x1 = T*n_seq
+    _x2 = d_rv*n_rv
+    _x3 = _x0*d
+    _x4 = b_w/B_hbm
+    _x5 = 2*n_rv
+    _x6 = _x5*d_rv
+    _x7 = (_x1 + m_half)/(P*eta_g*r_dt)
+    _x8 = _x3*(_x5 + _x6 + 2*d_rk*n_rk)
+    return L_rec*(2*t_kern + numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x3*b_act*(2*K_d - 2)/busbw + t_ar) + numpy.maximum(_x4*_x8, 2*_x7*_x8) + numpy.maximum(_x2*_x3*_x4, _x3*_x6*_x7)) + 4*L_rec*_x0*_x1*_x2*d_rk/(P_a*eta_a) + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern)
+
 def _derive_prefill_parts_mla_gemm_s(B_hbm, I_ffn, K_d, L_dense, L_full, L_win, P, T, b_w, d, d_nope, d_rope, d_v, eta_g, m_half, n_q, n_seq, r_dt, r_kv, r_q, t_kern):
     _x0 = 2*t_kern
     _x1 = K_d**(-1.0)
@@ -610,105 +740,129 @@ def _derive_prefill_parts_mla_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half,
     _x0 = V*d/K_d
     return t_kern + numpy.maximum(_x0*b_w/B_hbm, 2*_x0*(m_half + n_seq)/(P*eta_g*r_dt))
 
-def _derive_prefill_t_prefill_gqa(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_h, d_qk, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_kv, n_q, n_seq, r_dt, t_ar, t_kern, t_kng):
+def _derive_prefill_parts_mla_recurrent_s(B_hbm, K_d, L_rec, P, P_a, T, b_act, b_w, busbw, d, d_rk, d_rv, eta_a, eta_g, m_half, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern):
+    _x0 = K_d**(-1.0)
+    _x1 = T*n_seq
+    _x2 = d_rv*n_rv
+    _x3 = _x0*d
+    _x4 = b_w/B_hbm
+    _x5 = 2*n_rv
+    _x6 = _x5*d_rv
+    _x7 = (_x1 + m_half)/(P*eta_g*r_dt)
+    _x8 = _x3*(_x5 + _x6 + 2*d_rk*n_rk)
+    return L_rec*(2*t_kern + numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x3*b_act*(2*K_d - 2)/busbw + t_ar) + numpy.maximum(_x4*_x8, 2*_x7*_x8) + numpy.maximum(_x2*_x3*_x4, _x3*_x6*_x7)) + 4*L_rec*_x0*_x1*_x2*d_rk/(P_a*eta_a) + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern)
+
+def _derive_prefill_t_prefill_gqa(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_h, d_qk, d_rk, d_rv, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_kv, n_q, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern, t_kng):
+    _x0 = L_full + L_win
+    _x1 = T*n_seq
+    _x2 = d_rv*n_rv
+    _x3 = K_d**(-1.0)
+    _x4 = _x3/(P_a*eta_a)
+    _x5 = _x3*d
+    _x6 = busbw**(-1.0)
+    _x7 = _x1*b_act
+    _x8 = _x6*_x7
+    _x9 = numpy.where(numpy.less_equal(K_d, 1), 0, _x5*_x8*(2*K_d - 2) + t_ar)
+    _x10 = K_x**(-1.0)
+    _x11 = _x10*d
+    _x12 = b_w/B_hbm
+    _x13 = _x12*d
+    _x14 = _x13*_x3
+    _x15 = 1/(P*eta_g*r_dt)
+    _x16 = numpy.minimum(T, W)
+    _x17 = 2*n_q
+    _x18 = I_ffn*_x3
+    _x19 = B_peak**(-1.0)
+    _x20 = _x19*_x7
+    _x21 = _x20/eta_act
+    _x22 = _x20*d
+    _x23 = eta_add**(-1.0)
+    _x24 = 2*numpy.maximum(K_d, n_kv)
+    _x25 = _x20*_x3*d_h*(_x17 + _x24)/eta_rope + 6*_x22*_x23 + 4*_x22/eta_norm
+    _x26 = 2*t_kern
+    _x27 = _x13*_x18
+    _x28 = _x15*(_x1 + m_half)
+    _x29 = 2*_x28
+    _x30 = _x18*d
+    _x31 = 4*_x28
+    _x32 = 3*I_exp
+    _x33 = E_sh*_x3
+    _x34 = _x10*_x32
+    _x35 = _x1*k_top
+    _x36 = _x35*b_act*d
+    _x37 = _x3*n_q
+    _x38 = _x13*d_h
+    _x39 = _x28*_x5
+    _x40 = _x24*_x3 + _x37
+    _x41 = _x29*d
+    _x42 = 2*n_rv
+    _x43 = _x42*d_rv
+    _x44 = _x42 + _x43 + 2*d_rk*n_rk
+    _x45 = E*d
+    _x46 = ep**(-1.0)
+    _x47 = E*(1 - (1 - k_top/E)**_x1)
+    _x48 = I_exp*_x33
+    _x49 = _x13*_x48
+    return L_dense*_x9 + L_dense*(_x26 + numpy.maximum(_x27, _x29*_x30) + numpy.maximum(2*_x27, _x30*_x31)) + L_dense*(3*_x18*_x21 + _x25 + 6*t_kng) + L_moe*(4*_x19*_x23*_x36 + _x21*(_x32*_x33 + _x34*k_top) + _x25 + 7*t_kng) + L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, _x26 + numpy.maximum(_x49, _x41*_x48) + numpy.maximum(2*_x49, _x31*_x48*d)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x36*_x46*_x6*(ep - 1) + 2*t_ar) + numpy.maximum(_x12*_x45, _x29*_x45) + numpy.maximum(_x13*_x34*_x46*_x47, 6*I_exp*_x11*_x15*_x46*f_imb*(_x35 + _x47*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x11*_x8*(2*K_x - 2) + t_ar) + 4*L_rec*_x1*_x2*_x4*d_rk + L_rec*(_x26 + _x9 + numpy.maximum(_x14*_x2, _x39*_x43) + numpy.maximum(_x14*_x44, _x29*_x44*_x5)) + _x0*_x9 + _x0*t_kern + _x0*(_x26 + numpy.maximum(_x37*_x38, _x17*_x39*d_h) + numpy.maximum(_x38*_x40, _x40*_x41*d_h)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x14, 2*V*_x15*_x5*(m_half + n_seq)) + _x17*_x4*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x16) + (1/2)*_x16*(_x16 + 1)))/T
+
+def _derive_prefill_t_prefill_mla(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_nope, d_qk, d_rk, d_rope, d_rv, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_q, n_rk, n_rv, n_seq, r_dt, r_kv, r_q, t_ar, t_kern, t_kng):
     _x0 = L_full + L_win
     _x1 = K_d**(-1.0)
     _x2 = T*n_seq
-    _x3 = _x2*b_act
-    _x4 = d/busbw
-    _x5 = _x3*_x4
-    _x6 = numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x5*(2*K_d - 2) + t_ar)
-    _x7 = K_x**(-1.0)
-    _x8 = b_w/B_hbm
-    _x9 = _x8*d
-    _x10 = V*_x1
-    _x11 = 1/(P*eta_g*r_dt)
-    _x12 = _x11*d
-    _x13 = numpy.minimum(T, W)
-    _x14 = 2*n_q
-    _x15 = I_ffn*_x1
-    _x16 = B_peak**(-1.0)
-    _x17 = _x16*_x3
-    _x18 = _x17/eta_act
-    _x19 = _x17*d
-    _x20 = eta_add**(-1.0)
-    _x21 = 2*numpy.maximum(K_d, n_kv)
-    _x22 = _x1*d_h
-    _x23 = _x17*_x22*(_x14 + _x21)/eta_rope + 6*_x19*_x20 + 4*_x19/eta_norm
-    _x24 = 2*t_kern
-    _x25 = _x15*_x9
-    _x26 = _x11*(_x2 + m_half)
-    _x27 = 2*_x26
-    _x28 = _x15*d
-    _x29 = 4*_x26
+    _x3 = d_rv*n_rv
+    _x4 = 1/(P_a*eta_a)
+    _x5 = _x1*d
+    _x6 = busbw**(-1.0)
+    _x7 = _x2*b_act
+    _x8 = _x6*_x7
+    _x9 = numpy.where(numpy.less_equal(K_d, 1), 0, _x5*_x8*(2*K_d - 2) + t_ar)
+    _x10 = K_x**(-1.0)
+    _x11 = _x10*d
+    _x12 = b_w/B_hbm
+    _x13 = _x12*d
+    _x14 = _x1*_x13
+    _x15 = 1/(P*eta_g*r_dt)
+    _x16 = 2*_x1
+    _x17 = _x16*d
+    _x18 = numpy.minimum(T, W)
+    _x19 = _x16*n_q
+    _x20 = B_peak**(-1.0)
+    _x21 = _x20*_x7
+    _x22 = _x21/eta_act
+    _x23 = _x21*d
+    _x24 = eta_add**(-1.0)
+    _x25 = _x21*d_rope*(_x19 + 2)/eta_rope + 6*_x23*_x24 + 4*_x23/eta_norm
+    _x26 = 2*t_kern
+    _x27 = _x15*(_x2 + m_half)
+    _x28 = I_ffn*_x27
+    _x29 = _x13*_x16
     _x30 = 3*I_exp
     _x31 = E_sh*_x1
-    _x32 = _x30*_x7
-    _x33 = _x2*k_top
-    _x34 = _x33*b_act
-    _x35 = _x1*n_q
-    _x36 = _x9*d_h
-    _x37 = _x1*_x21 + _x35
-    _x38 = _x27*d
-    _x39 = E*d
-    _x40 = ep**(-1.0)
-    _x41 = E*(1 - (1 - k_top/E)**_x2)
-    _x42 = I_exp*_x31
-    _x43 = _x42*_x9
-    return L_dense*_x6 + L_dense*(_x24 + numpy.maximum(_x25, _x27*_x28) + numpy.maximum(2*_x25, _x28*_x29)) + L_dense*(3*_x15*_x18 + _x23 + 6*t_kng) + L_moe*(4*_x16*_x20*_x34*d + _x18*(_x30*_x31 + _x32*k_top) + _x23 + 7*t_kng) + L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, _x24 + numpy.maximum(_x43, _x38*_x42) + numpy.maximum(2*_x43, _x29*_x42*d)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x34*_x4*_x40*(ep - 1) + 2*t_ar) + numpy.maximum(_x27*_x39, _x39*_x8) + numpy.maximum(_x32*_x40*_x41*_x9, 6*I_exp*_x12*_x40*_x7*f_imb*(_x33 + _x41*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x5*_x7*(2*K_x - 2) + t_ar) + _x0*_x6 + _x0*t_kern + _x0*(_x24 + numpy.maximum(_x35*_x36, _x14*_x22*_x26*d) + numpy.maximum(_x36*_x37, _x37*_x38*d_h)) + t_kern + numpy.maximum(_x10*_x9, 2*_x10*_x12*(m_half + n_seq)) + _x1*_x14*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x13) + (1/2)*_x13*(_x13 + 1)))/(P_a*T*eta_a)
-
-def _derive_prefill_t_prefill_mla(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_nope, d_qk, d_rope, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_q, n_seq, r_dt, r_kv, r_q, t_ar, t_kern, t_kng):
-    _x0 = L_full + L_win
-    _x1 = K_d**(-1.0)
-    _x2 = _x1*d
-    _x3 = busbw**(-1.0)
-    _x4 = T*n_seq
-    _x5 = _x4*b_act
-    _x6 = _x3*_x5
-    _x7 = numpy.where(numpy.less_equal(K_d, 1), 0, _x2*_x6*(2*K_d - 2) + t_ar)
-    _x8 = K_x**(-1.0)
-    _x9 = _x8*d
-    _x10 = b_w/B_hbm
-    _x11 = _x10*d
-    _x12 = _x1*_x11
-    _x13 = 1/(P*eta_g*r_dt)
-    _x14 = 2*_x1
-    _x15 = _x14*d
-    _x16 = numpy.minimum(T, W)
-    _x17 = _x14*n_q
-    _x18 = B_peak**(-1.0)
-    _x19 = _x18*_x5
-    _x20 = _x19/eta_act
-    _x21 = _x19*d
-    _x22 = eta_add**(-1.0)
-    _x23 = _x19*d_rope*(_x17 + 2)/eta_rope + 6*_x21*_x22 + 4*_x21/eta_norm
-    _x24 = 2*t_kern
-    _x25 = _x13*(_x4 + m_half)
-    _x26 = I_ffn*_x25
-    _x27 = _x11*_x14
-    _x28 = 3*I_exp
-    _x29 = E_sh*_x1
-    _x30 = _x28*_x8
-    _x31 = 4*d
-    _x32 = _x4*k_top
-    _x33 = _x32*b_act
-    _x34 = 3*t_kern
-    _x35 = E*d
-    _x36 = 2*_x25
-    _x37 = ep**(-1.0)
-    _x38 = E*(1 - (1 - k_top/E)**_x4)
-    _x39 = I_exp*_x29
-    _x40 = E_sh*I_exp
-    _x41 = d_rope + r_kv
-    _x42 = _x36*d
-    _x43 = _x12*n_q
-    _x44 = _x17*_x25
-    _x45 = _x44*d
-    _x46 = r_kv*(d_nope + d_v)
-    _x47 = _x1*_x10*n_q
-    _x48 = d_nope + d_rope
-    _x49 = _x48*r_q
-    return L_dense*_x7 + L_dense*(_x24 + numpy.maximum(I_ffn*_x12, _x15*_x26) + numpy.maximum(I_ffn*_x27, 4*_x2*_x26)) + L_dense*(3*I_ffn*_x1*_x20 + _x23 + 6*t_kng) + L_moe*(_x18*_x22*_x31*_x33 + _x20*(_x28*_x29 + _x30*k_top) + _x23 + 7*t_kng) + L_moe*(_x34 + numpy.where(numpy.equal(E_sh, 0), 0, _x24 + numpy.maximum(_x11*_x39, _x15*_x25*_x40) + numpy.maximum(_x27*_x40, _x25*_x31*_x39)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x3*_x33*_x37*d*(ep - 1) + 2*t_ar) + numpy.maximum(_x10*_x35, _x35*_x36) + numpy.maximum(_x11*_x30*_x37*_x38, 6*I_exp*_x13*_x37*_x9*f_imb*(_x32 + _x38*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x6*_x9*(2*K_x - 2) + t_ar) + _x0*_x7 + _x0*t_kern + _x0*(_x34 + numpy.where(numpy.greater(r_q, 0), _x24 + numpy.maximum(_x11*r_q, _x42*r_q) + numpy.maximum(_x44*_x49, _x47*_x49), t_kern + numpy.maximum(_x43*_x48, _x45*_x48)) + numpy.maximum(_x11*_x41, _x41*_x42) + numpy.maximum(_x43*d_v, _x45*d_v) + numpy.maximum(_x44*_x46, _x46*_x47)) + t_kern + numpy.maximum(V*_x12, V*_x13*_x15*(m_half + n_seq)) + _x17*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x16) + (1/2)*_x16*(_x16 + 1)))/(P_a*T*eta_a)
+    _x32 = _x10*_x30
+    _x33 = 4*d
+    _x34 = _x2*k_top
+    _x35 = _x34*b_act
+    _x36 = 2*n_rv
+    _x37 = _x36*d_rv
+    _x38 = _x36 + _x37 + 2*d_rk*n_rk
+    _x39 = _x17*_x27
+    _x40 = 3*t_kern
+    _x41 = E*d
+    _x42 = 2*_x27
+    _x43 = ep**(-1.0)
+    _x44 = E*(1 - (1 - k_top/E)**_x2)
+    _x45 = I_exp*_x31
+    _x46 = E_sh*I_exp
+    _x47 = d_rope + r_kv
+    _x48 = _x42*d
+    _x49 = _x14*n_q
+    _x50 = _x19*_x27
+    _x51 = _x50*d
+    _x52 = r_kv*(d_nope + d_v)
+    _x53 = _x1*_x12*n_q
+    _x54 = d_nope + d_rope
+    _x55 = _x54*r_q
+    return L_dense*_x9 + L_dense*(_x26 + numpy.maximum(I_ffn*_x14, _x17*_x28) + numpy.maximum(I_ffn*_x29, 4*_x28*_x5)) + L_dense*(3*I_ffn*_x1*_x22 + _x25 + 6*t_kng) + L_moe*(_x20*_x24*_x33*_x35 + _x22*(_x30*_x31 + _x32*k_top) + _x25 + 7*t_kng) + L_moe*(_x40 + numpy.where(numpy.equal(E_sh, 0), 0, _x26 + numpy.maximum(_x13*_x45, _x39*_x46) + numpy.maximum(_x29*_x46, _x27*_x33*_x45)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x35*_x43*_x6*d*(ep - 1) + 2*t_ar) + numpy.maximum(_x12*_x41, _x41*_x42) + numpy.maximum(_x13*_x32*_x43*_x44, 6*I_exp*_x11*_x15*_x43*f_imb*(_x34 + _x44*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x11*_x8*(2*K_x - 2) + t_ar) + 4*L_rec*_x1*_x2*_x3*_x4*d_rk + L_rec*(_x26 + _x9 + numpy.maximum(_x14*_x3, _x27*_x37*_x5) + numpy.maximum(_x14*_x38, _x38*_x39)) + _x0*_x9 + _x0*t_kern + _x0*(_x40 + numpy.where(numpy.greater(r_q, 0), _x26 + numpy.maximum(_x13*r_q, _x48*r_q) + numpy.maximum(_x50*_x55, _x53*_x55), t_kern + numpy.maximum(_x49*_x54, _x51*_x54)) + numpy.maximum(_x13*_x47, _x47*_x48) + numpy.maximum(_x49*d_v, _x51*d_v) + numpy.maximum(_x50*_x52, _x52*_x53)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x14, V*_x15*_x17*(m_half + n_seq)) + _x19*_x4*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x18) + (1/2)*_x18*(_x18 + 1)))/T
 
 def _derive_prefill__floor_moe(B_hbm, E, E_sh, I_exp, K_d, K_x, T, b_w, d, ep, k_top, n_seq):
     _x0 = b_w*d/B_hbm
@@ -716,34 +870,37 @@ def _derive_prefill__floor_moe(B_hbm, E, E_sh, I_exp, K_d, K_x, T, b_w, d, ep, k
     _x2 = 3*I_exp
     return _x1 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*_x0*_x2/K_d) + _x1*_x2*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep)
 
-def _derive_prefill__floor_rest(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, V, b_w, d, ep, k_top, n_seq):
+def _derive_prefill__floor_rest(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, L_rec, T, V, b_w, d, d_rk, d_rv, ep, k_top, n_rk, n_rv, n_seq):
     _x0 = b_w*d/B_hbm
     _x1 = _x0/K_d
     _x2 = 3*_x1
-    _x3 = E*_x0
-    return I_ffn*L_dense*_x2 + L_moe*(3*I_exp*_x3*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x3 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x2)) + V*_x1
+    _x3 = 2*n_rv
+    _x4 = E*_x0
+    return I_ffn*L_dense*_x2 + L_moe*(3*I_exp*_x4*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x4 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x2)) + L_rec*(_x1*d_rv*n_rv + _x1*(_x3*d_rv + _x3 + 2*d_rk*n_rk)) + V*_x1
 
-def _derive_prefill_weights_floor_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_win, T, V, b_w, d, d_h, ep, k_top, n_kv, n_q, n_seq):
+def _derive_prefill_weights_floor_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_h, d_rk, d_rv, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq):
     _x0 = K_d**(-1.0)
     _x1 = b_w*d/B_hbm
     _x2 = _x0*_x1
     _x3 = 3*_x2
-    _x4 = _x0*n_q
-    _x5 = _x1*d_h
-    _x6 = E*_x1
-    return I_ffn*L_dense*_x3 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x3)) + V*_x2 + (L_full + L_win)*(_x4*_x5 + _x5*(2*_x0*numpy.maximum(K_d, n_kv) + _x4))
+    _x4 = 2*n_rv
+    _x5 = _x0*n_q
+    _x6 = _x1*d_h
+    _x7 = E*_x1
+    return I_ffn*L_dense*_x3 + L_moe*(3*I_exp*_x7*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x7 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x3)) + L_rec*(_x2*d_rv*n_rv + _x2*(_x4*d_rv + _x4 + 2*d_rk*n_rk)) + V*_x2 + (L_full + L_win)*(_x5*_x6 + _x6*(2*_x0*numpy.maximum(K_d, n_kv) + _x5))
 
-def _derive_prefill_weights_floor_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_win, T, V, b_w, d, d_nope, d_rope, d_v, ep, k_top, n_q, n_seq, r_kv, r_q):
+def _derive_prefill_weights_floor_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
     _x0 = K_d**(-1.0)
     _x1 = b_w/B_hbm
     _x2 = _x1*d
     _x3 = _x0*_x2
     _x4 = 3*_x3
-    _x5 = E*_x2
-    _x6 = _x3*n_q
-    _x7 = _x0*_x1*n_q
-    _x8 = d_nope + d_rope
-    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x5*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x5 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + V*_x3 + (L_full + L_win)*(_x2*(d_rope + r_kv) + _x6*d_v + _x7*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*r_q + _x7*_x8*r_q, _x6*_x8))
+    _x5 = 2*n_rv
+    _x6 = E*_x2
+    _x7 = _x3*n_q
+    _x8 = _x0*_x1*n_q
+    _x9 = d_nope + d_rope
+    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (L_full + L_win)*(_x2*(d_rope + r_kv) + _x7*d_v + _x8*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*r_q + _x8*_x9*r_q, _x7*_x9))
 
 def _derive_reuse_F_exp(lambda_, tau):
     return 1 - numpy.exp(-lambda_*tau)
@@ -1015,7 +1172,7 @@ def _derive_reuse_fleet_cost_per_million_tokens(N_fleet, N_node, c_gpu, r_tok):
 def _derive_reuse_pool_cost_per_million_tokens(W_carried, c_cap, c_wear, pool_raw_bytes, r_tok):
     return (1000000*W_carried*c_wear + 1000000*c_cap*pool_raw_bytes)/r_tok
 
-def _derive_serving_flops_extend(L_full, L_win, N_lin, T, W, d_qk, d_v, n, n_q):
+def _derive_serving_flops_extend(L_full, L_rec, L_win, N_lin, T, W, d_qk, d_rk, d_rv, d_v, n, n_q, n_rv):
     _x0 = 2*n
     _x1 = L_full*n_q
     _x2 = _x1*n
@@ -1034,10 +1191,11 @@ def _derive_serving_flops_extend(L_full, L_win, N_lin, T, W, d_qk, d_v, n, n_q):
     _x15 = 2*W
     _x16 = _x9**2
     _x17 = _x12**2
-    return N_lin*_x0 + _x10*_x15 - _x10 + _x11*_x15 - _x11 - _x13*_x15 + _x13 - _x14*_x15 + _x14 - _x16*_x6 - _x16*_x8 + _x17*_x6 + _x17*_x8 + _x2*d_qk + _x2*d_v + _x3*d_qk + _x3*d_v + _x4*d_qk + _x4*d_v + _x6*_x7 + _x7*_x8
+    return 4*L_rec*d_rk*d_rv*n*n_rv + N_lin*_x0 + _x10*_x15 - _x10 + _x11*_x15 - _x11 - _x13*_x15 + _x13 - _x14*_x15 + _x14 - _x16*_x6 - _x16*_x8 + _x17*_x6 + _x17*_x8 + _x2*d_qk + _x2*d_v + _x3*d_qk + _x3*d_v + _x4*d_qk + _x4*d_v + _x6*_x7 + _x7*_x8
 
-def _derive_serving_t_load(B, K, L_full, L_win, T, W, b_kv, e_kv, rho):
-    return b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
+def _derive_serving_t_load(B, K, L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho):
+    _x0 = d_rv*n_rv
+    return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W)))/(B*K)
 
 def _derive_serving_ttft_serial_pipe(T, c_hit, forward_time, load_time, t_lat):
     return T*c_hit + forward_time + load_time + t_lat
@@ -1057,149 +1215,174 @@ def _derive_serving_t_split_of(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, par
     _x0 = b_kv*e_kv*rho
     return numpy.maximum(part_time, c_hit*(T - x) + t_lat + (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/(B*K))
 
-def _derive_serving_t_decode_step(B_hbm, E, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, d_qk, d_v, e_kv, eta, forward_time, k_top, n_q, n_seq, rho):
+def _derive_serving_t_decode_step(B_hbm, E, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, V, W, b_kv, b_st, b_w, d, d_qk, d_rk, d_rv, d_v, e_kv, eta, forward_time, k_conv, k_top, n_q, n_rk, n_rv, n_seq, rho, tied):
     _x0 = B_hbm**(-1.0)
     _x1 = K**(-1.0)
     _x2 = L_full*T
     _x3 = numpy.minimum(T, W)
-    _x4 = _x1*b_kv*e_kv*n_seq*rho*(L_win*_x3 + _x2)
-    _x5 = K_e**(-1.0)
-    _x6 = 2*T
-    _x7 = N_xa*_x6
-    _x8 = T + 1
-    _x9 = (1/2)*_x8
-    _x10 = 2*n_q*(d_qk + d_v)
-    _x11 = P**(-1.0)
-    _x12 = eta**(-1.0)
-    _x13 = 2*_x8
-    _x14 = N_xa*_x13
-    _x15 = numpy.minimum(W, _x8)
-    return numpy.maximum(_x0*_x4 + forward_time, numpy.maximum(_x0*(N_xs*_x5*b_w*(1 - (1 - k_top/E)**n_seq) + _x1*b_w*(N_tot - N_xs) + _x4), n_seq*(_x11*_x12*(_x1*(N_lin*_x13 + _x10*(L_full*_x9*(T + 2) + L_win*(W*(-_x15 + _x8) + (1/2)*_x15*(_x15 + 1))) - _x14) + _x14*_x5) - _x11*_x12*(_x1*(N_lin*_x6 + _x10*(L_win*(W*(T - _x3) + (1/2)*_x3*(_x3 + 1)) + _x2*_x9) - _x7) + _x5*_x7))))
+    _x4 = d_rv*n_rv
+    _x5 = _x4*d_rk
+    _x6 = _x1*n_seq*(L_rec*b_st*(_x5 + (_x4 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_win*_x3 + _x2))
+    _x7 = K_e**(-1.0)
+    _x8 = 2*T
+    _x9 = N_xa*_x8
+    _x10 = 4*L_rec*_x5
+    _x11 = T + 1
+    _x12 = (1/2)*_x11
+    _x13 = 2*n_q*(d_qk + d_v)
+    _x14 = P**(-1.0)
+    _x15 = eta**(-1.0)
+    _x16 = 2*_x11
+    _x17 = N_xa*_x16
+    _x18 = numpy.minimum(W, _x11)
+    return numpy.maximum(_x0*_x6 + forward_time, numpy.maximum(_x0*(N_xs*_x7*b_w*(1 - (1 - k_top/E)**n_seq) + _x1*b_w*(N_tot - N_xs - V*d*(1 - tied)) + _x6), n_seq*(_x14*_x15*(_x1*(N_lin*_x16 + _x10*_x11 + _x13*(L_full*_x12*(T + 2) + L_win*(W*(_x11 - _x18) + (1/2)*_x18*(_x18 + 1))) - _x17) + _x17*_x7) - _x14*_x15*(_x1*(N_lin*_x8 + T*_x10 + _x13*(L_win*(W*(T - _x3) + (1/2)*_x3*(_x3 + 1)) + _x12*_x2) - _x9) + _x7*_x9))))
 
 def _derive_serving_p_free(B_hbm, N_lin, N_tot, P, b_dec, b_w, eta):
     return -b_dec + (1/2)*N_tot*P*b_w*eta/(B_hbm*N_lin)
 
-def _derive_serving_t_recompute_marginal(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, P, T, W, b_dec, b_w, d_qk, d_v, eta, n_q):
+def _derive_serving_t_recompute_marginal(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, P, T, W, b_dec, b_w, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv):
     _x0 = K_e**(-1.0)
     _x1 = 2*T
     _x2 = N_xa*_x1
     _x3 = K**(-1.0)
-    _x4 = (1/2)*L_full
-    _x5 = numpy.minimum(T, W)
-    _x6 = 2*n_q*(d_qk + d_v)
-    _x7 = 1/(P*eta)
-    _x8 = B_hbm**(-1.0)
-    _x9 = N_lin**(-1.0)
-    _x10 = -1/2*N_tot*P*_x8*_x9*b_w*eta + b_dec
-    _x11 = -_x10
-    _x12 = 2*_x11
-    _x13 = N_xa*_x12
-    _x14 = numpy.minimum(W, _x11)
-    return numpy.maximum(0, -_x7*(_x0*_x13 + _x3*(N_lin*_x12 - _x13 + _x6*(L_win*(W*(-_x10 - _x14) + (1/2)*_x14*(_x14 + 1)) + _x11*_x4*((1/2)*N_tot*P*_x8*_x9*b_w*eta - b_dec + 1)))) + _x7*(_x0*_x2 + _x3*(N_lin*_x1 - _x2 + _x6*(L_win*(W*(T - _x5) + (1/2)*_x5*(_x5 + 1)) + T*_x4*(T + 1)))))
+    _x4 = 4*L_rec*d_rk*d_rv*n_rv
+    _x5 = (1/2)*L_full
+    _x6 = numpy.minimum(T, W)
+    _x7 = 2*n_q*(d_qk + d_v)
+    _x8 = 1/(P*eta)
+    _x9 = B_hbm**(-1.0)
+    _x10 = N_lin**(-1.0)
+    _x11 = -1/2*N_tot*P*_x10*_x9*b_w*eta + b_dec
+    _x12 = -_x11
+    _x13 = 2*_x12
+    _x14 = N_xa*_x13
+    _x15 = numpy.minimum(W, _x12)
+    return numpy.maximum(0, -_x8*(_x0*_x14 + _x3*(N_lin*_x13 + _x12*_x4 - _x14 + _x7*(L_win*(W*(-_x11 - _x15) + (1/2)*_x15*(_x15 + 1)) + _x12*_x5*((1/2)*N_tot*P*_x10*_x9*b_w*eta - b_dec + 1)))) + _x8*(_x0*_x2 + _x3*(N_lin*_x1 + T*_x4 - _x2 + _x7*(L_win*(W*(T - _x6) + (1/2)*_x6*(_x6 + 1)) + T*_x5*(T + 1)))))
 
 def _derive_serving_B_chunked(B, s, t_0):
     return s/(t_0 + s/B)
 
-def _derive_serving_t_reload_busy(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, rho, t_0, t_req):
-    return T*c_hit + t_0 + t_req + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/(B*K)
+def _derive_serving_t_reload_busy(B, B_state, K, L_full, L_rec, L_win, T, W, b_kv, b_st, c_hit, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, t_0, t_req):
+    _x0 = K**(-1.0)
+    _x1 = d_rv*n_rv
+    return T*c_hit + t_0 + t_req + L_rec*_x0*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1))/B_state + _x0*b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/B
 
-def _derive_serving_busy_advantage(B, B_hbm, K, K_e, L_full, N_lin, N_tot, N_xa, P, T, b_dec, b_kv, b_w, c_hit, d_qk, d_v, e_kv, eta, n_q, rho, t_0, t_req):
+def _derive_serving_busy_advantage(B, B_hbm, B_state, K, K_e, L_full, L_rec, N_lin, N_tot, N_xa, P, T, b_dec, b_kv, b_st, b_w, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0, t_req):
     _x0 = K**(-1.0)
     _x1 = N_tot*b_w/B_hbm
     _x2 = _x0*_x1
-    _x3 = L_full*_x0
-    _x4 = T*_x3
-    _x5 = 1/(P*eta)
-    _x6 = 2*_x5
-    _x7 = T*_x6
-    _x8 = N_lin*_x0
-    _x9 = _x6*b_dec
-    _x10 = N_xa*_x0
-    _x11 = N_xa/K_e
-    _x12 = N_lin**(-1.0)
-    _x13 = _x12*_x2
-    _x14 = _x5*n_q
-    _x15 = _x14*_x4
-    _x16 = _x14*_x3
-    _x17 = _x16*b_dec
-    _x18 = _x16*b_dec**2
-    _x19 = d_qk*n_q
-    _x20 = L_full*_x13
-    _x21 = (1/2)*_x20
-    _x22 = d_v*n_q
-    _x23 = T**2*_x16
-    _x24 = _x20*b_dec
-    _x25 = (1/4)*N_tot**2*P*_x3*b_w**2*eta/(B_hbm**2*N_lin**2)
-    return -N_xa*_x13 + T*c_hit + _x1*_x11*_x12 + _x10*_x7 + _x10*_x9 - _x11*_x7 - _x11*_x9 - _x15*d_qk - _x15*d_v - _x17*d_qk - _x17*d_v + _x18*d_qk + _x18*d_v + _x19*_x21 - _x19*_x24 + _x19*_x25 + _x2 + _x21*_x22 - _x22*_x24 + _x22*_x25 - _x23*d_qk - _x23*d_v - _x7*_x8 - _x8*_x9 + t_0 + t_req + _x4*b_kv*e_kv*rho/B
+    _x3 = _x0*b_st/B_state
+    _x4 = 2*d_rk
+    _x5 = L_rec*_x3*_x4*n_rk
+    _x6 = L_rec*d_rv*n_rv
+    _x7 = _x3*_x6
+    _x8 = L_full*_x0
+    _x9 = T*_x8
+    _x10 = 1/(P*eta)
+    _x11 = 2*_x10
+    _x12 = T*_x11
+    _x13 = N_lin*_x0
+    _x14 = _x11*b_dec
+    _x15 = N_xa*_x0
+    _x16 = N_xa/K_e
+    _x17 = N_lin**(-1.0)
+    _x18 = _x17*_x2
+    _x19 = _x10*n_q
+    _x20 = _x19*_x9
+    _x21 = _x19*_x8
+    _x22 = _x21*b_dec
+    _x23 = _x21*b_dec**2
+    _x24 = d_qk*n_q
+    _x25 = L_full*_x18
+    _x26 = (1/2)*_x25
+    _x27 = d_v*n_q
+    _x28 = 4*_x0*_x10*_x6*d_rk
+    _x29 = T**2*_x21
+    _x30 = _x25*b_dec
+    _x31 = (1/4)*N_tot**2*P*_x8*b_w**2*eta/(B_hbm**2*N_lin**2)
+    return -N_xa*_x18 - T*_x28 + T*c_hit + _x1*_x16*_x17 - _x12*_x13 + _x12*_x15 - _x12*_x16 - _x13*_x14 + _x14*_x15 - _x14*_x16 + _x18*_x4*_x6 + _x2 - _x20*d_qk - _x20*d_v - _x22*d_qk - _x22*d_v + _x23*d_qk + _x23*d_v + _x24*_x26 - _x24*_x30 + _x24*_x31 + _x26*_x27 - _x27*_x30 + _x27*_x31 - _x28*b_dec - _x29*d_qk - _x29*d_v + _x5*k_conv - _x5 + _x7*d_rk + _x7*k_conv - _x7 + t_0 + t_req + _x9*b_kv*e_kv*rho/B
 
 def _derive_serving_decode_experts_share(E, k_top, n_seq):
     return 1 - (1 - k_top/E)**n_seq
 
-def _derive_serving_decode_weight_bytes(E, K, K_e, N_tot, N_xs, b_w, k_top, n_seq):
-    return N_xs*b_w*(1 - (1 - k_top/E)**n_seq)/K_e + b_w*(N_tot - N_xs)/K
+def _derive_serving_decode_weight_bytes(E, K, K_e, N_tot, N_xs, V, b_w, d, k_top, n_seq, tied):
+    return N_xs*b_w*(1 - (1 - k_top/E)**n_seq)/K_e + b_w*(N_tot - N_xs - V*d*(1 - tied))/K
 
-def _derive_serving_t_decode_batch(B_hbm, E, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, d_qk, d_v, e_kv, eta, k_top, n_q, n_seq, rho):
+def _derive_serving_t_decode_batch(B_hbm, E, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, V, W, b_kv, b_st, b_w, d, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, k_top, n_q, n_rk, n_rv, n_seq, rho, tied):
     _x0 = K**(-1.0)
-    _x1 = L_full*T
-    _x2 = numpy.minimum(T, W)
-    _x3 = K_e**(-1.0)
-    _x4 = 2*T
-    _x5 = N_xa*_x4
-    _x6 = T + 1
-    _x7 = (1/2)*_x6
-    _x8 = 2*n_q*(d_qk + d_v)
-    _x9 = P**(-1.0)
-    _x10 = eta**(-1.0)
-    _x11 = 2*_x6
-    _x12 = N_xa*_x11
-    _x13 = numpy.minimum(W, _x6)
-    return numpy.maximum((N_xs*_x3*b_w*(1 - (1 - k_top/E)**n_seq) + _x0*b_kv*e_kv*n_seq*rho*(L_win*_x2 + _x1) + _x0*b_w*(N_tot - N_xs))/B_hbm, n_seq*(_x10*_x9*(_x0*(N_lin*_x11 - _x12 + _x8*(L_full*_x7*(T + 2) + L_win*(W*(-_x13 + _x6) + (1/2)*_x13*(_x13 + 1)))) + _x12*_x3) - _x10*_x9*(_x0*(N_lin*_x4 - _x5 + _x8*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + _x1*_x7)) + _x3*_x5)))
+    _x1 = K_e**(-1.0)
+    _x2 = L_full*T
+    _x3 = numpy.minimum(T, W)
+    _x4 = d_rv*n_rv
+    _x5 = _x4*d_rk
+    _x6 = 2*T
+    _x7 = N_xa*_x6
+    _x8 = 4*L_rec*_x5
+    _x9 = T + 1
+    _x10 = (1/2)*_x9
+    _x11 = 2*n_q*(d_qk + d_v)
+    _x12 = P**(-1.0)
+    _x13 = eta**(-1.0)
+    _x14 = 2*_x9
+    _x15 = N_xa*_x14
+    _x16 = numpy.minimum(W, _x9)
+    return numpy.maximum((N_xs*_x1*b_w*(1 - (1 - k_top/E)**n_seq) + _x0*b_w*(N_tot - N_xs - V*d*(1 - tied)) + _x0*n_seq*(L_rec*b_st*(_x5 + (_x4 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_win*_x3 + _x2)))/B_hbm, n_seq*(_x12*_x13*(_x0*(N_lin*_x14 + _x11*(L_full*_x10*(T + 2) + L_win*(W*(-_x16 + _x9) + (1/2)*_x16*(_x16 + 1))) - _x15 + _x8*_x9) + _x1*_x15) - _x12*_x13*(_x0*(N_lin*_x6 + T*_x8 + _x11*(L_win*(W*(T - _x3) + (1/2)*_x3*(_x3 + 1)) + _x10*_x2) - _x7) + _x1*_x7)))
 
-def _derive_serving_decode_gpu_s_per_token(B_hbm, E, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_w, d_qk, d_v, e_kv, eta, forward_time, k_top, n_q, n_seq, rho):
+def _derive_serving_decode_gpu_s_per_token(B_hbm, E, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, V, W, b_kv, b_st, b_w, d, d_qk, d_rk, d_rv, d_v, e_kv, eta, forward_time, k_conv, k_top, n_q, n_rk, n_rv, n_seq, rho, tied):
     _x0 = B_hbm**(-1.0)
     _x1 = K**(-1.0)
     _x2 = L_full*T
     _x3 = numpy.minimum(T, W)
-    _x4 = _x1*b_kv*e_kv*n_seq*rho*(L_win*_x3 + _x2)
-    _x5 = K_e**(-1.0)
-    _x6 = 2*T
-    _x7 = N_xa*_x6
-    _x8 = T + 1
-    _x9 = (1/2)*_x8
-    _x10 = 2*n_q*(d_qk + d_v)
-    _x11 = P**(-1.0)
-    _x12 = eta**(-1.0)
-    _x13 = 2*_x8
-    _x14 = N_xa*_x13
-    _x15 = numpy.minimum(W, _x8)
-    return K*numpy.maximum(_x0*_x4 + forward_time, numpy.maximum(_x0*(N_xs*_x5*b_w*(1 - (1 - k_top/E)**n_seq) + _x1*b_w*(N_tot - N_xs) + _x4), n_seq*(_x11*_x12*(_x1*(N_lin*_x13 + _x10*(L_full*_x9*(T + 2) + L_win*(W*(-_x15 + _x8) + (1/2)*_x15*(_x15 + 1))) - _x14) + _x14*_x5) - _x11*_x12*(_x1*(N_lin*_x6 + _x10*(L_win*(W*(T - _x3) + (1/2)*_x3*(_x3 + 1)) + _x2*_x9) - _x7) + _x5*_x7))))/n_seq
+    _x4 = d_rv*n_rv
+    _x5 = _x4*d_rk
+    _x6 = _x1*n_seq*(L_rec*b_st*(_x5 + (_x4 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_win*_x3 + _x2))
+    _x7 = K_e**(-1.0)
+    _x8 = 2*T
+    _x9 = N_xa*_x8
+    _x10 = 4*L_rec*_x5
+    _x11 = T + 1
+    _x12 = (1/2)*_x11
+    _x13 = 2*n_q*(d_qk + d_v)
+    _x14 = P**(-1.0)
+    _x15 = eta**(-1.0)
+    _x16 = 2*_x11
+    _x17 = N_xa*_x16
+    _x18 = numpy.minimum(W, _x11)
+    return K*numpy.maximum(_x0*_x6 + forward_time, numpy.maximum(_x0*(N_xs*_x7*b_w*(1 - (1 - k_top/E)**n_seq) + _x1*b_w*(N_tot - N_xs - V*d*(1 - tied)) + _x6), n_seq*(_x14*_x15*(_x1*(N_lin*_x16 + _x10*_x11 + _x13*(L_full*_x12*(T + 2) + L_win*(W*(_x11 - _x18) + (1/2)*_x18*(_x18 + 1))) - _x17) + _x17*_x7) - _x14*_x15*(_x1*(N_lin*_x8 + T*_x10 + _x13*(L_win*(W*(T - _x3) + (1/2)*_x3*(_x3 + 1)) + _x12*_x2) - _x9) + _x7*_x9))))/n_seq
 
-def _derive_params_active_matmul_gqa(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, d, d_h, k_top, n_kv, n_q):
+def _derive_params_active_matmul_gqa(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, d, d_h, d_rk, d_rv, k_top, n_kv, n_q, n_rk, n_rv):
     _x0 = 3*d
     _x1 = 2*d*d_h
-    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + (L_full + L_win)*(_x1*n_kv + _x1*n_q)
+    _x2 = 2*n_rv
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + L_rec*(_x2*d + d*d_rv*n_rv + d*(_x2*d_rv + 2*d_rk*n_rk)) + (L_full + L_win)*(_x1*n_kv + _x1*n_q)
 
-def _derive_params_total_gqa(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, V, d, d_h, n_kv, n_q, tied):
+def _derive_params_total_gqa(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, V, d, d_h, d_rk, d_rv, k_conv, n_kv, n_q, n_rk, n_rv, tied):
     _x0 = 3*d
-    _x1 = 2*d*d_h
-    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + V*d*(2 - tied) + (L_full + L_win)*(_x1*n_kv + _x1*n_q)
+    _x1 = 2*d
+    _x2 = _x1*d_h
+    _x3 = d_rv*n_rv
+    _x4 = 2*d_rk*n_rk
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + L_rec*(_x1*n_rv + _x3*d + d*(2*_x3 + _x4) + k_conv*(_x3 + _x4)) + V*d*(2 - tied) + (L_full + L_win)*(_x2*n_kv + _x2*n_q)
 
-def _derive_params_active_matmul_mla(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, d, d_nope, d_rope, d_v, k_top, n_q, r_kv, r_q):
+def _derive_params_active_matmul_mla(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, d, d_nope, d_rk, d_rope, d_rv, d_v, k_top, n_q, n_rk, n_rv, r_kv, r_q):
     _x0 = 3*d
-    _x1 = d*n_q
-    _x2 = d_nope + d_rope
-    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + (L_full + L_win)*(_x1*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*n_q*r_q + d*r_q, _x1*_x2))
+    _x1 = 2*n_rv
+    _x2 = d*n_q
+    _x3 = d_nope + d_rope
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + L_rec*(_x1*d + d*d_rv*n_rv + d*(_x1*d_rv + 2*d_rk*n_rk)) + (L_full + L_win)*(_x2*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x3*n_q*r_q + d*r_q, _x2*_x3))
 
-def _derive_params_total_mla(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, V, d, d_nope, d_rope, d_v, n_q, r_kv, r_q, tied):
+def _derive_params_total_mla(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, V, d, d_nope, d_rk, d_rope, d_rv, d_v, k_conv, n_q, n_rk, n_rv, r_kv, r_q, tied):
     _x0 = 3*d
-    _x1 = d*n_q
-    _x2 = d_nope + d_rope
-    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + V*d*(2 - tied) + (L_full + L_win)*(_x1*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*n_q*r_q + d*r_q, _x1*_x2))
+    _x1 = d_rv*n_rv
+    _x2 = 2*d_rk*n_rk
+    _x3 = d*n_q
+    _x4 = d_nope + d_rope
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + L_rec*(_x1*d + 2*d*n_rv + d*(2*_x1 + _x2) + k_conv*(_x1 + _x2)) + V*d*(2 - tied) + (L_full + L_win)*(_x3*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x4*n_q*r_q + d*r_q, _x3*_x4))
 
 def _derive_regimes_compute_T_W_a2(K, L_full, L_win, P, d_qk, d_v, eta, n_q):
     return n_q*(-L_full*d_qk - L_full*d_v - L_win*d_qk - L_win*d_v)/(K*P*eta)
 
-def _derive_regimes_compute_T_W_a1(B, K, K_e, L_full, L_win, N_lin, N_xa, P, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho):
+def _derive_regimes_compute_T_W_a1(B, K, K_e, L_full, L_rec, L_win, N_lin, N_xa, P, b_kv, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, n_q, n_rv, rho):
     _x0 = K**(-1.0)
     _x1 = P**(-1.0)
     _x2 = eta**(-1.0)
@@ -1209,21 +1392,24 @@ def _derive_regimes_compute_T_W_a1(B, K, K_e, L_full, L_win, N_lin, N_xa, P, b_k
     _x6 = _x3*n_q
     _x7 = L_full*_x0*_x6
     _x8 = L_win*_x0*_x6
-    return L_full*_x0*_x5*b_kv*e_kv*rho + L_win*_x0*_x5*b_kv*e_kv*rho - N_lin*_x0*_x4 + 2*N_xa*_x0*_x1*_x2 - _x7*d_qk - _x7*d_v - _x8*d_qk - _x8*d_v + c_hit - N_xa*_x4/K_e
+    return L_full*_x0*_x5*b_kv*e_kv*rho - 4*L_rec*_x0*_x3*d_rk*d_rv*n_rv + L_win*_x0*_x5*b_kv*e_kv*rho - N_lin*_x0*_x4 + 2*N_xa*_x0*_x1*_x2 - _x7*d_qk - _x7*d_v - _x8*d_qk - _x8*d_v + c_hit - N_xa*_x4/K_e
 
-def _derive_regimes_compute_T_W_a0(t_0):
-    return t_0
+def _derive_regimes_compute_T_W_a0(B_state, K, L_rec, b_st, d_rk, d_rv, k_conv, n_rk, n_rv, t_0):
+    _x0 = L_rec*b_st
+    _x1 = 2*_x0*d_rk*n_rk
+    _x2 = _x0*d_rv*n_rv
+    return (B_state*K*t_0 + _x1*k_conv - _x1 + _x2*d_rk + _x2*k_conv - _x2)/(B_state*K)
 
 def _derive_regimes_compute_T_W_condition0(T, W):
     return numpy.less_equal(T, W)
 
-def _derive_regimes_compute_T_W_condition1(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, b_w, d_qk, d_v, eta, n_q):
+def _derive_regimes_compute_T_W_condition1(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, b_w, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv):
     _x0 = K_e**(-1.0)
     _x1 = 2*T
     _x2 = N_xa*_x1
     _x3 = K**(-1.0)
     _x4 = (1/2)*T*(T + 1)
-    return numpy.greater_equal((_x0*_x2 + _x3*(N_lin*_x1 - _x2 + 2*n_q*(d_qk + d_v)*(L_full*_x4 + L_win*_x4)))/(P*eta), (N_xs*_x0*b_w + _x3*b_w*(N_tot - N_xs))/B_hbm)
+    return numpy.greater_equal((_x0*_x2 + _x3*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x1 - _x2 + 2*n_q*(d_qk + d_v)*(L_full*_x4 + L_win*_x4)))/(P*eta), (N_xs*_x0*b_w + _x3*b_w*(N_tot - N_xs))/B_hbm)
 
 def _derive_regimes_weights_T_W_a2():
     return 0
@@ -1232,27 +1418,30 @@ def _derive_regimes_weights_T_W_a1(B, K, L_full, L_win, b_kv, c_hit, e_kv, rho):
     _x0 = b_kv*e_kv*rho
     return (B*K*c_hit + L_full*_x0 + L_win*_x0)/(B*K)
 
-def _derive_regimes_weights_T_W_a0(B_hbm, K, K_e, N_tot, N_xs, b_w, t_0):
+def _derive_regimes_weights_T_W_a0(B_hbm, B_state, K, K_e, L_rec, N_tot, N_xs, b_st, b_w, d_rk, d_rv, k_conv, n_rk, n_rv, t_0):
     _x0 = K**(-1.0)
     _x1 = B_hbm**(-1.0)
     _x2 = N_xs*_x1*b_w
-    return -N_tot*_x0*_x1*b_w + _x0*_x2 + t_0 - _x2/K_e
+    _x3 = L_rec*_x0*b_st/B_state
+    _x4 = 2*_x3*d_rk*n_rk
+    _x5 = _x3*d_rv*n_rv
+    return -N_tot*_x0*_x1*b_w + _x0*_x2 + _x4*k_conv - _x4 + _x5*d_rk + _x5*k_conv - _x5 + t_0 - _x2/K_e
 
 def _derive_regimes_weights_T_W_condition0(T, W):
     return numpy.less_equal(T, W)
 
-def _derive_regimes_weights_T_W_condition1(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, b_w, d_qk, d_v, eta, n_q):
+def _derive_regimes_weights_T_W_condition1(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, b_w, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv):
     _x0 = K_e**(-1.0)
     _x1 = K**(-1.0)
     _x2 = 2*T
     _x3 = N_xa*_x2
     _x4 = (1/2)*T*(T + 1)
-    return numpy.greater((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*(L_full*_x4 + L_win*_x4)))/(P*eta))
+    return numpy.greater((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*(L_full*_x4 + L_win*_x4)))/(P*eta))
 
 def _derive_regimes_compute_T_W_a2_(K, L_full, P, d_qk, d_v, eta, n_q):
     return L_full*n_q*(-d_qk - d_v)/(K*P*eta)
 
-def _derive_regimes_compute_T_W_a1_(B, K, K_e, L_full, L_win, N_lin, N_xa, P, W, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho):
+def _derive_regimes_compute_T_W_a1_(B, K, K_e, L_full, L_rec, L_win, N_lin, N_xa, P, W, b_kv, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, n_q, n_rv, rho):
     _x0 = K**(-1.0)
     _x1 = P**(-1.0)
     _x2 = eta**(-1.0)
@@ -1263,24 +1452,30 @@ def _derive_regimes_compute_T_W_a1_(B, K, K_e, L_full, L_win, N_lin, N_xa, P, W,
     _x7 = L_full*_x0*_x3
     _x8 = d_v*n_q
     _x9 = L_win*W*_x5
-    return -N_lin*_x5 + 2*N_xa*_x0*_x1*_x2 - _x6*_x7 - _x6*_x9 - _x7*_x8 - _x8*_x9 + c_hit - N_xa*_x4/K_e + L_full*_x0*b_kv*e_kv*rho/B
+    return -4*L_rec*_x0*_x3*d_rk*d_rv*n_rv - N_lin*_x5 + 2*N_xa*_x0*_x1*_x2 - _x6*_x7 - _x6*_x9 - _x7*_x8 - _x8*_x9 + c_hit - N_xa*_x4/K_e + L_full*_x0*b_kv*e_kv*rho/B
 
-def _derive_regimes_compute_T_W_a0_(B, K, L_win, P, W, b_kv, d_qk, d_v, e_kv, eta, n_q, rho, t_0):
-    _x0 = P*eta
-    _x1 = B*L_win*n_q
-    _x2 = W*_x1
-    _x3 = W**2*_x1
-    return (B*K*_x0*t_0 + L_win*W*_x0*b_kv*e_kv*rho - _x2*d_qk - _x2*d_v + _x3*d_qk + _x3*d_v)/(B*K*P*eta)
+def _derive_regimes_compute_T_W_a0_(B, B_state, K, L_rec, L_win, P, W, b_kv, b_st, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
+    _x0 = K**(-1.0)
+    _x1 = L_rec*_x0*b_st/B_state
+    _x2 = 2*_x1*d_rk*n_rk
+    _x3 = _x1*d_rv*n_rv
+    _x4 = L_win*_x0
+    _x5 = W*_x4
+    _x6 = n_q/(P*eta)
+    _x7 = _x6*d_qk
+    _x8 = _x6*d_v
+    _x9 = W**2*_x4
+    return _x2*k_conv - _x2 + _x3*d_rk + _x3*k_conv - _x3 - _x5*_x7 - _x5*_x8 + _x7*_x9 + _x8*_x9 + t_0 + _x5*b_kv*e_kv*rho/B
 
 def _derive_regimes_compute_T_W_condition0_(T, W):
     return numpy.greater(T, W)
 
-def _derive_regimes_compute_T_W_condition1_(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_v, eta, n_q):
+def _derive_regimes_compute_T_W_condition1_(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv):
     _x0 = K_e**(-1.0)
     _x1 = 2*T
     _x2 = N_xa*_x1
     _x3 = K**(-1.0)
-    return numpy.greater_equal((_x0*_x2 + _x3*(N_lin*_x1 - _x2 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - W) + (1/2)*W*(W + 1)))))/(P*eta), (N_xs*_x0*b_w + _x3*b_w*(N_tot - N_xs))/B_hbm)
+    return numpy.greater_equal((_x0*_x2 + _x3*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x1 - _x2 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - W) + (1/2)*W*(W + 1)))))/(P*eta), (N_xs*_x0*b_w + _x3*b_w*(N_tot - N_xs))/B_hbm)
 
 def _derive_regimes_weights_T_W_a2_():
     return 0
@@ -1288,55 +1483,63 @@ def _derive_regimes_weights_T_W_a2_():
 def _derive_regimes_weights_T_W_a1_(B, K, L_full, b_kv, c_hit, e_kv, rho):
     return c_hit + L_full*b_kv*e_kv*rho/(B*K)
 
-def _derive_regimes_weights_T_W_a0_(B, B_hbm, K, K_e, L_win, N_tot, N_xs, W, b_kv, b_w, e_kv, rho, t_0):
+def _derive_regimes_weights_T_W_a0_(B, B_hbm, B_state, K, K_e, L_rec, L_win, N_tot, N_xs, W, b_kv, b_st, b_w, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, t_0):
     _x0 = K**(-1.0)
     _x1 = B_hbm**(-1.0)
     _x2 = N_xs*_x1*b_w
-    return -N_tot*_x0*_x1*b_w + _x0*_x2 + t_0 - _x2/K_e + L_win*W*_x0*b_kv*e_kv*rho/B
+    _x3 = L_rec*_x0*b_st/B_state
+    _x4 = 2*_x3*d_rk*n_rk
+    _x5 = _x3*d_rv*n_rv
+    return -N_tot*_x0*_x1*b_w + _x0*_x2 + _x4*k_conv - _x4 + _x5*d_rk + _x5*k_conv - _x5 + t_0 - _x2/K_e + L_win*W*_x0*b_kv*e_kv*rho/B
 
 def _derive_regimes_weights_T_W_condition0_(T, W):
     return numpy.greater(T, W)
 
-def _derive_regimes_weights_T_W_condition1_(B_hbm, K, K_e, L_full, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_v, eta, n_q):
+def _derive_regimes_weights_T_W_condition1_(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv):
     _x0 = K_e**(-1.0)
     _x1 = K**(-1.0)
     _x2 = 2*T
     _x3 = N_xa*_x2
-    return numpy.greater((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - W) + (1/2)*W*(W + 1)))))/(P*eta))
+    return numpy.greater((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - W) + (1/2)*W*(W + 1)))))/(P*eta))
 
 def _derive_serving_busy_advantage_a2(K, L_full, P, d_qk, d_v, eta, n_q):
     return L_full*n_q*(-d_qk - d_v)/(K*P*eta)
 
-def _derive_serving_busy_advantage_a1(B, K, K_e, L_full, N_lin, N_xa, P, b_kv, c_hit, d_qk, d_v, e_kv, eta, n_q, rho):
+def _derive_serving_busy_advantage_a1(B, K, K_e, L_full, L_rec, N_lin, N_xa, P, b_kv, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, n_q, n_rv, rho):
     _x0 = K**(-1.0)
     _x1 = P**(-1.0)
     _x2 = eta**(-1.0)
     _x3 = _x1*_x2
     _x4 = 2*_x3
     _x5 = L_full*_x0*_x3*n_q
-    return -N_lin*_x0*_x4 + 2*N_xa*_x0*_x1*_x2 - _x5*d_qk - _x5*d_v + c_hit - N_xa*_x4/K_e + L_full*_x0*b_kv*e_kv*rho/B
+    return -4*L_rec*_x0*_x3*d_rk*d_rv*n_rv - N_lin*_x0*_x4 + 2*N_xa*_x0*_x1*_x2 - _x5*d_qk - _x5*d_v + c_hit - N_xa*_x4/K_e + L_full*_x0*b_kv*e_kv*rho/B
 
-def _derive_serving_busy_advantage_a0(B_hbm, K, K_e, L_full, N_lin, N_tot, N_xa, P, b_dec, b_w, d_qk, d_v, eta, n_q, t_0, t_req):
+def _derive_serving_busy_advantage_a0(B_hbm, B_state, K, K_e, L_full, L_rec, N_lin, N_tot, N_xa, P, b_dec, b_st, b_w, d_qk, d_rk, d_rv, d_v, eta, k_conv, n_q, n_rk, n_rv, t_0, t_req):
     _x0 = K**(-1.0)
     _x1 = N_tot*b_w/B_hbm
     _x2 = _x0*_x1
-    _x3 = 1/(P*eta)
-    _x4 = _x3*b_dec
-    _x5 = 2*_x4
-    _x6 = _x0*_x5
-    _x7 = N_xa/K_e
-    _x8 = N_lin**(-1.0)
-    _x9 = _x2*_x8
-    _x10 = L_full*n_q
+    _x3 = _x0*b_st/B_state
+    _x4 = 2*d_rk
+    _x5 = L_rec*_x3*_x4*n_rk
+    _x6 = L_rec*d_rv*n_rv
+    _x7 = _x3*_x6
+    _x8 = 1/(P*eta)
+    _x9 = _x8*b_dec
+    _x10 = 2*_x9
     _x11 = _x0*_x10
-    _x12 = _x11*d_qk
-    _x13 = _x11*d_v
-    _x14 = _x3*b_dec**2
-    _x15 = _x10*_x9
-    _x16 = (1/2)*_x15
-    _x17 = _x15*b_dec
-    _x18 = (1/4)*N_tot**2*P*b_w**2*eta/(B_hbm**2*N_lin**2)
-    return -N_lin*_x6 + N_xa*_x6 - N_xa*_x9 + _x1*_x7*_x8 + _x12*_x14 + _x12*_x18 - _x12*_x4 + _x13*_x14 + _x13*_x18 - _x13*_x4 + _x16*d_qk + _x16*d_v - _x17*d_qk - _x17*d_v + _x2 - _x5*_x7 + t_0 + t_req
+    _x12 = N_xa/K_e
+    _x13 = N_lin**(-1.0)
+    _x14 = _x13*_x2
+    _x15 = L_full*n_q
+    _x16 = _x0*_x15
+    _x17 = _x16*d_qk
+    _x18 = _x16*d_v
+    _x19 = _x8*b_dec**2
+    _x20 = _x14*_x15
+    _x21 = (1/2)*_x20
+    _x22 = _x20*b_dec
+    _x23 = (1/4)*N_tot**2*P*b_w**2*eta/(B_hbm**2*N_lin**2)
+    return -N_lin*_x11 + N_xa*_x11 - N_xa*_x14 - 4*_x0*_x6*_x9*d_rk + _x1*_x12*_x13 - _x10*_x12 + _x14*_x4*_x6 + _x17*_x19 + _x17*_x23 - _x17*_x9 + _x18*_x19 + _x18*_x23 - _x18*_x9 + _x2 + _x21*d_qk + _x21*d_v - _x22*d_qk - _x22*d_v + _x5*k_conv - _x5 + _x7*d_rk + _x7*k_conv - _x7 + t_0 + t_req
 
 
 FUNCS = {
@@ -1346,66 +1549,75 @@ FUNCS = {
     'derive.rho_mla': (_derive_rho_mla, ('K',)),
     'derive.held_token_layers': (_derive_held_token_layers, ('L_full', 'L_win', 'T', 'W')),
     'derive.kv_bytes_per_token': (_derive_kv_bytes_per_token, ('L_full', 'L_win', 'b_kv', 'e_kv')),
-    'derive.kv_bytes_unique': (_derive_kv_bytes_unique, ('L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv')),
-    'derive.kv_bytes_total': (_derive_kv_bytes_total, ('L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho')),
-    'derive.kv_bytes_per_gpu': (_derive_kv_bytes_per_gpu, ('K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho')),
+    'derive.kv_bytes_attention': (_derive_kv_bytes_attention, ('L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv')),
+    'derive.state_elements': (_derive_state_elements, ('d_rk', 'd_rv', 'k_conv', 'n_rk', 'n_rv')),
+    'derive.state_bytes': (_derive_state_bytes, ('L_rec', 'b_st', 'd_rk', 'd_rv', 'k_conv', 'n_rk', 'n_rv')),
+    'derive.state_checkpoint_tokens': (_derive_state_checkpoint_tokens, ('b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
+    'derive.kv_bytes_unique': (_derive_kv_bytes_unique, ('L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv')),
+    'derive.kv_bytes_total': (_derive_kv_bytes_total, ('L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
+    'derive.kv_bytes_per_gpu': (_derive_kv_bytes_per_gpu, ('K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
     'derive.attn_params_gqa': (_derive_attn_params_gqa, ('d', 'd_h', 'n_kv', 'n_q')),
     'derive.attn_params_mla': (_derive_attn_params_mla, ('d', 'd_nope', 'd_rope', 'd_v', 'n_q', 'r_kv', 'r_q')),
     'derive.mlp_params_dense': (_derive_mlp_params_dense, ('I_ffn', 'd')),
     'derive.mlp_params_moe_active': (_derive_mlp_params_moe_active, ('E', 'E_sh', 'I_exp', 'd', 'k_top')),
     'derive.mlp_params_moe_total': (_derive_mlp_params_moe_total, ('E', 'E_sh', 'I_exp', 'd')),
+    'derive.recurrent_proj_params': (_derive_recurrent_proj_params, ('d', 'd_rk', 'd_rv', 'n_rk', 'n_rv')),
+    'derive.recurrent_conv_params': (_derive_recurrent_conv_params, ('d_rk', 'd_rv', 'k_conv', 'n_rk', 'n_rv')),
     'derive.params_routed_active': (_derive_params_routed_active, ('I_exp', 'L_moe', 'd', 'k_top')),
     'derive.params_routed_stored': (_derive_params_routed_stored, ('E', 'I_exp', 'L_moe', 'd')),
     'derive.pairs_full': (_derive_pairs_full, ('T',)),
     'derive.pairs_window': (_derive_pairs_window, ('T', 'W')),
     'derive.flops_linear': (_derive_flops_linear, ('N_lin', 'T')),
     'derive.flops_attention': (_derive_flops_attention, ('L_full', 'L_win', 'T', 'W', 'd_qk', 'd_v', 'n_q')),
-    'derive.flops_prefill': (_derive_flops_prefill, ('L_full', 'L_win', 'N_lin', 'T', 'W', 'd_qk', 'd_v', 'n_q')),
+    'derive.flops_recurrent': (_derive_flops_recurrent, ('L_rec', 'T', 'd_rk', 'd_rv', 'n_rv')),
+    'derive.flops_prefill': (_derive_flops_prefill, ('L_full', 'L_rec', 'L_win', 'N_lin', 'T', 'W', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'n_q', 'n_rv')),
     'derive.flops_routed': (_derive_flops_routed, ('N_xa', 'T')),
-    'derive.t_compute': (_derive_t_compute, ('K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'd_qk', 'd_v', 'eta', 'n_q')),
+    'derive.t_compute': (_derive_t_compute, ('K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
     'derive.weights_per_gpu': (_derive_weights_per_gpu, ('K', 'K_e', 'N_tot', 'N_xs', 'b_w')),
     'derive.t_weights': (_derive_t_weights, ('B_hbm', 'K', 'K_e', 'N_tot', 'N_xs', 'b_w')),
-    'derive.t_recompute': (_derive_t_recompute, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
-    'derive.t_recompute_batch': (_derive_t_recompute_batch, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q', 'n_seq')),
-    'derive.eta_implied': (_derive_eta_implied, ('K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'd_qk', 'd_v', 'n_q', 't_meas')),
+    'derive.t_recompute': (_derive_t_recompute, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
+    'derive.t_recompute_batch': (_derive_t_recompute_batch, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv', 'n_seq')),
+    'derive.eta_implied': (_derive_eta_implied, ('K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'n_q', 'n_rv', 't_meas')),
     'derive.default_concurrent_reloads': (_derive_default_concurrent_reloads, ('K', 'N_node')),
     'derive.node_copies': (_derive_node_copies, ('K', 'N_node', 'rho', 'rho_n')),
-    'derive.t_node_hop': (_derive_t_node_hop, ('B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'e_kv', 'n_c', 'rho', 'rho_n')),
-    'derive.t_node_hop_alone': (_derive_t_node_hop_alone, ('B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'e_kv', 'rho', 'rho_n')),
-    'derive.hop_utilisation': (_derive_hop_utilisation, ('B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'e_kv', 'r', 'rho', 'rho_n')),
-    'derive.concurrent_reloads_at_load': (_derive_concurrent_reloads_at_load, ('B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'e_kv', 'r', 'rho', 'rho_n')),
-    'derive.t_gpu_hop': (_derive_t_gpu_hop, ('B_gpu', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho')),
+    'derive.node_bytes': (_derive_node_bytes, ('K', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 'rho_n')),
+    'derive.t_node_hop': (_derive_t_node_hop, ('B_node', 'K', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_c', 'n_rk', 'n_rv', 'rho', 'rho_n')),
+    'derive.t_node_hop_alone': (_derive_t_node_hop_alone, ('B_node', 'K', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 'rho_n')),
+    'derive.hop_utilisation': (_derive_hop_utilisation, ('B_node', 'K', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho', 'rho_n')),
+    'derive.concurrent_reloads_at_load': (_derive_concurrent_reloads_at_load, ('B_node', 'K', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho', 'rho_n')),
+    'derive.t_gpu_hop': (_derive_t_gpu_hop, ('B_gpu', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
     'derive.fixed_cost': (_derive_fixed_cost, ('n_step', 't_lat', 't_step')),
-    'derive.t_step_ideal': (_derive_t_step_ideal, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
+    'derive.t_step_ideal': (_derive_t_step_ideal, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
     'derive.t_request': (_derive_t_request, ('T', 'c_hash', 'c_tokz', 'n', 't_req')),
-    'derive.t_suffix': (_derive_t_suffix, ('B_hbm', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 't_rec_n', 't_rec_p', 't_rec_pn')),
-    'derive.t_reload_hops': (_derive_t_reload_hops, ('B_gpu', 'B_node', 'K', 'L_full', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'n_c', 'rho', 'rho_n', 't_0')),
+    'derive.t_suffix': (_derive_t_suffix, ('B_hbm', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_rec_n', 't_rec_p', 't_rec_pn')),
+    'derive.t_reload_hops': (_derive_t_reload_hops, ('B_gpu', 'B_node', 'K', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_c', 'n_rk', 'n_rv', 'rho', 'rho_n', 't_0')),
     'derive.B_path': (_derive_B_path, ('B_gpu', 'B_node', 'K', 'N_node', 'n_c', 'rho', 'rho_n')),
+    'derive.B_path_state': (_derive_B_path_state, ('B_gpu', 'B_node', 'K', 'N_node', 'n_c')),
     'derive.dtype_bytes': (_derive_dtype_bytes, ('g_s', 'n_bits', 's_bits')),
     'derive.B_coded': (_derive_B_coded, ('B_dec', 'B_wire', 'r_c')),
     'derive.B_coded_pipelined': (_derive_B_coded_pipelined, ('B_dec', 'B_wire', 'r_c')),
     'derive.codec_breakeven_wire': (_derive_codec_breakeven_wire, ('B_dec', 'r_c')),
     'derive.codec_wire_for': (_derive_codec_wire_for, ('B', 'B_dec', 'r_c')),
     'derive.codec_wire_for_pipelined': (_derive_codec_wire_for_pipelined, ('B', 'r_c')),
-    'derive.t_reload': (_derive_t_reload, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_0')),
+    'derive.t_reload': (_derive_t_reload, ('B', 'B_state', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_0')),
     'derive.ttft_cold': (_derive_ttft_cold, ('T', 'c_hash', 'c_tokz', 'n', 't_rec_pn', 't_req')),
-    'derive.t_overlap_hidden': (_derive_t_overlap_hidden, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'o_lay', 'rho', 't_step')),
-    'derive.ttft_hit': (_derive_ttft_hit, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hash', 'c_hit', 'c_tokz', 'e_kv', 'n', 'o_lay', 'rho', 't_0', 't_req', 't_step')),
+    'derive.t_overlap_hidden': (_derive_t_overlap_hidden, ('B', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'o_lay', 'rho', 't_step')),
+    'derive.ttft_hit': (_derive_ttft_hit, ('B', 'B_state', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'c_hash', 'c_hit', 'c_tokz', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n', 'n_rk', 'n_rv', 'o_lay', 'rho', 't_0', 't_req', 't_step')),
     'derive.copy_bytes': (_derive_copy_bytes, ('K', 'b_kv', 'c_lay', 'c_split', 'c_tok', 'e_kv', 'rho')),
     'derive.t_transfer': (_derive_t_transfer, ('B', 's', 't_0')),
     'derive.bandwidth_at_size': (_derive_bandwidth_at_size, ('B', 's', 't_0')),
     'derive.bandwidth_at_size_qd': (_derive_bandwidth_at_size_qd, ('B', 'q_io', 's', 't_0')),
     'derive.half_bandwidth_size': (_derive_half_bandwidth_size, ('B', 't_0')),
-    'derive.t_advantage': (_derive_t_advantage, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
-    'derive.hbm_slack': (_derive_hbm_slack, ('C_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_tot', 'N_xs', 'T', 'W', 'b_kv', 'b_w', 'e_kv', 'n_seq', 'rho', 'u_hbm')),
+    'derive.t_advantage': (_derive_t_advantage, ('B', 'B_hbm', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_st', 'b_w', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
+    'derive.hbm_slack': (_derive_hbm_slack, ('C_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_tot', 'N_xs', 'T', 'W', 'b_kv', 'b_st', 'b_w', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'n_seq', 'rho', 'u_hbm')),
     'derive.model_flops_per_kv_byte': (_derive_model_flops_per_kv_byte, ('L_full', 'L_win', 'N_lin', 'b_kv', 'e_kv', 'rho')),
-    'derive.model_flops_per_kv_byte_at_T': (_derive_model_flops_per_kv_byte_at_T, ('L_full', 'L_win', 'N_lin', 'T', 'W', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'n_q', 'rho')),
+    'derive.model_flops_per_kv_byte_at_T': (_derive_model_flops_per_kv_byte_at_T, ('L_full', 'L_rec', 'L_win', 'N_lin', 'T', 'W', 'b_kv', 'b_st', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho')),
     'derive.gpu_flops_per_link_byte': (_derive_gpu_flops_per_link_byte, ('B', 'P', 'eta')),
-    'derive.breakeven_bandwidth_at': (_derive_breakeven_bandwidth_at, ('K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_0', 't_rec')),
-    'derive.breakeven_bandwidth': (_derive_breakeven_bandwidth, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
-    'derive.core_advantage': (_derive_core_advantage, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
-    'derive.core_crossings[0]': (_derive_core_crossings_0, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
-    'derive.core_crossings[1]': (_derive_core_crossings_1, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
+    'derive.breakeven_bandwidth_at': (_derive_breakeven_bandwidth_at, ('K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_0', 't_rec')),
+    'derive.breakeven_bandwidth': (_derive_breakeven_bandwidth, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_st', 'b_w', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
+    'derive.core_advantage': (_derive_core_advantage, ('B', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'b_st', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
+    'derive.core_crossings[0]': (_derive_core_crossings_0, ('B', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_xa', 'P', 'b_kv', 'b_st', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
+    'derive.core_crossings[1]': (_derive_core_crossings_1, ('B', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_xa', 'P', 'b_kv', 'b_st', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
     'derive.mooncake_eq2_B_over_G': (_derive_mooncake_eq2_B_over_G, ('a', 'b', 'd', 'g', 'n', 's')),
     'derive_prefill.eta_gemm': (_derive_prefill_eta_gemm, ('eta_g', 'm', 'm_half', 'r_dt')),
     'derive_prefill.t_gemm_compute': (_derive_prefill_t_gemm_compute, ('P', 'eta_g', 'k_in', 'm', 'm_half', 'n_out', 'r_dt')),
@@ -1433,6 +1645,7 @@ FUNCS = {
     'derive_prefill.moe_all_to_all': (_derive_prefill_moe_all_to_all, ('T', 'b_act', 'busbw', 'd', 'ep', 'k_top', 'n_seq', 't_ar')),
     'derive_prefill.eta_attention': (_derive_prefill_eta_attention, ('T', 'T_a', 'eta_a')),
     'derive_prefill.t_attention': (_derive_prefill_t_attention, ('K_d', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_qk', 'd_v', 'eta_a', 'n_q', 'n_seq', 't_kern')),
+    'derive_prefill.t_recurrent_mix': (_derive_prefill_t_recurrent_mix, ('K_d', 'L_rec', 'P_a', 'T', 'd_rk', 'd_rv', 'eta_a', 'n_rv', 'n_seq', 't_kern')),
     'derive_prefill.t_lm_head': (_derive_prefill_t_lm_head, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
     'derive_prefill.L_all': (_derive_prefill_L_all, ('L_full', 'L_win')),
     'derive_prefill.parts_gqa.gemm_s': (_derive_prefill_parts_gqa_gemm_s, ('B_hbm', 'I_ffn', 'K_d', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_h', 'eta_g', 'm_half', 'n_kv', 'n_q', 'n_seq', 'r_dt', 't_kern')),
@@ -1441,18 +1654,20 @@ FUNCS = {
     'derive_prefill.parts_gqa.allreduce_s': (_derive_prefill_parts_gqa_allreduce_s, ('K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
     'derive_prefill.parts_gqa.moe_s': (_derive_prefill_parts_gqa_moe_s, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'T', 'b_act', 'b_w', 'busbw', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_ar', 't_kern')),
     'derive_prefill.parts_gqa.lm_head_s': (_derive_prefill_parts_gqa_lm_head_s, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
+    'derive_prefill.parts_gqa.recurrent_s': (_derive_prefill_parts_gqa_recurrent_s, ('B_hbm', 'K_d', 'L_rec', 'P', 'P_a', 'T', 'b_act', 'b_w', 'busbw', 'd', 'd_rk', 'd_rv', 'eta_a', 'eta_g', 'm_half', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern')),
     'derive_prefill.parts_mla.gemm_s': (_derive_prefill_parts_mla_gemm_s, ('B_hbm', 'I_ffn', 'K_d', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_nope', 'd_rope', 'd_v', 'eta_g', 'm_half', 'n_q', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_kern')),
     'derive_prefill.parts_mla.nongemm_s': (_derive_prefill_parts_mla_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_rope', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'k_top', 'n_q', 'n_seq', 't_kng')),
     'derive_prefill.parts_mla.attention_s': (_derive_prefill_parts_mla_attention_s, ('K_d', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_qk', 'd_v', 'eta_a', 'n_q', 'n_seq', 't_kern')),
     'derive_prefill.parts_mla.allreduce_s': (_derive_prefill_parts_mla_allreduce_s, ('K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
     'derive_prefill.parts_mla.moe_s': (_derive_prefill_parts_mla_moe_s, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'T', 'b_act', 'b_w', 'busbw', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_ar', 't_kern')),
     'derive_prefill.parts_mla.lm_head_s': (_derive_prefill_parts_mla_lm_head_s, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
-    'derive_prefill.t_prefill_gqa': (_derive_prefill_t_prefill_gqa, ('B_hbm', 'B_peak', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_h', 'd_qk', 'd_v', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_top', 'm_half', 'n_kv', 'n_q', 'n_seq', 'r_dt', 't_ar', 't_kern', 't_kng')),
-    'derive_prefill.t_prefill_mla': (_derive_prefill_t_prefill_mla, ('B_hbm', 'B_peak', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_nope', 'd_qk', 'd_rope', 'd_v', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_top', 'm_half', 'n_q', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_ar', 't_kern', 't_kng')),
+    'derive_prefill.parts_mla.recurrent_s': (_derive_prefill_parts_mla_recurrent_s, ('B_hbm', 'K_d', 'L_rec', 'P', 'P_a', 'T', 'b_act', 'b_w', 'busbw', 'd', 'd_rk', 'd_rv', 'eta_a', 'eta_g', 'm_half', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern')),
+    'derive_prefill.t_prefill_gqa': (_derive_prefill_t_prefill_gqa, ('B_hbm', 'B_peak', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_h', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_top', 'm_half', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern', 't_kng')),
+    'derive_prefill.t_prefill_mla': (_derive_prefill_t_prefill_mla, ('B_hbm', 'B_peak', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_nope', 'd_qk', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_top', 'm_half', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_ar', 't_kern', 't_kng')),
     'derive_prefill._floor_moe': (_derive_prefill__floor_moe, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'T', 'b_w', 'd', 'ep', 'k_top', 'n_seq')),
-    'derive_prefill._floor_rest': (_derive_prefill__floor_rest, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'T', 'V', 'b_w', 'd', 'ep', 'k_top', 'n_seq')),
-    'derive_prefill.weights_floor_gqa': (_derive_prefill_weights_floor_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'V', 'b_w', 'd', 'd_h', 'ep', 'k_top', 'n_kv', 'n_q', 'n_seq')),
-    'derive_prefill.weights_floor_mla': (_derive_prefill_weights_floor_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'V', 'b_w', 'd', 'd_nope', 'd_rope', 'd_v', 'ep', 'k_top', 'n_q', 'n_seq', 'r_kv', 'r_q')),
+    'derive_prefill._floor_rest': (_derive_prefill__floor_rest, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'L_rec', 'T', 'V', 'b_w', 'd', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_rk', 'n_rv', 'n_seq')),
+    'derive_prefill.weights_floor_gqa': (_derive_prefill_weights_floor_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_h', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq')),
+    'derive_prefill.weights_floor_mla': (_derive_prefill_weights_floor_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
     'derive_reuse.F_exp': (_derive_reuse_F_exp, ('lambda', 'tau')),
     'derive_reuse.F_logn': (_derive_reuse_F_logn, ('mu', 'sigma', 'tau')),
     'derive_reuse.hold_return_exp': (_derive_reuse_hold_return_exp, ('lambda', 'tau')),
@@ -1510,50 +1725,50 @@ FUNCS = {
     'derive_reuse.drive_lifetime_years': (_derive_reuse_drive_lifetime_years, ('C_drive', 'DWPD_rated', 'W_carried', 'Y_rated', 'n_drives')),
     'derive_reuse.fleet_cost_per_million_tokens': (_derive_reuse_fleet_cost_per_million_tokens, ('N_fleet', 'N_node', 'c_gpu', 'r_tok')),
     'derive_reuse.pool_cost_per_million_tokens': (_derive_reuse_pool_cost_per_million_tokens, ('W_carried', 'c_cap', 'c_wear', 'pool_raw_bytes', 'r_tok')),
-    'derive_serving.flops_extend': (_derive_serving_flops_extend, ('L_full', 'L_win', 'N_lin', 'T', 'W', 'd_qk', 'd_v', 'n', 'n_q')),
-    'derive_serving.t_load': (_derive_serving_t_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho')),
+    'derive_serving.flops_extend': (_derive_serving_flops_extend, ('L_full', 'L_rec', 'L_win', 'N_lin', 'T', 'W', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'n', 'n_q', 'n_rv')),
+    'derive_serving.t_load': (_derive_serving_t_load, ('B', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
     'derive_serving.ttft_serial_pipe': (_derive_serving_ttft_serial_pipe, ('T', 'c_hit', 'forward_time', 'load_time', 't_lat')),
     'derive_serving.ttft_pipeline': (_derive_serving_ttft_pipeline, ('L_full', 'L_win', 'T', 'c_hit', 'forward_time', 'load_time', 't_lat')),
     'derive_serving.split_load_bytes': (_derive_serving_split_load_bytes, ('K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 'x')),
     'derive_serving.t_split_load': (_derive_serving_t_split_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_lat', 'x')),
     'derive_serving.t_split_of': (_derive_serving_t_split_of, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'part_time', 'rho', 't_lat', 'x')),
-    'derive_serving.t_decode_step': (_derive_serving_t_decode_step, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'd_qk', 'd_v', 'e_kv', 'eta', 'forward_time', 'k_top', 'n_q', 'n_seq', 'rho')),
+    'derive_serving.t_decode_step': (_derive_serving_t_decode_step, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'V', 'W', 'b_kv', 'b_st', 'b_w', 'd', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'forward_time', 'k_conv', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'rho', 'tied')),
     'derive_serving.p_free': (_derive_serving_p_free, ('B_hbm', 'N_lin', 'N_tot', 'P', 'b_dec', 'b_w', 'eta')),
-    'derive_serving.t_recompute_marginal': (_derive_serving_t_recompute_marginal, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'W', 'b_dec', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
+    'derive_serving.t_recompute_marginal': (_derive_serving_t_recompute_marginal, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'W', 'b_dec', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
     'derive_serving.B_chunked': (_derive_serving_B_chunked, ('B', 's', 't_0')),
-    'derive_serving.t_reload_busy': (_derive_serving_t_reload_busy, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_0', 't_req')),
-    'derive_serving.busy_advantage': (_derive_serving_busy_advantage, ('B', 'B_hbm', 'K', 'K_e', 'L_full', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'b_dec', 'b_kv', 'b_w', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0', 't_req')),
+    'derive_serving.t_reload_busy': (_derive_serving_t_reload_busy, ('B', 'B_state', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_0', 't_req')),
+    'derive_serving.busy_advantage': (_derive_serving_busy_advantage, ('B', 'B_hbm', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'b_dec', 'b_kv', 'b_st', 'b_w', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0', 't_req')),
     'derive_serving.decode_experts_share': (_derive_serving_decode_experts_share, ('E', 'k_top', 'n_seq')),
-    'derive_serving.decode_weight_bytes': (_derive_serving_decode_weight_bytes, ('E', 'K', 'K_e', 'N_tot', 'N_xs', 'b_w', 'k_top', 'n_seq')),
-    'derive_serving.t_decode_batch': (_derive_serving_t_decode_batch, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'd_qk', 'd_v', 'e_kv', 'eta', 'k_top', 'n_q', 'n_seq', 'rho')),
-    'derive_serving.decode_gpu_s_per_token': (_derive_serving_decode_gpu_s_per_token, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_w', 'd_qk', 'd_v', 'e_kv', 'eta', 'forward_time', 'k_top', 'n_q', 'n_seq', 'rho')),
-    'derive.params_active_matmul(gqa)': (_derive_params_active_matmul_gqa, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_win', 'd', 'd_h', 'k_top', 'n_kv', 'n_q')),
-    'derive.params_total(gqa)': (_derive_params_total_gqa, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_win', 'V', 'd', 'd_h', 'n_kv', 'n_q', 'tied')),
-    'derive.params_active_matmul(mla)': (_derive_params_active_matmul_mla, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_win', 'd', 'd_nope', 'd_rope', 'd_v', 'k_top', 'n_q', 'r_kv', 'r_q')),
-    'derive.params_total(mla)': (_derive_params_total_mla, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_win', 'V', 'd', 'd_nope', 'd_rope', 'd_v', 'n_q', 'r_kv', 'r_q', 'tied')),
+    'derive_serving.decode_weight_bytes': (_derive_serving_decode_weight_bytes, ('E', 'K', 'K_e', 'N_tot', 'N_xs', 'V', 'b_w', 'd', 'k_top', 'n_seq', 'tied')),
+    'derive_serving.t_decode_batch': (_derive_serving_t_decode_batch, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'V', 'W', 'b_kv', 'b_st', 'b_w', 'd', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'rho', 'tied')),
+    'derive_serving.decode_gpu_s_per_token': (_derive_serving_decode_gpu_s_per_token, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'V', 'W', 'b_kv', 'b_st', 'b_w', 'd', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'forward_time', 'k_conv', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'rho', 'tied')),
+    'derive.params_active_matmul(gqa)': (_derive_params_active_matmul_gqa, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_h', 'd_rk', 'd_rv', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv')),
+    'derive.params_total(gqa)': (_derive_params_total_gqa, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_h', 'd_rk', 'd_rv', 'k_conv', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'tied')),
+    'derive.params_active_matmul(mla)': (_derive_params_active_matmul_mla, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_top', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q')),
+    'derive.params_total(mla)': (_derive_params_total_mla, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q', 'tied')),
     'derive.regimes(compute,T<=W).a2': (_derive_regimes_compute_T_W_a2, ('K', 'L_full', 'L_win', 'P', 'd_qk', 'd_v', 'eta', 'n_q')),
-    'derive.regimes(compute,T<=W).a1': (_derive_regimes_compute_T_W_a1, ('B', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
-    'derive.regimes(compute,T<=W).a0': (_derive_regimes_compute_T_W_a0, ('t_0',)),
+    'derive.regimes(compute,T<=W).a1': (_derive_regimes_compute_T_W_a1, ('B', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'b_kv', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'n_q', 'n_rv', 'rho')),
+    'derive.regimes(compute,T<=W).a0': (_derive_regimes_compute_T_W_a0, ('B_state', 'K', 'L_rec', 'b_st', 'd_rk', 'd_rv', 'k_conv', 'n_rk', 'n_rv', 't_0')),
     'derive.regimes(compute,T<=W).condition0': (_derive_regimes_compute_T_W_condition0, ('T', 'W')),
-    'derive.regimes(compute,T<=W).condition1': (_derive_regimes_compute_T_W_condition1, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
+    'derive.regimes(compute,T<=W).condition1': (_derive_regimes_compute_T_W_condition1, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
     'derive.regimes(weights,T<=W).a2': (_derive_regimes_weights_T_W_a2, ()),
     'derive.regimes(weights,T<=W).a1': (_derive_regimes_weights_T_W_a1, ('B', 'K', 'L_full', 'L_win', 'b_kv', 'c_hit', 'e_kv', 'rho')),
-    'derive.regimes(weights,T<=W).a0': (_derive_regimes_weights_T_W_a0, ('B_hbm', 'K', 'K_e', 'N_tot', 'N_xs', 'b_w', 't_0')),
+    'derive.regimes(weights,T<=W).a0': (_derive_regimes_weights_T_W_a0, ('B_hbm', 'B_state', 'K', 'K_e', 'L_rec', 'N_tot', 'N_xs', 'b_st', 'b_w', 'd_rk', 'd_rv', 'k_conv', 'n_rk', 'n_rv', 't_0')),
     'derive.regimes(weights,T<=W).condition0': (_derive_regimes_weights_T_W_condition0, ('T', 'W')),
-    'derive.regimes(weights,T<=W).condition1': (_derive_regimes_weights_T_W_condition1, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
+    'derive.regimes(weights,T<=W).condition1': (_derive_regimes_weights_T_W_condition1, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
     'derive.regimes(compute,T>W).a2': (_derive_regimes_compute_T_W_a2_, ('K', 'L_full', 'P', 'd_qk', 'd_v', 'eta', 'n_q')),
-    'derive.regimes(compute,T>W).a1': (_derive_regimes_compute_T_W_a1_, ('B', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_xa', 'P', 'W', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
-    'derive.regimes(compute,T>W).a0': (_derive_regimes_compute_T_W_a0_, ('B', 'K', 'L_win', 'P', 'W', 'b_kv', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho', 't_0')),
+    'derive.regimes(compute,T>W).a1': (_derive_regimes_compute_T_W_a1_, ('B', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'W', 'b_kv', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'n_q', 'n_rv', 'rho')),
+    'derive.regimes(compute,T>W).a0': (_derive_regimes_compute_T_W_a0_, ('B', 'B_state', 'K', 'L_rec', 'L_win', 'P', 'W', 'b_kv', 'b_st', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
     'derive.regimes(compute,T>W).condition0': (_derive_regimes_compute_T_W_condition0_, ('T', 'W')),
-    'derive.regimes(compute,T>W).condition1': (_derive_regimes_compute_T_W_condition1_, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
+    'derive.regimes(compute,T>W).condition1': (_derive_regimes_compute_T_W_condition1_, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
     'derive.regimes(weights,T>W).a2': (_derive_regimes_weights_T_W_a2_, ()),
     'derive.regimes(weights,T>W).a1': (_derive_regimes_weights_T_W_a1_, ('B', 'K', 'L_full', 'b_kv', 'c_hit', 'e_kv', 'rho')),
-    'derive.regimes(weights,T>W).a0': (_derive_regimes_weights_T_W_a0_, ('B', 'B_hbm', 'K', 'K_e', 'L_win', 'N_tot', 'N_xs', 'W', 'b_kv', 'b_w', 'e_kv', 'rho', 't_0')),
+    'derive.regimes(weights,T>W).a0': (_derive_regimes_weights_T_W_a0_, ('B', 'B_hbm', 'B_state', 'K', 'K_e', 'L_rec', 'L_win', 'N_tot', 'N_xs', 'W', 'b_kv', 'b_st', 'b_w', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_0')),
     'derive.regimes(weights,T>W).condition0': (_derive_regimes_weights_T_W_condition0_, ('T', 'W')),
-    'derive.regimes(weights,T>W).condition1': (_derive_regimes_weights_T_W_condition1_, ('B_hbm', 'K', 'K_e', 'L_full', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q')),
+    'derive.regimes(weights,T>W).condition1': (_derive_regimes_weights_T_W_condition1_, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
     'derive_serving.busy_advantage.a2': (_derive_serving_busy_advantage_a2, ('K', 'L_full', 'P', 'd_qk', 'd_v', 'eta', 'n_q')),
-    'derive_serving.busy_advantage.a1': (_derive_serving_busy_advantage_a1, ('B', 'K', 'K_e', 'L_full', 'N_lin', 'N_xa', 'P', 'b_kv', 'c_hit', 'd_qk', 'd_v', 'e_kv', 'eta', 'n_q', 'rho')),
-    'derive_serving.busy_advantage.a0': (_derive_serving_busy_advantage_a0, ('B_hbm', 'K', 'K_e', 'L_full', 'N_lin', 'N_tot', 'N_xa', 'P', 'b_dec', 'b_w', 'd_qk', 'd_v', 'eta', 'n_q', 't_0', 't_req')),
+    'derive_serving.busy_advantage.a1': (_derive_serving_busy_advantage_a1, ('B', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_xa', 'P', 'b_kv', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'n_q', 'n_rv', 'rho')),
+    'derive_serving.busy_advantage.a0': (_derive_serving_busy_advantage_a0, ('B_hbm', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_tot', 'N_xa', 'P', 'b_dec', 'b_st', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 't_0', 't_req')),
 }
 
 REGIMES = (

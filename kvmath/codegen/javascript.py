@@ -25,7 +25,7 @@ from kvmath.derive.symbols import MEANING
 #: architecture symbols a reader may override (the model row's fields as symbols)
 MODEL_SYMBOLS = ("d", "n_q", "L_full", "L_win", "W", "n_kv", "d_h", "r_kv", "d_rope", "d_nope",
                  "r_q", "I_ffn", "I_exp", "E", "k_top", "E_sh", "L_dense", "L_moe", "V", "tied",
-                 "d_qk", "d_v")
+                 "d_qk", "d_v", "L_rec", "n_rk", "n_rv", "d_rk", "d_rv", "k_conv", "b_st")
 #: GPU symbols a reader may override
 GPU_SYMBOLS = ("P", "B_hbm", "C_hbm", "N_node")
 
@@ -42,6 +42,9 @@ COMPARE_EXPRESSIONS = {
     "kv_bytes_unique": D.kv_bytes_unique,
     "kv_bytes_per_gpu": D.kv_bytes_per_gpu,
     "node_hop_copies": D.node_copies,
+    "node_hop_bytes": D.node_bytes,
+    "state_bytes": D.state_bytes,
+    "state_checkpoint_tokens": D.state_checkpoint_tokens,
     "prefill_flops": D.flops_prefill,
     "compute_s": D.t_compute,
     "weights_read_s": D.t_weights,
@@ -63,6 +66,7 @@ SCENARIO_EXPRESSIONS = {
     "bandwidth_at_size": D.bandwidth_at_size,
     "bandwidth_at_size_qd": D.bandwidth_at_size_qd,
     "B_path": D.B_path,
+    "B_path_state": D.B_path_state,
     "default_concurrency": D.default_concurrent_reloads,
     "fixed_cost": D.fixed_cost,
     "t_step_ideal": D.t_step_ideal,

@@ -23,7 +23,8 @@ import sympy as sp
 
 from kvmath.derive import symcache as C
 from kvmath.derive.symbols import (
-    B, B_gpu, B_hbm, b_kv, B_node, b_w, c_hash, C_hbm, c_hit, c_lay, c_split, c_tok, c_tokz, d,
+    B, B_gpu, B_hbm, b_kv, B_node, b_st, B_state, b_w, c_hash, C_hbm, c_hit, c_lay, c_split, c_tok,
+    c_tokz, d, d_rk, d_rv, k_conv, L_rec, n_rk, n_rv,
     d_h, d_nope, d_qk, d_rope, d_v, E, e_kv, E_sh, eta, I_exp, I_ffn, K, K_e, k_top, L_dense,
     L_full, L_moe, L_win, n_conc, n_kv, N_lin, n_new, N_node, n_q, n_seq, n_step, N_tot, N_xa,
     N_xs, o_lay, P, q_io, r_kv, r_q, r_res, rho, rho_n, s_xfer, T, t_0, t_lat, t_meas, t_rec, t_rec_n,
@@ -45,10 +46,27 @@ rho_mla = K
 held_token_layers = L_full * T + L_win * sp.Min(T, W)
 #: bytes per token of KV when every layer holds the token (T <= W), one copy
 kv_bytes_per_token = e_kv * b_kv * (L_full + L_win)
-#: bytes of one copy of the KV of a T-token prefix (what a replica must read at least once)
-kv_bytes_unique = e_kv * b_kv * held_token_layers
-#: bytes of KV of a T-token prefix, all copies on all GPUs (what the GPUs must receive)
-kv_bytes_total = rho * kv_bytes_unique
+#: bytes of one copy of the attention layers' KV of a T-token prefix
+kv_bytes_attention = e_kv * b_kv * held_token_layers
+#: recurrent-state elements per sequence per recurrent layer: the state (one d_rk x d_rv matrix
+#: per value head; Mamba-2's heads x head dim x state size) and the causal convolution's last
+#: k_conv - 1 inputs of its channels (keys, queries and values)
+state_elements = n_rv * d_rk * d_rv + (k_conv - 1) * (2 * n_rk * d_rk + n_rv * d_rv)
+#: bytes of a sequence's recurrent state, every recurrent layer: the same at any prompt length,
+#: split over the TP group by head (never replicated), B
+state_bytes = L_rec * state_elements * b_st
+#: tokens between the prefix lengths at which an engine keeps a hybrid model's state: vLLM's
+#: prefix caching (mamba_cache_mode align) stores a state only on its block grid, and sizes a
+#: block so that one recurrent layer's state fills the page of a block's attention KV on each GPU
+#: (HybridAttentionMambaModelConfig: attention tokens per state page, rounded up; vLLM's further
+#: rounding to its kernels' chunk is not modelled), tokens
+state_checkpoint_tokens = sp.ceiling(state_elements * b_st / (e_kv * b_kv * rho))
+#: bytes of one copy of a T-token prefix's cache (what a replica must read at least once): the
+#: attention layers' KV and, for a hybrid model, the recurrent state at the prefix's end
+kv_bytes_unique = kv_bytes_attention + state_bytes
+#: bytes of a T-token prefix's cache, all copies on all GPUs (what the GPUs must receive): the
+#: KV's rho copies and one state
+kv_bytes_total = rho * kv_bytes_attention + state_bytes
 #: bytes of KV each GPU must receive
 kv_bytes_per_gpu = kv_bytes_total / K
 
@@ -71,6 +89,13 @@ mlp_params_dense = 3 * d * I_ffn
 mlp_params_moe_active = 3 * d * I_exp * (k_top + E_sh) + d * E
 #: MoE MLP weights stored
 mlp_params_moe_total = 3 * d * I_exp * (E + E_sh) + d * E
+#: a recurrent layer's matmul weights (Gated DeltaNet: in_proj_qkvz, in_proj_ba and out_proj;
+#: Mamba-2's in_proj and out_proj, its per-head dt counted twice): queries and keys of n_rk
+#: heads, values and output gates of n_rv heads, two gates per value head, the output
+recurrent_proj_params = (d * (2 * n_rk * d_rk + 2 * n_rv * d_rv) + d * 2 * n_rv
+                         + n_rv * d_rv * d)
+#: its depthwise causal convolution over the keys, queries and values
+recurrent_conv_params = (2 * n_rk * d_rk + n_rv * d_rv) * k_conv
 #: routed-expert matmul parameters active per token (spread over K_e GPUs under EP)
 params_routed_active = L_moe * 3 * d * I_exp * k_top
 #: routed-expert parameters stored
@@ -79,14 +104,14 @@ params_routed_stored = L_moe * 3 * d * I_exp * E
 
 def params_active_matmul(attn_params):
     """N_lin: active matmul parameters of the blocks (no embedding, no LM head)."""
-    return ((L_full + L_win) * attn_params + L_dense * mlp_params_dense
-            + L_moe * mlp_params_moe_active)
+    return ((L_full + L_win) * attn_params + L_rec * recurrent_proj_params
+            + L_dense * mlp_params_dense + L_moe * mlp_params_moe_active)
 
 
 def params_total(attn_params):
     """N_tot: every parameter, embedding and (untied) LM head included; norms ignored."""
-    return ((L_full + L_win) * attn_params + L_dense * mlp_params_dense
-            + L_moe * mlp_params_moe_total + V * d * (2 - tied))
+    return ((L_full + L_win) * attn_params + L_rec * (recurrent_proj_params + recurrent_conv_params)
+            + L_dense * mlp_params_dense + L_moe * mlp_params_moe_total + V * d * (2 - tied))
 
 
 # ---------------------------------------------------------------- FLOPs
@@ -98,8 +123,12 @@ pairs_window = sp.Min(T, W) * (sp.Min(T, W) + 1) / 2 + (T - sp.Min(T, W)) * W
 flops_linear = 2 * N_lin * T
 #: attention FLOPs (scores and weighted values) of the T-token prefill
 flops_attention = 2 * n_q * (d_qk + d_v) * (L_full * pairs_full + L_win * pairs_window)
+#: recurrent mixing FLOPs of the T-token prefix (a hybrid model's linear-attention layers): each
+#: token updates every value head's d_rk x d_rv state and reads it out (two multiply-adds per
+#: state element); the chunked kernels' work within a chunk is not counted (a lower bound)
+flops_recurrent = 4 * L_rec * n_rv * d_rk * d_rv * T
 #: all prefill FLOPs of the T-token prefix, whole model
-flops_prefill = flops_linear + flops_attention
+flops_prefill = flops_linear + flops_attention + flops_recurrent
 
 # ---------------------------------------------------------------- times
 #: routed-expert FLOPs of the T-token prefill
@@ -125,8 +154,11 @@ default_concurrent_reloads = sp.Max(1, N_node / K)
 #: max(min(K, N_node), rho) / K (a replicated head's rho copies sit on adjacent ranks; MLA's
 #: latent, rho = K, is on every rank, so each node needs all of it)
 node_copies = sp.Min(rho_n * sp.Max(sp.Min(K, N_node), rho) / K, rho * sp.Min(K, N_node) / K)
-#: time of the node-shared hops: n_c replicas each move their copies of the KV, s
-t_node_hop = n_conc * node_copies * kv_bytes_unique / B_node
+#: bytes one replica's reload carries through a node-shared hop: its copies of the KV, and the
+#: state its ranks on this node hold (split by head, never replicated)
+node_bytes = node_copies * kv_bytes_attention + state_bytes * sp.Min(K, N_node) / K
+#: time of the node-shared hops: n_c replicas each move their bytes, s
+t_node_hop = n_conc * node_bytes / B_node
 #: one reload's time alone on a node-shared hop (n_c = 1), s: the hop's service time
 t_node_hop_alone = t_node_hop.subs(n_conc, 1)
 #: utilisation of a node-shared hop when r_res reloads per second arrive at the node, each
@@ -158,6 +190,9 @@ t_suffix = sp.Max(t_rec_pn - t_rec_p, t_rec_n + kv_bytes_per_gpu / B_hbm)
 t_reload_hops = t_0 + c_hit * T + sp.Max(t_node_hop, t_gpu_hop)
 #: effective per-GPU bandwidth of a path: the one B with t_reload_hops = t_0 + KV per GPU / B
 B_path = sp.Min(B_gpu, B_node * rho / (K * n_conc * node_copies))
+#: the same for a hybrid model's recurrent state, split by head and never replicated: a node hop
+#: carries min(K, N_node) / K of the replica's state for each GPU's 1 / K, B/s
+B_path_state = sp.Min(B_gpu, B_node / (n_conc * sp.Min(K, N_node)))
 #: bytes per element of a number format: its bits plus one block's scale bits shared by g_s
 #: elements (FP8 with a per-tensor scale: g_s so large the scale vanishes), B
 dtype_bytes = (n_bits + s_bits / g_s) / 8
@@ -178,7 +213,9 @@ codec_wire_for = sp.solve(sp.Eq(B_coded, B), B_wire)[0]
 codec_wire_for_pipelined = B / r_c
 #: reload time: the fixed cost, the connector's cost per loaded token and each GPU's bytes at
 #: the path's effective bandwidth, s
-t_reload = t_0 + c_hit * T + kv_bytes_per_gpu / B
+#: (the attention KV at the path's rate B and a hybrid model's state at its own, B_state: each
+#: part no faster than its share of every hop, so never below the hop-by-hop time)
+t_reload = t_0 + c_hit * T + rho * kv_bytes_attention / (K * B) + state_bytes / (K * B_state)
 #: time to first token with no cache: the request's costs and the prefill of all T + n tokens
 #: (t_rec_pn from the prefill model in use), s
 ttft_cold = t_request + t_rec_pn

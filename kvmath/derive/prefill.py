@@ -32,8 +32,8 @@ import sympy as sp
 from kvmath.derive import kv as D
 from kvmath.derive import symcache as C
 from kvmath.derive.symbols import (
-    B_hbm, E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_win, P, T, V, b_w, d, d_h,
-    d_nope, d_rope, d_v, k_top, n_kv, n_q, n_seq, r_kv, r_q,
+    B_hbm, E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, P, T, V, b_w, d, d_h,
+    d_nope, d_rk, d_rope, d_rv, d_v, k_top, n_kv, n_q, n_rk, n_rv, n_seq, r_kv, r_q,
 )
 
 _pos = dict(positive=True)
@@ -157,6 +157,10 @@ shapes_attn_mla_lowrank_q = [(d, r_q), (r_q, n_q * (d_nope + d_rope) / K_d)]
 shapes_attn_mla_full_q = [(d, n_q * (d_nope + d_rope) / K_d)]
 shapes_attn_mla_rest = [(d, r_kv + d_rope), (r_kv, n_q * (d_nope + d_v) / K_d),
                         (n_q * d_v / K_d, d)]
+#: a hybrid model's recurrent layer (Gated DeltaNet, Mamba-2): the fused input projection
+#: (queries, keys, values, output gate and two gates per value head) and the output, split by
+#: head over K_d GPUs
+shapes_recurrent = [(d, (2 * n_rk * d_rk + 2 * n_rv * d_rv + 2 * n_rv) / K_d), (n_rv * d_rv / K_d, d)]
 #: dense gated MLP: fused gate+up and down
 shapes_mlp_dense = [(d, 2 * I_ffn / K_d), (I_ffn / K_d, d)]
 #: router and shared experts, GEMMs of all m tokens
@@ -210,6 +214,13 @@ eta_attention = eta_a * T / (T + T_a)
 t_attention = (n_seq * D.flops_attention * (T + T_a) / (K_d * eta_a * T * P_a)
                + (L_full + L_win) * t_kern)
 
+#: the recurrent layers' mixing kernel (chunked gated delta rule or selective scan) of n_seq
+#: sequences: kvmath.derive.kv.flops_recurrent at the attention kernel's asymptotic efficiency
+#: (ASSUMED: no such kernel's throughput is bundled; the chunked kernels run well below the GEMM
+#: curve), heads split K_d ways, one kernel per layer, s
+t_recurrent_mix = (n_seq * D.flops_recurrent / (K_d * eta_a * P_a)
+                   + sp.Piecewise((0, sp.Eq(L_rec, 0)), (L_rec * t_kern, True)))
+
 # ---------------------------------------------------------------- LM head for the first token
 #: one logit row per sequence; its weight is read once
 t_lm_head = gemm(n_seq, d, V / K_d)
@@ -229,6 +240,8 @@ def _model(attn_proj, rope_elements):
                         + L_moe * allreduce(K_e)),
         "moe_s": L_moe * (moe_routed + moe_router_shared + moe_all_to_all),
         "lm_head_s": t_lm_head,
+        # a hybrid model's recurrent layers: their projections, mixing kernel and all-reduce
+        "recurrent_s": (L_rec * (gemms(shapes_recurrent) + allreduce(K_d)) + t_recurrent_mix),
     }
     return parts
 
@@ -246,6 +259,7 @@ t_prefill_mla = sp.Add(*parts_mla.values())
 _floor_moe = moe_routed_floor + floors(shapes_router) + sp.Piecewise(
     (0, sp.Eq(E_sh, 0)), (floors(shapes_shared), True))
 _floor_rest = L_dense * floors(shapes_mlp_dense) + L_moe * _floor_moe + floors([(d, V / K_d)])
+_floor_rest += L_rec * floors(shapes_recurrent)
 weights_floor_gqa = L_all * floors(shapes_attn_gqa) + _floor_rest
 weights_floor_mla = L_all * _mla(floors) + _floor_rest
 

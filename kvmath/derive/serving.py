@@ -24,8 +24,8 @@ import sympy as sp
 from kvmath.derive import symcache as C
 from kvmath.derive import kv as D
 from kvmath.derive import prefill as DP
-from kvmath.derive.symbols import (B, B_hbm, E, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, b_dec,
-                      b_w, c_hit, eta, n_new, n_seq, t_lat, t_req, x_split)
+from kvmath.derive.symbols import (B, B_hbm, E, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, V,
+                      b_dec, b_w, c_hit, d, eta, n_new, n_seq, t_lat, t_req, tied, x_split)
 
 # ------------------------------------------------------------------ overlap (CachedAttention)
 #: FLOPs of the next turn's n tokens on top of a T-token history: F(T + n) - F(T)
@@ -75,9 +75,11 @@ busy_advantage = sp.expand((t_reload_busy - (D.t_compute - D.t_compute.subs(T, p
 #: share of a MoE layer's routed experts that one decode step of n_seq sequences touches (each
 #: token picks k_top of E, uniform routing: kvmath.derive.prefill.experts_touched over E)
 decode_experts_share = DP.experts_touched.subs(T, 1) / E
-#: weight bytes each GPU reads in that step: everything but the routed experts, and the touched
-#: share of the routed experts it holds, B
-decode_weight_bytes = (N_tot - N_xs) * b_w / K + decode_experts_share * N_xs * b_w / K_e
+#: weight bytes each GPU reads in that step: everything but the routed experts and the input
+#: embedding (a step looks up a row of it per sequence; a tied LM head is read as the head), and
+#: the touched share of the routed experts it holds, B
+decode_weight_bytes = ((N_tot - N_xs - (1 - tied) * V * d) * b_w / K
+                       + decode_experts_share * N_xs * b_w / K_e)
 #: the roofline of one decode step of n_seq sequences, each one new token over a T-token
 #: context: the maximum of their forwards' compute (kvmath.derive.kv.t_compute's increment from
 #: T to T + 1) and reading the touched weights and every sequence's KV once from HBM, s; a lower

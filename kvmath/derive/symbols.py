@@ -43,6 +43,15 @@ L_dense = sp.Symbol("L_dense", **_nonneg_int)  #: layers with a dense MLP
 L_moe = sp.Symbol("L_moe", **_nonneg_int)  #: layers with an MoE MLP
 V = sp.Symbol("V", **_pos_int)  #: vocabulary size
 tied = sp.Symbol("tied", **_nonneg_int)  #: 1 if the LM head shares the embedding
+# hybrid models: recurrent (linear-attention or SSM) layers beside the attention layers, each a
+# Gated DeltaNet or Mamba-2 mixer whose state does not grow with the prompt
+L_rec = sp.Symbol("L_rec", **_nonneg_int)  #: recurrent layers (no KV; a fixed state per sequence)
+n_rk = sp.Symbol("n_rk", **_nonneg_int)  #: recurrent key heads (Mamba-2: groups)
+n_rv = sp.Symbol("n_rv", **_nonneg_int)  #: recurrent value heads (Mamba-2: heads)
+d_rk = sp.Symbol("d_rk", **_nonneg_int)  #: recurrent key width per head (Mamba-2: state size)
+d_rv = sp.Symbol("d_rv", **_nonneg_int)  #: recurrent value width per head (Mamba-2: head dim)
+k_conv = sp.Symbol("k_conv", **_nonneg_int)  #: the recurrent layers' causal-convolution width
+b_st = sp.Symbol("b_st", positive=True)  #: bytes per element of the recurrent state
 
 # --- hardware -------------------------------------------------------------
 K = sp.Symbol("K", **_pos_int)  #: tensor-parallel GPUs of attention (they split the KV)
@@ -65,6 +74,7 @@ B = sp.Symbol("B", positive=True)  #: effective reload bandwidth per GPU, B/s
 t_0 = sp.Symbol("t_0", nonnegative=True)  #: fixed cost of one reload (latency and steps), s
 B_gpu = sp.Symbol("B_gpu", positive=True)  #: narrowest per-GPU hop of a path, B/s
 B_node = sp.Symbol("B_node", positive=True)  #: narrowest node-shared hop of a path, B/s
+B_state = sp.Symbol("B_state", positive=True)  #: per-GPU reload rate of a hybrid model's state, B/s
 s_xfer = sp.Symbol("s", positive=True)  #: bytes of one transfer
 n_seq = sp.Symbol("n_seq", positive=True, integer=True)  #: equal prompts prefilled together
 t_meas = sp.Symbol("t_meas", positive=True)  #: a measured prefill time, s
@@ -120,6 +130,13 @@ MEANING = {
     d: ("hidden size", "elements"),
     L_full: ("layers with full attention", "layers"),
     L_win: ("layers with a sliding window", "layers"),
+    L_rec: ("recurrent (linear-attention or SSM) layers", "layers"),
+    n_rk: ("recurrent key heads", "heads"), n_rv: ("recurrent value heads", "heads"),
+    d_rk: ("recurrent key width per head", "elements"),
+    d_rv: ("recurrent value width per head", "elements"),
+    k_conv: ("recurrent layers' convolution width", "tokens"),
+    b_st: ("bytes per recurrent-state element", "B"),
+    B_state: ("per-GPU reload rate of a recurrent state", "B/s"),
     W: ("sliding-window length", "tokens"),
     n_q: ("query heads", "heads"),
     d_qk: ("query/key width per head", "elements"),

@@ -234,11 +234,63 @@ def _ttft_crossings(model, gpu, layout, values, rec, t_max):
     return list(_CROSSINGS[key])
 
 
+def _state_keys(model, v, at, layout):
+    """A hybrid model's recurrent state in compare's answer (names contain state); {} for a
+    model without one."""
+    if not model.recurrent_layers:
+        return {}
+    state = float(fn("state_bytes").take(at))
+    total = float(fn("kv_bytes_total").take(at))
+    return {"state_bytes": state, "state_bytes_per_gpu": state / layout.tp,
+            "state_share_of_reload_bytes": state / total,
+            "state_load_s": state / layout.tp / v["B"],
+            "state_dtype": model.state_dtype or model.weight_dtype,
+            "state_layers": model.recurrent_layers,
+            "state_checkpoint_tokens": float(fn("state_checkpoint_tokens").take(at))}
+
+
 def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
             kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None, ep=None,
             batch=1, allow_beyond_context=False, prefill="calibrated", new_tokens=1,
             token_ids=False, resume_rate=None, codec=None):
-    """Reload against recompute for one scenario; a dict of plain numbers (units in keys).
+    """Reload against recompute for one scenario; a dict of plain numbers (units in keys)
+    (:func:`compare_at`, below).
+
+    A hybrid model's state is kept only every state_checkpoint_tokens (vLLM's block grid), so a
+    prefix of T tokens reloads the KV and the state of its last checkpoint, at
+    state_checkpoint_at_tokens, and computes the tail beyond it with the new turn's tokens
+    (state_tail_tokens); below the first checkpoint nothing can be reloaded."""
+    kw = dict(tp=tp, bandwidth_Bps=bandwidth_Bps, efficiency=efficiency, kv_dtype=kv_dtype,
+              compute_dtype=compute_dtype, engine=engine, concurrent_reloads=concurrent_reloads,
+              ep=ep, batch=batch, allow_beyond_context=allow_beyond_context, prefill=prefill,
+              new_tokens=new_tokens, token_ids=token_ids, resume_rate=resume_rate, codec=codec)
+    r = compare_at(model, gpu, tier, tokens, **kw)
+    if not model.recurrent_layers:
+        return r
+    c = r["state_checkpoint_tokens"]
+    at = math.floor(tokens / c) * c
+    if at < MIN_PREFIX_TOKENS:
+        raise ScenarioError(f"{model.name} keeps its recurrent state only every {c:,.0f} tokens "
+                            f"(vLLM's block grid at TP {r['tp']}): a prefix of {tokens:,} tokens "
+                            "has no checkpoint to reload, so it is recomputed")
+    if at < tokens:  # the tail past the checkpoint is computed with the new turn
+        first = r
+        r = compare_at(model, gpu, tier, at, **{
+            **kw, "tp": first["tp"], "ep": first["ep"] if first["ep"] > 1 else None,
+            "new_tokens": new_tokens + tokens - at})
+        r.update(tokens=tokens, new_tokens=new_tokens, layout_from=first["layout_from"])
+    r.update(state_checkpoint_at_tokens=at, state_tail_tokens=tokens - at)
+    # no reload below the first checkpoint: a crossing the continuous model puts there is at it
+    r["breakeven_tokens"] = sorted({max(x, c) for x in r["breakeven_tokens"]})
+    return r
+
+
+def compare_at(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
+               kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None, ep=None,
+               batch=1, allow_beyond_context=False, prefill="calibrated", new_tokens=1,
+               token_ids=False, resume_rate=None, codec=None):
+    """Reload against recompute for one scenario at exactly ``tokens`` reloaded (a hybrid
+    model's state there, wherever its checkpoints lie); a dict of plain numbers.
 
     The verdict compares times to first token: ttft_cold_s (the request's costs and the prefill
     of all tokens + new_tokens) against ttft_hit_s (the request's costs, the tokens loaded from
@@ -322,7 +374,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
     node_copies = float(fn("node_copies").take(at))  # through host memory
     path = []
     for h, c in zip(hops, v["hop_copies"]):
-        carried = (v["n_c"] * float(fn("node_copies").take({**at, "rho_n": c})) * unique
+        carried = (v["n_c"] * float(fn("node_bytes").take({**at, "rho_n": c}))
                    if c is not None else float(fn("kv_bytes_per_gpu").take(at)))
         carried /= v.get("r_c", 1.0)  # encoded by a codec: 1/ratio of the bytes cross
         path.append({**{k: x for k, x in h.__dict__.items() if k != "host_memory"},
@@ -342,7 +394,11 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         "kv_bytes_unique": unique,
         "kv_bytes_per_gpu": float(fn("kv_bytes_per_gpu").take(at)),
         "kv_replication": v["rho"], "node_hop_copies": node_copies,
-        "kv_bytes_stored": v["rho_s"] * unique,
+        **_state_keys(model, v, at, layout),
+        # a stored cache holds rho_s copies of the KV and one state (never replicated)
+        "kv_bytes_stored": v["rho_s"] * float(fn("kv_bytes_attention").take(at))
+        + float(fn("state_bytes").take(at)),
+        "kv_stored_copies": v["rho_s"],
         "weights_bytes_per_gpu": w_gpu, "hbm_fit_bytes_per_gpu":
             hbm_fit_fraction(eng) * gpu.hbm_capacity_bytes, "hbm_free_bytes_per_gpu": slack,
         "prefill_flops": float(fn("flops_prefill").take(at)),

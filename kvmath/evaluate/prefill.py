@@ -23,7 +23,8 @@ PARAMETERS = ("eta_g", "m_half", "t_kern", "eta_norm", "eta_rope", "eta_act", "e
 #: load imbalance across expert-parallel ranks: busiest rank's tokens over the mean (assumption)
 DEFAULT_IMBALANCE = 1.0
 BYTES_ACT = 2.0  # BF16 activations
-PARTS = ("gemm_s", "nongemm_s", "attention_s", "allreduce_s", "moe_s", "lm_head_s")
+PARTS = ("gemm_s", "nongemm_s", "attention_s", "allreduce_s", "moe_s", "lm_head_s",
+         "recurrent_s")
 
 
 @lru_cache(maxsize=None)

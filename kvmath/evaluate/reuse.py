@@ -62,8 +62,9 @@ def tier_read_bytes(r, tier_name):
     """Bytes one resume reads from a tier of a compare() result: every rank's copy from host
     memory unless the engine reads once (each rank loads the shared slot), the stored bytes from
     a drive."""
+    state = r.get("state_bytes", 0.0)  # a hybrid model's state: never replicated
     return r["kv_bytes_stored"] if tier_name != "host-dram" else (
-        r["node_hop_copies"] * r["kv_bytes_unique"])
+        r["node_hop_copies"] * (r["kv_bytes_unique"] - state) + state)
 
 
 def pause_values(pause, reach=1.0):

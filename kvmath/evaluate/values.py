@@ -126,7 +126,12 @@ def architecture_values(model: Model, kv_dtype: str | None = None, weight_dtype:
     mla = model.attention == "mla"
     v = dict(
         d=model.hidden_size, n_q=model.num_attention_heads,
-        L_full=model.layers - model.window_layers, L_win=model.window_layers,
+        L_full=model.layers - model.window_layers - model.recurrent_layers,
+        L_win=model.window_layers, L_rec=model.recurrent_layers,
+        n_rk=model.recurrent_key_heads or 0, n_rv=model.recurrent_value_heads or 0,
+        d_rk=model.recurrent_key_head_dim or 0, d_rv=model.recurrent_value_head_dim or 0,
+        k_conv=model.recurrent_conv_kernel or 0,
+        b_st=DTYPE_BYTES[model.state_dtype or model.weight_dtype],
         W=model.window or 1,  # irrelevant when L_win = 0
         n_kv=model.num_key_value_heads or 1, d_h=model.head_dim or 1,
         r_kv=model.kv_lora_rank or 1, d_rope=model.qk_rope_head_dim or 1,
@@ -170,6 +175,10 @@ def heads_fit(model: Model, tp: int):
     refuse a TP that does not divide them), and the KV heads one way or the other (one divides
     the other; an MLA latent always)."""
     if model.num_attention_heads % tp:
+        return False
+    # a hybrid model's recurrent heads split by TP too (vLLM divides their keys, values and
+    # convolution channels by it)
+    if model.recurrent_layers and (model.recurrent_key_heads % tp or model.recurrent_value_heads % tp):
         return False
     if model.attention == "mla":
         return True
@@ -313,6 +322,18 @@ def path_values(tier: Tier, gpu: Gpu, tp: int, rho=1.0, concurrent=None, engine=
                     [float(b_path(B_gpu=b_gpu, B_node=math.inf, K=tp, n_c=conc, rho=rho,
                                   rho_n=rho, N_node=gpu.gpus_per_node))])
     return bandwidth, sum(h.latency_s for h in hops), hops
+
+
+def state_path_rate(hops, gpu, tp, concurrent):
+    """B_state, B/s: a hybrid model's recurrent state's per-GPU rate over a path's hops (split by
+    head, never replicated: kvmath.derive.kv.B_path_state), the narrowest node hop's, or the
+    GPU's own hop where the path has no node hop."""
+    b_gpu = min((h.effective_Bps for h in hops if h.scope == "per-gpu"), default=math.inf)
+    f = fn("B_path_state")
+    return min([float(f(B_gpu=b_gpu, B_node=h.effective_Bps, K=tp, n_c=concurrent,
+                        N_node=gpu.gpus_per_node)) for h in hops if h.scope == "per-node"] or
+               [float(f(B_gpu=b_gpu, B_node=math.inf, K=tp, n_c=concurrent,
+                        N_node=gpu.gpus_per_node))])
 
 
 def _per_model(rule, model):
@@ -492,6 +513,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
         copy = float(fn("copy_bytes").take(v))
     v["B"], v["t_lat"], hops = path_values(tier, gpu, layout.tp, v["rho"], v["n_c"], eng, copy,
                                            once, stored)
+    v["B_state"] = state_path_rate(hops, gpu, layout.tp, v["n_c"])
     v["hop_copies"] = tuple(hop_copies(h, v["rho"], once, stored) if h.scope == "per-node"
                             else None for h in hops)
     v.update(request_cost_values(eng, tier, token_ids))
@@ -505,7 +527,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     v["t_step"] = float(fn("t_step_ideal").take(v))  # compare() re-times it with its prefill model
     v["t_0"] = float(fn("fixed_cost").take(v))
     if bandwidth_Bps is not None:
-        v["B"] = bandwidth_Bps
+        v["B"] = v["B_state"] = bandwidth_Bps
     if codec is not None:
         v.update(coded_values(codec, tier, layout.kv_dtype, v["B"]))
     v["copy_bytes"] = copy

@@ -54,8 +54,10 @@ OWN_FIELDS = {"d": ("models", "hidden_size"), "n_q": ("models", "num_attention_h
               "P": ("gpus", "bf16_dense_flops"), "B_hbm": ("gpus", "hbm_bandwidth_Bps"),
               "C_hbm": ("gpus", "hbm_capacity_bytes"), "N_node": ("gpus", "gpus_per_node")}
 #: symbols that are counts of a model's parts with no field of their own (0 where the model
-#: has none: no dense FFN, no experts, no full-attention layers), and d_qk (a head width)
-OWN_COUNTS = {"L_full": 0, "I_ffn": 0, "I_exp": 0, "E": 0, "k_top": 0, "L_moe": 0, "d_qk": 1}
+#: has none: no dense FFN, no experts, no full-attention layers, no recurrent layers or their
+#: heads), and d_qk (a head width)
+OWN_COUNTS = {"L_full": 0, "I_ffn": 0, "I_exp": 0, "E": 0, "k_top": 0, "L_moe": 0, "d_qk": 1,
+              "L_rec": 0, "n_rk": 0, "n_rv": 0, "d_rk": 0, "d_rv": 0, "k_conv": 0}
 
 
 def own_bounds():
@@ -70,6 +72,10 @@ def own_bounds():
         if name == "tied":
             out[name] = dict(integer=True, minimum=0, exclusive_min=False, maximum=1,
                              below_max=False, words="0 or 1")
+            continue
+        if name == "b_st":  # a recurrent-state element's bytes (its format's, dtypes.csv)
+            out[name] = dict(integer=False, minimum=0, exclusive_min=True, maximum=None,
+                             below_max=False, words="a number above 0")
             continue
         if name in OWN_COUNTS:
             f = {"type": "integer", "constraints": {"minimum": OWN_COUNTS[name]}}

@@ -66,6 +66,21 @@ class Model(Row, table="models"):
                              f"must be divisible by num_key_value_heads ({self.num_key_value_heads})")
         _at_most(self, "window_layers", "layers")
         _at_most(self, "dense_layers", "layers")
+        if self.window_layers + self.recurrent_layers > self.layers:
+            raise FieldError("recurrent_layers", f"window_layers ({self.window_layers}) and "
+                             f"recurrent_layers ({self.recurrent_layers}) exceed layers "
+                             f"({self.layers})")
+        _need(self, self.recurrent_layers, ("recurrent_key_heads", "recurrent_value_heads",
+                                            "recurrent_key_head_dim", "recurrent_value_head_dim",
+                                            "recurrent_conv_kernel"),
+              "a positive integer when recurrent_layers > 0 (a hybrid model's recurrent layers)")
+        if self.recurrent_layers and self.recurrent_value_heads % self.recurrent_key_heads:
+            raise FieldError("recurrent_value_heads", f"expected a multiple of recurrent_key_heads "
+                             f"({self.recurrent_key_heads}): each key head serves a whole number "
+                             f"of value heads, got {self.recurrent_value_heads}")
+        if self.state_dtype and self.state_dtype not in table("dtypes"):
+            raise FieldError("state_dtype", f"unknown format {self.state_dtype!r}; expected one of "
+                             f"{', '.join(sorted(table('dtypes')))} or empty (the weights')")
         _need(self, self.window_layers, ("window",), "tokens when window_layers > 0")
         _need(self, self.dense_layers, ("intermediate_size",), "a positive integer when dense_layers > 0")
         _need(self, self.dense_layers < self.layers, ("moe_intermediate_size", "num_experts", "experts_per_token"),

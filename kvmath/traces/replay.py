@@ -514,25 +514,26 @@ class HitCost:
 
 def with_hbm_blocks(specs, model, gpu, tp, block_tokens, engine=None):
     """specs with the HBM tier's block size set to what one block occupies there: every rank's
-    copy (kv_bytes / kv_bytes_unique copies), where the offload tiers hold what the engine
-    stores (:func:`kv_block_bytes`)."""
+    copy (kv_replication copies), where the offload tiers hold what the engine stores
+    (:func:`kv_block_bytes`). A block is attention KV only (a hybrid model's state is not a
+    block's: the replay counts blocks, a limit for hybrids)."""
     from dataclasses import replace as _replace
 
-    from kvmath.evaluate.compare import compare
+    from kvmath.evaluate.compare import compare_at
     from kvmath.tables.rows import resolve_tier
-    r = compare(model, gpu, resolve_tier("host-dram"), block_tokens, tp=tp, engine=engine)
-    hbm = r["kv_bytes_per_token"] * block_tokens * r["kv_bytes"] / r["kv_bytes_unique"]
+    r = compare_at(model, gpu, resolve_tier("host-dram"), block_tokens, tp=tp, engine=engine)
+    hbm = r["kv_bytes_per_token"] * block_tokens * r["kv_replication"]
     return [_replace(t, block_bytes=hbm) if t.name == "hbm" else t for t in specs]
 
 
 def kv_block_bytes(model, gpu, tp, block_tokens, engine=None):
     """KV bytes one block occupies in the offload tiers: compare's kv_bytes_per_token x
     block_tokens, times the copies the engine stores of it (one per rank of a replicated MLA
-    latent or KV head unless the engine stores it once: kv_bytes_stored / kv_bytes_unique)."""
-    from kvmath.evaluate.compare import compare
+    latent or KV head unless the engine stores it once: kv_stored_copies)."""
+    from kvmath.evaluate.compare import compare_at
     from kvmath.tables.rows import resolve_tier
-    r = compare(model, gpu, resolve_tier("host-dram"), block_tokens, tp=tp, engine=engine)
-    return r["kv_bytes_per_token"] * block_tokens * r["kv_bytes_stored"] / r["kv_bytes_unique"]
+    r = compare_at(model, gpu, resolve_tier("host-dram"), block_tokens, tp=tp, engine=engine)
+    return r["kv_bytes_per_token"] * block_tokens * r["kv_stored_copies"]
 
 
 def node_tiers(node, model, tp=None, remote_bytes=None, batch_seqs=None, batch_context=None,
