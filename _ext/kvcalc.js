@@ -483,8 +483,9 @@
     if (err) return {error: err};
     try {
       const r = evaluate(state);
-      Object.assign(r, band(state, r, r._sv));
+      Object.assign(r, band(r._state || state, r, r._sv));
       delete r._sv;
+      delete r._state;
       // an answer is finite and positive, or it is not an answer (your own values can make
       // a model with no layers, or a GPU so slow a time overflows)
       for (const k of ["reload_s", "recompute_s", "ttft_reload_s", "ttft_recompute_s"]) {
@@ -519,6 +520,7 @@
       if (r.ep > 1) s2.ep = r.ep; else delete s2.ep;
       out = evaluateAt(s2);
       Object.assign(out, {tokens: state.tokens, new_tokens: n, layout_from: r.layout_from});
+      out._state = s2;  // for band(): the scenario reloaded, at the checkpoint
     }
     // no reload below the first checkpoint: a crossing the continuous model puts there is at it
     const cross = [...new Set(out.breakeven_tokens.map(x => Math.max(x, c)))].sort((a, b) => a - b);

@@ -75,7 +75,11 @@ PINNED = [{"model": m, "gpu": "h200", "tier": "nvme", "tokens": 32768, "tp": 8, 
     # hybrid models: a state checkpoint below the prefix, its tail computed with the new turn
     {"model": "qwen3-next-80b-a3b", "gpu": "h100-sxm", "tier": "nvme", "tokens": 32768},
     {"model": "kimi-linear-48b-a3b", "gpu": "h200", "tier": "host-dram", "tokens": 100001,
-     "tp": 2, "engine": "lmcache"}]
+     "tp": 2, "engine": "lmcache"},
+    # its band at the load is taken at the checkpoint reloaded (the browser test found it at
+    # the prompt's own length on one side)
+    {"model": "qwen3-next-80b-a3b", "gpu": "h100-pcie", "tier": "pool:3fs-nvme", "tokens": 8127,
+     "prefill": "ideal", "resume-rate": 0.294, "batch": 8}]
 
 
 def scenarios(n, seed=20261130, errors=0):

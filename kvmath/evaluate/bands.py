@@ -104,7 +104,8 @@ def band(model, gpu, tier, tokens, tp=None, **kw):
                               concurrent_reloads=nominal["concurrent_reloads"],  # at the load
                               **{k: x for k, x in kw.items() if k in keep})
     at = {k: x for k, x in v.items() if k not in ("layout", "engine", "copy_bytes")}
-    at["T"] = float(tokens)
+    # the tokens reloaded: a hybrid model's last state checkpoint (compare's tail aside)
+    at["T"] = float(nominal.get("state_checkpoint_at_tokens", tokens))
     at["t_0"] = nominal["reload_fixed_s"]  # its step timed by the nominal prefill model
     fastest = nominal["reload_s"]  # the reload the engine-cost widening is taken around
     if hops:
