@@ -136,12 +136,15 @@ def test_no_reload_beats_its_hops_and_the_state_moves_at_its_own_rate(model, tp,
 
 
 def test_a_hybrid_trace_replays_and_its_blocks_are_attention_kv():
-    """kvmath trace on a hybrid model: a block of 512 tokens is sized by its attention KV (the
-    review found the checkpoint refusal reaching the replay, and blocks sized by the state)."""
+    """A 512-token block of Kimi Linear at TP 8, by hand: its 7 MLA layers' latent and RoPE key
+    (512 + 64 elements, bf16), stored once by the default engine (one latent per node) and held
+    on every one of the 8 ranks in HBM. The review found HBM blocks sized by a ratio the state
+    skewed (several times too small) and the checkpoint refusal reaching the replay."""
     from kvmath.traces import replay as C
-    b = C.kv_block_bytes(KIMI, H100, 8, 512)
-    assert b == pytest.approx(compare_at(KIMI, H100, DRAM, 512, tp=8)["kv_bytes_per_token"] * 512
-                              * compare_at(KIMI, H100, DRAM, 512, tp=8)["kv_stored_copies"])
+    block = 512 * (512 + 64) * 7 * 2
+    assert C.kv_block_bytes(KIMI, H100, 8, 512) == block
+    specs = C.with_hbm_blocks([C.TierSpec("hbm", 1e12, 1e12, 1e12)], KIMI, H100, 8, 512)
+    assert specs[0].block_bytes == 8 * block
 
 
 def test_a_crossing_is_never_below_the_first_checkpoint():
