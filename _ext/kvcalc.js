@@ -88,7 +88,7 @@
     for (const [name, e] of Object.entries(F.architecture[m.attention])) v[name] = e.f(v);
     if (has(D.head_block_dtypes, kvDtype)) {  // kvmath.evaluate.values.kv_element_bytes
       const f = D.head_block_dtypes[kvDtype];
-      v.b_kv = S.dtype_bytes.f({n_bits: f.n_bits, s_bits: f.s_bits, g_s: m.attention === "mla" ? v.e_kv : v.d_h});
+      v.b_kv = S.dtype_bytes.f({n_bits: f.n_bits, s_bits: f.s_bits, g_s: F.family[m.attention].head_elements.f(v)});
     }
     return v;
   }
@@ -97,7 +97,7 @@
   function headsFit(state, k) {  // kvmath.evaluate.compare.heads_fit
     const m = D.models[state.model];
     if (gpuValue(state, "n_q", m.values.n_q) % k) return false;
-    if (m.attention === "mla") return true;
+    if (m.latent) return true;  // one latent every rank holds whole (kvmath.derive.attention)
     const n = gpuValue(state, "n_kv", m.values.n_kv);
     return !(n % k && k % n);
   }
@@ -107,12 +107,11 @@
     if (nq % k) {
       fail(`--tp ${k} does not fit ${state.model}'s ${nq} attention heads: TP must divide them (vLLM and SGLang refuse it)`);
     }
-    if (m.attention === "mla") return S.rho_mla.f({K: k});
     const n = gpuValue(state, "n_kv", m.values.n_kv);
     if (!headsFit(state, k)) {
       fail(`--tp ${k} does not fit ${state.model}'s ${n} KV heads: one must divide the other`);
     }
-    return S.rho_gqa.f({K: k, n_kv: n});
+    return F.family[m.attention].rho.f({K: k, n_kv: n});
   }
 
   function hbmSlack(state, layout, usable) {
@@ -262,12 +261,12 @@
     }
     v.n_c = "concurrent-reloads" in state ? state["concurrent-reloads"] : replicas;
     if ("resume-rate" in state) v.n_c = concurrentAtLoad(state);
-    const perModel = rule => rule === "always" || (rule === "mla" && D.models[state.model].attention === "mla");
+    const perModel = rule => rule === "always" || (rule === "mla" && D.models[state.model].latent);
     const once = perModel(eng.replicated_read_once);  // kvmath.evaluate.compare.reads_once, stores_once
     const single = eng.stored_once === "mla-single-node" ||
       (eng.stored_once === "mla-single-node-cuda" && D.gpus[state.gpu].platform === "cuda");
     const stored = eng.stored_once.startsWith("mla-single-node")
-      ? single && D.models[state.model].attention === "mla" && layout.tp <= v.N_node
+      ? single && D.models[state.model].latent && layout.tp <= v.N_node
       : perModel(eng.stored_once);
     v.rho_n = once ? 1 : v.rho;
     v.rho_s = once || stored ? 1 : v.rho;
@@ -277,7 +276,7 @@
       const mode = eng.copy_spans_layers;  // kvmath.evaluate.compare.copies_span_layers
       const spans = mode === "always" || (mode === "uniform" && !(v.L_win > 0 && v.L_full > 0));
       // per-layer copies carry K and V apart (a packing engine falls back for a hybrid); MLA: one tensor
-      v.c_split = (eng.kv_split || (mode === "uniform" && !spans)) && D.models[state.model].attention !== "mla" ? 2 : 1;
+      v.c_split = (eng.kv_split || (mode === "uniform" && !spans)) && !D.models[state.model].latent ? 2 : 1;
       v.c_lay = spans ? v.L_full + v.L_win : 1;
       copy = S.copy_bytes.f(v);
     }

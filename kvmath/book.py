@@ -4,6 +4,7 @@ package can move beneath the book without a chapter changing. Grouped by layer, 
 """
 from kvmath.derive import (kv as derive_kv, prefill as derive_prefill, reuse as derive_reuse,
     serving as derive_serving, symbols, symcache)
+from kvmath.derive.attention import FAMILIES as attention_families
 from kvmath.codegen.javascript import COMPARE_EXPRESSIONS, PREFILL_PARTS, SCENARIO_EXPRESSIONS
 from kvmath.tables.rows import (Pause, bundled, codecs, data_path, deployments, drives, engine_costs,
     engines, gpu_prices, nodes, pauses, plan_defaults, pool_tier, pools, prices, read, resolve_gpu,

@@ -4,6 +4,7 @@ import sympy as sp
 
 from kvmath.derive import kv as D
 from kvmath.derive import symbols as S
+from kvmath.derive.attention import FAMILIES
 from kvmath import resolve_gpu, resolve_model, resolve_tier, compare
 from kvmath.evaluate.compare import architecture_values, fn
 
@@ -33,7 +34,7 @@ def test_issue_values():
 def test_kv_bytes_per_token_exact(name, expected):
     model = resolve_model(name)
     v = architecture_values(model)
-    e_kv = D.e_kv_mla if model.attention == "mla" else D.e_kv_gqa
+    e_kv = FAMILIES[model.attention].e_kv
     expr = D.kv_bytes_per_token.subs(S.e_kv, e_kv)
     exact = expr.subs({s: sp.nsimplify(v[s.name]) for s in expr.free_symbols})
     assert exact == sp.Integer(expected)

@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from kvmath.derive import kv as D
 from kvmath.derive import prefill as DP
+from kvmath.derive.attention import FAMILIES
 from kvmath.evaluate.compare import ScenarioError, fn, numeric_of, scenario_values
 from kvmath.evaluate.prefill import PARTS, fitted_parameters, prefill_time
 from kvmath.tables.rows import DataError, bundled
@@ -85,7 +86,7 @@ def test_calibrated_moe_never_faster_than_ideal_compute(model):
        st.booleans())
 def test_monotone_in_tokens(model, gpu, t, factor, tp, ep):
     m = CAT.models[model]
-    if m.attention != "mla" and m.num_key_value_heads % tp and tp % m.num_key_value_heads:
+    if not FAMILIES[m.attention].replicated_latent and m.num_key_value_heads % tp and tp % m.num_key_value_heads:
         return
     kw = dict(tp=tp, ep=tp if (ep and m.is_moe) else None)
     a = prefill_time(model, gpu, np.array([t, t * factor]), **kw)["total_s"]

@@ -315,3 +315,17 @@ def test_a_format_row_whose_scale_does_not_add_up_is_refused(tmp_path):
     with pytest.raises(DataError) as info:
         read(Dtype, write_csv(tmp_path / "d.csv", header, [row]))
     assert info.value.field == "block_elements" and "d.csv" in str(info.value)
+
+
+def test_attention_enum_is_the_family_registry():
+    """models.csv's attention values are exactly the families of kvmath.derive.attention, and
+    the answer path's copy of their rules (kvmath.tables.families) is the registry's."""
+    import json
+    from kvmath.derive.attention import FAMILIES
+    from kvmath.tables.families import FAMILIES as INFO
+    from kvmath.tables.schema import data_path
+    pkg = json.loads(data_path("datapackage.json").read_text())
+    models = next(r for r in pkg["resources"] if r["name"] == "models")
+    enum = next(f for f in models["schema"]["fields"] if f["name"] == "attention")["constraints"]["enum"]
+    assert sorted(enum) == sorted(FAMILIES)
+    assert {n: vars(i) for n, i in INFO.items()} == {n: f.metadata() for n, f in FAMILIES.items()}

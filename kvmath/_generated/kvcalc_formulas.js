@@ -23,8 +23,6 @@ window.KVCALC_FORMULAS = {
     "gpu_flops_per_link_byte": {args: ["B", "P", "eta"], f: function(v) { const {B, P, eta} = v; return (P*eta/B); }}
   },
   scenario: {
-    "rho_gqa": {args: ["K", "n_kv"], f: function(v) { const {K, n_kv} = v; return (Math.max(1, K/n_kv)); }},
-    "rho_mla": {args: ["K"], f: function(v) { const {K} = v; return (K); }},
     "copy_bytes": {args: ["K", "b_kv", "c_lay", "c_split", "c_tok", "e_kv", "rho"], f: function(v) { const {K, b_kv, c_lay, c_split, c_tok, e_kv, rho} = v; return (b_kv*c_lay*c_tok*e_kv*rho/(K*c_split)); }},
     "bandwidth_at_size": {args: ["B", "s", "t_0"], f: function(v) { const {B, s, t_0} = v; return (s/(t_0 + s/B)); }},
     "bandwidth_at_size_qd": {args: ["B", "q_io", "s", "t_0"], f: function(v) { const {B, q_io, s, t_0} = v; return (Math.min(B, q_io*s/(t_0 + s/B))); }},
@@ -161,6 +159,16 @@ window.KVCALC_FORMULAS = {
 : (
    L_rec*t_kern
 )) + 4*L_rec*T*d_rk*d_rv*n_rv*n_seq/(K_d*P_a*eta_a)); }}
+    }
+  },
+  family: {
+    "gqa": {
+      "rho": {args: ["K", "n_kv"], f: function(v) { const {K, n_kv} = v; return (Math.max(1, K/n_kv)); }},
+      "head_elements": {args: ["d_h"], f: function(v) { const {d_h} = v; return (d_h); }}
+    },
+    "mla": {
+      "rho": {args: ["K"], f: function(v) { const {K} = v; return (K); }},
+      "head_elements": {args: ["d_rope", "r_kv"], f: function(v) { const {d_rope, r_kv} = v; return (d_rope + r_kv); }}
     }
   },
   inputs: [{"symbol": "d", "meaning": "hidden size", "unit": "elements"}, {"symbol": "n_q", "meaning": "query heads", "unit": "heads"}, {"symbol": "L_full", "meaning": "layers with full attention", "unit": "layers"}, {"symbol": "L_win", "meaning": "layers with a sliding window", "unit": "layers"}, {"symbol": "W", "meaning": "sliding-window length", "unit": "tokens"}, {"symbol": "n_kv", "meaning": "KV heads", "unit": "heads"}, {"symbol": "d_h", "meaning": "head dimension", "unit": "elements"}, {"symbol": "r_kv", "meaning": "MLA latent rank (kv_lora_rank)", "unit": "elements"}, {"symbol": "d_rope", "meaning": "MLA decoupled RoPE key width", "unit": "elements"}, {"symbol": "d_nope", "meaning": "MLA non-RoPE query/key width", "unit": "elements"}, {"symbol": "r_q", "meaning": "MLA query rank (q_lora_rank)", "unit": "elements"}, {"symbol": "I_ffn", "meaning": "dense MLP intermediate size", "unit": "elements"}, {"symbol": "I_exp", "meaning": "expert MLP intermediate size", "unit": "elements"}, {"symbol": "E", "meaning": "routed experts", "unit": "experts"}, {"symbol": "k_top", "meaning": "routed experts per token", "unit": "experts"}, {"symbol": "E_sh", "meaning": "shared experts", "unit": "experts"}, {"symbol": "L_dense", "meaning": "layers with a dense MLP", "unit": "layers"}, {"symbol": "L_moe", "meaning": "layers with an MoE MLP", "unit": "layers"}, {"symbol": "V", "meaning": "vocabulary size", "unit": "tokens"}, {"symbol": "tied", "meaning": "1 if embedding and LM head are tied", "unit": "1"}, {"symbol": "d_qk", "meaning": "query/key width per head", "unit": "elements"}, {"symbol": "d_v", "meaning": "value width per head", "unit": "elements"}, {"symbol": "L_rec", "meaning": "recurrent (linear-attention or SSM) layers", "unit": "layers"}, {"symbol": "n_rk", "meaning": "recurrent key heads", "unit": "heads"}, {"symbol": "n_rv", "meaning": "recurrent value heads", "unit": "heads"}, {"symbol": "d_rk", "meaning": "recurrent key width per head", "unit": "elements"}, {"symbol": "d_rv", "meaning": "recurrent value width per head", "unit": "elements"}, {"symbol": "k_conv", "meaning": "recurrent layers' convolution width", "unit": "tokens"}, {"symbol": "b_st", "meaning": "bytes per recurrent-state element", "unit": "B"}, {"symbol": "P", "meaning": "dense peak FLOP/s per GPU", "unit": "FLOP/s"}, {"symbol": "B_hbm", "meaning": "effective HBM bandwidth per GPU", "unit": "B/s"}, {"symbol": "C_hbm", "meaning": "HBM capacity per GPU", "unit": "B"}, {"symbol": "N_node", "meaning": "GPUs per node", "unit": "GPUs"}]

@@ -15,18 +15,6 @@ def _erf(x):
     return math.erf(x) if numpy.ndim(x) == 0 else _erf_vec(x)
 
 
-def _derive_e_kv_gqa(d_h, n_kv):
-    return 2*d_h*n_kv
-
-def _derive_e_kv_mla(d_rope, r_kv):
-    return d_rope + r_kv
-
-def _derive_rho_gqa(K, n_kv):
-    return numpy.maximum(1, K/n_kv)
-
-def _derive_rho_mla(K):
-    return K
-
 def _derive_held_token_layers(L_full, L_win, T, W):
     return L_full*T + L_win*numpy.minimum(T, W)
 
@@ -59,15 +47,6 @@ def _derive_kv_bytes_total(L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e
 def _derive_kv_bytes_per_gpu(K, L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho):
     _x0 = d_rv*n_rv
     return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W)))/K
-
-def _derive_attn_params_gqa(d, d_h, n_kv, n_q):
-    _x0 = 2*d*d_h
-    return _x0*n_kv + _x0*n_q
-
-def _derive_attn_params_mla(d, d_nope, d_rope, d_v, n_q, r_kv, r_q):
-    _x0 = d*n_q
-    _x1 = d_nope + d_rope
-    return _x0*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x1*n_q*r_q + d*r_q, _x0*_x1)
 
 def _derive_mlp_params_dense(I_ffn, d):
     return 3*I_ffn*d
@@ -502,12 +481,6 @@ def _derive_prefill_norm_elements(d):
 def _derive_prefill_add_elements(d):
     return 6*d
 
-def _derive_prefill_rope_elements_gqa(K_d, d_h, n_kv, n_q):
-    return d_h*(2*n_q + 2*numpy.maximum(K_d, n_kv))/K_d
-
-def _derive_prefill_rope_elements_mla(K_d, d_rope, n_q):
-    return d_rope*(2 + 2*n_q/K_d)
-
 def _derive_prefill_act_elements_dense(I_ffn, K_d):
     return 3*I_ffn/K_d
 
@@ -520,35 +493,6 @@ def _derive_prefill_permute_elements_moe(d, k_top):
 
 def _derive_prefill_m_all(T, n_seq):
     return T*n_seq
-
-def _derive_prefill__kv_local(K_d, n_kv):
-    return numpy.maximum(K_d, n_kv)/K_d
-
-def _derive_prefill_attn_proj_gqa(B_hbm, K_d, P, T, b_w, d, d_h, eta_g, m_half, n_kv, n_q, n_seq, r_dt, t_kern):
-    _x0 = b_w/B_hbm
-    _x1 = K_d**(-1.0)
-    _x2 = _x1*n_q
-    _x3 = d*d_h
-    _x4 = _x2*_x3
-    _x5 = 2*(T*n_seq + m_half)/(P*eta_g*r_dt)
-    _x6 = _x3*(2*_x1*numpy.maximum(K_d, n_kv) + _x2)
-    return 2*t_kern + numpy.maximum(_x0*_x4, _x4*_x5) + numpy.maximum(_x0*_x6, _x5*_x6)
-
-def _derive_prefill_attn_proj_mla(B_hbm, K_d, P, T, b_w, d, d_nope, d_rope, d_v, eta_g, m_half, n_q, n_seq, r_dt, r_kv, r_q, t_kern):
-    _x0 = b_w/B_hbm
-    _x1 = d*(d_rope + r_kv)
-    _x2 = 2*(T*n_seq + m_half)/(P*eta_g*r_dt)
-    _x3 = _x0*d
-    _x4 = n_q/K_d
-    _x5 = _x3*_x4
-    _x6 = _x2*d
-    _x7 = _x4*_x6
-    _x8 = _x0*_x4
-    _x9 = r_kv*(d_nope + d_v)
-    _x10 = _x2*_x4
-    _x11 = d_nope + d_rope
-    _x12 = _x11*r_q
-    return 3*t_kern + numpy.where(numpy.greater(r_q, 0), 2*t_kern + numpy.maximum(_x10*_x12, _x12*_x8) + numpy.maximum(_x3*r_q, _x6*r_q), t_kern + numpy.maximum(_x11*_x5, _x11*_x7)) + numpy.maximum(_x0*_x1, _x1*_x2) + numpy.maximum(_x10*_x9, _x8*_x9) + numpy.maximum(_x5*d_v, _x7*d_v)
 
 def _derive_prefill_mlp_dense(B_hbm, I_ffn, K_d, P, T, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = I_ffn*d/K_d
@@ -606,153 +550,7 @@ def _derive_prefill_t_lm_head(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_
 def _derive_prefill_L_all(L_full, L_win):
     return L_full + L_win
 
-def _derive_prefill_parts_gqa_gemm_s(B_hbm, I_ffn, K_d, L_dense, L_full, L_win, P, T, b_w, d, d_h, eta_g, m_half, n_kv, n_q, n_seq, r_dt, t_kern):
-    _x0 = 2*t_kern
-    _x1 = b_w/B_hbm
-    _x2 = K_d**(-1.0)
-    _x3 = I_ffn*d
-    _x4 = _x2*_x3
-    _x5 = 2*_x2
-    _x6 = _x3*_x5
-    _x7 = (T*n_seq + m_half)/(P*eta_g*r_dt)
-    _x8 = _x2*n_q
-    _x9 = d*d_h
-    _x10 = _x1*_x9
-    _x11 = 2*_x7*_x9
-    _x12 = _x5*numpy.maximum(K_d, n_kv) + _x8
-    return L_dense*(_x0 + numpy.maximum(_x1*_x4, _x6*_x7) + numpy.maximum(_x1*_x6, 4*_x4*_x7)) + (L_full + L_win)*(_x0 + numpy.maximum(_x10*_x12, _x11*_x12) + numpy.maximum(_x10*_x8, _x11*_x8))
-
-def _derive_prefill_parts_gqa_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_h, eta_act, eta_add, eta_norm, eta_rope, k_top, n_kv, n_q, n_seq, t_kng):
-    _x0 = K_d**(-1.0)
-    _x1 = T*b_act*n_seq/B_peak
-    _x2 = _x1/eta_act
-    _x3 = _x1*d
-    _x4 = 4*_x3
-    _x5 = eta_add**(-1.0)
-    _x6 = _x0*_x1*d_h*(2*n_q + 2*numpy.maximum(K_d, n_kv))/eta_rope + 6*_x3*_x5 + _x4/eta_norm
-    _x7 = 3*I_exp
-    return L_dense*(3*I_ffn*_x0*_x2 + _x6 + 6*t_kng) + L_moe*(_x2*(E_sh*_x0*_x7 + _x7*k_top/K_x) + _x4*_x5*k_top + _x6 + 7*t_kng)
-
-def _derive_prefill_parts_gqa_attention_s(K_d, L_full, L_win, P_a, T, T_a, W, d_qk, d_v, eta_a, n_q, n_seq, t_kern):
-    _x0 = numpy.minimum(T, W)
-    return t_kern*(L_full + L_win) + 2*n_q*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
-
-def _derive_prefill_parts_gqa_allreduce_s(K_d, K_x, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
-    _x0 = T*b_act*d*n_seq/busbw
-    _x1 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + _x0*(2*K_d - 2)/K_d)
-    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_full + L_win)
-
-def _derive_prefill_parts_gqa_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
-    _x0 = E*d
-    _x1 = b_w/B_hbm
-    _x2 = T*n_seq
-    _x3 = 1/(P*eta_g*r_dt)
-    _x4 = _x3*(_x2 + m_half)
-    _x5 = 2*_x4
-    _x6 = ep**(-1.0)
-    _x7 = _x2*k_top
-    _x8 = E*(1 - (1 - k_top/E)**_x2)
-    _x9 = I_exp*d
-    _x10 = _x1*_x9
-    _x11 = _x6/K_x
-    _x12 = E_sh/K_d
-    _x13 = _x10*_x12
-    _x14 = _x12*_x9
-    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x14*_x5) + numpy.maximum(2*_x13, 4*_x14*_x4)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x7*b_act*d*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x0*_x1, _x0*_x5) + numpy.maximum(3*_x10*_x11*_x8, 6*_x11*_x3*_x9*f_imb*(_x7 + _x8*m_half)))
-
-def _derive_prefill_parts_gqa_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
-    _x0 = V*d/K_d
-    return t_kern + numpy.maximum(_x0*b_w/B_hbm, 2*_x0*(m_half + n_seq)/(P*eta_g*r_dt))
-
-def _derive_prefill_parts_gqa_recurrent_s(B_hbm, K_d, L_rec, P, P_a, T, b_act, b_w, busbw, d, d_rk, d_rv, eta_a, eta_g, m_half, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern):
-    _x0 = K_d**(-1.0)
-    _x1 = T*n_seq
-    _x2 = d_rv*n_rv
-    _x3 = _x0*d
-    _x4 = b_w/B_hbm
-    _x5 = 2*n_rv
-    _x6 = _x5*d_rv
-    _x7 = (_x1 + m_half)/(P*eta_g*r_dt)
-    _x8 = _x3*(_x5 + _x6 + 2*d_rk*n_rk)
-    return L_rec*(2*t_kern + numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x3*b_act*(2*K_d - 2)/busbw + t_ar) + numpy.maximum(_x4*_x8, 2*_x7*_x8) + numpy.maximum(_x2*_x3*_x4, _x3*_x6*_x7)) + 4*L_rec*_x0*_x1*_x2*d_rk/(P_a*eta_a) + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern)
-
-def _derive_prefill_parts_mla_gemm_s(B_hbm, I_ffn, K_d, L_dense, L_full, L_win, P, T, b_w, d, d_nope, d_rope, d_v, eta_g, m_half, n_q, n_seq, r_dt, r_kv, r_q, t_kern):
-    _x0 = 2*t_kern
-    _x1 = K_d**(-1.0)
-    _x2 = b_w/B_hbm
-    _x3 = _x2*d
-    _x4 = _x1*_x3
-    _x5 = I_ffn*_x4
-    _x6 = (T*n_seq + m_half)/(P*eta_g*r_dt)
-    _x7 = 2*_x6
-    _x8 = _x7*d
-    _x9 = I_ffn*_x1
-    _x10 = d*(d_rope + r_kv)
-    _x11 = _x4*n_q
-    _x12 = _x1*n_q
-    _x13 = _x12*_x8
-    _x14 = _x12*_x2
-    _x15 = r_kv*(d_nope + d_v)
-    _x16 = _x12*_x7
-    _x17 = d_nope + d_rope
-    _x18 = _x17*r_q
-    return L_dense*(_x0 + numpy.maximum(_x5, _x8*_x9) + numpy.maximum(2*_x5, 4*_x6*_x9*d)) + (L_full + L_win)*(3*t_kern + numpy.where(numpy.greater(r_q, 0), _x0 + numpy.maximum(_x14*_x18, _x16*_x18) + numpy.maximum(_x3*r_q, _x8*r_q), t_kern + numpy.maximum(_x11*_x17, _x13*_x17)) + numpy.maximum(_x10*_x2, _x10*_x7) + numpy.maximum(_x11*d_v, _x13*d_v) + numpy.maximum(_x14*_x15, _x15*_x16))
-
-def _derive_prefill_parts_mla_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, k_top, n_q, n_seq, t_kng):
-    _x0 = K_d**(-1.0)
-    _x1 = T*b_act*n_seq/B_peak
-    _x2 = _x1/eta_act
-    _x3 = _x1*d
-    _x4 = 4*_x3
-    _x5 = eta_add**(-1.0)
-    _x6 = _x1*d_rope*(2*_x0*n_q + 2)/eta_rope + 6*_x3*_x5 + _x4/eta_norm
-    _x7 = 3*I_exp
-    return L_dense*(3*I_ffn*_x0*_x2 + _x6 + 6*t_kng) + L_moe*(_x2*(E_sh*_x0*_x7 + _x7*k_top/K_x) + _x4*_x5*k_top + _x6 + 7*t_kng)
-
-def _derive_prefill_parts_mla_attention_s(K_d, L_full, L_win, P_a, T, T_a, W, d_qk, d_v, eta_a, n_q, n_seq, t_kern):
-    _x0 = numpy.minimum(T, W)
-    return t_kern*(L_full + L_win) + 2*n_q*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
-
-def _derive_prefill_parts_mla_allreduce_s(K_d, K_x, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
-    _x0 = T*b_act*d*n_seq/busbw
-    _x1 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + _x0*(2*K_d - 2)/K_d)
-    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_full + L_win)
-
-def _derive_prefill_parts_mla_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
-    _x0 = E*d
-    _x1 = b_w/B_hbm
-    _x2 = T*n_seq
-    _x3 = 1/(P*eta_g*r_dt)
-    _x4 = _x3*(_x2 + m_half)
-    _x5 = 2*_x4
-    _x6 = ep**(-1.0)
-    _x7 = _x2*k_top
-    _x8 = E*(1 - (1 - k_top/E)**_x2)
-    _x9 = I_exp*d
-    _x10 = _x1*_x9
-    _x11 = _x6/K_x
-    _x12 = E_sh/K_d
-    _x13 = _x10*_x12
-    _x14 = _x12*_x9
-    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x14*_x5) + numpy.maximum(2*_x13, 4*_x14*_x4)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x7*b_act*d*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x0*_x1, _x0*_x5) + numpy.maximum(3*_x10*_x11*_x8, 6*_x11*_x3*_x9*f_imb*(_x7 + _x8*m_half)))
-
-def _derive_prefill_parts_mla_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
-    _x0 = V*d/K_d
-    return t_kern + numpy.maximum(_x0*b_w/B_hbm, 2*_x0*(m_half + n_seq)/(P*eta_g*r_dt))
-
-def _derive_prefill_parts_mla_recurrent_s(B_hbm, K_d, L_rec, P, P_a, T, b_act, b_w, busbw, d, d_rk, d_rv, eta_a, eta_g, m_half, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern):
-    _x0 = K_d**(-1.0)
-    _x1 = T*n_seq
-    _x2 = d_rv*n_rv
-    _x3 = _x0*d
-    _x4 = b_w/B_hbm
-    _x5 = 2*n_rv
-    _x6 = _x5*d_rv
-    _x7 = (_x1 + m_half)/(P*eta_g*r_dt)
-    _x8 = _x3*(_x5 + _x6 + 2*d_rk*n_rk)
-    return L_rec*(2*t_kern + numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x3*b_act*(2*K_d - 2)/busbw + t_ar) + numpy.maximum(_x4*_x8, 2*_x7*_x8) + numpy.maximum(_x2*_x3*_x4, _x3*_x6*_x7)) + 4*L_rec*_x0*_x1*_x2*d_rk/(P_a*eta_a) + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern)
-
-def _derive_prefill_t_prefill_gqa(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_h, d_qk, d_rk, d_rv, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_kv, n_q, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern, t_kng):
+def _derive_prefill_T_PREFILL_gqa(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_h, d_qk, d_rk, d_rv, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_kv, n_q, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern, t_kng):
     _x0 = L_full + L_win
     _x1 = T*n_seq
     _x2 = d_rv*n_rv
@@ -805,7 +603,7 @@ def _derive_prefill_t_prefill_gqa(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x
     _x49 = _x13*_x48
     return L_dense*_x9 + L_dense*(_x26 + numpy.maximum(_x27, _x29*_x30) + numpy.maximum(2*_x27, _x30*_x31)) + L_dense*(3*_x18*_x21 + _x25 + 6*t_kng) + L_moe*(4*_x19*_x23*_x36 + _x21*(_x32*_x33 + _x34*k_top) + _x25 + 7*t_kng) + L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, _x26 + numpy.maximum(_x49, _x41*_x48) + numpy.maximum(2*_x49, _x31*_x48*d)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x36*_x46*_x6*(ep - 1) + 2*t_ar) + numpy.maximum(_x12*_x45, _x29*_x45) + numpy.maximum(_x13*_x34*_x46*_x47, 6*I_exp*_x11*_x15*_x46*f_imb*(_x35 + _x47*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x11*_x8*(2*K_x - 2) + t_ar) + 4*L_rec*_x1*_x2*_x4*d_rk + L_rec*(_x26 + _x9 + numpy.maximum(_x14*_x2, _x39*_x43) + numpy.maximum(_x14*_x44, _x29*_x44*_x5)) + _x0*_x9 + _x0*t_kern + _x0*(_x26 + numpy.maximum(_x37*_x38, _x17*_x39*d_h) + numpy.maximum(_x38*_x40, _x40*_x41*d_h)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x14, 2*V*_x15*_x5*(m_half + n_seq)) + _x17*_x4*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x16) + (1/2)*_x16*(_x16 + 1)))/T
 
-def _derive_prefill_t_prefill_mla(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_nope, d_qk, d_rk, d_rope, d_rv, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_q, n_rk, n_rv, n_seq, r_dt, r_kv, r_q, t_ar, t_kern, t_kng):
+def _derive_prefill_T_PREFILL_mla(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_nope, d_qk, d_rk, d_rope, d_rv, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_q, n_rk, n_rv, n_seq, r_dt, r_kv, r_q, t_ar, t_kern, t_kng):
     _x0 = L_full + L_win
     _x1 = K_d**(-1.0)
     _x2 = T*n_seq
@@ -878,7 +676,7 @@ def _derive_prefill__floor_rest(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense,
     _x4 = E*_x0
     return I_ffn*L_dense*_x2 + L_moe*(3*I_exp*_x4*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x4 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x2)) + L_rec*(_x1*d_rv*n_rv + _x1*(_x3*d_rv + _x3 + 2*d_rk*n_rk)) + V*_x1
 
-def _derive_prefill_weights_floor_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_h, d_rk, d_rv, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq):
+def _derive_prefill_WEIGHTS_FLOOR_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_h, d_rk, d_rv, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq):
     _x0 = K_d**(-1.0)
     _x1 = b_w*d/B_hbm
     _x2 = _x0*_x1
@@ -889,7 +687,7 @@ def _derive_prefill_weights_floor_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_
     _x7 = E*_x1
     return I_ffn*L_dense*_x3 + L_moe*(3*I_exp*_x7*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x7 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x3)) + L_rec*(_x2*d_rv*n_rv + _x2*(_x4*d_rv + _x4 + 2*d_rk*n_rk)) + V*_x2 + (L_full + L_win)*(_x5*_x6 + _x6*(2*_x0*numpy.maximum(K_d, n_kv) + _x5))
 
-def _derive_prefill_weights_floor_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
+def _derive_prefill_WEIGHTS_FLOOR_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
     _x0 = K_d**(-1.0)
     _x1 = b_w/B_hbm
     _x2 = _x1*d
@@ -1350,13 +1148,35 @@ def _derive_serving_decode_gpu_s_per_token(B_hbm, E, K, K_e, L_full, L_rec, L_wi
     _x18 = numpy.minimum(W, _x11)
     return K*numpy.maximum(_x0*_x6 + forward_time, numpy.maximum(_x0*(N_xs*_x7*b_w*(1 - (1 - k_top/E)**n_seq) + _x1*b_w*(N_tot - N_xs - V*d*(1 - tied)) + _x6), n_seq*(_x14*_x15*(_x1*(N_lin*_x16 + _x10*_x11 + _x13*(L_full*_x12*(T + 2) + L_win*(W*(_x11 - _x18) + (1/2)*_x18*(_x18 + 1))) - _x17) + _x17*_x7) - _x14*_x15*(_x1*(N_lin*_x8 + T*_x10 + _x13*(L_win*(W*(T - _x3) + (1/2)*_x3*(_x3 + 1)) + _x12*_x2) - _x9) + _x7*_x9))))/n_seq
 
-def _derive_params_active_matmul_gqa(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, d, d_h, d_rk, d_rv, k_top, n_kv, n_q, n_rk, n_rv):
+def _attention_gqa_e_kv(d_h, n_kv):
+    return 2*d_h*n_kv
+
+def _attention_gqa_rho(K, n_kv):
+    return numpy.maximum(1, K/n_kv)
+
+def _attention_gqa_attn_params(d, d_h, n_kv, n_q):
+    _x0 = 2*d*d_h
+    return _x0*n_kv + _x0*n_q
+
+def _attention_gqa_head_elements(d_h):
+    return d_h
+
+def _attention_gqa_aux_elements():
+    return 0
+
+def _attention_gqa_derived_d_qk(d_h):
+    return d_h
+
+def _attention_gqa_derived_d_v(d_h):
+    return d_h
+
+def _attention_gqa_params_active_matmul(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, d, d_h, d_rk, d_rv, k_top, n_kv, n_q, n_rk, n_rv):
     _x0 = 3*d
     _x1 = 2*d*d_h
     _x2 = 2*n_rv
     return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + L_rec*(_x2*d + d*d_rv*n_rv + d*(_x2*d_rv + 2*d_rk*n_rk)) + (L_full + L_win)*(_x1*n_kv + _x1*n_q)
 
-def _derive_params_total_gqa(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, V, d, d_h, d_rk, d_rv, k_conv, n_kv, n_q, n_rk, n_rv, tied):
+def _attention_gqa_params_total(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, V, d, d_h, d_rk, d_rv, k_conv, n_kv, n_q, n_rk, n_rv, tied):
     _x0 = 3*d
     _x1 = 2*d
     _x2 = _x1*d_h
@@ -1364,20 +1184,210 @@ def _derive_params_total_gqa(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_re
     _x4 = 2*d_rk*n_rk
     return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + L_rec*(_x1*n_rv + _x3*d + d*(2*_x3 + _x4) + k_conv*(_x3 + _x4)) + V*d*(2 - tied) + (L_full + L_win)*(_x2*n_kv + _x2*n_q)
 
-def _derive_params_active_matmul_mla(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, d, d_nope, d_rk, d_rope, d_rv, d_v, k_top, n_q, n_rk, n_rv, r_kv, r_q):
+def _derive_prefill_parts_gqa_gemm_s(B_hbm, I_ffn, K_d, L_dense, L_full, L_win, P, T, b_w, d, d_h, eta_g, m_half, n_kv, n_q, n_seq, r_dt, t_kern):
+    _x0 = 2*t_kern
+    _x1 = b_w/B_hbm
+    _x2 = K_d**(-1.0)
+    _x3 = I_ffn*d
+    _x4 = _x2*_x3
+    _x5 = 2*_x2
+    _x6 = _x3*_x5
+    _x7 = (T*n_seq + m_half)/(P*eta_g*r_dt)
+    _x8 = _x2*n_q
+    _x9 = d*d_h
+    _x10 = _x1*_x9
+    _x11 = 2*_x7*_x9
+    _x12 = _x5*numpy.maximum(K_d, n_kv) + _x8
+    return L_dense*(_x0 + numpy.maximum(_x1*_x4, _x6*_x7) + numpy.maximum(_x1*_x6, 4*_x4*_x7)) + (L_full + L_win)*(_x0 + numpy.maximum(_x10*_x12, _x11*_x12) + numpy.maximum(_x10*_x8, _x11*_x8))
+
+def _derive_prefill_parts_gqa_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_h, eta_act, eta_add, eta_norm, eta_rope, k_top, n_kv, n_q, n_seq, t_kng):
+    _x0 = K_d**(-1.0)
+    _x1 = T*b_act*n_seq/B_peak
+    _x2 = _x1/eta_act
+    _x3 = _x1*d
+    _x4 = 4*_x3
+    _x5 = eta_add**(-1.0)
+    _x6 = _x0*_x1*d_h*(2*n_q + 2*numpy.maximum(K_d, n_kv))/eta_rope + 6*_x3*_x5 + _x4/eta_norm
+    _x7 = 3*I_exp
+    return L_dense*(3*I_ffn*_x0*_x2 + _x6 + 6*t_kng) + L_moe*(_x2*(E_sh*_x0*_x7 + _x7*k_top/K_x) + _x4*_x5*k_top + _x6 + 7*t_kng)
+
+def _derive_prefill_parts_gqa_attention_s(K_d, L_full, L_win, P_a, T, T_a, W, d_qk, d_v, eta_a, n_q, n_seq, t_kern):
+    _x0 = numpy.minimum(T, W)
+    return t_kern*(L_full + L_win) + 2*n_q*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
+
+def _derive_prefill_parts_gqa_allreduce_s(K_d, K_x, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
+    _x0 = T*b_act*d*n_seq/busbw
+    _x1 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + _x0*(2*K_d - 2)/K_d)
+    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_full + L_win)
+
+def _derive_prefill_parts_gqa_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
+    _x0 = E*d
+    _x1 = b_w/B_hbm
+    _x2 = T*n_seq
+    _x3 = 1/(P*eta_g*r_dt)
+    _x4 = _x3*(_x2 + m_half)
+    _x5 = 2*_x4
+    _x6 = ep**(-1.0)
+    _x7 = _x2*k_top
+    _x8 = E*(1 - (1 - k_top/E)**_x2)
+    _x9 = I_exp*d
+    _x10 = _x1*_x9
+    _x11 = _x6/K_x
+    _x12 = E_sh/K_d
+    _x13 = _x10*_x12
+    _x14 = _x12*_x9
+    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x14*_x5) + numpy.maximum(2*_x13, 4*_x14*_x4)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x7*b_act*d*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x0*_x1, _x0*_x5) + numpy.maximum(3*_x10*_x11*_x8, 6*_x11*_x3*_x9*f_imb*(_x7 + _x8*m_half)))
+
+def _derive_prefill_parts_gqa_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
+    _x0 = V*d/K_d
+    return t_kern + numpy.maximum(_x0*b_w/B_hbm, 2*_x0*(m_half + n_seq)/(P*eta_g*r_dt))
+
+def _derive_prefill_parts_gqa_recurrent_s(B_hbm, K_d, L_rec, P, P_a, T, b_act, b_w, busbw, d, d_rk, d_rv, eta_a, eta_g, m_half, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern):
+    _x0 = K_d**(-1.0)
+    _x1 = T*n_seq
+    _x2 = d_rv*n_rv
+    _x3 = _x0*d
+    _x4 = b_w/B_hbm
+    _x5 = 2*n_rv
+    _x6 = _x5*d_rv
+    _x7 = (_x1 + m_half)/(P*eta_g*r_dt)
+    _x8 = _x3*(_x5 + _x6 + 2*d_rk*n_rk)
+    return L_rec*(2*t_kern + numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x3*b_act*(2*K_d - 2)/busbw + t_ar) + numpy.maximum(_x4*_x8, 2*_x7*_x8) + numpy.maximum(_x2*_x3*_x4, _x3*_x6*_x7)) + 4*L_rec*_x0*_x1*_x2*d_rk/(P_a*eta_a) + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern)
+
+def _derive_prefill_weights_floor_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_h, d_rk, d_rv, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq):
+    _x0 = K_d**(-1.0)
+    _x1 = b_w*d/B_hbm
+    _x2 = _x0*_x1
+    _x3 = 3*_x2
+    _x4 = 2*n_rv
+    _x5 = _x0*n_q
+    _x6 = _x1*d_h
+    _x7 = E*_x1
+    return I_ffn*L_dense*_x3 + L_moe*(3*I_exp*_x7*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x7 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x3)) + L_rec*(_x2*d_rv*n_rv + _x2*(_x4*d_rv + _x4 + 2*d_rk*n_rk)) + V*_x2 + (L_full + L_win)*(_x5*_x6 + _x6*(2*_x0*numpy.maximum(K_d, n_kv) + _x5))
+
+def _attention_mla_e_kv(d_rope, r_kv):
+    return d_rope + r_kv
+
+def _attention_mla_rho(K):
+    return K
+
+def _attention_mla_attn_params(d, d_nope, d_rope, d_v, n_q, r_kv, r_q):
+    _x0 = d*n_q
+    _x1 = d_nope + d_rope
+    return _x0*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x1*n_q*r_q + d*r_q, _x0*_x1)
+
+def _attention_mla_head_elements(d_rope, r_kv):
+    return d_rope + r_kv
+
+def _attention_mla_aux_elements():
+    return 0
+
+def _attention_mla_derived_d_qk(d_nope, d_rope):
+    return d_nope + d_rope
+
+def _attention_mla_params_active_matmul(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, d, d_nope, d_rk, d_rope, d_rv, d_v, k_top, n_q, n_rk, n_rv, r_kv, r_q):
     _x0 = 3*d
     _x1 = 2*n_rv
     _x2 = d*n_q
     _x3 = d_nope + d_rope
     return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + L_rec*(_x1*d + d*d_rv*n_rv + d*(_x1*d_rv + 2*d_rk*n_rk)) + (L_full + L_win)*(_x2*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x3*n_q*r_q + d*r_q, _x2*_x3))
 
-def _derive_params_total_mla(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, V, d, d_nope, d_rk, d_rope, d_rv, d_v, k_conv, n_q, n_rk, n_rv, r_kv, r_q, tied):
+def _attention_mla_params_total(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, V, d, d_nope, d_rk, d_rope, d_rv, d_v, k_conv, n_q, n_rk, n_rv, r_kv, r_q, tied):
     _x0 = 3*d
     _x1 = d_rv*n_rv
     _x2 = 2*d_rk*n_rk
     _x3 = d*n_q
     _x4 = d_nope + d_rope
     return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + L_rec*(_x1*d + 2*d*n_rv + d*(2*_x1 + _x2) + k_conv*(_x1 + _x2)) + V*d*(2 - tied) + (L_full + L_win)*(_x3*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x4*n_q*r_q + d*r_q, _x3*_x4))
+
+def _derive_prefill_parts_mla_gemm_s(B_hbm, I_ffn, K_d, L_dense, L_full, L_win, P, T, b_w, d, d_nope, d_rope, d_v, eta_g, m_half, n_q, n_seq, r_dt, r_kv, r_q, t_kern):
+    _x0 = 2*t_kern
+    _x1 = K_d**(-1.0)
+    _x2 = b_w/B_hbm
+    _x3 = _x2*d
+    _x4 = _x1*_x3
+    _x5 = I_ffn*_x4
+    _x6 = (T*n_seq + m_half)/(P*eta_g*r_dt)
+    _x7 = 2*_x6
+    _x8 = _x7*d
+    _x9 = I_ffn*_x1
+    _x10 = d*(d_rope + r_kv)
+    _x11 = _x4*n_q
+    _x12 = _x1*n_q
+    _x13 = _x12*_x8
+    _x14 = _x12*_x2
+    _x15 = r_kv*(d_nope + d_v)
+    _x16 = _x12*_x7
+    _x17 = d_nope + d_rope
+    _x18 = _x17*r_q
+    return L_dense*(_x0 + numpy.maximum(_x5, _x8*_x9) + numpy.maximum(2*_x5, 4*_x6*_x9*d)) + (L_full + L_win)*(3*t_kern + numpy.where(numpy.greater(r_q, 0), _x0 + numpy.maximum(_x14*_x18, _x16*_x18) + numpy.maximum(_x3*r_q, _x8*r_q), t_kern + numpy.maximum(_x11*_x17, _x13*_x17)) + numpy.maximum(_x10*_x2, _x10*_x7) + numpy.maximum(_x11*d_v, _x13*d_v) + numpy.maximum(_x14*_x15, _x15*_x16))
+
+def _derive_prefill_parts_mla_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, k_top, n_q, n_seq, t_kng):
+    _x0 = K_d**(-1.0)
+    _x1 = T*b_act*n_seq/B_peak
+    _x2 = _x1/eta_act
+    _x3 = _x1*d
+    _x4 = 4*_x3
+    _x5 = eta_add**(-1.0)
+    _x6 = _x1*d_rope*(2*_x0*n_q + 2)/eta_rope + 6*_x3*_x5 + _x4/eta_norm
+    _x7 = 3*I_exp
+    return L_dense*(3*I_ffn*_x0*_x2 + _x6 + 6*t_kng) + L_moe*(_x2*(E_sh*_x0*_x7 + _x7*k_top/K_x) + _x4*_x5*k_top + _x6 + 7*t_kng)
+
+def _derive_prefill_parts_mla_attention_s(K_d, L_full, L_win, P_a, T, T_a, W, d_qk, d_v, eta_a, n_q, n_seq, t_kern):
+    _x0 = numpy.minimum(T, W)
+    return t_kern*(L_full + L_win) + 2*n_q*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
+
+def _derive_prefill_parts_mla_allreduce_s(K_d, K_x, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
+    _x0 = T*b_act*d*n_seq/busbw
+    _x1 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + _x0*(2*K_d - 2)/K_d)
+    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_full + L_win)
+
+def _derive_prefill_parts_mla_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
+    _x0 = E*d
+    _x1 = b_w/B_hbm
+    _x2 = T*n_seq
+    _x3 = 1/(P*eta_g*r_dt)
+    _x4 = _x3*(_x2 + m_half)
+    _x5 = 2*_x4
+    _x6 = ep**(-1.0)
+    _x7 = _x2*k_top
+    _x8 = E*(1 - (1 - k_top/E)**_x2)
+    _x9 = I_exp*d
+    _x10 = _x1*_x9
+    _x11 = _x6/K_x
+    _x12 = E_sh/K_d
+    _x13 = _x10*_x12
+    _x14 = _x12*_x9
+    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x14*_x5) + numpy.maximum(2*_x13, 4*_x14*_x4)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x7*b_act*d*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x0*_x1, _x0*_x5) + numpy.maximum(3*_x10*_x11*_x8, 6*_x11*_x3*_x9*f_imb*(_x7 + _x8*m_half)))
+
+def _derive_prefill_parts_mla_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
+    _x0 = V*d/K_d
+    return t_kern + numpy.maximum(_x0*b_w/B_hbm, 2*_x0*(m_half + n_seq)/(P*eta_g*r_dt))
+
+def _derive_prefill_parts_mla_recurrent_s(B_hbm, K_d, L_rec, P, P_a, T, b_act, b_w, busbw, d, d_rk, d_rv, eta_a, eta_g, m_half, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern):
+    _x0 = K_d**(-1.0)
+    _x1 = T*n_seq
+    _x2 = d_rv*n_rv
+    _x3 = _x0*d
+    _x4 = b_w/B_hbm
+    _x5 = 2*n_rv
+    _x6 = _x5*d_rv
+    _x7 = (_x1 + m_half)/(P*eta_g*r_dt)
+    _x8 = _x3*(_x5 + _x6 + 2*d_rk*n_rk)
+    return L_rec*(2*t_kern + numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x3*b_act*(2*K_d - 2)/busbw + t_ar) + numpy.maximum(_x4*_x8, 2*_x7*_x8) + numpy.maximum(_x2*_x3*_x4, _x3*_x6*_x7)) + 4*L_rec*_x0*_x1*_x2*d_rk/(P_a*eta_a) + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern)
+
+def _derive_prefill_weights_floor_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
+    _x0 = K_d**(-1.0)
+    _x1 = b_w/B_hbm
+    _x2 = _x1*d
+    _x3 = _x0*_x2
+    _x4 = 3*_x3
+    _x5 = 2*n_rv
+    _x6 = E*_x2
+    _x7 = _x3*n_q
+    _x8 = _x0*_x1*n_q
+    _x9 = d_nope + d_rope
+    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (L_full + L_win)*(_x2*(d_rope + r_kv) + _x7*d_v + _x8*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*r_q + _x8*_x9*r_q, _x7*_x9))
 
 def _derive_regimes_compute_T_W_a2(K, L_full, L_win, P, d_qk, d_v, eta, n_q):
     return n_q*(-L_full*d_qk - L_full*d_v - L_win*d_qk - L_win*d_v)/(K*P*eta)
@@ -1543,10 +1553,6 @@ def _derive_serving_busy_advantage_a0(B_hbm, B_state, K, K_e, L_full, L_rec, N_l
 
 
 FUNCS = {
-    'derive.e_kv_gqa': (_derive_e_kv_gqa, ('d_h', 'n_kv')),
-    'derive.e_kv_mla': (_derive_e_kv_mla, ('d_rope', 'r_kv')),
-    'derive.rho_gqa': (_derive_rho_gqa, ('K', 'n_kv')),
-    'derive.rho_mla': (_derive_rho_mla, ('K',)),
     'derive.held_token_layers': (_derive_held_token_layers, ('L_full', 'L_win', 'T', 'W')),
     'derive.kv_bytes_per_token': (_derive_kv_bytes_per_token, ('L_full', 'L_win', 'b_kv', 'e_kv')),
     'derive.kv_bytes_attention': (_derive_kv_bytes_attention, ('L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv')),
@@ -1556,8 +1562,6 @@ FUNCS = {
     'derive.kv_bytes_unique': (_derive_kv_bytes_unique, ('L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv')),
     'derive.kv_bytes_total': (_derive_kv_bytes_total, ('L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
     'derive.kv_bytes_per_gpu': (_derive_kv_bytes_per_gpu, ('K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
-    'derive.attn_params_gqa': (_derive_attn_params_gqa, ('d', 'd_h', 'n_kv', 'n_q')),
-    'derive.attn_params_mla': (_derive_attn_params_mla, ('d', 'd_nope', 'd_rope', 'd_v', 'n_q', 'r_kv', 'r_q')),
     'derive.mlp_params_dense': (_derive_mlp_params_dense, ('I_ffn', 'd')),
     'derive.mlp_params_moe_active': (_derive_mlp_params_moe_active, ('E', 'E_sh', 'I_exp', 'd', 'k_top')),
     'derive.mlp_params_moe_total': (_derive_mlp_params_moe_total, ('E', 'E_sh', 'I_exp', 'd')),
@@ -1626,15 +1630,10 @@ FUNCS = {
     'derive_prefill.t_membound': (_derive_prefill_t_membound, ('B_peak', 'b_act', 'e_tok', 'eta_mem', 'm', 't_kng')),
     'derive_prefill.norm_elements': (_derive_prefill_norm_elements, ('d',)),
     'derive_prefill.add_elements': (_derive_prefill_add_elements, ('d',)),
-    'derive_prefill.rope_elements_gqa': (_derive_prefill_rope_elements_gqa, ('K_d', 'd_h', 'n_kv', 'n_q')),
-    'derive_prefill.rope_elements_mla': (_derive_prefill_rope_elements_mla, ('K_d', 'd_rope', 'n_q')),
     'derive_prefill.act_elements_dense': (_derive_prefill_act_elements_dense, ('I_ffn', 'K_d')),
     'derive_prefill.act_elements_moe': (_derive_prefill_act_elements_moe, ('E_sh', 'I_exp', 'K_d', 'K_x', 'k_top')),
     'derive_prefill.permute_elements_moe': (_derive_prefill_permute_elements_moe, ('d', 'k_top')),
     'derive_prefill.m_all': (_derive_prefill_m_all, ('T', 'n_seq')),
-    'derive_prefill._kv_local': (_derive_prefill__kv_local, ('K_d', 'n_kv')),
-    'derive_prefill.attn_proj_gqa': (_derive_prefill_attn_proj_gqa, ('B_hbm', 'K_d', 'P', 'T', 'b_w', 'd', 'd_h', 'eta_g', 'm_half', 'n_kv', 'n_q', 'n_seq', 'r_dt', 't_kern')),
-    'derive_prefill.attn_proj_mla': (_derive_prefill_attn_proj_mla, ('B_hbm', 'K_d', 'P', 'T', 'b_w', 'd', 'd_nope', 'd_rope', 'd_v', 'eta_g', 'm_half', 'n_q', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_kern')),
     'derive_prefill.mlp_dense': (_derive_prefill_mlp_dense, ('B_hbm', 'I_ffn', 'K_d', 'P', 'T', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
     'derive_prefill.experts_touched': (_derive_prefill_experts_touched, ('E', 'T', 'k_top', 'n_seq')),
     'derive_prefill.m_expert': (_derive_prefill_m_expert, ('E', 'T', 'k_top', 'n_seq')),
@@ -1648,26 +1647,12 @@ FUNCS = {
     'derive_prefill.t_recurrent_mix': (_derive_prefill_t_recurrent_mix, ('K_d', 'L_rec', 'P_a', 'T', 'd_rk', 'd_rv', 'eta_a', 'n_rv', 'n_seq', 't_kern')),
     'derive_prefill.t_lm_head': (_derive_prefill_t_lm_head, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
     'derive_prefill.L_all': (_derive_prefill_L_all, ('L_full', 'L_win')),
-    'derive_prefill.parts_gqa.gemm_s': (_derive_prefill_parts_gqa_gemm_s, ('B_hbm', 'I_ffn', 'K_d', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_h', 'eta_g', 'm_half', 'n_kv', 'n_q', 'n_seq', 'r_dt', 't_kern')),
-    'derive_prefill.parts_gqa.nongemm_s': (_derive_prefill_parts_gqa_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_h', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'k_top', 'n_kv', 'n_q', 'n_seq', 't_kng')),
-    'derive_prefill.parts_gqa.attention_s': (_derive_prefill_parts_gqa_attention_s, ('K_d', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_qk', 'd_v', 'eta_a', 'n_q', 'n_seq', 't_kern')),
-    'derive_prefill.parts_gqa.allreduce_s': (_derive_prefill_parts_gqa_allreduce_s, ('K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
-    'derive_prefill.parts_gqa.moe_s': (_derive_prefill_parts_gqa_moe_s, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'T', 'b_act', 'b_w', 'busbw', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_ar', 't_kern')),
-    'derive_prefill.parts_gqa.lm_head_s': (_derive_prefill_parts_gqa_lm_head_s, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
-    'derive_prefill.parts_gqa.recurrent_s': (_derive_prefill_parts_gqa_recurrent_s, ('B_hbm', 'K_d', 'L_rec', 'P', 'P_a', 'T', 'b_act', 'b_w', 'busbw', 'd', 'd_rk', 'd_rv', 'eta_a', 'eta_g', 'm_half', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern')),
-    'derive_prefill.parts_mla.gemm_s': (_derive_prefill_parts_mla_gemm_s, ('B_hbm', 'I_ffn', 'K_d', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_nope', 'd_rope', 'd_v', 'eta_g', 'm_half', 'n_q', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_kern')),
-    'derive_prefill.parts_mla.nongemm_s': (_derive_prefill_parts_mla_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_rope', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'k_top', 'n_q', 'n_seq', 't_kng')),
-    'derive_prefill.parts_mla.attention_s': (_derive_prefill_parts_mla_attention_s, ('K_d', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_qk', 'd_v', 'eta_a', 'n_q', 'n_seq', 't_kern')),
-    'derive_prefill.parts_mla.allreduce_s': (_derive_prefill_parts_mla_allreduce_s, ('K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
-    'derive_prefill.parts_mla.moe_s': (_derive_prefill_parts_mla_moe_s, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'T', 'b_act', 'b_w', 'busbw', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_ar', 't_kern')),
-    'derive_prefill.parts_mla.lm_head_s': (_derive_prefill_parts_mla_lm_head_s, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
-    'derive_prefill.parts_mla.recurrent_s': (_derive_prefill_parts_mla_recurrent_s, ('B_hbm', 'K_d', 'L_rec', 'P', 'P_a', 'T', 'b_act', 'b_w', 'busbw', 'd', 'd_rk', 'd_rv', 'eta_a', 'eta_g', 'm_half', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern')),
-    'derive_prefill.t_prefill_gqa': (_derive_prefill_t_prefill_gqa, ('B_hbm', 'B_peak', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_h', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_top', 'm_half', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern', 't_kng')),
-    'derive_prefill.t_prefill_mla': (_derive_prefill_t_prefill_mla, ('B_hbm', 'B_peak', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_nope', 'd_qk', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_top', 'm_half', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_ar', 't_kern', 't_kng')),
+    'derive_prefill.T_PREFILL.gqa': (_derive_prefill_T_PREFILL_gqa, ('B_hbm', 'B_peak', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_h', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_top', 'm_half', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern', 't_kng')),
+    'derive_prefill.T_PREFILL.mla': (_derive_prefill_T_PREFILL_mla, ('B_hbm', 'B_peak', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_nope', 'd_qk', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_top', 'm_half', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_ar', 't_kern', 't_kng')),
     'derive_prefill._floor_moe': (_derive_prefill__floor_moe, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'T', 'b_w', 'd', 'ep', 'k_top', 'n_seq')),
     'derive_prefill._floor_rest': (_derive_prefill__floor_rest, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'L_rec', 'T', 'V', 'b_w', 'd', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_rk', 'n_rv', 'n_seq')),
-    'derive_prefill.weights_floor_gqa': (_derive_prefill_weights_floor_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_h', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq')),
-    'derive_prefill.weights_floor_mla': (_derive_prefill_weights_floor_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
+    'derive_prefill.WEIGHTS_FLOOR.gqa': (_derive_prefill_WEIGHTS_FLOOR_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_h', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq')),
+    'derive_prefill.WEIGHTS_FLOOR.mla': (_derive_prefill_WEIGHTS_FLOOR_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
     'derive_reuse.F_exp': (_derive_reuse_F_exp, ('lambda', 'tau')),
     'derive_reuse.F_logn': (_derive_reuse_F_logn, ('mu', 'sigma', 'tau')),
     'derive_reuse.hold_return_exp': (_derive_reuse_hold_return_exp, ('lambda', 'tau')),
@@ -1742,10 +1727,39 @@ FUNCS = {
     'derive_serving.decode_weight_bytes': (_derive_serving_decode_weight_bytes, ('E', 'K', 'K_e', 'N_tot', 'N_xs', 'V', 'b_w', 'd', 'k_top', 'n_seq', 'tied')),
     'derive_serving.t_decode_batch': (_derive_serving_t_decode_batch, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'V', 'W', 'b_kv', 'b_st', 'b_w', 'd', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'rho', 'tied')),
     'derive_serving.decode_gpu_s_per_token': (_derive_serving_decode_gpu_s_per_token, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'V', 'W', 'b_kv', 'b_st', 'b_w', 'd', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'forward_time', 'k_conv', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'rho', 'tied')),
-    'derive.params_active_matmul(gqa)': (_derive_params_active_matmul_gqa, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_h', 'd_rk', 'd_rv', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv')),
-    'derive.params_total(gqa)': (_derive_params_total_gqa, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_h', 'd_rk', 'd_rv', 'k_conv', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'tied')),
-    'derive.params_active_matmul(mla)': (_derive_params_active_matmul_mla, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_top', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q')),
-    'derive.params_total(mla)': (_derive_params_total_mla, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q', 'tied')),
+    'attention.gqa.e_kv': (_attention_gqa_e_kv, ('d_h', 'n_kv')),
+    'attention.gqa.rho': (_attention_gqa_rho, ('K', 'n_kv')),
+    'attention.gqa.attn_params': (_attention_gqa_attn_params, ('d', 'd_h', 'n_kv', 'n_q')),
+    'attention.gqa.head_elements': (_attention_gqa_head_elements, ('d_h',)),
+    'attention.gqa.aux_elements': (_attention_gqa_aux_elements, ()),
+    'attention.gqa.derived.d_qk': (_attention_gqa_derived_d_qk, ('d_h',)),
+    'attention.gqa.derived.d_v': (_attention_gqa_derived_d_v, ('d_h',)),
+    'attention.gqa.params_active_matmul': (_attention_gqa_params_active_matmul, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_h', 'd_rk', 'd_rv', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv')),
+    'attention.gqa.params_total': (_attention_gqa_params_total, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_h', 'd_rk', 'd_rv', 'k_conv', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'tied')),
+    'derive_prefill.parts.gqa.gemm_s': (_derive_prefill_parts_gqa_gemm_s, ('B_hbm', 'I_ffn', 'K_d', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_h', 'eta_g', 'm_half', 'n_kv', 'n_q', 'n_seq', 'r_dt', 't_kern')),
+    'derive_prefill.parts.gqa.nongemm_s': (_derive_prefill_parts_gqa_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_h', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'k_top', 'n_kv', 'n_q', 'n_seq', 't_kng')),
+    'derive_prefill.parts.gqa.attention_s': (_derive_prefill_parts_gqa_attention_s, ('K_d', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_qk', 'd_v', 'eta_a', 'n_q', 'n_seq', 't_kern')),
+    'derive_prefill.parts.gqa.allreduce_s': (_derive_prefill_parts_gqa_allreduce_s, ('K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
+    'derive_prefill.parts.gqa.moe_s': (_derive_prefill_parts_gqa_moe_s, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'T', 'b_act', 'b_w', 'busbw', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_ar', 't_kern')),
+    'derive_prefill.parts.gqa.lm_head_s': (_derive_prefill_parts_gqa_lm_head_s, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
+    'derive_prefill.parts.gqa.recurrent_s': (_derive_prefill_parts_gqa_recurrent_s, ('B_hbm', 'K_d', 'L_rec', 'P', 'P_a', 'T', 'b_act', 'b_w', 'busbw', 'd', 'd_rk', 'd_rv', 'eta_a', 'eta_g', 'm_half', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern')),
+    'derive_prefill.weights_floor.gqa': (_derive_prefill_weights_floor_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_h', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq')),
+    'attention.mla.e_kv': (_attention_mla_e_kv, ('d_rope', 'r_kv')),
+    'attention.mla.rho': (_attention_mla_rho, ('K',)),
+    'attention.mla.attn_params': (_attention_mla_attn_params, ('d', 'd_nope', 'd_rope', 'd_v', 'n_q', 'r_kv', 'r_q')),
+    'attention.mla.head_elements': (_attention_mla_head_elements, ('d_rope', 'r_kv')),
+    'attention.mla.aux_elements': (_attention_mla_aux_elements, ()),
+    'attention.mla.derived.d_qk': (_attention_mla_derived_d_qk, ('d_nope', 'd_rope')),
+    'attention.mla.params_active_matmul': (_attention_mla_params_active_matmul, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_top', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q')),
+    'attention.mla.params_total': (_attention_mla_params_total, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q', 'tied')),
+    'derive_prefill.parts.mla.gemm_s': (_derive_prefill_parts_mla_gemm_s, ('B_hbm', 'I_ffn', 'K_d', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_nope', 'd_rope', 'd_v', 'eta_g', 'm_half', 'n_q', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_kern')),
+    'derive_prefill.parts.mla.nongemm_s': (_derive_prefill_parts_mla_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_rope', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'k_top', 'n_q', 'n_seq', 't_kng')),
+    'derive_prefill.parts.mla.attention_s': (_derive_prefill_parts_mla_attention_s, ('K_d', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_qk', 'd_v', 'eta_a', 'n_q', 'n_seq', 't_kern')),
+    'derive_prefill.parts.mla.allreduce_s': (_derive_prefill_parts_mla_allreduce_s, ('K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
+    'derive_prefill.parts.mla.moe_s': (_derive_prefill_parts_mla_moe_s, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'T', 'b_act', 'b_w', 'busbw', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_ar', 't_kern')),
+    'derive_prefill.parts.mla.lm_head_s': (_derive_prefill_parts_mla_lm_head_s, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
+    'derive_prefill.parts.mla.recurrent_s': (_derive_prefill_parts_mla_recurrent_s, ('B_hbm', 'K_d', 'L_rec', 'P', 'P_a', 'T', 'b_act', 'b_w', 'busbw', 'd', 'd_rk', 'd_rv', 'eta_a', 'eta_g', 'm_half', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern')),
+    'derive_prefill.weights_floor.mla': (_derive_prefill_weights_floor_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
     'derive.regimes(compute,T<=W).a2': (_derive_regimes_compute_T_W_a2, ('K', 'L_full', 'L_win', 'P', 'd_qk', 'd_v', 'eta', 'n_q')),
     'derive.regimes(compute,T<=W).a1': (_derive_regimes_compute_T_W_a1, ('B', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'b_kv', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'n_q', 'n_rv', 'rho')),
     'derive.regimes(compute,T<=W).a0': (_derive_regimes_compute_T_W_a0, ('B_state', 'K', 'L_rec', 'b_st', 'd_rk', 'd_rv', 'k_conv', 'n_rk', 'n_rv', 't_0')),
@@ -1777,6 +1791,12 @@ REGIMES = (
     ('compute,T>W', ('derive.regimes(compute,T>W).a2', 'derive.regimes(compute,T>W).a1', 'derive.regimes(compute,T>W).a0'), ('derive.regimes(compute,T>W).condition0', 'derive.regimes(compute,T>W).condition1')),
     ('weights,T>W', ('derive.regimes(weights,T>W).a2', 'derive.regimes(weights,T>W).a1', 'derive.regimes(weights,T>W).a0'), ('derive.regimes(weights,T>W).condition0', 'derive.regimes(weights,T>W).condition1')),
 )
+
+#: each attention family's names and rules (kvmath.derive.attention), no SymPy
+FAMILIES = {
+    'gqa': {'name': 'gqa', 'title': 'GQA', 'about': 'a key and a value per KV head per token (MHA: a KV head per query head; MQA: one)', 'fields': {'n_kv': 'num_key_value_heads', 'd_h': 'head_dim'}, 'derived': ('d_qk', 'd_v'), 'required': ('num_key_value_heads', 'head_dim'), 'divides': ('num_key_value_heads', 'num_attention_heads'), 'replicated_latent': False},
+    'mla': {'name': 'mla', 'title': 'MLA', 'about': 'one compressed latent and one shared RoPE key per token, whole on every rank', 'fields': {'r_kv': 'kv_lora_rank', 'd_rope': 'qk_rope_head_dim', 'd_nope': 'qk_nope_head_dim', 'd_v': 'v_head_dim', 'r_q': 'q_lora_rank'}, 'derived': ('d_qk',), 'required': ('kv_lora_rank', 'qk_rope_head_dim', 'qk_nope_head_dim', 'v_head_dim'), 'divides': (), 'replicated_latent': True},
+}
 
 PREFIXES = {
     'kvmath.derive.kv': 'derive',

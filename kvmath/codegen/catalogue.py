@@ -15,6 +15,7 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 
 from kvmath.derive import kv as derive
+from kvmath.derive.attention import FAMILIES
 from kvmath.derive import prefill as derive_prefill
 from kvmath.derive import reuse as derive_reuse
 from kvmath.derive import serving as derive_serving
@@ -51,7 +52,21 @@ def _module_entries(module, prefix):
 
 
 #: module-level names that are a bare symbol yet are evaluated as an expression
-_ALIASES = {"derive": ("rho_mla",)}
+_ALIASES = {}
+
+
+def family_entries(name, fam):
+    """Each attention family's expressions, keyed ``attention.<family>.<name>`` (a bare symbol,
+    such as MLA's rho = K, is an expression too)."""
+    out = [(f"attention.{name}.{item}", sp.sympify(getattr(fam, item)))
+           for item in ("e_kv", "rho", "attn_params", "head_elements", "aux_elements")]
+    out += [(f"attention.{name}.derived.{sym}", sp.sympify(e)) for sym, e in fam.derived.items()]
+    out.append((f"attention.{name}.params_active_matmul", derive.params_active_matmul(fam.attn_params)))
+    out.append((f"attention.{name}.params_total", derive.params_total(fam.attn_params)))
+    out += [(f"derive_prefill.parts.{name}.{part}", e)
+            for part, e in derive_prefill.PARTS[name].items()]
+    out.append((f"derive_prefill.weights_floor.{name}", derive_prefill.WEIGHTS_FLOOR[name]))
+    return out
 
 
 @lru_cache(maxsize=None)
@@ -60,10 +75,8 @@ def entries():
     out = []
     for module, prefix in MODULES:
         out.extend(_module_entries(module, prefix))
-    for attention in ("gqa", "mla"):
-        attn = getattr(derive, f"attn_params_{attention}")
-        out.append((f"derive.params_active_matmul({attention})", derive.params_active_matmul(attn)))
-        out.append((f"derive.params_total({attention})", derive.params_total(attn)))
+    for name, fam in FAMILIES.items():
+        out.extend(family_entries(name, fam))
     for name, expr, conds in derive.regimes():
         for i, c in enumerate(derive.quadratic_coefficients(expr)):
             out.append((f"derive.regimes({name}).a{2 - i}", c))

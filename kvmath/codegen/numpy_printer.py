@@ -99,7 +99,7 @@ def render():
     if "kvmath._generated.numeric" not in sys.modules:  # generate even when the old file is missing or stale
         stub = types.ModuleType("kvmath._generated.numeric")
         exec(HEADER.format(version=""), stub.__dict__)
-        stub.FUNCS, stub.REGIMES, stub.PREFIXES = {}, (), {}
+        stub.FUNCS, stub.REGIMES, stub.PREFIXES, stub.FAMILIES = {}, (), {}, {}
         sys.modules["kvmath._generated.numeric"] = stub
     from kvmath.codegen import catalogue as C
     parts = [HEADER.format(version=sp.__version__)]
@@ -117,6 +117,10 @@ def render():
         conds = tuple(k for k, _ in C.entries() if k.startswith(base + ".condition"))
         regimes.append(f"    ({name!r}, {tuple(f'{base}.a{i}' for i in (2, 1, 0))!r}, {conds!r}),")
     parts.append("\nREGIMES = (\n" + "\n".join(regimes) + "\n)\n")
+    from kvmath.derive.attention import FAMILIES
+    fams = "".join(f"    {name!r}: {fam.metadata()!r},\n" for name, fam in FAMILIES.items())
+    parts.append("\n#: each attention family's names and rules (kvmath.derive.attention), no SymPy\n"
+                 "FAMILIES = {\n" + fams + "}\n")
     prefixes = "".join(f"    {m.__name__!r}: {p!r},\n" for m, p in C.MODULES)
     parts.append("\nPREFIXES = {\n" + prefixes + "}\n")
     return "".join(parts)

@@ -11,7 +11,8 @@ Conventions (all stated in the book's arithmetic chapter):
   constants).
 * Tensor parallelism over K GPUs splits FLOPs and weights K ways. KV is split
   by KV head; when K exceeds the KV heads each head is replicated, and MLA's
-  latent is replicated on every rank (rho counts the copies). Routed experts
+  latent is replicated on every rank (rho counts the copies: each attention family's, in
+  :mod:`kvmath.derive.attention`). Routed experts
   may be spread over K_e GPUs instead (expert parallelism); K_e = K is plain TP.
 * Bytes are counted per hop. A per-GPU hop (the GPU's host link) carries that
   GPU's bytes. A node-shared hop (drives, host DRAM) carries each replica's
@@ -33,15 +34,6 @@ from kvmath.derive.symbols import (
 from kvmath.derive.symbols import B_dec, B_wire, g_s, n_bits, r_c, s_bits
 
 # ---------------------------------------------------------------- KV size
-#: KV elements per token per layer, GQA/MHA/MQA: one key and one value per KV head
-e_kv_gqa = 2 * n_kv * d_h
-#: KV elements per token per layer, MLA: the compressed latent plus the RoPE key
-e_kv_mla = r_kv + d_rope
-#: copies of the KV across K tensor-parallel GPUs, GQA: heads replicate once K > n_kv
-rho_gqa = sp.Max(1, K / n_kv)
-#: copies, MLA: every rank holds the whole latent
-rho_mla = K
-
 #: token-layers held for a T-token prefix: sliding-window layers keep at most W tokens
 held_token_layers = L_full * T + L_win * sp.Min(T, W)
 #: bytes per token of KV when every layer holds the token (T <= W), one copy
@@ -71,18 +63,6 @@ kv_bytes_total = rho * kv_bytes_attention + state_bytes
 kv_bytes_per_gpu = kv_bytes_total / K
 
 # ---------------------------------------------------------------- parameters
-#: attention weights per layer, GQA: q and o are d x n_q*d_h, k and v d x n_kv*d_h
-attn_params_gqa = 2 * d * n_q * d_h + 2 * d * n_kv * d_h
-#: attention weights per layer, MLA (DeepSeek-V2/V3): low-rank q (if r_q > 0), joint KV latent
-attn_params_mla = (
-    sp.Piecewise(
-        (d * r_q + r_q * n_q * (d_nope + d_rope), r_q > 0),
-        (d * n_q * (d_nope + d_rope), True),
-    )
-    + d * (r_kv + d_rope)
-    + r_kv * n_q * (d_nope + d_v)
-    + n_q * d_v * d
-)
 #: gated (SwiGLU) MLP weights: gate, up and down
 mlp_params_dense = 3 * d * I_ffn
 #: MoE MLP weights touched per token: k_top routed + shared experts + router

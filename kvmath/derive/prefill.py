@@ -31,9 +31,10 @@ import sympy as sp
 
 from kvmath.derive import kv as D
 from kvmath.derive import symcache as C
+from kvmath.derive.attention import FAMILIES
 from kvmath.derive.symbols import (
-    B_hbm, E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, P, T, V, b_w, d, d_h,
-    d_nope, d_rk, d_rope, d_rv, d_v, k_top, n_kv, n_q, n_rk, n_rv, n_seq, r_kv, r_q,
+    B_hbm, E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, P, T, V, b_w, d, d_rk,
+    d_rv, k_top, n_rk, n_rv, n_seq,
 )
 
 _pos = dict(positive=True)
@@ -115,11 +116,10 @@ def membound(m, elements, eff):
     return t_membound.subs({m_tok: m, e_tok: elements, eta_mem: eff}, simultaneous=True)
 
 
-#: elements per token each non-GEMM op class moves (read + write), per layer, this GPU
+#: elements per token each non-GEMM op class moves (read + write), per layer, this GPU (RoPE's:
+#: each attention family's ``rope_elements``)
 norm_elements = 2 * (2 * d)  # two RMSNorms, read d write d
 add_elements = 2 * (3 * d)  # two residual adds, read 2d write d
-rope_elements_gqa = 2 * (n_q + sp.Max(n_kv, K_d)) * d_h / K_d  # q and k, read + write
-rope_elements_mla = 2 * (n_q / K_d + 1) * d_rope  # rope part of q per head, one shared rope key
 act_elements_dense = 3 * I_ffn / K_d  # SiLU-and-mul: read gate and up, write one
 act_elements_moe = 3 * (k_top * I_exp / K_e + E_sh * I_exp / K_d)
 permute_elements_moe = 2 * 2 * k_top * d  # scatter to experts and gather back, read + write
@@ -147,16 +147,8 @@ def allreduce(group):
 
 
 # ---------------------------------------------------------------- the layer pieces
-#: GEMM shapes (k, n) on one GPU, per layer. GQA/MHA/MQA attention: fused qkv (KV heads
-#: replicate once K_d > n_kv) and output
-_kv_local = sp.Max(n_kv, K_d) / K_d
-shapes_attn_gqa = [(d, (n_q / K_d + 2 * _kv_local) * d_h), (n_q * d_h / K_d, d)]
-#: MLA attention: low-rank q (replicated down-projection), joint KV latent (replicated),
-#: its up-projection and the output, split by heads (r_q = 0: one full-rank q projection)
-shapes_attn_mla_lowrank_q = [(d, r_q), (r_q, n_q * (d_nope + d_rope) / K_d)]
-shapes_attn_mla_full_q = [(d, n_q * (d_nope + d_rope) / K_d)]
-shapes_attn_mla_rest = [(d, r_kv + d_rope), (r_kv, n_q * (d_nope + d_v) / K_d),
-                        (n_q * d_v / K_d, d)]
+#: GEMM shapes (k, n) on one GPU, per layer; the attention projections' are each attention
+#: family's (kvmath.derive.attention)
 #: a hybrid model's recurrent layer (Gated DeltaNet, Mamba-2): the fused input projection
 #: (queries, keys, values, output gate and two gates per value head) and the output, split by
 #: head over K_d GPUs
@@ -178,13 +170,6 @@ def floors(shapes):
     return sp.Add(*(gemm_parts(1, k, n)[1] for k, n in shapes))
 
 
-def _mla(fn):
-    return (sp.Piecewise((fn(shapes_attn_mla_lowrank_q), r_q > 0),
-                         (fn(shapes_attn_mla_full_q), True)) + fn(shapes_attn_mla_rest))
-
-
-attn_proj_gqa = gemms(shapes_attn_gqa)
-attn_proj_mla = _mla(gemms)
 mlp_dense = gemms(shapes_mlp_dense)
 
 #: expected distinct experts a layer touches when m tokens each pick k of E (uniform routing)
@@ -246,13 +231,11 @@ def _model(attn_proj, rope_elements):
     return parts
 
 
-#: the parts of the calibrated prefill time (s), GQA/MHA/MQA models
-parts_gqa = _model(attn_proj_gqa, rope_elements_gqa)
-#: the same, MLA models
-parts_mla = _model(attn_proj_mla, rope_elements_mla)
-#: calibrated prefill time, s
-t_prefill_gqa = sp.Add(*parts_gqa.values())
-t_prefill_mla = sp.Add(*parts_mla.values())
+#: the parts of the calibrated prefill time (s) of each attention family's models
+PARTS = {name: _model(fam.projections(gemms, K_d), fam.rope_elements(K_d))
+         for name, fam in FAMILIES.items()}
+#: calibrated prefill time of each family's models, s
+T_PREFILL = {name: sp.Add(*parts.values()) for name, parts in PARTS.items()}
 
 
 #: weight-read floor of the whole prefill, s (informative; every GEMM already takes its max)
@@ -260,6 +243,7 @@ _floor_moe = moe_routed_floor + floors(shapes_router) + sp.Piecewise(
     (0, sp.Eq(E_sh, 0)), (floors(shapes_shared), True))
 _floor_rest = L_dense * floors(shapes_mlp_dense) + L_moe * _floor_moe + floors([(d, V / K_d)])
 _floor_rest += L_rec * floors(shapes_recurrent)
-weights_floor_gqa = L_all * floors(shapes_attn_gqa) + _floor_rest
-weights_floor_mla = L_all * _mla(floors) + _floor_rest
+#: the same, each attention family's models
+WEIGHTS_FLOOR = {name: L_all * fam.projections(floors, K_d) + _floor_rest
+                 for name, fam in FAMILIES.items()}
 

@@ -14,7 +14,7 @@ import numpy as np
 from kvmath._generated import numeric as _numeric
 from kvmath.evaluate.values import (  # noqa: F401 (re-exported: the scenario's values)
     DEFAULT_ENGINE, Layout, Numeric, PathHop, ScenarioError,
-    TP_CANDIDATES, _efficiency, _engine, _hbm_slack, _param_fns,
+    TP_CANDIDATES, _efficiency, _engine, _hbm_slack,
     _per_model, architecture_values, choose_layout, copies_span_layers, default_concurrency,
     fn, hbm_fit_fraction, heads_fit, hop_copies, node_tp,
     numeric_of, parameter_counts, path_values, reads_once, replication,

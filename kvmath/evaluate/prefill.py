@@ -50,9 +50,8 @@ def allreduce_figures(path=None):
 
 @lru_cache(maxsize=None)
 def _numeric(attention, part):
-    attention = "mla" if attention == "mla" else "gqa"
-    key = (f"derive_prefill.weights_floor_{attention}" if part == "weights_floor_s"
-           else f"derive_prefill.parts_{attention}.{part}")
+    key = (f"derive_prefill.weights_floor.{attention}" if part == "weights_floor_s"
+           else f"derive_prefill.parts.{attention}.{part}")
     return Numeric.generated(key, f"{attention} {part}")
 
 

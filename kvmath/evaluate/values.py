@@ -16,6 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from kvmath._generated import numeric as _numeric
+from kvmath.tables.families import family
 from kvmath.errors import InputError
 from kvmath.tables.rows import DTYPE_BYTES, GPU_HOST_LINK, GPU_HOST_MEMORY, Gpu, Model, Tier, bundled
 
@@ -104,11 +105,17 @@ def fn(name):
 
 
 @lru_cache(maxsize=None)
-def _param_fns(attention):
-    attn = "mla" if attention == "mla" else "gqa"
-    return (Numeric.generated(f"derive.params_active_matmul({attn})", "N_lin"),
-            Numeric.generated(f"derive.params_total({attn})", "N_tot"),
-            fn(f"attn_params_{attn}"))
+def family_fn(attention, item):
+    """The generated function of one attention family's expression (kvmath.derive.attention;
+    item: e_kv, rho, attn_params, head_elements, aux_elements, params_active_matmul,
+    params_total, derived.<symbol>)."""
+    return Numeric.generated(f"attention.{attention}.{item}", f"{attention} {item}")
+
+
+#: symbols an attention family does not set, at values that make its terms vanish or harmless
+#: (each family's own fields replace them: kvmath.derive.attention)
+FAMILY_SYMBOL_DEFAULTS = {"n_kv": 1, "d_h": 1, "r_kv": 1, "d_rope": 1, "d_nope": 1, "r_q": 0,
+                          "d_v": 1}
 
 
 class ScenarioError(ValueError, InputError):
@@ -122,8 +129,10 @@ TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 
 
 def architecture_values(model: Model, kv_dtype: str | None = None, weight_dtype: str | None = None):
-    """Substitution values (by symbol name) for everything a model fixes."""
-    mla = model.attention == "mla"
+    """Substitution values (by symbol name) for everything a model fixes: the fields every model
+    has, then its attention family's (kvmath.derive.attention), then what the family derives
+    from them (d_qk, d_v, e_kv) and the parameter counts."""
+    fam = family(model.attention)
     v = dict(
         d=model.hidden_size, n_q=model.num_attention_heads,
         L_full=model.layers - model.window_layers - model.recurrent_layers,
@@ -133,29 +142,23 @@ def architecture_values(model: Model, kv_dtype: str | None = None, weight_dtype:
         k_conv=model.recurrent_conv_kernel or 0,
         b_st=DTYPE_BYTES[model.state_dtype or model.weight_dtype],
         W=model.window or 1,  # irrelevant when L_win = 0
-        n_kv=model.num_key_value_heads or 1, d_h=model.head_dim or 1,
-        r_kv=model.kv_lora_rank or 1, d_rope=model.qk_rope_head_dim or 1,
-        d_nope=model.qk_nope_head_dim or 1, r_q=model.q_lora_rank or 0,
         I_ffn=model.intermediate_size or 0, I_exp=model.moe_intermediate_size or 0,
         E=model.num_experts or 0, k_top=model.experts_per_token or 0,
         E_sh=model.shared_experts or 0, L_dense=model.dense_layers,
         L_moe=model.layers - model.dense_layers, V=model.vocab_size,
         tied=int(model.tie_word_embeddings),
-        b_kv=DTYPE_BYTES[kv_dtype or model.kv_dtype],
         b_w=DTYPE_BYTES[weight_dtype or model.weight_dtype],
     )
-    if mla:
-        v["d_qk"] = model.qk_nope_head_dim + model.qk_rope_head_dim
-        v["d_v"] = model.v_head_dim
-        v["e_kv"] = fn("e_kv_mla").take(v)
-    else:
-        v["d_qk"] = v["d_v"] = model.head_dim
-        v["e_kv"] = fn("e_kv_gqa").take(v)
-    v["b_kv"] = kv_element_bytes(kv_dtype or model.kv_dtype, v["e_kv"] if mla else v["d_h"])
-    n_lin, n_tot, _ = _param_fns(model.attention)
+    v.update(FAMILY_SYMBOL_DEFAULTS)
+    v.update({sym: getattr(model, f) or 0 for sym, f in fam.fields.items()})
+    for sym in fam.derived:
+        v[sym] = family_fn(model.attention, f"derived.{sym}").take(v)
+    v["e_kv"] = family_fn(model.attention, "e_kv").take(v)
+    v["b_kv"] = kv_element_bytes(kv_dtype or model.kv_dtype,
+                                 family_fn(model.attention, "head_elements").take(v))
     try:
-        v["N_lin"] = float(n_lin.take(v))
-        v["N_tot"] = float(n_tot.take(v))
+        v["N_lin"] = float(family_fn(model.attention, "params_active_matmul").take(v))
+        v["N_tot"] = float(family_fn(model.attention, "params_total").take(v))
         v["N_xa"] = float(fn("params_routed_active").take(v))
         v["N_xs"] = float(fn("params_routed_stored").take(v))
     except OverflowError:
@@ -167,7 +170,7 @@ def architecture_values(model: Model, kv_dtype: str | None = None, weight_dtype:
 def parameter_counts(model: Model):
     """(active matmul parameters, all parameters, attention parameters per layer)."""
     v = architecture_values(model)
-    return v["N_lin"], v["N_tot"], float(_param_fns(model.attention)[2].take(v))
+    return v["N_lin"], v["N_tot"], float(family_fn(model.attention, "attn_params").take(v))
 
 
 def heads_fit(model: Model, tp: int):
@@ -180,7 +183,7 @@ def heads_fit(model: Model, tp: int):
     # convolution channels by it)
     if model.recurrent_layers and (model.recurrent_key_heads % tp or model.recurrent_value_heads % tp):
         return False
-    if model.attention == "mla":
+    if family(model.attention).replicated_latent:
         return True
     n_kv = model.num_key_value_heads
     return not (n_kv % tp and tp % n_kv)
@@ -197,12 +200,11 @@ def replication(model: Model, tp: int):
     if model.num_attention_heads % tp:
         raise ScenarioError(f"--tp {tp} does not fit {model.name}'s {model.num_attention_heads} "
                             "attention heads: TP must divide them (vLLM and SGLang refuse it)")
-    if model.attention == "mla":
-        return float(fn("rho_mla")(K=tp))
     if not heads_fit(model, tp):
         raise ScenarioError(f"--tp {tp} does not fit {model.name}'s "
                             f"{model.num_key_value_heads} KV heads: one must divide the other")
-    return float(fn("rho_gqa")(K=tp, n_kv=model.num_key_value_heads))
+    return float(family_fn(model.attention, "rho").take(
+        {"K": tp, **architecture_values(model)}))
 
 
 @dataclass(frozen=True)
@@ -337,7 +339,9 @@ def state_path_rate(hops, gpu, tp, concurrent):
 
 
 def _per_model(rule, model):
-    return rule == "always" or (rule == "mla" and model.attention == "mla")
+    """An engine rule of engines.csv: always, never, or "mla": for a family whose KV is one
+    latent every rank holds whole (MLA and its kin)."""
+    return rule == "always" or (rule == "mla" and family(model.attention).replicated_latent)
 
 
 def reads_once(eng, model):
@@ -353,7 +357,7 @@ def stores_once(eng, model, tp=1, node_gpus=1, platform="cuda"):
     rather than one per rank: it sets the bytes a cache occupies and writes, and what a drive
     behind host memory is read for."""
     if eng.stored_once in ("mla-single-node", "mla-single-node-cuda"):
-        return (model.attention == "mla" and tp <= node_gpus
+        return (family(model.attention).replicated_latent and tp <= node_gpus
                 and (eng.stored_once == "mla-single-node" or platform == "cuda"))
     return _per_model(eng.stored_once, model)
 
@@ -507,7 +511,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
         # a copy of one layer in vLLM's per-layer layout carries K and V apart (an engine that
         # packs layers falls back to it for a hybrid); an MLA latent is one tensor per layer
         split = (eng.kv_split or (eng.copy_spans_layers == "uniform" and not spans)) \
-            and model.attention != "mla"
+            and not family(model.attention).replicated_latent
         v.update(c_tok=eng.copy_tokens, c_split=2.0 if split else 1.0,
                  c_lay=float(v["L_full"] + v["L_win"]) if spans else 1.0)
         copy = float(fn("copy_bytes").take(v))

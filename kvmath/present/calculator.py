@@ -28,6 +28,7 @@ from kvmath.evaluate.compare import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, hbm_fit_
                        _efficiency, architecture_values, heads_fit)
 from kvmath.evaluate.bands import calculator_band_data
 from kvmath.tables.schema import data_path, table as data_table
+from kvmath.tables.families import family
 from kvmath.tables.rows import DTYPE_BYTES, GPU_HOST_LINK, GPU_HOST_MEMORY, bundled, pool_tiers
 from kvmath.present.format import TIE_SPEEDUP, _TIME_UNITS
 from kvmath.version import version_info
@@ -129,7 +130,8 @@ def scenario_data(cat=None):
     for m in cat.models.values():
         v = architecture_values(m)
         models[m.name] = {
-            "attention": "mla" if m.attention == "mla" else "gqa", "kind": m.attention_kind,
+            "attention": m.attention, "kind": m.attention_kind,
+            "latent": family(m.attention).replicated_latent,
             "kv_dtype": m.kv_dtype, "weight_dtype": m.weight_dtype, "is_moe": m.is_moe,
             "max_context_tokens": m.max_context_tokens,
             "tps": [k for k in TP_CANDIDATES if heads_fit(m, k)],

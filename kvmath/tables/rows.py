@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from pathlib import Path
 
+from kvmath.tables.families import family
 from kvmath.tables.schema import DataError, FieldError, Row, UnknownName, data_path, package, read, resource, table
 
 #: hop names that stand for the GPU's own host link and its host's memory in a tier
@@ -58,12 +59,13 @@ class TierRow(Row, table="tiers"):
 
 class Model(Row, table="models"):
     def check(self):
-        for kind, names in (("gqa", ("num_key_value_heads", "head_dim")),
-                            ("mla", ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"))):
-            _need(self, self.attention == kind, names, f"a positive integer for attention {kind}")
-        if self.attention == "gqa" and self.num_attention_heads % self.num_key_value_heads:
-            raise FieldError("num_key_value_heads", f"num_attention_heads ({self.num_attention_heads}) "
-                             f"must be divisible by num_key_value_heads ({self.num_key_value_heads})")
+        fam = family(self.attention)  # the schema's enum holds the registry's names (a test checks)
+        _need(self, True, fam.required, f"a positive integer for attention {self.attention}")
+        if fam.divides:
+            part, whole = fam.divides
+            if getattr(self, whole) % getattr(self, part):
+                raise FieldError(part, f"{whole} ({getattr(self, whole)}) must be divisible by "
+                                 f"{part} ({getattr(self, part)})")
         _at_most(self, "window_layers", "layers")
         _at_most(self, "dense_layers", "layers")
         if self.window_layers + self.recurrent_layers > self.layers:
@@ -94,10 +96,9 @@ class Model(Row, table="models"):
 
     @property
     def attention_kind(self):
-        """MHA, GQA, MQA (by KV heads against query heads) or MLA."""
-        if self.attention == "mla":
-            return "MLA"
-        return {self.num_attention_heads: "MHA", 1: "MQA"}.get(self.num_key_value_heads, "GQA")
+        """The name its attention family gives it: MHA, GQA or MQA (by KV heads against query
+        heads), MLA, ..."""
+        return family(self.attention).kind(self.num_attention_heads, self.num_key_value_heads)
 
 
 class Node(Row, table="nodes"):
