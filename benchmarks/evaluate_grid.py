@@ -39,10 +39,15 @@ def grid(n_lengths):
 def handwritten(c, T):
     """t_reload - t_recompute, written out by hand in numpy."""
     held = c["L_full"] * T + c["L_win"] * np.minimum(T, c["W"])
-    reload = c["t_0"] + c["c_hit"] * T + c["e_kv"] * c["b_kv"] * c["rho"] * held / c["K"] / c["B"]
+    # a hybrid model's recurrent state: the same at any length, split by head
+    state = c["L_rec"] * (c["n_rv"] * c["d_rk"] * c["d_rv"] + (c["k_conv"] - 1) * (
+        2 * c["n_rk"] * c["d_rk"] + c["n_rv"] * c["d_rv"])) * c["b_st"]
+    reload = (c["t_0"] + c["c_hit"] * T + c["e_kv"] * c["b_kv"] * c["rho"] * held / c["K"] / c["B"]
+              + state / (c["K"] * c["B_state"]))
     mw = np.minimum(T, c["W"])
     pairs = c["L_full"] * T * (T + 1) / 2 + c["L_win"] * (mw * (mw + 1) / 2 + (T - mw) * c["W"])
-    flops = 2 * c["N_lin"] * T + 2 * c["n_q"] * (c["d_qk"] + c["d_v"]) * pairs
+    flops = (2 * c["N_lin"] * T + 2 * c["n_q"] * (c["d_qk"] + c["d_v"]) * pairs
+             + 4 * c["L_rec"] * c["n_rv"] * c["d_rk"] * c["d_rv"] * T)
     routed = 2 * c["N_xa"] * T
     compute = ((flops - routed) / c["K"] + routed / c["K_e"]) / (c["eta"] * c["P"])
     weights = ((c["N_tot"] - c["N_xs"]) * c["b_w"] / c["K"] + c["N_xs"] * c["b_w"] / c["K_e"]) / c["B_hbm"]

@@ -5,7 +5,9 @@ package can move beneath the book without a chapter changing. Grouped by layer, 
 from kvmath.derive import (kv as derive_kv, prefill as derive_prefill, reuse as derive_reuse,
     serving as derive_serving, symbols, symcache)
 from kvmath.derive.attention import FAMILIES as attention_families
-from kvmath.codegen.javascript import COMPARE_EXPRESSIONS, PREFILL_PARTS, SCENARIO_EXPRESSIONS
+from kvmath.codegen.catalogue import expression as catalogued_expression
+from kvmath.codegen.javascript import calculator_keys
+from kvmath.codegen.numpy_printer import render_logic
 from kvmath.tables.rows import (Pause, bundled, codecs, data_path, deployments, drives, engine_costs,
     engines, gpu_prices, nodes, pauses, plan_defaults, pool_tier, pools, prices, read, resolve_gpu,
     resolve_model, resolve_tier, thresholds, transfer_curves)
@@ -19,6 +21,7 @@ from kvmath.evaluate.changes import (LAST_RELEASE, OTHER_CAUSE, PREVIOUS_RELEASE
 from kvmath.evaluate.compare import (DEFAULT_ENGINE, Numeric, ScenarioError, architecture_values,
     compare, crossings, default_concurrency, engine_costs_calibrated, fit_transfer_curve, fn,
     parameter_counts, path_values, replication, scenario_values, sweep)
+from kvmath.evaluate.logic import PARTS as PREFILL_PARTS_NAMES
 from kvmath.evaluate.prefill import fitted_parameters, prefill_time
 from kvmath.evaluate.reuse import (gpu_second_price, nvme_value, pause_values, reuse, rfn,
     saved_s, tier_plan, tier_prices)

@@ -22,6 +22,12 @@ def test_generated_formulas_js_is_current():
     assert generate_numeric.render_formulas() == (ROOT / "kvmath" / "_generated" / "kvcalc_formulas.js").read_text()
 
 
+def test_generated_logic_js_is_current():
+    """The calculator's committed logic is kvmath/evaluate/logic.py printed today
+    (kvmath.codegen.pyjs)."""
+    assert generate_numeric.render_logic()[0] == (ROOT / "kvmath" / "_generated" / "kvcalc_logic.js").read_text()
+
+
 def test_generated_code_is_current():
     """Regenerating from kvmath/derive/*.py gives the committed file byte for byte
     (run scripts/generate_numeric.py after changing a derivation)."""

@@ -2,6 +2,7 @@
 import pytest
 
 from kvmath import DataError, bundled, resolve_gpu, resolve_model
+from kvmath.evaluate.logic import dense_flops
 from kvmath.tables.schema import resource, table
 from kvmath.tables.rows import (DTYPE_BYTES, Link, Model, TierRow, VidurMlp, data_path, efficiencies_of, read,
                            tiers_of)
@@ -287,7 +288,7 @@ def test_a_measured_efficiency_divides_by_the_peak_it_multiplies():
         if e.same_as or e.kind != "measurement":
             continue
         if quantity.startswith("prefill"):
-            assert e.peak_value == cat.gpus[item].dense_flops("fp8" if quantity.endswith("fp8") else "bf16"), item
+            assert e.peak_value == dense_flops(cat.gpus[item], "fp8" if quantity.endswith("fp8") else "bf16"), item
         # measured over four 200G NICs (twice one 400G NIC's peak); on one of a tray's two Graces;
         # over a 3FS storage node's two 200G NICs
         per_unit = {"nic-400g": 2, "grace-lpddr5x-gb200-tray": 0.5, "nic-200g-ib": 2}

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-from kvmath.derive import kv as D
+from kvmath.codegen.catalogue import entries, expression
+from kvmath.codegen.javascript import calculator_keys, js_function
+from kvmath.codegen.numpy_printer import LOGIC_PY, render_logic
 from kvmath.evaluate.compare import TP_CANDIDATES, default_concurrency
 from kvmath.tables.rows import bundled, pools
 from kvmath.present.calculator import generate, scenario_data, write_static
-from kvmath.codegen.javascript import (ARCHITECTURE_EXPRESSIONS, COMPARE_EXPRESSIONS, PREFILL_PARTS,
-                                     SCENARIO_EXPRESSIONS, js_function)
 
 from calc_scenarios import mismatches, scenarios
 
@@ -25,24 +25,28 @@ UI = Path(__file__).resolve().parents[1] / "_ext" / "kvcalc.js"
 NODE = shutil.which("node")
 
 
-def test_every_expression_is_generated():
+def test_every_formula_the_logic_names_reaches_the_page():
+    """Each catalogue key the printed logic names (literally, or by the model's attention family)
+    has its function in kvcalc-formulas.js, and every literal key it names is catalogued (a
+    misspelt key would fail in the page only)."""
     js = generate()["kvcalc-formulas.js"]
-    for key in [*COMPARE_EXPRESSIONS, *SCENARIO_EXPRESSIONS]:
+    _, keys = render_logic()
+    catalogued = {k for k, _ in entries()}
+    named = [k for k in keys if not k.endswith(".")]  # a prefix the logic extends by family
+    assert named and set(named) <= catalogued, set(named) - catalogued
+    for key in calculator_keys(keys):
         assert f'"{key}": {{args:' in js, key
-    assert "crossing: {args:" not in js  # crossings are found on the TTFTs, numerically
-    for kind, parts in PREFILL_PARTS.items():
-        assert f'"{kind}": {{' in js
-        for part in parts:
-            assert f'"{part}": {{args:' in js, part
-    for kind in ARCHITECTURE_EXPRESSIONS:
-        assert f'"{kind}": {{' in js
+    assert "derive.t_reload" in keys and "attention.mla.e_kv" in calculator_keys(keys)
 
 
-def test_a_new_expression_reaches_the_page():
-    """An expression added to the list reaches the page with no JavaScript edit."""
-    extra = {**COMPARE_EXPRESSIONS, "engine_overhead_s": D.t_0 + sp.Symbol("t_engine")}
-    js = generate(expressions=extra, data={"models": {}})["kvcalc-formulas.js"]
-    assert '"engine_overhead_s": {args: ["t_0", "t_engine"]' in js
+def test_the_page_runs_the_command_lines_logic():
+    """kvcalc-logic.js is kvmath/evaluate/logic.py printed (no second copy): the page's files
+    hold it as generated, and the hand-written UI calls its functions."""
+    files = generate()
+    assert files["kvcalc-logic.js"].split("\n", 1)[1] == render_logic()[0].split("\n", 1)[1]
+    ui = UI.read_text()
+    for name in ("band_of", "values_of", "curve_of", "limit_of"):
+        assert f"def {name}(" in LOGIC_PY.read_text() and f"LOGIC.{name}(" in ui
 
 
 def test_max_min_piecewise_print():
@@ -54,26 +58,29 @@ def test_max_min_piecewise_print():
 
 
 def test_default_concurrency_is_evaluate_s():
-    f = SCENARIO_EXPRESSIONS["default_concurrency"]
+    f = expression("derive.default_concurrent_reloads")
     for g in bundled().gpus.values():
         for k in TP_CANDIDATES:
-            assert float(f.subs({D.N_node: g.gpus_per_node, D.K: k})) == default_concurrency(g, k)
+            assert float(f.subs({sp.Symbol("N_node", positive=True, integer=True): g.gpus_per_node,
+                                 sp.Symbol("K", positive=True, integer=True): k})) \
+                == default_concurrency(g, k)
 
 
 def test_data_come_from_the_tables():
     data = scenario_data()
     cat = bundled()
-    assert set(data["models"]) == set(cat.models) and set(data["gpus"]) == set(cat.gpus)
-    assert set(data["tiers"]) == set(cat.tiers) | {f"pool:{p}" for p in pools()}
-    m = data["models"]["llama-3.1-70b"]
-    assert m["attention"] == "gqa" and 8 in m["tps"] and m["max_context_tokens"] > 0
-    assert data["deployments"]["deepseek-v3"]["h200"]["tp"] == 8
-    assert data["gpus"]["h100-sxm"]["calibrated"] is not None
-    assert "vllm-cross-layer" in data["engines"] and data["default_engine"] == "vllm-lbhnc"
+    rows = data["rows"]
+    assert set(rows["models"]) == set(cat.models) and set(rows["gpus"]) == set(cat.gpus)
+    assert set(rows["tiers"]) == set(cat.tiers) | {f"pool:{p}" for p in pools()}
+    m = rows["models"]["llama-3.1-70b"]
+    assert m["attention"] == "gqa" and 8 in data["tps"]["llama-3.1-70b"] and m["max_context_tokens"] > 0
+    assert data["logic"]["deployments"]["deepseek-v3"]["h200"]["tp"] == 8
+    assert rows["gpus"]["h100-sxm"]["prefill_efficiency"] == cat.gpus["h100-sxm"].prefill_efficiency
+    assert "vllm-cross-layer" in data["logic"]["engines"] and data["default_engine"] == "vllm-lbhnc"
 
 
 def test_no_formula_or_number_typed_in_the_ui():
-    """The UI script holds no physics: its numeric literals are layout and algorithm constants
+    """The UI script holds no physics and no logic: its numeric literals are layout constants
     only (listed here on purpose)."""
     text = re.sub(r"/\*.*?\*/", "", UI.read_text(), flags=re.S)  # block comments
     text = re.sub(r"(['\"`]).*?\1", "", text)  # strings, line by line
@@ -81,9 +88,8 @@ def test_no_formula_or_number_typed_in_the_ui():
     numbers = set(re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?:e-?\d+)?", text))
     layout = {"4", "6", "12", "16", "28", "44", "64", "70", "240", "280", "360", "640", "0.6",
               "1e6"}  # plot geometry in px, sample count, axis span in tokens
-    # grid and bisection of the ideal crossings (1e-3 to 1e12 tokens, 3000 points, 200 halvings),
-    # K/V split and one-layer copies (c_split 2 or 1, c_lay 1), ratios, percentages
-    algorithm = {"0", "1", "2", "3", "10", "100", "200", "3000", "1e-3", "1e12"}
+    # digits shown (toPrecision), ratios and percentages, the first and one more of a count
+    algorithm = {"0", "1", "2", "3", "10", "100"}
     allowed = layout | algorithm
     assert numbers <= allowed, numbers - allowed
 
@@ -91,7 +97,8 @@ def test_no_formula_or_number_typed_in_the_ui():
 RUNNER = """
 global.window = {};
 const [dir, ui] = process.argv.slice(1);
-require(dir + "/kvcalc-formulas.js"); require(dir + "/kvcalc-data.js"); require(ui);
+for (const f of ["kvcalc-formulas.js", "kvcalc-data.js", "kvcalc-runtime.js", "kvcalc-logic.js"]) require(dir + "/" + f);
+require(ui);
 const states = JSON.parse(require("fs").readFileSync(0, "utf8"));
 console.log(JSON.stringify(states.map(s => {
   const r = window.kvcalc.compute(s);

@@ -1,40 +1,48 @@
-"""The book's calculator: JavaScript generated from the SymPy expressions and the bundled tables.
+"""The book's calculator: the command line's own logic and formulas, printed as JavaScript.
 
 Nothing the calculator computes is typed into JavaScript by hand. :func:`write_static` writes
 
-* ``kvcalc-formulas.js``: the SymPy expressions as JavaScript (:mod:`kvmath.codegen.javascript`),
-  generated with the numeric code by ``scripts/generate_numeric.py`` into
-  ``kvmath/_generated/kvcalc_formulas.js`` (a test checks it is current);
-* ``kvcalc-data.js``: the bundled models, GPUs, links, tiers, engines, deployments and the
-  calibrated prefill's fitted values, as symbol values, from the tables at build time.
+* ``kvcalc-formulas.js``: every catalogued SymPy expression the logic evaluates, as JavaScript
+  (:mod:`kvmath.codegen.javascript`), generated with the numeric code by
+  ``scripts/generate_numeric.py`` into ``kvmath/_generated/kvcalc_formulas.js``;
+* ``kvcalc-logic.js``: the scenario logic of :mod:`kvmath.evaluate.logic` (the layout, the path,
+  every value, the prefill model, the crossings, the comparison and its bands), printed from
+  its Python by :mod:`kvmath.codegen.pyjs` into ``kvmath/_generated/kvcalc_logic.js`` (a test
+  checks both are current);
+* ``kvcalc-runtime.js``: the primitives that logic calls (kvmath/present/kvcalc_runtime.js, one
+  for one those of :mod:`kvmath.evaluate.runtime`, and Python's meanings where JavaScript's
+  differ);
+* ``kvcalc-data.js``: the bundled tables as the logic reads them
+  (:func:`kvmath.evaluate.runtime.portable_data`), the rows a reader picks, the bands' measured
+  factors, and the form's fields (:mod:`kvmath.scenario.options`), at build time.
 
-``_ext/kvcalc.js`` (hand-written) holds the user interface and the algorithms of
-:mod:`kvmath.evaluate.compare` that are not formulas: which deployment or TP to use (a search over
-the generated ``hbm_slack``), which hops a tier has, the crossings (bracketing the sign of
-reload - recompute on a log grid, then bisecting), and how :func:`kvmath.evaluate.bands.band`
-widens each time by the measured factors exported here. Change the core model, regenerate, rebuild
-the book, and the calculator follows; ``tests/test_webcalc.py`` runs it under Node against
-``compare``.
+``_ext/kvcalc.js`` (hand-written) is the user interface only: it reads the form or a permalink,
+calls the printed logic and shows its answer. ``tests/test_webcalc.py`` runs the page's
+evaluation under Node against ``compare``.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
 
-from kvmath.codegen.javascript import GPU_SYMBOLS, MODEL_SYMBOLS
+from kvmath.codegen.own_values import GPU_SYMBOLS, MODEL_SYMBOLS
+from kvmath.evaluate.bands import band_data
+from kvmath.evaluate.logic import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, PREFILL_MODELS,
+                                   TP_CANDIDATES, heads_fit)
+from kvmath.evaluate.runtime import portable_data
 from kvmath.scenario.options import calculator_options
-from kvmath.evaluate.compare import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, hbm_fit_fraction, TP_CANDIDATES, PREFILL_MODELS, ScenarioError,
-                       _efficiency, architecture_values, heads_fit)
-from kvmath.evaluate.bands import calculator_band_data
-from kvmath.tables.schema import data_path, table as data_table
-from kvmath.tables.families import family
-from kvmath.tables.rows import DTYPE_BYTES, GPU_HOST_LINK, GPU_HOST_MEMORY, bundled, pool_tiers
+from kvmath.tables.schema import data_path
+from kvmath.tables.rows import bundled, codecs, pool_tiers
 from kvmath.present.format import TIE_SPEEDUP, _TIME_UNITS
 from kvmath.version import version_info
 
-#: the generated formulas file (scripts/generate_numeric.py)
-FORMULAS = data_path("").parent / "_generated" / "kvcalc_formulas.js"
+#: the generated files (scripts/generate_numeric.py) and the runtime, copied to the page
+GENERATED = data_path("").parent / "_generated"
+FORMULAS = GENERATED / "kvcalc_formulas.js"
+LOGIC = GENERATED / "kvcalc_logic.js"
+RUNTIME = Path(__file__).with_name("kvcalc_runtime.js")
 
 #: the scenario the page opens with (the book's headline scenario)
 DEFAULTS = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 32768}
@@ -94,96 +102,42 @@ def own_bounds():
     return out
 
 
-def _gpu(g, cat):
-    from kvmath.evaluate.prefill import BYTES_ACT, allreduce_figures, fitted_parameters
-    peaks, etas = {}, {}
-    for dt in ("bf16", "fp8"):
-        try:
-            peaks[dt] = g.dense_flops(dt)
-        except ValueError:
-            peaks[dt] = None
-        try:
-            etas[dt] = _efficiency(g, dt, None)
-        except ScenarioError:
-            etas[dt] = None
-    calibrated = None
-    if g.name in fitted_parameters() and g.name in allreduce_figures():
-        busbw, t_ar = allreduce_figures()[g.name]
-        calibrated = {**fitted_parameters()[g.name], "busbw": busbw, "t_ar": t_ar,
-                      "b_act": BYTES_ACT}
-    return {"description": g.description, "P": peaks, "eta": etas,
-            "prefill_efficiency": g.prefill_efficiency,
-            "B_hbm": g.hbm_bandwidth_Bps * g.hbm_efficiency,  # as scenario_values sets it
-            "B_peak": g.hbm_bandwidth_Bps, "C_hbm": g.hbm_capacity_bytes,
-            "N_node": g.gpus_per_node, "fp4": g.fp4_dense_flops is not None, "host_link": g.host_link, "host_memory_link": g.host_memory_link,
-            "platform": g.platform,
-            "calibrated": calibrated}
+def plain(x):
+    """x as JSON holds it: records and rows as objects of their fields, tuples as lists (a
+    number that is not finite is an error: no table holds one)."""
+    if dataclasses.is_dataclass(x):
+        return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, dict):
+        return {str(k): plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        raise ValueError(f"a table holds {x}: JSON cannot")
+    return x
 
 
 def scenario_data(cat=None):
-    """The bundled tables as symbol values, through the same functions compare() uses."""
-    from kvmath.evaluate.prefill import DEFAULT_IMBALANCE
-    from kvmath.evaluate.compare import engine_costs_calibrated
-    from kvmath.tables.rows import deployments, engine_costs, engines
+    """What the page reads: the tables as the logic reads them ("logic"), the rows a reader
+    picks ("rows": models, GPUs, tiers with the bundled pools as pool:NAME, codecs), the bands'
+    measured factors, and the form's fields, choices and words."""
     cat = cat or bundled()
-    models = {}
-    for m in cat.models.values():
-        v = architecture_values(m)
-        models[m.name] = {
-            "attention": m.attention, "kind": m.attention_kind,
-            "latent": family(m.attention).replicated_latent,
-            "kv_dtype": m.kv_dtype, "weight_dtype": m.weight_dtype, "is_moe": m.is_moe,
-            "max_context_tokens": m.max_context_tokens,
-            "tps": [k for k in TP_CANDIDATES if heads_fit(m, k)],
-            "values": {k: float(v[k]) for k in MODEL_SYMBOLS}}
-    links = {name: {"B_one": link.bandwidth_Bps * link.efficiency,  # as tier_path sets it
-                    "latency_s": link.latency_s, "scope": link.scope,
-                    "duplex_retained": link.duplex_retained,
-                    "batched_copy_s": link.batched_copy_s}
-             for name, link in cat.links.items()}
-    # the node's tiers, and the bundled pools at the nodes their rows deploy (pool:NAME): a hop
-    # is a link, its units, the node's share of them, a scope in place of the link's, the
-    # engine's requests on it and whether its storage reads size it (kvmath.tables.rows.Hop)
-    tiers = {name: [{"link": h.link, "count": h.count, "share": h.share, "scope": h.scope,
-                     "requests": list(h.requests) if h.requests else None,
-                     "engine_io": h.engine_io} for h in t.hops]
-             for name, t in {**cat.tiers, **pool_tiers()}.items()}
-    engs = {}
-    for e in engines().values():
-        engs[e.name] = {k: getattr(e, k) for k in (
-            "copy_tokens", "copy_spans_layers", "copy_batched", "kv_split",
-            "replicated_read_once", "stored_once", "storage_io_bytes", "queue_depth", "request_steps",
-            "writes_overlap", "layer_overlap", "kernel_below_bytes")} | {"hbm_fit_fraction": hbm_fit_fraction(e),
-                                  "costs": {p: r.value for p, r in engine_costs(e.name).items()},
-                                  "costs_calibrated": engine_costs_calibrated(e)}
-    deps = {}
-    for (model, gpu), d in deployments().items():
-        deps.setdefault(model, {})[gpu] = {
-            "tp": d.tp, "ep": d.ep, "dp_attention": d.dp_attention, "weight_dtype": d.weight_dtype,
-            "compute_dtype": d.compute_dtype, "kv_dtype": d.kv_dtype,
-            "reason": f"deployment: {d.source}"}
-    return {"models": models, "gpus": {g.name: _gpu(g, cat) for g in cat.gpus.values()},
-            "links": links, "tiers": tiers, "gpu_host_link": GPU_HOST_LINK, "gpu_host_memory": GPU_HOST_MEMORY,
-            "engines": engs, "default_engine": DEFAULT_ENGINE, "deployments": deps,
-            "tp_candidates": list(TP_CANDIDATES), "prefill_models": list(PREFILL_MODELS),
-            "default_imbalance": DEFAULT_IMBALANCE, "dtype_bytes": DTYPE_BYTES,
-            "time_units": [[u, s, _finite(up)] for u, s, up in _TIME_UNITS],
-            "byte_units": [["TB", 1e12], ["GB", 1e9], ["MB", 1e6], ["kB", 1e3]],
-            # the CLI's override flags: --efficiency F sets eta, --bandwidth GBPS sets B in GB/s
-            "flags": {"efficiency": {"symbol": "eta", "scale": 1.0},
-                      "bandwidth": {"symbol": "B", "scale": 1e9}},
-            # numeric_crossings' grid for the calibrated model (kvmath.evaluate.compare)
-            "numeric_crossings": {"points": 1024, "iterations": 48, "t_min": MIN_PREFIX_TOKENS},
-            "tie_speedup": TIE_SPEEDUP,
-            "options": calculator_options(), "own": own_bounds(),
-            # kvmath.evaluate.bands.band's measured factors and known limits
-            "bands": calculator_band_data(), "model_symbols": list(MODEL_SYMBOLS),
-            "fp4_kv_dtypes": sorted(n for n, d in data_table("dtypes").items()
-                                    if d.needs_fp4_tensor_cores),
-            # formats whose scale block is one KV head (kvmath.evaluate.values.kv_element_bytes)
-            "head_block_dtypes": {n: {"n_bits": d.element_bits, "s_bits": d.scale_bits}
-                                  for n, d in data_table("dtypes").items() if d.block_is_head},
-            "defaults": dict(DEFAULTS), "version": version_info()}
+    tiers = {**cat.tiers, **pool_tiers()}
+    return {
+        "logic": plain(portable_data()),
+        "rows": {"models": plain(cat.models), "gpus": plain(cat.gpus), "tiers": plain(tiers),
+                 "codecs": plain(codecs())},
+        "bands": plain(band_data()),
+        # the form's TP choices: the degrees each model's heads allow
+        "tps": {m.name: [k for k in TP_CANDIDATES if heads_fit(m, k)] for m in cat.models.values()},
+        "kinds": {m.name: m.attention_kind for m in cat.models.values()},
+        "default_engine": DEFAULT_ENGINE, "prefill_models": list(PREFILL_MODELS),
+        "t_min": MIN_PREFIX_TOKENS, "model_symbols": list(MODEL_SYMBOLS),
+        "time_units": [[u, s, _finite(up)] for u, s, up in _TIME_UNITS],
+        "byte_units": [["TB", 1e12], ["GB", 1e9], ["MB", 1e6], ["kB", 1e3]],
+        # --bandwidth is in GB/s; compare takes B/s
+        "bandwidth_scale": 1e9, "tie_speedup": TIE_SPEEDUP,
+        "options": calculator_options(), "own": own_bounds(),
+        "defaults": dict(DEFAULTS), "version": version_info()}
 
 
 def data_js(data):
@@ -191,23 +145,19 @@ def data_js(data):
             f"window.KVCALC_DATA = {json.dumps(data, indent=1)};\n")
 
 
-def generate(expressions=None, data=None):
-    """{file name: text} of the generated files.
-
-    expressions: named SymPy expressions for the outputs (default: COMPARE_EXPRESSIONS);
-    data: scenario values (default: :func:`scenario_data` of the bundled tables).
-    """
+def generate(data=None):
+    """{file name: text} of the page's files, in the order they load: formulas and data, the
+    runtime over them, the logic over the runtime. data: the tables (default:
+    :func:`scenario_data` of the bundled ones)."""
     data = scenario_data() if data is None else data
-    if expressions is None:
-        formulas = FORMULAS.read_text(encoding="utf-8")
-    else:
-        from kvmath.codegen.javascript import formulas_js
-        formulas = formulas_js(expressions)
-    return {"kvcalc-formulas.js": formulas, "kvcalc-data.js": data_js(data)}
+    return {"kvcalc-formulas.js": FORMULAS.read_text(encoding="utf-8"),
+            "kvcalc-data.js": data_js(data),
+            "kvcalc-runtime.js": RUNTIME.read_text(encoding="utf-8"),
+            "kvcalc-logic.js": LOGIC.read_text(encoding="utf-8")}
 
 
 def write_static(folder):
-    """Write the generated files into folder; returns their names."""
+    """Write the generated files into folder; returns their names, in load order."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     files = generate()

@@ -394,14 +394,15 @@ def check_toml(key: str, value):
 
 
 def calculator_options():
-    """The calculator's fields: {name: {label, unit, integer, minimum, maximum, below_max,
-    choices, flag}} in form order, with the command line's bounds."""
+    """The calculator's fields: {name: {key, label, unit, integer, minimum, maximum, below_max,
+    choices, flag}} in form order, with the command line's bounds (key: the option's name in a
+    scenario file and among compare's arguments)."""
     out = {}
     for o in OPTIONS:
         if o.label is None:
             continue
         k = o.kind
-        out[o.name] = {"label": o.label, "unit": o.unit, "integer": k.integer,
+        out[o.name] = {"key": o.key, "label": o.label, "unit": o.unit, "integer": k.integer,
                        "minimum": k.minimum, "maximum": k.maximum, "below_max": k.below_max,
                        "words": k.words, "choices": list(k.choices), "flag": k.flag,
                        "text": k.text}

@@ -29,12 +29,7 @@ def _at_most(row, name, limit):
 
 
 class Gpu(Row, table="gpus"):
-    def dense_flops(self, dtype="bf16"):
-        """Dense peak FLOP/s in the compute dtype."""
-        value = self.fp8_dense_flops if dtype == "fp8" else self.bf16_dense_flops
-        if value is None:
-            raise ValueError(f"GPU {self.name} has no {dtype} tensor-core peak")
-        return value
+    """A GPU (gpus.csv); its peak in a compute dtype is kvmath.evaluate.logic.dense_flops."""
 
 
 class Link(Row, table="links"):
@@ -178,14 +173,6 @@ class Engine(Row, table="engines"):
     fast_copies: bool = False  #: a batched call's copies at the driver's per-descriptor cost (bands)
     driver_copies: bool = False  #: small loads by driver copies, not the kernel (the band's slow end)
 
-    def load_kernel(self, copy_bytes, platform="cuda"):
-        """Whether a load of copies of copy_bytes runs the engine's copy kernel (no per-copy
-        cost) rather than driver copies (kernel_below_bytes; CUDA only: vLLM falls back to
-        driver copies on ROCm, cpu/gpu_worker.py _select_swap_blocks_fn)."""
-        return (self.kernel_below_bytes is not None and not self.driver_copies
-                and platform == "cuda" and copy_bytes is not None
-                and copy_bytes < self.kernel_below_bytes)
-
     def check(self):
         if (self.storage_io_bytes is None) != (self.queue_depth is None):
             raise FieldError("queue_depth", "give storage_io_bytes and queue_depth together")
@@ -239,6 +226,32 @@ class EngineSetting(Row, table="engine_settings"):
 #: what one unit of an engine setting is in kvmath's units (B, tokens, a ratio)
 SETTING_UNITS = {"B": 1.0, "GB": 1e9, "GiB": 2.0 ** 30, "tokens": 1.0, "ratio": 1.0,
                  "boolean": 1.0, "": 1.0}
+
+
+#: the fitted parameters of the calibrated prefill model, each GPU's in prefill_fit.csv
+PREFILL_PARAMETERS = ("eta_g", "m_half", "t_kern", "eta_norm", "eta_rope", "eta_act", "eta_add",
+                      "t_kng", "eta_a", "T_a")
+
+
+@lru_cache(maxsize=None)
+def fitted_parameters(path=None):
+    """{gpu: {parameter: value}} from prefill_fit.csv; DataError on a bad or missing value."""
+    path = path or data_path("prefill_fit.csv")
+    out = {}
+    for r in read(FitRow, path).values():
+        out.setdefault(r.gpu, {})[r.parameter] = r.value
+    for gpu, params in out.items():
+        missing = [p for p in PREFILL_PARAMETERS if p not in params]
+        if missing:
+            raise DataError(path, None, "parameter", f"GPU {gpu!r} lacks {', '.join(missing)}")
+    return out
+
+
+@lru_cache(maxsize=None)
+def allreduce_figures(path=None):
+    """{gpu: (busbw B/s, latency s)} from allreduce.csv."""
+    rows = read(Row.types["allreduce"], path)
+    return {g: (r.busbw_Bps, r.latency_s) for g, r in rows.items()}
 
 
 class FitRow(Row, table="prefill_fit"):

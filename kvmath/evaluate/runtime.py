@@ -1,0 +1,223 @@
+"""The primitives the portable scenario logic (:mod:`kvmath.evaluate.logic`) calls, in Python.
+
+The calculator's JavaScript runtime (``_ext/kvcalc_runtime.js``) defines each name here with the
+same meaning, so the logic, printed as JavaScript by :mod:`kvmath.codegen.pyjs`, runs unchanged
+in the page:
+
+* :func:`formula`: a catalogued SymPy expression's generated function, called with a dict of
+  symbol values (numbers, or numpy arrays here);
+* :class:`ScenarioError`, the one error a scenario raises; :class:`Layout` and :class:`PathHop`,
+  the records the logic builds; :func:`with_fields`, a row with some fields changed;
+  :func:`field`, a row's field by a computed name; :func:`is_float`, a number test;
+* :func:`vmap`, a function evaluated over a list of numbers (one numpy call here);
+  :func:`memo`, a result remembered by its inputs (here; the page recomputes);
+* :data:`DATA`, the bundled tables as the logic reads them (:func:`portable_data`, which is also
+  what the page's ``kvcalc-data.js`` holds).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from kvmath._generated import numeric as _numeric
+from kvmath.errors import InputError
+from kvmath.tables.families import FAMILIES
+from kvmath.tables.rows import GPU_HOST_LINK, GPU_HOST_MEMORY
+
+
+class Numeric:
+    """A numeric expression, called by keyword with one value or numpy array per symbol.
+
+    ``Numeric.generated(key)``: the generated function of a catalogued expression
+    (:mod:`kvmath.codegen.catalogue`); ``Numeric(expr)``: any other SymPy expression,
+    lambdified on the spot (the book's ad-hoc expressions). ``f(T=..., B=...)``; missing
+    keywords raise TypeError; ``f.take(values)`` picks its arguments from a larger dict.
+    """
+
+    def __init__(self, expr=None, name="", *, func=None, arg_names=None, key=None):
+        self.name = name
+        self._key = key
+        if func is None:
+            import sympy as sp
+            self._expr = expr
+            symbols = tuple(sorted(expr.free_symbols, key=lambda s: s.name))
+            func = sp.lambdify(symbols, expr, modules=[{"erf": _numeric._erf}, "numpy"])
+            arg_names = tuple(s.name for s in symbols)
+        self._f = func
+        self.arg_names = tuple(arg_names)
+
+    @classmethod
+    def generated(cls, key, name=""):
+        """The generated function for a key of :mod:`kvmath.codegen.catalogue`."""
+        func, args = _numeric.FUNCS[key]
+        return cls(name=name or key, func=func, arg_names=args, key=key)
+
+    @property
+    def expr(self):
+        """The SymPy expression (imports the derivations)."""
+        if self._key is not None:
+            from kvmath.codegen.catalogue import expression
+            return expression(self._key)
+        return self._expr
+
+    @property
+    def symbols(self):
+        return tuple(sorted(self.expr.free_symbols, key=lambda s: s.name))
+
+    def __call__(self, **values):
+        missing = [n for n in self.arg_names if n not in values]
+        if missing:
+            raise TypeError(f"{self.name or self.expr}: missing values for {', '.join(missing)}")
+        return self.take(values)
+
+    def take(self, values):
+        """Call with the subset of a larger dict that this expression needs."""
+        out = self._f(*[values[n] for n in self.arg_names])
+        # scalars come back as plain Python numbers (numpy scalars print as np.float64(...))
+        return out.item() if isinstance(out, np.generic) else out
+
+
+@lru_cache(maxsize=None)
+def _generated(key):
+    return Numeric.generated(key)
+
+
+def formula(key, values):
+    """The catalogued expression ``key`` (kvmath.codegen.catalogue) at ``values`` (a dict by
+    symbol name holding at least its arguments)."""
+    return _generated(key).take(values)
+
+
+class ScenarioError(ValueError, InputError):
+    """A scenario that cannot be evaluated (e.g. TP degree that does not fit the KV heads)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a model is laid out on GPUs: attention TP, expert spread, dtypes, and why."""
+    tp: int  #: GPUs that split one request's attention and KV (K)
+    ep: int  #: expert-parallel ranks: 1 = routed experts sharded by tensor parallelism over the
+    #: tp GPUs (vLLM's and SGLang's default); N > 1 = experts spread over N ranks with all-to-all
+    #: dispatch and combine (each split tp / N ways when N < tp)
+    dp_attention: bool
+    weight_dtype: str
+    compute_dtype: str
+    kv_dtype: str
+    reason: str  #: where the layout comes from (a sourced deployment, the user, the smallest fit)
+
+    @property
+    def gpus(self):
+        """GPUs one replica occupies."""
+        return max(self.tp, self.ep)
+
+    @property
+    def expert_gpus(self):
+        """GPUs the routed experts' weights are spread over (K_e): the replica's GPUs."""
+        return self.gpus
+
+
+@dataclass(frozen=True)
+class PathHop:
+    link: str
+    count: int
+    scope: str
+    effective_Bps: float  #: bandwidth x efficiency x count, after the engine's copy and I/O sizes
+    latency_s: float
+    host_memory: bool = False  #: the node's host memory (every rank's copies are read from it)
+
+
+def with_fields(row, changes):
+    """The row with the fields in ``changes`` (a dict) replaced."""
+    return dataclasses.replace(row, **changes)
+
+
+def field(row, name):
+    """A row's field by name (the field's name computed)."""
+    return getattr(row, name)
+
+
+def is_float(x):
+    """Whether x is a floating-point number (in the page: any number)."""
+    return isinstance(x, float)
+
+
+def vmap(f, xs):
+    """[f(x) for x in xs], as one vectorised call."""
+    x = np.asarray(xs, dtype=float)
+    return [float(y) for y in np.broadcast_to(np.asarray(f(x), dtype=float), x.shape)]
+
+
+_MEMO = {}
+
+
+def _frozen(x):
+    if isinstance(x, dict):
+        return tuple(sorted((k, type(v), _frozen(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return tuple(_frozen(v) for v in x)
+    return x
+
+
+def memo(parts, thunk):
+    """thunk(), remembered by ``parts`` (a list of the inputs it depends on) for the process:
+    the crossings' bisection costs more than the rest of a comparison. A part that cannot be
+    hashed (an array) means no memory."""
+    try:
+        key = _frozen(parts)
+        hash(key)
+    except TypeError:
+        return thunk()
+    if key not in _MEMO:
+        if len(_MEMO) >= 4096:
+            _MEMO.clear()
+        _MEMO[key] = thunk()
+    return _MEMO[key]
+
+
+class _Data:
+    """The bundled tables as the portable logic reads them (attributes built on first use)."""
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        value = portable_data()[name]
+        setattr(self, name, value)
+        return value
+
+
+#: the tables the logic reads: DATA.links, DATA.deployments, ... (:func:`portable_data`)
+DATA = _Data()
+
+
+@lru_cache(maxsize=None)
+def portable_data():
+    """Every bundled table the scenario logic reads, keyed by name, in shapes both languages
+    index alike (string keys, rows as records); the page's kvcalc-data.js is this as JSON."""
+    from kvmath.tables.rows import (ENGINE_COST_PARAMETERS, DTYPE_BYTES, allreduce_figures,
+                                    bundled, deployments, engine_costs, engines,
+                                    fitted_parameters, plan_defaults)
+    from kvmath.tables.schema import table
+    cat = bundled()
+    deps = {}
+    for (model, gpu), d in deployments().items():
+        deps.setdefault(model, {})[gpu] = d
+    efficiency = {}
+    for (item, quantity), e in cat.efficiencies.items():
+        if quantity.startswith("prefill-"):
+            efficiency.setdefault(item, {})[quantity[len("prefill-"):]] = e.value
+    return {
+        "gpu_host_link": GPU_HOST_LINK, "gpu_host_memory": GPU_HOST_MEMORY,
+        "links": dict(cat.links), "deployments": deps, "compute_efficiency": efficiency,
+        "activation_reserve_fraction": plan_defaults()["activation_reserve_fraction"].value,
+        "dtypes": dict(table("dtypes")), "dtype_bytes": dict(DTYPE_BYTES),
+        "engines": dict(engines()),
+        "engine_costs": {e: {p: r.value for p, r in engine_costs(e).items()} for e in engines()},
+        "engine_cost_parameters": list(ENGINE_COST_PARAMETERS),
+        "prefill_fit": fitted_parameters(),
+        "allreduce": {g: list(f) for g, f in allreduce_figures().items()},
+        "families": {n: {"replicated_latent": f.replicated_latent, "fields": dict(f.fields),
+                         "derived": list(f.derived)} for n, f in FAMILIES.items()},
+    }
