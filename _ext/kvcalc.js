@@ -146,7 +146,7 @@
     } else {
       let weight = served ? served.weight_dtype : m.weight_dtype;
       if (!compute) compute = served ? served.compute_dtype : weight === "fp8" && g.P.fp8 !== null ? "fp8" : "bf16";
-      if (compute === "fp8" && D.dtype_bytes[weight] > 1) weight = "fp8";
+      if ((compute === "fp8" || compute === "nvfp4") && D.dtype_bytes[weight] > D.dtype_bytes[compute]) weight = compute;
       const make = (k, why) => ({tp: k, ep: ep || 1, dp_attention: Boolean(ep && ep > k),
                                  weight_dtype: weight, compute_dtype: compute,
                                  kv_dtype: kv || (served || m).kv_dtype, reason: why});
@@ -318,7 +318,8 @@
     const m = D.models[state.model], g = D.gpus[state.gpu], tp = layout.gpus;
     const served = (D.deployments[state.model] || {})[state.gpu];  // as chooseLayout with this TP
     let weight = served ? served.weight_dtype : m.weight_dtype;
-    if (layout.compute_dtype === "fp8" && D.dtype_bytes[weight] > 1) weight = "fp8";
+    if ((layout.compute_dtype === "fp8" || layout.compute_dtype === "nvfp4") &&
+        D.dtype_bytes[weight] > D.dtype_bytes[layout.compute_dtype]) weight = layout.compute_dtype;
     const v = modelValues(state, (served || m).kv_dtype, weight);
     v.K = tp;
     v.K_e = tp;

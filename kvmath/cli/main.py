@@ -19,8 +19,8 @@ from kvmath.evaluate.compare import (BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HI
 from kvmath.scenario.engine_config import cache_sizes, check_tier, engine_of
 from kvmath.scenario.options import COMPARE, DEFAULT_PAUSE, REUSE, TIERS, add_options  # noqa: F401 (chapters)
 from kvmath.scenario.read import read_scenario
-from kvmath.tables.rows import (DataError, UnknownName, bundled, resolve_codec, resolve_engine, resolve_gpu,
-                     resolve_model, resolve_tier)
+from kvmath.tables.rows import (DataError, UnknownName, allow_projections, bundled, check_tier_gpu,
+                     resolve_codec, resolve_engine, resolve_gpu, resolve_model, resolve_tier)
 from kvmath.present.format import TIE_SPEEDUP, fmt_bytes, fmt_time, fmt_token_list
 from kvmath.cli.output import dump, print_result
 from kvmath.errors import InputError, UsageError
@@ -367,8 +367,11 @@ def _node_and_gpu(args, need_node=True):
     gpu = gpu or resolve_gpu(node.gpu)
     if node is not None:  # the node's GPU count, not the GPU row's
         gpu = replace(gpu, gpus_per_node=node.gpus)
-    if args.compute_dtype == "fp8" and gpu.fp8_dense_flops is None:
-        raise ScenarioError(f"--compute-dtype fp8: GPU {gpu.name} has no FP8 tensor-core peak")
+    if args.compute_dtype is not None:  # a dtype the GPU cannot compute in: its row and field
+        try:
+            gpu.dense_flops(args.compute_dtype)
+        except ValueError as exc:
+            raise ScenarioError(str(exc)) from None
     return node, gpu
 
 
@@ -437,6 +440,7 @@ def _run_reuse(args):
     h, h_from = (1.0, "a pool every node reads") if pool else _reach_of(args)
     engine, cfg = engine_of(args)
     check_tier(cfg, tier.name)
+    check_tier_gpu(tier, gpu)
     kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype,
               engine=engine, price_overrides=_price_overrides(args), reach=h,
               price_tier=pool_price_tier(pool) if pool else None,
@@ -522,7 +526,16 @@ def _run_other(args):
 
 
 def run(argv=None):
-    """Run the CLI; returns the exit status."""
+    """Run the CLI; returns the exit status. Projection rows are refused unless the command's
+    scenario allows them (kvmath.scenario.read), and the policy ends with the command."""
+    allow_projections(False)
+    try:
+        return _run(argv)
+    finally:
+        allow_projections(False)
+
+
+def _run(argv=None):
     args = build_parser().parse_args(argv)
     if args.command == "list":
         print(_list())
@@ -547,6 +560,7 @@ def run(argv=None):
         tier = tier if pool is not None else _node_tier(node, tier)
     engine, cfg = engine_of(args)
     check_tier(cfg, tier.name)
+    check_tier_gpu(tier, gpu)
     b = band(resolve_model(args.model), gpu, tier,
                      args.tokens, tp=args.tp,
                      bandwidth_Bps=args.bandwidth * 1e9 if args.bandwidth else None,

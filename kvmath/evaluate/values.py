@@ -428,8 +428,8 @@ def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype
         if compute_dtype is None:  # fp8 weights compute in fp8 where the GPU has fp8 tensor cores
             compute_dtype = served.compute_dtype if served else (
                 "fp8" if weight_dtype == "fp8" and gpu.fp8_dense_flops is not None else "bf16")
-        if compute_dtype == "fp8" and DTYPE_BYTES[weight_dtype] > 1:
-            weight_dtype = "fp8"  # fp8 compute reads fp8 weights
+        if compute_dtype in ("fp8", "nvfp4") and DTYPE_BYTES[weight_dtype] > DTYPE_BYTES[compute_dtype]:
+            weight_dtype = compute_dtype  # fp8 compute reads fp8 weights, nvfp4 NVFP4 ones
         # experts spread wider than attention: each attention group serves its own requests
         # (data-parallel attention), as SGLang's --enable-dp-attention and vLLM's DP+EP do
         make = lambda k, why: Layout(k, ep or 1, bool(ep and ep > k), weight_dtype,  # noqa: E731

@@ -28,7 +28,7 @@ from kvmath.evaluate.compare import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, hbm_fit_
                        _efficiency, architecture_values, heads_fit)
 from kvmath.evaluate.bands import calculator_band_data
 from kvmath.tables.schema import data_path, table as data_table
-from kvmath.tables.rows import DTYPE_BYTES, GPU_HOST_LINK, GPU_HOST_MEMORY, bundled, pool_tiers
+from kvmath.tables.rows import DTYPE_BYTES, GPU_HOST_LINK, GPU_HOST_MEMORY, PROJECTION, bundled, pool_tiers
 from kvmath.present.format import TIE_SPEEDUP, _TIME_UNITS
 from kvmath.version import version_info
 
@@ -96,7 +96,7 @@ def own_bounds():
 def _gpu(g, cat):
     from kvmath.evaluate.prefill import BYTES_ACT, allreduce_figures, fitted_parameters
     peaks, etas = {}, {}
-    for dt in ("bf16", "fp8"):
+    for dt in ("bf16", "fp8", "nvfp4"):
         try:
             peaks[dt] = g.dense_flops(dt)
         except ValueError:
@@ -117,6 +117,23 @@ def _gpu(g, cat):
             "N_node": g.gpus_per_node, "fp4": g.fp4_dense_flops is not None, "host_link": g.host_link, "host_memory_link": g.host_memory_link,
             "platform": g.platform,
             "calibrated": calibrated}
+
+
+def calculator_gpus(cat=None):
+    """The GPUs the page offers: every bundled one but the projections (announced parts, which
+    the command line evaluates only with --allow-projection)."""
+    cat = cat or bundled()
+    return {n: g for n, g in cat.gpus.items() if g.kind != PROJECTION}
+
+
+def calculator_tiers(cat=None):
+    """The tiers the page offers: the node's tiers that every GPU has (none of tiers.csv's
+    one-family tiers: a Grace tray, NVLink to a peer, CXL) and no projection link, and the
+    bundled pools (pool:NAME)."""
+    cat = cat or bundled()
+    return {n: t for n, t in {**cat.tiers, **pool_tiers()}.items()
+            if not t.gpus and all(cat.links[h.link].kind != PROJECTION for h in t.hops
+                                  if h.link in cat.links)}
 
 
 def scenario_data(cat=None):
@@ -145,7 +162,7 @@ def scenario_data(cat=None):
     tiers = {name: [{"link": h.link, "count": h.count, "share": h.share, "scope": h.scope,
                      "requests": list(h.requests) if h.requests else None,
                      "engine_io": h.engine_io} for h in t.hops]
-             for name, t in {**cat.tiers, **pool_tiers()}.items()}
+             for name, t in calculator_tiers(cat).items()}
     engs = {}
     for e in engines().values():
         engs[e.name] = {k: getattr(e, k) for k in (
@@ -160,7 +177,7 @@ def scenario_data(cat=None):
             "tp": d.tp, "ep": d.ep, "dp_attention": d.dp_attention, "weight_dtype": d.weight_dtype,
             "compute_dtype": d.compute_dtype, "kv_dtype": d.kv_dtype,
             "reason": f"deployment: {d.source}"}
-    return {"models": models, "gpus": {g.name: _gpu(g, cat) for g in cat.gpus.values()},
+    return {"models": models, "gpus": {g.name: _gpu(g, cat) for g in calculator_gpus(cat).values()},
             "links": links, "tiers": tiers, "gpu_host_link": GPU_HOST_LINK, "gpu_host_memory": GPU_HOST_MEMORY,
             "engines": engs, "default_engine": DEFAULT_ENGINE, "deployments": deps,
             "tp_candidates": list(TP_CANDIDATES), "prefill_models": list(PREFILL_MODELS),

@@ -6,10 +6,13 @@ across fields (``check``) and derived properties.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from pathlib import Path
 
+from kvmath.errors import InputError
 from kvmath.tables.schema import DataError, FieldError, Row, UnknownName, data_path, package, read, resource, table
 
 #: hop names that stand for the GPU's own host link and its host's memory in a tier
@@ -27,13 +30,48 @@ def _at_most(row, name, limit):
         raise FieldError(name, f"expected at most {limit} ({getattr(row, limit)})")
 
 
+#: the gpus.csv field holding a GPU's dense peak in each compute dtype (--compute-dtype)
+PEAK_FIELDS = {"bf16": "bf16_dense_flops", "fp8": "fp8_dense_flops", "nvfp4": "fp4_dense_flops"}
+#: the kind of a row that describes an announced part: refused unless asked for (--allow-projection)
+PROJECTION = "projection"
+
+
+def row_location(table_name, name):
+    """(path, row) of a bundled row by its name (row 1 = first data row); (None, None) when the
+    name is not bundled (a user's own file)."""
+    names = list(table(table_name))
+    if name not in names:
+        return None, None
+    return data_path(resource(table_name)["path"]), names.index(name) + 1
+
+
+def _where(table_name, name):
+    path, row = row_location(table_name, name)
+    return f"{path}, row {row}" if path else f"{resource(table_name)['title']} row {name!r}"
+
+
 class Gpu(Row, table="gpus"):
     def dense_flops(self, dtype="bf16"):
-        """Dense peak FLOP/s in the compute dtype."""
-        value = self.fp8_dense_flops if dtype == "fp8" else self.bf16_dense_flops
+        """Dense peak FLOP/s in the compute dtype; ValueError naming the gpus.csv row and field
+        when the GPU cannot compute in it (an empty peak: no such tensor cores)."""
+        if dtype not in PEAK_FIELDS:
+            raise ValueError(f"unknown compute dtype {dtype!r}; expected one of "
+                             f"{', '.join(PEAK_FIELDS)}")
+        field = PEAK_FIELDS[dtype]
+        value = getattr(self, field)
         if value is None:
-            raise ValueError(f"GPU {self.name} has no {dtype} tensor-core peak")
+            raise ValueError(f"{_where('gpus', self.name)}, field '{field}': empty, so GPU "
+                             f"{self.name} cannot compute in {dtype} (it has no {dtype} tensor "
+                             f"cores); expected a GPU with a {field} peak for --compute-dtype {dtype}")
         return value
+
+    def check(self):
+        links = table("links")
+        for f in ("host_link", "host_memory_link"):
+            link = links.get(getattr(self, f))
+            if link is not None and link.kind == PROJECTION and self.kind != PROJECTION:
+                raise FieldError("kind", f"expected {PROJECTION}: its {f} {link.name} is a "
+                                 f"projection, so the GPU cannot be {self.kind}")
 
 
 class Link(Row, table="links"):
@@ -54,6 +92,14 @@ class TierRow(Row, table="tiers"):
         if self.hop not in (GPU_HOST_LINK, GPU_HOST_MEMORY, *table("links")):
             raise FieldError("hop", f"unknown link {self.hop!r}; expected one of "
                              f"{', '.join(sorted(table('links')))}, {GPU_HOST_LINK} or {GPU_HOST_MEMORY}")
+        for name in (n for n in self.gpu_names if n not in table("gpus")):
+            raise FieldError("gpus", f"unknown GPU {name!r}; expected names of gpus.csv "
+                             f"separated by ; ({', '.join(sorted(table('gpus')))}) or empty "
+                             "(every GPU)")
+
+    @property
+    def gpu_names(self):
+        return tuple(n.strip() for n in (self.gpus or "").split(";") if n.strip())
 
 
 class Model(Row, table="models"):
@@ -106,6 +152,11 @@ class Node(Row, table="nodes"):
         if drive and self.nvme_drive_bytes != drive.capacity_bytes:
             raise FieldError("nvme_drive_bytes", f"expected the capacity of drive {self.drive!r} "
                              f"({drive.capacity_bytes:g}), got {self.nvme_drive_bytes:g}")
+        for what, row in (("gpu", table("gpus").get(self.gpu)), ("drive", drive),
+                          ("nvme_drive_link", table("links").get(self.nvme_drive_link))):
+            if row is not None and row.kind == PROJECTION and self.kind != PROJECTION:
+                raise FieldError("kind", f"expected {PROJECTION}: its {what} {row.name} is a "
+                                 f"projection, so the node cannot be {self.kind}")
 
 
 class Pool(Row, table="pools"):
@@ -260,6 +311,11 @@ class Measurement(Row, table="validation"):
         if self.kv_dtype and self.kv_dtype not in table("dtypes"):
             raise FieldError("kv_dtype", f"unknown KV format {self.kv_dtype!r}; expected one of "
                              f"{', '.join(sorted(table('dtypes')))} or empty (the model row's)")
+        for f, name in (("gpu", "gpus"), ("link", "links")):  # a measurement of a real part
+            row = table(name).get(getattr(self, f))
+            if row is not None and row.kind == PROJECTION:
+                raise FieldError(f, f"{row.name} is a projection (an announced part): a "
+                                 "measurement names a part that was measured")
 
 
 def validation_model_path(name):
@@ -299,6 +355,11 @@ class Tier:
     name: str
     description: str
     hops: tuple[Hop, ...]
+    #: the GPUs the tier exists on (tiers.csv gpus); empty: every GPU
+    gpus: tuple = ()
+
+    def exists_on(self, gpu_name):
+        return not self.gpus or gpu_name in self.gpus
 
 
 def node_nvme_tier(node):
@@ -334,11 +395,16 @@ def pool_tiers():
     return {f"pool:{p.name}": pool_tier(p, p.gpu_nodes) for p in pools().values()}
 
 
-def tiers_of(rows):
-    """Tiers from tiers.csv rows: hops in file order."""
+def tiers_of(rows, path=None):
+    """Tiers from tiers.csv rows: hops in file order; a tier's GPUs from its rows (given once,
+    or the same on each)."""
     out = {}
-    for r in rows:
-        t = out.setdefault(r.tier, Tier(r.tier, r.description or "", ()))
+    for i, r in enumerate(rows, start=1):
+        t = out.setdefault(r.tier, Tier(r.tier, r.description or "", (), r.gpu_names))
+        if r.gpu_names and r.gpu_names != t.gpus:
+            raise DataError(path or data_path("tiers.csv"), i, "gpus", f"tier {r.tier} names "
+                            f"its GPUs as {';'.join(t.gpus) or 'every GPU'} on an earlier row; "
+                            "expected the same or empty")
         out[r.tier] = replace(t, hops=t.hops + (Hop(r.hop, r.count),))
     return out
 
@@ -405,22 +471,128 @@ def resolve(cls, name_or_path, what=None):
                    f"bundled: {', '.join(sorted(items))}")
 
 
-resolve_model, resolve_node, resolve_engine, resolve_pool = (partial(resolve, c) for c in
-                                                             (Model, Node, Engine, Pool))
-resolve_pause = partial(resolve, Pause, what="pause distribution")
-resolve_codec = partial(resolve, Codec, what="KV codec")
+class ProjectionError(DataError):
+    """A row of kind projection (an announced part) asked for as if measured."""
+
+
+#: the projection rows this context may use: None refuses them (the default, so a name a user
+#: gives never reaches an announced part unasked); a list allows them and records each used,
+#: so the output says so (kvmath.cli.output). Commands set it from --allow-projection
+#: (kvmath.scenario.read.read_scenario); the book's what-ifs use :func:`projections_allowed`.
+_PROJECTIONS = contextvars.ContextVar("kvmath_projections", default=None)
+
+
+def allow_projections(allow):
+    """Refuse projection rows (False) or allow them and record those used (True), in this context."""
+    _PROJECTIONS.set([] if allow else None)
+
+
+@contextlib.contextmanager
+def projections_allowed():
+    """Allow projection rows inside the block; yields the list of those used."""
+    token = _PROJECTIONS.set([])
+    try:
+        yield _PROJECTIONS.get()
+    finally:
+        _PROJECTIONS.reset(token)
+
+
+def projections_used():
+    """The projection rows used since they were allowed, as 'what name (file)' strings."""
+    return list(_PROJECTIONS.get() or ())
+
+
+def _projection(table_name, row, path=None, index=None):
+    """Refuse (ProjectionError naming the file, row and field) or record a projection row."""
+    if row is None or getattr(row, "kind", None) != PROJECTION:
+        return
+    title = resource(table_name)["title"]
+    used = _PROJECTIONS.get()
+    if used is None:
+        if path is None:
+            path, index = row_location(table_name, row.name)
+        raise ProjectionError(path, index, "kind", f"{title} {row.name} is a projection (an "
+                              "announced part: neither measured nor on a shipping part's "
+                              "datasheet); expected a measured or datasheet row, or pass "
+                              "--allow-projection to evaluate it as a what-if")
+    entry = f"{title} {row.name} ({Path(path).name if path else resource(table_name)['path']})"
+    if entry not in used:
+        used.append(entry)
+
+
+def _gpu_projections(gpu, path=None):
+    _projection("gpus", table("gpus").get(gpu.name, gpu) if path is None else gpu, path,
+                1 if path else None)
+    for name in (gpu.host_link, gpu.host_memory_link):
+        _projection("links", table("links").get(name))
+
+
+def tier_projections(tier):
+    """Refuse (or record) the projection links a tier's own hops name."""
+    for hop in tier.hops:
+        _projection("links", table("links").get(hop.link))
 
 
 def resolve_gpu(name_or_path):
-    """A bundled GPU by name, or the single GPU in a CSV file in the bundled format."""
+    """A bundled GPU by name, or the single GPU in a CSV file in the bundled format; a
+    projection (it or its links) is refused unless allowed."""
     cat = bundled()
-    return cat.gpus.get(name_or_path) or _with_efficiency(resolve(Gpu, name_or_path), cat.efficiencies, name_or_path, 1)
+    if name_or_path in cat.gpus:
+        gpu = cat.gpus[name_or_path]
+        _gpu_projections(gpu)
+        return gpu
+    gpu = _with_efficiency(resolve(Gpu, name_or_path), cat.efficiencies, name_or_path, 1)
+    _gpu_projections(gpu, name_or_path)
+    return gpu
+
+
+def resolve_node(name_or_path):
+    """A bundled node by name, or the single node of a CSV file; a projection (it, its GPU, its
+    drive or drive link) is refused unless allowed."""
+    node = resolve(Node, name_or_path)
+    user = name_or_path not in table("nodes")
+    _projection("nodes", node, name_or_path if user else None, 1 if user else None)
+    gpu = table("gpus").get(node.gpu)
+    if gpu is not None:
+        _gpu_projections(gpu)
+    _projection("drives", table("drives").get(node.drive))
+    _projection("links", table("links").get(node.nvme_drive_link))
+    return node
+
+
+def resolve_pool(name_or_path):
+    """A bundled pool by name, or the single pool of a CSV file; its links are checked for
+    projections."""
+    pool = resolve(Pool, name_or_path)
+    for name in (pool.media_link, pool.nic_link, pool.client_link):
+        _projection("links", table("links").get(name))
+    return pool
+
+
+resolve_model, resolve_engine = (partial(resolve, c) for c in (Model, Engine))
+resolve_pause = partial(resolve, Pause, what="pause distribution")
+resolve_codec = partial(resolve, Codec, what="KV codec")
 
 
 def resolve_tier(name):
     if name not in bundled().tiers:
         raise UnknownName(f"unknown tier {name!r}; bundled: {', '.join(sorted(bundled().tiers))}")
-    return bundled().tiers[name]
+    tier = bundled().tiers[name]
+    tier_projections(tier)
+    return tier
+
+
+def check_tier_gpu(tier, gpu):
+    """UnknownName-like InputError when a tier that exists on some GPUs only (tiers.csv gpus:
+    a Grace tray's memory, a peer over NVLink, CXL behind an x86 host) is asked of another."""
+    if not tier.exists_on(gpu.name):
+        raise TierGpuError(f"tier {tier.name} exists only on GPU(s) {', '.join(tier.gpus)} "
+                           f"(tiers.csv, field 'gpus'), not on {gpu.name}: its hops are those "
+                           "GPUs' own links")
+
+
+class TierGpuError(ValueError, InputError):
+    """A tier asked of a GPU it does not exist on."""
 
 
 def transfer_curves(path=None):
