@@ -63,8 +63,12 @@ def test_default_concurrency_is_evaluate_s():
 def test_data_come_from_the_tables():
     data = scenario_data()
     cat = bundled()
-    assert set(data["models"]) == set(cat.models) and set(data["gpus"]) == set(cat.gpus)
-    assert set(data["tiers"]) == set(cat.tiers) | {f"pool:{p}" for p in pools()}
+    # every GPU but the projections (announced parts), and every tier that every GPU has
+    assert set(data["models"]) == set(cat.models)
+    assert set(data["gpus"]) == {n for n, g in cat.gpus.items() if g.kind != "projection"}
+    assert "rubin" not in data["gpus"] and {"gb300", "mi355x"} <= set(data["gpus"])
+    assert set(data["tiers"]) == ({n for n, t in cat.tiers.items() if not t.gpus}
+                                  | {f"pool:{p}" for p in pools()})
     m = data["models"]["llama-3.1-70b"]
     assert m["attention"] == "gqa" and 8 in m["tps"] and m["max_context_tokens"] > 0
     assert data["deployments"]["deepseek-v3"]["h200"]["tp"] == 8
