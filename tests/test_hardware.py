@@ -251,3 +251,12 @@ def test_every_projection_row_is_labelled_and_sourced():
     assert str(data_path("gpus.csv")).endswith("gpus.csv")
     node = table("nodes")["gb200-nvl72-tray"]
     assert isinstance(node, Node) and node.gpus == 4 and node.nvme_drives == 4
+
+
+def test_list_marks_projections_and_one_family_tiers(capsys):
+    code, out, _ = run(capsys, "list")
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert code == 0 and "(projection: --allow-projection)" in lines["rubin"]
+    assert "[on gb200, gb300]" in lines["grace-c2c"]
+    assert "(projection" in lines["cxl-gen6"] and "(projection" not in lines["cxl"]
+    assert "(projection" not in lines["b200"]

@@ -207,12 +207,17 @@ def _list():
     out = ["models:"]
     for m in cat.models.values():
         out.append(f"  {m.name:<16} {m.attention_kind}, {m.layers} layers, {m.hf_repo}")
+    proj = " (projection: --allow-projection)"
     out.append("gpus:")
     for g in cat.gpus.values():
-        out.append(f"  {g.name:<16} {g.description}")
+        out.append(f"  {g.name:<16} {g.description}" + (proj if g.kind == "projection" else ""))
     out.append("tiers:")
     for t in cat.tiers.values():
-        out.append(f"  {t.name:<16} {' -> '.join(h.link for h in t.hops)}")
+        projected = any(cat.links[h.link].kind == "projection" for h in t.hops
+                        if h.link in cat.links)
+        out.append(f"  {t.name:<16} {' -> '.join(h.link for h in t.hops)}"
+                   + (f" [on {', '.join(t.gpus)}]" if t.gpus else "")
+                   + (proj if projected else ""))
     from kvmath.tables.rows import nodes, pauses
     from kvmath.tables.rows import deployments, engines
     out.append("engines:")
