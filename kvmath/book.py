@@ -6,8 +6,9 @@ from kvmath.derive import (kv as derive_kv, prefill as derive_prefill, reuse as 
     serving as derive_serving, symbols, symcache)
 from kvmath.codegen.javascript import COMPARE_EXPRESSIONS, PREFILL_PARTS, SCENARIO_EXPRESSIONS
 from kvmath.tables.rows import (Pause, bundled, codecs, data_path, deployments, drives, engine_costs,
-    engines, gpu_prices, nodes, pauses, plan_defaults, pool_tier, pools, prices, read, resolve_gpu,
-    resolve_model, resolve_tier, thresholds, transfer_curves)
+    engines, gpu_prices, node_nvme_tier, nodes, pauses, plan_defaults, pool_tier, pool_tiers,
+    pools, prices, read, resolve_gpu, resolve_model, resolve_tier, thresholds,
+    transfer_curves)
 from kvmath.tables.schema import table as data_table
 from kvmath.evaluate import engine_fit
 from kvmath.evaluate.bands import (band, bandwidth_range, borrowed_fit_factor, borrowed_fit_gpus,
@@ -31,6 +32,6 @@ from kvmath.traces.fleet import fleet, fleet_cost, nodes_needed
 from kvmath.traces.generate import agent_parameters, agent_trace
 from kvmath.traces.plan_vs_replay import max_abs, plan_vs_replay, trace_pause
 from kvmath.traces.routing import LOAD_WINDOW_S, OVERLAP_WEIGHT, route
-from kvmath.present.calculator import DEFAULTS
+from kvmath.present.calculator import DEFAULTS, calculator_gpus, calculator_tiers
 from kvmath.present.report import (decision, decision_rows, decision_table, fmt_bw, fmt_bytes,
     fmt_time, fmt_tokens, latex, layout_cell, md_table)
