@@ -9,8 +9,9 @@ from kvmath.codegen.catalogue import expression as catalogued_expression
 from kvmath.codegen.javascript import calculator_keys
 from kvmath.codegen.numpy_printer import render_logic
 from kvmath.tables.rows import (Pause, bundled, codecs, data_path, deployments, drives, engine_costs,
-    engines, gpu_prices, nodes, pauses, plan_defaults, pool_tier, pools, prices, read, resolve_gpu,
-    resolve_model, resolve_tier, thresholds, transfer_curves)
+    engines, gpu_prices, node_nvme_tier, nodes, pauses, plan_defaults, pool_tier, pool_tiers,
+    pools, prices, read, resolve_gpu, resolve_model, resolve_tier, thresholds,
+    transfer_curves)
 from kvmath.tables.schema import table as data_table
 from kvmath.evaluate import engine_fit
 from kvmath.evaluate.bands import (band, bandwidth_range, borrowed_fit_factor, borrowed_fit_gpus,
@@ -21,7 +22,7 @@ from kvmath.evaluate.changes import (LAST_RELEASE, OTHER_CAUSE, PREVIOUS_RELEASE
 from kvmath.evaluate.compare import (DEFAULT_ENGINE, Numeric, ScenarioError, architecture_values,
     compare, crossings, default_concurrency, engine_costs_calibrated, fit_transfer_curve, fn,
     parameter_counts, path_values, replication, scenario_values, sweep)
-from kvmath.evaluate.logic import PARTS as PREFILL_PARTS_NAMES
+from kvmath.evaluate.logic import PARTS as PREFILL_PARTS_NAMES, tier_exists_on
 from kvmath.evaluate.prefill import fitted_parameters, prefill_time
 from kvmath.evaluate.reuse import (gpu_second_price, nvme_value, pause_values, reuse, rfn,
     saved_s, tier_plan, tier_prices)
@@ -35,6 +36,6 @@ from kvmath.traces.fleet import fleet, fleet_cost, nodes_needed
 from kvmath.traces.generate import agent_parameters, agent_trace
 from kvmath.traces.plan_vs_replay import max_abs, plan_vs_replay, trace_pause
 from kvmath.traces.routing import LOAD_WINDOW_S, OVERLAP_WEIGHT, route
-from kvmath.present.calculator import DEFAULTS
+from kvmath.present.calculator import DEFAULTS, calculator_gpus, calculator_tiers
 from kvmath.present.report import (decision, decision_rows, decision_table, fmt_bw, fmt_bytes,
     fmt_time, fmt_tokens, latex, layout_cell, md_table)

@@ -6,10 +6,13 @@ import random
 from kvmath import bundled
 from kvmath.evaluate.bands import band
 from kvmath.evaluate.compare import PREFILL_MODELS, ScenarioError
-from kvmath.tables.rows import engines, pool_tiers
+from kvmath.present.calculator import calculator_gpus, calculator_tiers
+from kvmath.tables.rows import engines
 
-#: the calculator's tiers: the node's, and the bundled pools (pool:NAME)
-TIERS = {**bundled().tiers, **pool_tiers()}
+#: the calculator's tiers: the node's every GPU has, and the bundled pools (pool:NAME); its GPUs:
+#: every bundled one but the projections
+TIERS = calculator_tiers()
+GPUS = sorted(calculator_gpus())
 
 #: relative difference allowed: both sides evaluate the same expressions in IEEE doubles, so
 #: only the order of operations (about 1e-15) and bisection to machine precision separate them
@@ -89,7 +92,7 @@ def scenarios(n, seed=20261130, errors=0):
     good, bad = [(s, python(s)) for s in PINNED] if n > len(PINNED) else [], []
     while len(good) < n or len(bad) < errors:
         m = cat.models[rng.choice(list(cat.models))]
-        s = {"model": m.name, "gpu": rng.choice(list(cat.gpus)),
+        s = {"model": m.name, "gpu": rng.choice(GPUS),
              "tier": rng.choice(list(TIERS)),
              "tokens": int(10 ** rng.uniform(0, math.log10(m.max_context_tokens)))}
         if rng.random() < 0.4:

@@ -8,6 +8,7 @@ import sympy as sp
 from kvmath.derive import kv as D
 from kvmath.derive import symbols as S
 from kvmath import bundled, compare
+from kvmath.evaluate.logic import tier_exists_on
 from kvmath.evaluate.compare import Numeric, ScenarioError, crossings, fn, heads_fit, scenario_values, sweep
 
 
@@ -24,7 +25,7 @@ def random_scenarios(n, seed=0):
     while len(out) < n:
         model = rng.choice(list(cat.models.values()))
         gpu = rng.choice(list(cat.gpus.values()))
-        tier = rng.choice(list(cat.tiers.values()))
+        tier = rng.choice([t for t in cat.tiers.values() if tier_exists_on(t, gpu.name)])
         tp = rng.choice([k for k in (1, 2, 4, 8) if heads_fit(model, k)])
         v, _ = scenario_values(model, gpu, tier, tp=tp,
                                bandwidth_Bps=10 ** rng.uniform(8.5, 11.5))
@@ -89,7 +90,7 @@ def test_numeric_is_vectorised_and_keyword_checked():
     f = Numeric(D.t_reload)
     out = f(t_0=1e-6, B=1e9, K=1, e_kv=2048, b_kv=2, rho=1, L_full=32, L_win=0, W=1, c_hit=0.0,
             L_rec=0, b_st=2, n_rk=0, n_rv=0, d_rk=0, d_rv=0, k_conv=0, B_state=1e9,
-            T=np.array([1.0, 10.0]))
+            L_chunk=0, C_ch=1, e_aux=0, b_aux=1, T=np.array([1.0, 10.0]))
     assert out.shape == (2,) and out[1] > out[0]
     with pytest.raises(TypeError, match="missing values"):
         f(B=1e9)
@@ -98,12 +99,14 @@ def test_numeric_is_vectorised_and_keyword_checked():
 def test_one_division_is_the_linear_ratio():
     """model_flops_per_kv_byte = 2 N_lin / (KV bytes per token x copies)."""
     assert sp.simplify(D.model_flops_per_kv_byte
-                       - 2 * S.N_lin / ((S.L_full + S.L_win) * S.e_kv * S.b_kv * S.rho)) == 0
+                       - 2 * S.N_lin / ((S.L_full + S.L_win + S.L_chunk)
+                                        * (S.e_kv * S.b_kv + S.e_aux * S.b_aux) * S.rho)) == 0
 
 
 def test_attention_convention_two_flops_per_mac_causal():
     """A 1-layer, 1-head model with d_qk = d_v = 1 at T = 3: 6 causal pairs x 4 FLOP."""
-    expr = D.flops_attention.subs({S.n_q: 1, S.d_qk: 1, S.d_v: 1, S.L_full: 1, S.L_win: 0})
+    expr = D.dense(D.flops_attention).subs({S.n_q: 1, S.d_qk: 1, S.d_v: 1, S.L_full: 1,
+                                            S.L_win: 0})
     assert expr.subs(S.T, 3) == 24
 
 

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from kvmath import bundled
 from kvmath.evaluate.compare import crossings, fn, heads_fit, scenario_values
+from kvmath.evaluate.logic import tier_exists_on
 
 CAT = bundled()
 models = st.sampled_from(sorted(CAT.models))
@@ -19,6 +20,8 @@ def values(model, gpu, tier, tp=1, bw=None):
     m = CAT.models[model]
     if not heads_fit(m, tp):  # a TP that does not split the heads: TP 1
         tp = 1
+    if not tier_exists_on(CAT.tiers[tier], gpu):  # a tier of another GPU family: host memory
+        tier = "host-dram"
     return scenario_values(m, CAT.gpus[gpu], CAT.tiers[tier], tp=tp, bandwidth_Bps=bw)[0]
 
 

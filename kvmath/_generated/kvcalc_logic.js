@@ -10,12 +10,13 @@
   const PARTS = ["gemm_s", "nongemm_s", "attention_s", "allreduce_s", "moe_s", "lm_head_s", "recurrent_s"];
   const DEFAULT_IMBALANCE = 1.0;
   const BYTES_ACT = 2.0;
-  const FAMILY_SYMBOL_DEFAULTS = ({"n_kv": 1, "d_h": 1, "r_kv": 1, "d_rope": 1, "d_nope": 1, "r_q": 0, "d_v": 1});
+  const DENSE_KEYS = 1e+18;
+  const FAMILY_SYMBOL_DEFAULTS = ({"n_kv": 1, "d_h": 1, "r_kv": 1, "d_rope": 1, "d_nope": 1, "r_q": 0, "d_v": 1, "H_I": 0, "d_I": 0, "k_sel": DENSE_KEYS});
   const CODEC_KV_DTYPES = ["bf16", "fp16"];
   const HBM_TIER_NAME = "hbm";
   const BEYOND_CONTEXT_HINT = "(pass --allow-beyond-context to evaluate it anyway)";
   const MAY_BE_INF = ["min_reload_bandwidth_Bps"];
-  const SHAPE_FIELDS = ["attention", "layers", "window_layers", "window", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "q_lora_rank", "intermediate_size", "moe_intermediate_size", "num_experts", "experts_per_token", "shared_experts", "dense_layers", "vocab_size", "tie_word_embeddings", "weight_dtype", "kv_dtype"];
+  const SHAPE_FIELDS = ["attention", "layers", "window_layers", "window", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "q_lora_rank", "intermediate_size", "moe_intermediate_size", "num_experts", "experts_per_token", "shared_experts", "dense_layers", "vocab_size", "tie_word_embeddings", "weight_dtype", "kv_dtype", "chunk_layers", "chunk_tokens", "index_n_heads", "index_head_dim", "index_topk", "aux_kv_dtype"];
 
   function own_value(own, name, value) {
     if (((own != null) && R.contains(own, name))) {
@@ -33,7 +34,7 @@
   }
 
   function shape_key(model) {
-    return R.join("|", R.list([model.attention, model.layers, model.window_layers, model.window, model.hidden_size, model.num_attention_heads, model.num_key_value_heads, model.head_dim, model.kv_lora_rank, model.qk_rope_head_dim, model.qk_nope_head_dim, model.v_head_dim, model.q_lora_rank, model.intermediate_size, model.moe_intermediate_size, model.num_experts, model.experts_per_token, model.shared_experts, model.dense_layers, model.vocab_size, model.tie_word_embeddings, model.weight_dtype, model.kv_dtype]).map((x) => R.str(x)));
+    return R.join("|", R.list([model.attention, model.layers, model.window_layers, model.window, model.hidden_size, model.num_attention_heads, model.num_key_value_heads, model.head_dim, model.kv_lora_rank, model.qk_rope_head_dim, model.qk_nope_head_dim, model.v_head_dim, model.q_lora_rank, model.intermediate_size, model.moe_intermediate_size, model.num_experts, model.experts_per_token, model.shared_experts, model.dense_layers, model.vocab_size, model.tie_word_embeddings, model.weight_dtype, model.kv_dtype, model.chunk_layers, model.chunk_tokens, model.index_n_heads, model.index_head_dim, model.index_topk, model.aux_kv_dtype]).map((x) => R.str(x)));
   }
 
   function sign(x) {
@@ -47,12 +48,27 @@
   }
 
   function dense_flops(gpu, dtype) {
-    let value;
-    value = ((dtype === "fp8") ? gpu.fp8_dense_flops : gpu.bf16_dense_flops);
+    let name, value, where;
+    if (!R.contains(R.DATA.peak_fields, dtype)) {
+      throw new R.ScenarioError(`unknown compute dtype ${R.repr(dtype, "")}; expected one of ${R.fmt(R.join(", ", R.list(R.DATA.peak_fields)), "")}`);
+    }
+    name = R.DATA.peak_fields[dtype];
+    value = R.field(gpu, name);
     if ((value == null)) {
-      throw new R.ScenarioError(`GPU ${R.fmt(gpu.name, "")} has no ${R.fmt(dtype, "")} tensor-core peak`);
+      where = R.get(R.DATA.gpu_rows, gpu.name, `GPU row ${R.repr(gpu.name, "")}`);
+      throw new R.ScenarioError(`${R.fmt(where, "")}, field '${R.fmt(name, "")}': empty, so GPU ${R.fmt(gpu.name, "")} cannot compute in ${R.fmt(dtype, "")} (it has no ${R.fmt(dtype, "")} tensor cores); expected a GPU with a ${R.fmt(name, "")} peak for --compute-dtype ${R.fmt(dtype, "")}`);
     }
     return value;
+  }
+
+  function tier_exists_on(tier, gpu_name) {
+    return ((R.len(tier.gpus) === 0) || R.contains(tier.gpus, gpu_name));
+  }
+
+  function check_tier_gpu(tier, gpu) {
+    if (!(R.truthy(tier_exists_on(tier, gpu.name)))) {
+      throw new R.ScenarioError(`tier ${R.fmt(tier.name, "")} exists only on GPU(s) ${R.fmt(R.join(", ", tier.gpus), "")} (tiers.csv, field 'gpus'), not on ${R.fmt(gpu.name, "")}: its hops are those GPUs' own links`);
+    }
   }
 
   function compute_efficiency(gpu, compute_dtype, efficiency = null) {
@@ -95,7 +111,7 @@
 
   function copies_span_layers(eng, v) {
     let hybrid;
-    hybrid = ((v["L_win"] > 0) && (v["L_full"] > 0));
+    hybrid = (((v["L_win"] > 0) || (v["L_chunk"] > 0)) && (v["L_full"] > 0));
     return ((eng.copy_spans_layers === "always") || ((eng.copy_spans_layers === "uniform") && !(R.truthy(hybrid))));
   }
 
@@ -131,7 +147,7 @@
   function model_values(model, kv_dtype = null, weight_dtype = null, own = null) {
     let fam, v, fields, sym;
     fam = R.DATA.families[model.attention];
-    v = ({"d": model.hidden_size, "n_q": model.num_attention_heads, "L_full": ((model.layers - model.window_layers) - model.recurrent_layers), "L_win": model.window_layers, "L_rec": model.recurrent_layers, "n_rk": R.or_(model.recurrent_key_heads, () => 0), "n_rv": R.or_(model.recurrent_value_heads, () => 0), "d_rk": R.or_(model.recurrent_key_head_dim, () => 0), "d_rv": R.or_(model.recurrent_value_head_dim, () => 0), "k_conv": R.or_(model.recurrent_conv_kernel, () => 0), "b_st": R.DATA.dtype_bytes[R.or_(model.state_dtype, () => model.weight_dtype)], "W": R.or_(model.window, () => 1), "I_ffn": R.or_(model.intermediate_size, () => 0), "I_exp": R.or_(model.moe_intermediate_size, () => 0), "E": R.or_(model.num_experts, () => 0), "k_top": R.or_(model.experts_per_token, () => 0), "E_sh": R.or_(model.shared_experts, () => 0), "L_dense": model.dense_layers, "L_moe": (model.layers - model.dense_layers), "V": model.vocab_size, "tied": (R.truthy(model.tie_word_embeddings) ? 1 : 0), "b_w": R.DATA.dtype_bytes[R.or_(weight_dtype, () => model.weight_dtype)]});
+    v = ({"d": model.hidden_size, "n_q": model.num_attention_heads, "L_full": (((model.layers - model.window_layers) - model.chunk_layers) - model.recurrent_layers), "L_win": model.window_layers, "L_rec": model.recurrent_layers, "L_chunk": model.chunk_layers, "C_ch": R.or_(model.chunk_tokens, () => 1), "n_rk": R.or_(model.recurrent_key_heads, () => 0), "n_rv": R.or_(model.recurrent_value_heads, () => 0), "d_rk": R.or_(model.recurrent_key_head_dim, () => 0), "d_rv": R.or_(model.recurrent_value_head_dim, () => 0), "k_conv": R.or_(model.recurrent_conv_kernel, () => 0), "b_st": R.DATA.dtype_bytes[R.or_(model.state_dtype, () => model.weight_dtype)], "W": R.or_(model.window, () => 1), "I_ffn": R.or_(model.intermediate_size, () => 0), "I_exp": R.or_(model.moe_intermediate_size, () => 0), "E": R.or_(model.num_experts, () => 0), "k_top": R.or_(model.experts_per_token, () => 0), "E_sh": R.or_(model.shared_experts, () => 0), "L_dense": model.dense_layers, "L_moe": (model.layers - model.dense_layers), "V": model.vocab_size, "tied": (R.truthy(model.tie_word_embeddings) ? 1 : 0), "b_w": R.DATA.dtype_bytes[R.or_(weight_dtype, () => model.weight_dtype)], "b_aux": (R.truthy(model.aux_kv_dtype) ? R.DATA.dtype_bytes[model.aux_kv_dtype] : 1)});
     Object.assign(v, FAMILY_SYMBOL_DEFAULTS);
     fields = fam["fields"];
     for (const sym of R.list(fields)) {
@@ -148,6 +164,7 @@
       }
     }
     v["e_kv"] = R.formula((("attention." + model.attention) + ".e_kv"), v);
+    v["e_aux"] = R.formula((("attention." + model.attention) + ".aux_elements"), v);
     v["b_kv"] = kv_element_bytes(R.or_(kv_dtype, () => model.kv_dtype), R.formula((("attention." + model.attention) + ".head_elements"), v));
     v["N_lin"] = Number(R.formula((("attention." + model.attention) + ".params_active_matmul"), v));
     v["N_tot"] = Number(R.formula((("attention." + model.attention) + ".params_total"), v));
@@ -225,8 +242,8 @@
           compute_dtype = "bf16";
         }
       }
-      if (((compute_dtype === "fp8") && (R.DATA.dtype_bytes[weight_dtype] > 1))) {
-        weight_dtype = "fp8";
+      if ((((compute_dtype === "fp8") || (compute_dtype === "nvfp4")) && (R.DATA.dtype_bytes[weight_dtype] > R.DATA.dtype_bytes[compute_dtype]))) {
+        weight_dtype = compute_dtype;
       }
       kv = R.or_(kv_dtype, () => ((served != null) ? served.kv_dtype : model.kv_dtype));
       make = function make(k, why) {
@@ -363,6 +380,7 @@
     if (((tp != null) && (tp < 1))) {
       throw new R.ScenarioError(`--tp must be a positive integer, got ${R.fmt(tp, "")}`);
     }
+    check_tier_gpu(tier, gpu);
     eng = ((engine != null) ? engine : R.DATA.engines[DEFAULT_ENGINE]);
     if ((layout == null)) {
       layout = choose_layout(model, gpu, tokens, tp, ep, batch, compute_dtype, kv_dtype, hbm_fit_fraction(eng), check_fit, own);
@@ -380,7 +398,7 @@
       split = R.and_(R.or_(eng.kv_split, () => ((eng.copy_spans_layers === "uniform") && !(R.truthy(spans)))), () => !(R.truthy(latent(model))));
       v["c_tok"] = eng.copy_tokens;
       v["c_split"] = (R.truthy(split) ? 2.0 : 1.0);
-      v["c_lay"] = (R.truthy(spans) ? Number((v["L_full"] + v["L_win"])) : 1.0);
+      v["c_lay"] = (R.truthy(spans) ? Number(((v["L_full"] + v["L_win"]) + v["L_chunk"])) : 1.0);
       copy = Number(R.formula("derive.copy_bytes", v));
     }
     path = path_values(tier, gpu, layout.tp, v["rho"], v["n_c"], eng, copy, once, stored, own);
@@ -861,7 +879,7 @@
     ends = [hidden, hidden];
     if (R.truthy(R.and_((R.len(hops) > 0), () => v["o_lay"]))) {
       kv = nominal["kv_bytes_per_gpu"];
-      layers = (v["L_full"] + v["L_win"]);
+      layers = ((v["L_full"] + v["L_win"]) + v["L_chunk"]);
       ends = [((v["o_lay"] * R.min((kv / b_hi), step_lo)) * (1 - (1 / layers))), ((v["o_lay"] * R.min((kv / b_lo), step_hi)) * (1 - (1 / layers)))];
     }
     ttft_reload = [(((reload[0] + hit_add) + hidden) - ends[0]), (((reload[1] + hit_add) + hidden) - ends[1])];
@@ -934,5 +952,5 @@
     return longest_prompt(model, gpu, v["layout"], hbm_fit_fraction(v["engine"]), R.get(opts, "batch", 1), R.get(opts, "allow_beyond_context", false), own);
   }
 
-  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, CROSSING_POINTS, CROSSING_ITERATIONS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, MAY_BE_INF, SHAPE_FIELDS, own_value, is_moe, latent, shape_key, sign, dense_flops, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, choose_layout, deployment_values, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, concurrent_at_load, calibrated_values, prefill_parts, recompute_fn, suffix_values, time_step, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, load_values, compare_at, compare, binding_hop, reload_bandwidth_range, reload_floor, known_limits, band, band_of, values_of, curve_of, longest_prompt, limit_of};
+  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, CROSSING_POINTS, CROSSING_ITERATIONS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, MAY_BE_INF, SHAPE_FIELDS, own_value, is_moe, latent, shape_key, sign, dense_flops, tier_exists_on, check_tier_gpu, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, choose_layout, deployment_values, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, concurrent_at_load, calibrated_values, prefill_parts, recompute_fn, suffix_values, time_step, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, load_values, compare_at, compare, binding_hop, reload_bandwidth_range, reload_floor, known_limits, band, band_of, values_of, curve_of, longest_prompt, limit_of};
 })(window.KVCALC_RUNTIME);

@@ -15,14 +15,20 @@ def _erf(x):
     return math.erf(x) if numpy.ndim(x) == 0 else _erf_vec(x)
 
 
-def _derive_held_token_layers(L_full, L_win, T, W):
-    return L_full*T + L_win*numpy.minimum(T, W)
+def _derive_L_attn(L_chunk, L_full, L_win):
+    return L_chunk + L_full + L_win
 
-def _derive_kv_bytes_per_token(L_full, L_win, b_kv, e_kv):
-    return b_kv*e_kv*(L_full + L_win)
+def _derive_b_token_layer(b_aux, b_kv, e_aux, e_kv):
+    return b_aux*e_aux + b_kv*e_kv
 
-def _derive_kv_bytes_attention(L_full, L_win, T, W, b_kv, e_kv):
-    return b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))
+def _derive_held_token_layers(C_ch, L_chunk, L_full, L_win, T, W):
+    return L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)
+
+def _derive_kv_bytes_per_token(L_chunk, L_full, L_win, b_aux, b_kv, e_aux, e_kv):
+    return (b_aux*e_aux + b_kv*e_kv)*(L_chunk + L_full + L_win)
+
+def _derive_kv_bytes_attention(C_ch, L_chunk, L_full, L_win, T, W, b_aux, b_kv, e_aux, e_kv):
+    return (b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))
 
 def _derive_state_elements(d_rk, d_rv, k_conv, n_rk, n_rv):
     _x0 = d_rv*n_rv
@@ -32,21 +38,21 @@ def _derive_state_bytes(L_rec, b_st, d_rk, d_rv, k_conv, n_rk, n_rv):
     _x0 = d_rv*n_rv
     return L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1))
 
-def _derive_state_checkpoint_tokens(b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho):
+def _derive_state_checkpoint_tokens(b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho):
     _x0 = d_rv*n_rv
-    return numpy.ceil(b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1))/(b_kv*e_kv*rho))
+    return numpy.ceil(b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1))/(rho*(b_aux*e_aux + b_kv*e_kv)))
 
-def _derive_kv_bytes_unique(L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv):
+def _derive_kv_bytes_unique(C_ch, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv):
     _x0 = d_rv*n_rv
-    return L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))
+    return L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + (b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))
 
-def _derive_kv_bytes_total(L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho):
+def _derive_kv_bytes_total(C_ch, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho):
     _x0 = d_rv*n_rv
-    return L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))
+    return L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))
 
-def _derive_kv_bytes_per_gpu(K, L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho):
+def _derive_kv_bytes_per_gpu(C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho):
     _x0 = d_rv*n_rv
-    return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W)))/K
+    return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/K
 
 def _derive_mlp_params_dense(I_ffn, d):
     return 3*I_ffn*d
@@ -77,28 +83,61 @@ def _derive_pairs_window(T, W):
     _x0 = numpy.minimum(T, W)
     return W*(T - _x0) + (1/2)*_x0*(_x0 + 1)
 
+def _derive_pairs_topk(T, k_sel):
+    _x0 = numpy.minimum(T, k_sel)
+    return (1/2)*_x0*(_x0 + 1) + k_sel*(T - _x0)
+
+def _derive_chunks_whole(C_ch, T):
+    return numpy.floor(T/C_ch)
+
+def _derive_pairs_chunk(C_ch, T):
+    _x0 = C_ch*numpy.floor(T/C_ch)
+    return (1/2)*_x0*(C_ch + 1) + (1/2)*(T - _x0)*(T - _x0 + 1)
+
+def _derive_full_pair_flops(T, d_qk, d_qs, d_v, d_vs, k_sel):
+    _x0 = numpy.minimum(T, k_sel)
+    return numpy.where(numpy.less_equal(T, k_sel), (1/2)*T*(T + 1)*(d_qk + d_v), (d_qs + d_vs)*((1/2)*_x0*(_x0 + 1) + k_sel*(T - _x0)))
+
+def _derive_flops_indexer(H_I, L_full, T, d_I):
+    return H_I*L_full*T*d_I*(T + 1)
+
 def _derive_flops_linear(N_lin, T):
     return 2*N_lin*T
 
-def _derive_flops_attention(L_full, L_win, T, W, d_qk, d_v, n_q):
-    _x0 = numpy.minimum(T, W)
-    return 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))
+def _derive_flops_attention(C_ch, H_I, L_chunk, L_full, L_win, T, W, d_I, d_qk, d_qs, d_v, d_vs, k_sel, n_q):
+    _x0 = T + 1
+    _x1 = T*_x0
+    _x2 = d_qk + d_v
+    _x3 = numpy.minimum(T, k_sel)
+    _x4 = numpy.minimum(T, W)
+    _x5 = C_ch*numpy.floor(T/C_ch)
+    return H_I*L_full*_x1*d_I + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x1*_x2, (d_qs + d_vs)*((1/2)*_x3*(_x3 + 1) + k_sel*(T - _x3))) + _x2*(L_chunk*((1/2)*_x5*(C_ch + 1) + (1/2)*(T - _x5)*(_x0 - _x5)) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1))))
 
 def _derive_flops_recurrent(L_rec, T, d_rk, d_rv, n_rv):
     return 4*L_rec*T*d_rk*d_rv*n_rv
 
-def _derive_flops_prefill(L_full, L_rec, L_win, N_lin, T, W, d_qk, d_rk, d_rv, d_v, n_q, n_rv):
-    _x0 = numpy.minimum(T, W)
-    return 4*L_rec*T*d_rk*d_rv*n_rv + 2*N_lin*T + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))
+def _derive_flops_prefill(C_ch, H_I, L_chunk, L_full, L_rec, L_win, N_lin, T, W, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, k_sel, n_q, n_rv):
+    _x0 = T + 1
+    _x1 = T*_x0
+    _x2 = d_qk + d_v
+    _x3 = numpy.minimum(T, k_sel)
+    _x4 = numpy.minimum(T, W)
+    _x5 = C_ch*numpy.floor(T/C_ch)
+    return H_I*L_full*_x1*d_I + 4*L_rec*T*d_rk*d_rv*n_rv + 2*N_lin*T + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x1*_x2, (d_qs + d_vs)*((1/2)*_x3*(_x3 + 1) + k_sel*(T - _x3))) + _x2*(L_chunk*((1/2)*_x5*(C_ch + 1) + (1/2)*(T - _x5)*(_x0 - _x5)) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1))))
 
 def _derive_flops_routed(N_xa, T):
     return 2*N_xa*T
 
-def _derive_t_compute(K, K_e, L_full, L_rec, L_win, N_lin, N_xa, P, T, W, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv):
+def _derive_t_compute(C_ch, H_I, K, K_e, L_chunk, L_full, L_rec, L_win, N_lin, N_xa, P, T, W, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, eta, k_sel, n_q, n_rv):
     _x0 = 2*T
     _x1 = N_xa*_x0
-    _x2 = numpy.minimum(T, W)
-    return (_x1/K_e + (4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x0 - _x1 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1))))/K)/(P*eta)
+    _x2 = T + 1
+    _x3 = T*_x2
+    _x4 = d_qk + d_v
+    _x5 = numpy.minimum(T, k_sel)
+    _x6 = numpy.minimum(T, W)
+    _x7 = C_ch*numpy.floor(T/C_ch)
+    return (_x1/K_e + (H_I*L_full*_x3*d_I + 4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x0 - _x1 + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x3*_x4, (d_qs + d_vs)*((1/2)*_x5*(_x5 + 1) + k_sel*(T - _x5))) + _x4*(L_chunk*((1/2)*_x7*(C_ch + 1) + (1/2)*(T - _x7)*(_x2 - _x7)) + L_win*(W*(T - _x6) + (1/2)*_x6*(_x6 + 1)))))/K)/(P*eta)
 
 def _derive_weights_per_gpu(K, K_e, N_tot, N_xs, b_w):
     return N_xs*b_w/K_e + b_w*(N_tot - N_xs)/K
@@ -106,38 +145,69 @@ def _derive_weights_per_gpu(K, K_e, N_tot, N_xs, b_w):
 def _derive_t_weights(B_hbm, K, K_e, N_tot, N_xs, b_w):
     return (N_xs*b_w/K_e + b_w*(N_tot - N_xs)/K)/B_hbm
 
-def _derive_t_recompute(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv):
+def _derive_t_recompute(B_hbm, C_ch, H_I, K, K_e, L_chunk, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, eta, k_sel, n_q, n_rv):
     _x0 = K_e**(-1.0)
     _x1 = K**(-1.0)
     _x2 = 2*T
     _x3 = N_xa*_x2
-    _x4 = numpy.minimum(T, W)
-    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(P*eta))
+    _x4 = T + 1
+    _x5 = T*_x4
+    _x6 = d_qk + d_v
+    _x7 = numpy.minimum(T, k_sel)
+    _x8 = numpy.minimum(T, W)
+    _x9 = C_ch*numpy.floor(T/C_ch)
+    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(H_I*L_full*_x5*d_I + 4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x2 - _x3 + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x5*_x6, (d_qs + d_vs)*((1/2)*_x7*(_x7 + 1) + k_sel*(T - _x7))) + _x6*(L_chunk*((1/2)*_x9*(C_ch + 1) + (1/2)*(T - _x9)*(_x4 - _x9)) + L_win*(W*(T - _x8) + (1/2)*_x8*(_x8 + 1))))))/(P*eta))
 
-def _derive_t_recompute_batch(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv, n_seq):
+def _derive_t_recompute_batch(B_hbm, C_ch, H_I, K, K_e, L_chunk, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_w, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, eta, k_sel, n_q, n_rv, n_seq):
     _x0 = K_e**(-1.0)
     _x1 = K**(-1.0)
     _x2 = 2*T
     _x3 = N_xa*_x2
-    _x4 = numpy.minimum(T, W)
-    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, n_seq*(_x0*_x3 + _x1*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(P*eta))
+    _x4 = T + 1
+    _x5 = T*_x4
+    _x6 = d_qk + d_v
+    _x7 = numpy.minimum(T, k_sel)
+    _x8 = numpy.minimum(T, W)
+    _x9 = C_ch*numpy.floor(T/C_ch)
+    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, n_seq*(_x0*_x3 + _x1*(H_I*L_full*_x5*d_I + 4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x2 - _x3 + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x5*_x6, (d_qs + d_vs)*((1/2)*_x7*(_x7 + 1) + k_sel*(T - _x7))) + _x6*(L_chunk*((1/2)*_x9*(C_ch + 1) + (1/2)*(T - _x9)*(_x4 - _x9)) + L_win*(W*(T - _x8) + (1/2)*_x8*(_x8 + 1))))))/(P*eta))
 
-def _derive_eta_implied(K, K_e, L_full, L_rec, L_win, N_lin, N_xa, P, T, W, d_qk, d_rk, d_rv, d_v, n_q, n_rv, t_meas):
+def _derive_eta_implied(C_ch, H_I, K, K_e, L_chunk, L_full, L_rec, L_win, N_lin, N_xa, P, T, W, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, k_sel, n_q, n_rv, t_meas):
     _x0 = 2*T
     _x1 = N_xa*_x0
-    _x2 = L_full*n_q
-    _x3 = T*_x2
-    _x4 = T**2*_x2
-    _x5 = numpy.minimum(T, W)
-    _x6 = L_win*n_q
-    _x7 = _x6*d_qk
-    _x8 = _x5*_x7
-    _x9 = _x6*d_v
-    _x10 = _x5*_x9
-    _x11 = W*_x0
-    _x12 = _x5**2
-    _x13 = 2*W
-    return (K*_x1 + K_e*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x0 - _x1 - _x10*_x13 + _x10 + _x11*_x7 + _x11*_x9 + _x12*_x7 + _x12*_x9 - _x13*_x8 + _x3*d_qk + _x3*d_v + _x4*d_qk + _x4*d_v + _x8))/(K*K_e*P*t_meas)
+    _x2 = K*_x1
+    _x3 = T*d_qk
+    _x4 = T*d_v
+    _x5 = L_full*n_q
+    _x6 = H_I*L_full*d_I
+    _x7 = T**2
+    _x8 = L_chunk*n_q
+    _x9 = _x3*_x8
+    _x10 = _x4*_x8
+    _x11 = _x7*_x8
+    _x12 = numpy.minimum(T, W)
+    _x13 = _x12**2
+    _x14 = L_win*n_q
+    _x15 = _x14*d_qk
+    _x16 = _x12*_x15
+    _x17 = _x14*d_v
+    _x18 = _x12*_x17
+    _x19 = numpy.floor(T/C_ch)
+    _x20 = _x19**2
+    _x21 = C_ch**2*_x8
+    _x22 = _x21*d_qk
+    _x23 = _x21*d_v
+    _x24 = 2*W
+    _x25 = _x14*_x24
+    _x26 = 2*C_ch*_x19
+    _x27 = 4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x0 + T*_x6 - _x1 - _x10*_x26 + _x10 + _x11*d_qk + _x11*d_v + _x13*_x15 + _x13*_x17 - _x16*_x24 + _x16 - _x18*_x24 + _x18 + _x19*_x22 + _x19*_x23 + _x20*_x22 + _x20*_x23 + _x25*_x3 + _x25*_x4 - _x26*_x9 + _x6*_x7 + _x9
+    _x28 = 1/(K*K_e*P*t_meas)
+    _x29 = numpy.minimum(T, k_sel)
+    _x30 = _x29*d_qs
+    _x31 = _x29*d_vs
+    _x32 = _x0*k_sel
+    _x33 = _x29**2
+    _x34 = 2*k_sel
+    return numpy.where(numpy.less_equal(T, k_sel), _x28*(K_e*(T*_x5*(_x3 + _x4 + d_qk + d_v) + _x27) + _x2), _x28*(K_e*(_x27 + _x5*(-_x30*_x34 + _x30 - _x31*_x34 + _x31 + _x32*d_qs + _x32*d_vs + _x33*d_qs + _x33*d_vs)) + _x2))
 
 def _derive_default_concurrent_reloads(K, N_node):
     return numpy.maximum(1, N_node/K)
@@ -147,69 +217,72 @@ def _derive_node_copies(K, N_node, rho, rho_n):
     _x1 = numpy.minimum(K, N_node)
     return numpy.minimum(_x0*_x1*rho, _x0*rho_n*numpy.maximum(_x1, rho))
 
-def _derive_node_bytes(K, L_full, L_rec, L_win, N_node, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, rho_n):
+def _derive_node_bytes(C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho, rho_n):
     _x0 = d_rv*n_rv
     _x1 = K**(-1.0)
     _x2 = numpy.minimum(K, N_node)
     _x3 = _x1*_x2
-    return L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho))
+    return L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + (b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho))
 
-def _derive_t_node_hop(B_node, K, L_full, L_rec, L_win, N_node, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_c, n_rk, n_rv, rho, rho_n):
+def _derive_t_node_hop(B_node, C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_c, n_rk, n_rv, rho, rho_n):
     _x0 = d_rv*n_rv
     _x1 = K**(-1.0)
     _x2 = numpy.minimum(K, N_node)
     _x3 = _x1*_x2
-    return n_c*(L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/B_node
+    return n_c*(L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + (b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/B_node
 
-def _derive_t_node_hop_alone(B_node, K, L_full, L_rec, L_win, N_node, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, rho_n):
+def _derive_t_node_hop_alone(B_node, C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho, rho_n):
     _x0 = d_rv*n_rv
     _x1 = K**(-1.0)
     _x2 = numpy.minimum(K, N_node)
     _x3 = _x1*_x2
-    return (L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/B_node
+    return (L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + (b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/B_node
 
-def _derive_hop_utilisation(B_node, K, L_full, L_rec, L_win, N_node, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, r, rho, rho_n):
+def _derive_hop_utilisation(B_node, C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, r, rho, rho_n):
     _x0 = d_rv*n_rv
     _x1 = K**(-1.0)
     _x2 = numpy.minimum(K, N_node)
     _x3 = _x1*_x2
-    return r*(L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/B_node
+    return r*(L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + (b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/B_node
 
-def _derive_concurrent_reloads_at_load(B_node, K, L_full, L_rec, L_win, N_node, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, r, rho, rho_n):
+def _derive_concurrent_reloads_at_load(B_node, C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, r, rho, rho_n):
     _x0 = d_rv*n_rv
     _x1 = K**(-1.0)
     _x2 = numpy.minimum(K, N_node)
     _x3 = _x1*_x2
-    return (1 - r*(L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/B_node)**(-1.0)
+    return (1 - r*(L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + (b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/B_node)**(-1.0)
 
-def _derive_t_gpu_hop(B_gpu, K, L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho):
+def _derive_t_gpu_hop(B_gpu, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho):
     _x0 = d_rv*n_rv
-    return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W)))/(B_gpu*K)
+    return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_gpu*K)
 
 def _derive_fixed_cost(n_step, t_lat, t_step):
     return n_step*t_step + t_lat
 
-def _derive_t_step_ideal(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, b_w, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv):
+def _derive_t_step_ideal(B_hbm, C_ch, H_I, K, K_e, L_chunk, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, b_w, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, eta, k_sel, n_q, n_rv):
     _x0 = K_e**(-1.0)
     _x1 = K**(-1.0)
     _x2 = 2*N_xa
-    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x2 + _x1*(4*L_rec*d_rk*d_rv*n_rv + 2*N_lin - _x2 + 2*n_q*(L_full + L_win)*(d_qk + d_v)))/(P*eta))
+    _x3 = d_qk + d_v
+    _x4 = numpy.minimum(1, k_sel)
+    _x5 = C_ch*numpy.floor(C_ch**(-1.0))
+    return numpy.maximum((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x2 + _x1*(2*H_I*L_full*d_I + 4*L_rec*d_rk*d_rv*n_rv + 2*N_lin - _x2 + 2*n_q*(L_full*numpy.where(numpy.greater_equal(k_sel, 1), _x3, (d_qs + d_vs)*((1/2)*_x4*(_x4 + 1) + k_sel*(1 - _x4))) + _x3*(L_chunk*((1/2)*_x5*(C_ch + 1) + (1/2)*(1 - _x5)*(2 - _x5)) + L_win))))/(P*eta))
 
 def _derive_t_request(T, c_hash, c_tokz, n, t_req):
     return t_req + (T + n)*(c_hash + c_tokz)
 
-def _derive_t_suffix(B_hbm, K, L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, t_rec_n, t_rec_p, t_rec_pn):
+def _derive_t_suffix(B_hbm, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho, t_rec_n, t_rec_p, t_rec_pn):
     _x0 = d_rv*n_rv
-    return numpy.maximum(-t_rec_p + t_rec_pn, t_rec_n + (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W)))/(B_hbm*K))
+    return numpy.maximum(-t_rec_p + t_rec_pn, t_rec_n + (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_hbm*K))
 
-def _derive_t_reload_hops(B_gpu, B_node, K, L_full, L_rec, L_win, N_node, T, W, b_kv, b_st, c_hit, d_rk, d_rv, e_kv, k_conv, n_c, n_rk, n_rv, rho, rho_n, t_0):
+def _derive_t_reload_hops(B_gpu, B_node, C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, c_hit, d_rk, d_rv, e_aux, e_kv, k_conv, n_c, n_rk, n_rv, rho, rho_n, t_0):
     _x0 = K**(-1.0)
-    _x1 = b_kv*e_kv*(L_full*T + L_win*numpy.minimum(T, W))
-    _x2 = d_rv*n_rv
-    _x3 = L_rec*b_st*(_x2*d_rk + (_x2 + 2*d_rk*n_rk)*(k_conv - 1))
+    _x1 = d_rv*n_rv
+    _x2 = L_rec*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1))
+    _x3 = (b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))
     _x4 = numpy.minimum(K, N_node)
     _x5 = _x0*_x4
-    return T*c_hit + t_0 + numpy.maximum(_x0*(_x1*rho + _x3)/B_gpu, n_c*(_x1*numpy.minimum(_x5*rho, _x0*rho_n*numpy.maximum(_x4, rho)) + _x3*_x5)/B_node)
+    return T*c_hit + t_0 + numpy.maximum(_x0*(_x2 + _x3*rho)/B_gpu, n_c*(_x2*_x5 + _x3*numpy.minimum(_x5*rho, _x0*rho_n*numpy.maximum(_x4, rho)))/B_node)
 
 def _derive_B_path(B_gpu, B_node, K, N_node, n_c, rho, rho_n):
     _x0 = numpy.minimum(K, N_node)
@@ -238,28 +311,28 @@ def _derive_codec_wire_for(B, B_dec, r_c):
 def _derive_codec_wire_for_pipelined(B, r_c):
     return B/r_c
 
-def _derive_t_reload(B, B_state, K, L_full, L_rec, L_win, T, W, b_kv, b_st, c_hit, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, t_0):
+def _derive_t_reload(B, B_state, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, c_hit, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho, t_0):
     _x0 = K**(-1.0)
     _x1 = d_rv*n_rv
-    return T*c_hit + t_0 + L_rec*_x0*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1))/B_state + _x0*b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/B
+    return T*c_hit + t_0 + L_rec*_x0*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1))/B_state + _x0*rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))/B
 
 def _derive_ttft_cold(T, c_hash, c_tokz, n, t_rec_pn, t_req):
     return t_rec_pn + t_req + (T + n)*(c_hash + c_tokz)
 
-def _derive_t_overlap_hidden(B, K, L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, o_lay, rho, t_step):
+def _derive_t_overlap_hidden(B, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, o_lay, rho, t_step):
     _x0 = d_rv*n_rv
-    return o_lay*(1 - 1/(L_full + L_win))*numpy.minimum(t_step, (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W)))/(B*K))
+    return o_lay*(1 - 1/(L_chunk + L_full + L_win))*numpy.minimum(t_step, (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B*K))
 
-def _derive_ttft_hit(B, B_state, K, L_full, L_rec, L_win, T, W, b_kv, b_st, c_hash, c_hit, c_tokz, d_rk, d_rv, e_kv, k_conv, n, n_rk, n_rv, o_lay, rho, t_0, t_req, t_step):
+def _derive_ttft_hit(B, B_state, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, c_hash, c_hit, c_tokz, d_rk, d_rv, e_aux, e_kv, k_conv, n, n_rk, n_rv, o_lay, rho, t_0, t_req, t_step):
     _x0 = K**(-1.0)
-    _x1 = _x0/B
-    _x2 = b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))
-    _x3 = d_rv*n_rv
-    _x4 = L_rec*b_st*(_x3*d_rk + (_x3 + 2*d_rk*n_rk)*(k_conv - 1))
-    return T*c_hit + _x1*_x2 - o_lay*(1 - 1/(L_full + L_win))*numpy.minimum(t_step, _x1*(_x2 + _x4)) + t_0 + t_req + (T + n)*(c_hash + c_tokz) + _x0*_x4/B_state
+    _x1 = d_rv*n_rv
+    _x2 = L_rec*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1))
+    _x3 = rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))
+    _x4 = _x0/B
+    return T*c_hit + _x3*_x4 - o_lay*(1 - 1/(L_chunk + L_full + L_win))*numpy.minimum(t_step, _x4*(_x2 + _x3)) + t_0 + t_req + (T + n)*(c_hash + c_tokz) + _x0*_x2/B_state
 
-def _derive_copy_bytes(K, b_kv, c_lay, c_split, c_tok, e_kv, rho):
-    return b_kv*c_lay*c_tok*e_kv*rho/(K*c_split)
+def _derive_copy_bytes(K, b_aux, b_kv, c_lay, c_split, c_tok, e_aux, e_kv, rho):
+    return c_lay*c_tok*rho*(b_aux*e_aux + b_kv*e_kv)/(K*c_split)
 
 def _derive_t_transfer(B, s, t_0):
     return t_0 + s/B
@@ -273,51 +346,63 @@ def _derive_bandwidth_at_size_qd(B, q_io, s, t_0):
 def _derive_half_bandwidth_size(B, t_0):
     return B*t_0
 
-def _derive_t_advantage(B, B_hbm, B_state, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_st, b_w, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
+def _derive_t_advantage(B, B_hbm, B_state, C_ch, H_I, K, K_e, L_chunk, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_aux, b_kv, b_st, b_w, c_hit, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, e_aux, e_kv, eta, k_conv, k_sel, n_q, n_rk, n_rv, rho, t_0):
     _x0 = K**(-1.0)
-    _x1 = L_full*T
-    _x2 = numpy.minimum(T, W)
-    _x3 = d_rv*n_rv
-    _x4 = _x3*d_rk
+    _x1 = d_rv*n_rv
+    _x2 = _x1*d_rk
+    _x3 = L_full*T
+    _x4 = numpy.minimum(T, W)
     _x5 = K_e**(-1.0)
     _x6 = 2*T
     _x7 = N_xa*_x6
-    return T*c_hit + t_0 - numpy.maximum((N_xs*_x5*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(4*L_rec*T*_x4 + N_lin*_x6 - _x7 + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + (1/2)*_x1*(T + 1))) + _x5*_x7)/(P*eta)) + L_rec*_x0*b_st*(_x4 + (_x3 + 2*d_rk*n_rk)*(k_conv - 1))/B_state + _x0*b_kv*e_kv*rho*(L_win*_x2 + _x1)/B
+    _x8 = T + 1
+    _x9 = d_qk + d_v
+    _x10 = numpy.minimum(T, k_sel)
+    _x11 = C_ch*numpy.floor(T/C_ch)
+    return T*c_hit + t_0 - numpy.maximum((N_xs*_x5*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(H_I*_x3*_x8*d_I + 4*L_rec*T*_x2 + N_lin*_x6 - _x7 + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*T*_x8*_x9, (d_qs + d_vs)*((1/2)*_x10*(_x10 + 1) + k_sel*(T - _x10))) + _x9*(L_chunk*((1/2)*_x11*(C_ch + 1) + (1/2)*(T - _x11)*(-_x11 + _x8)) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1))))) + _x5*_x7)/(P*eta)) + L_rec*_x0*b_st*(_x2 + (_x1 + 2*d_rk*n_rk)*(k_conv - 1))/B_state + _x0*rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_win*_x4 + _x3)/B
 
-def _derive_hbm_slack(C_hbm, K, K_e, L_full, L_rec, L_win, N_tot, N_xs, T, W, b_kv, b_st, b_w, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, n_seq, rho, u_hbm):
+def _derive_hbm_slack(C_ch, C_hbm, K, K_e, L_chunk, L_full, L_rec, L_win, N_tot, N_xs, T, W, b_aux, b_kv, b_st, b_w, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, n_seq, rho, u_hbm):
     _x0 = K**(-1.0)
     _x1 = d_rv*n_rv
-    return C_hbm*u_hbm - _x0*b_w*(N_tot - N_xs) - _x0*n_seq*(L_rec*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))) - N_xs*b_w/K_e
+    return C_hbm*u_hbm - _x0*b_w*(N_tot - N_xs) - _x0*n_seq*(L_rec*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))) - N_xs*b_w/K_e
 
-def _derive_model_flops_per_kv_byte(L_full, L_win, N_lin, b_kv, e_kv, rho):
-    return 2*N_lin/(b_kv*e_kv*rho*(L_full + L_win))
+def _derive_model_flops_per_kv_byte(L_chunk, L_full, L_win, N_lin, b_aux, b_kv, e_aux, e_kv, rho):
+    return 2*N_lin/(rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk + L_full + L_win))
 
-def _derive_model_flops_per_kv_byte_at_T(L_full, L_rec, L_win, N_lin, T, W, b_kv, b_st, d_qk, d_rk, d_rv, d_v, e_kv, k_conv, n_q, n_rk, n_rv, rho):
-    _x0 = L_full*T
-    _x1 = numpy.minimum(T, W)
-    _x2 = d_rv*n_rv
-    _x3 = _x2*d_rk
-    return (4*L_rec*T*_x3 + 2*N_lin*T + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x1) + (1/2)*_x1*(_x1 + 1)) + (1/2)*_x0*(T + 1)))/(L_rec*b_st*(_x3 + (_x2 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_win*_x1 + _x0))
+def _derive_model_flops_per_kv_byte_at_T(C_ch, H_I, L_chunk, L_full, L_rec, L_win, N_lin, T, W, b_aux, b_kv, b_st, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, e_aux, e_kv, k_conv, k_sel, n_q, n_rk, n_rv, rho):
+    _x0 = d_rv*n_rv
+    _x1 = _x0*d_rk
+    _x2 = L_full*T
+    _x3 = numpy.minimum(T, W)
+    _x4 = T + 1
+    _x5 = d_qk + d_v
+    _x6 = numpy.minimum(T, k_sel)
+    _x7 = C_ch*numpy.floor(T/C_ch)
+    return (H_I*_x2*_x4*d_I + 4*L_rec*T*_x1 + 2*N_lin*T + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*T*_x4*_x5, (d_qs + d_vs)*((1/2)*_x6*(_x6 + 1) + k_sel*(T - _x6))) + _x5*(L_chunk*((1/2)*_x7*(C_ch + 1) + (1/2)*(T - _x7)*(_x4 - _x7)) + L_win*(W*(T - _x3) + (1/2)*_x3*(_x3 + 1)))))/(L_rec*b_st*(_x1 + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_win*_x3 + _x2))
 
 def _derive_gpu_flops_per_link_byte(B, P, eta):
     return P*eta/B
 
-def _derive_breakeven_bandwidth_at(K, L_full, L_rec, L_win, T, W, b_kv, b_st, c_hit, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, t_0, t_rec):
+def _derive_breakeven_bandwidth_at(C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, c_hit, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho, t_0, t_rec):
     _x0 = d_rv*n_rv
-    return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W)))/(K*(-T*c_hit - t_0 + t_rec))
+    return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(K*(-T*c_hit - t_0 + t_rec))
 
-def _derive_breakeven_bandwidth(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_kv, b_st, b_w, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
+def _derive_breakeven_bandwidth(B_hbm, C_ch, H_I, K, K_e, L_chunk, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, W, b_aux, b_kv, b_st, b_w, c_hit, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, e_aux, e_kv, eta, k_conv, k_sel, n_q, n_rk, n_rv, rho, t_0):
     _x0 = K**(-1.0)
-    _x1 = L_full*T
-    _x2 = numpy.minimum(T, W)
-    _x3 = d_rv*n_rv
-    _x4 = _x3*d_rk
+    _x1 = d_rv*n_rv
+    _x2 = _x1*d_rk
+    _x3 = L_full*T
+    _x4 = numpy.minimum(T, W)
     _x5 = K_e**(-1.0)
     _x6 = 2*T
     _x7 = N_xa*_x6
-    return _x0*(L_rec*b_st*(_x4 + (_x3 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_win*_x2 + _x1))/(-T*c_hit - t_0 + numpy.maximum((N_xs*_x5*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(4*L_rec*T*_x4 + N_lin*_x6 - _x7 + 2*n_q*(d_qk + d_v)*(L_win*(W*(T - _x2) + (1/2)*_x2*(_x2 + 1)) + (1/2)*_x1*(T + 1))) + _x5*_x7)/(P*eta)))
+    _x8 = T + 1
+    _x9 = d_qk + d_v
+    _x10 = numpy.minimum(T, k_sel)
+    _x11 = C_ch*numpy.floor(T/C_ch)
+    return _x0*(L_rec*b_st*(_x2 + (_x1 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_win*_x4 + _x3))/(-T*c_hit - t_0 + numpy.maximum((N_xs*_x5*b_w + _x0*b_w*(N_tot - N_xs))/B_hbm, (_x0*(H_I*_x3*_x8*d_I + 4*L_rec*T*_x2 + N_lin*_x6 - _x7 + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*T*_x8*_x9, (d_qs + d_vs)*((1/2)*_x10*(_x10 + 1) + k_sel*(T - _x10))) + _x9*(L_chunk*((1/2)*_x11*(C_ch + 1) + (1/2)*(T - _x11)*(-_x11 + _x8)) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1))))) + _x5*_x7)/(P*eta)))
 
-def _derive_core_advantage(B, B_state, K, K_e, L_full, L_rec, N_lin, N_xa, P, T, b_kv, b_st, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
+def _derive_core_advantage(B, B_state, K, K_e, L_full, L_rec, N_lin, N_xa, P, T, b_aux, b_kv, b_st, c_hit, d_qk, d_rk, d_rv, d_v, e_aux, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
     _x0 = K**(-1.0)
     _x1 = B_state**(-1.0)
     _x2 = L_rec*_x0*_x1*b_st
@@ -327,12 +412,13 @@ def _derive_core_advantage(B, B_state, K, K_e, L_full, L_rec, N_lin, N_xa, P, T,
     _x6 = _x4*_x5
     _x7 = T*_x6
     _x8 = 2*_x7
-    _x9 = L_full*_x0*n_q
-    _x10 = _x7*_x9
-    _x11 = T**2*_x6*_x9
-    return L_rec*_x0*_x1*b_st*d_rk*d_rv*n_rv + 2*L_rec*_x0*_x1*b_st*d_rk*k_conv*n_rk + L_rec*_x0*_x1*b_st*d_rv*k_conv*n_rv - 4*L_rec*_x0*_x3*_x7*d_rk - N_lin*_x0*_x8 + 2*N_xa*T*_x0*_x4*_x5 + T*c_hit - _x10*d_qk - _x10*d_v - _x11*d_qk - _x11*d_v - _x2*_x3 - 2*_x2*d_rk*n_rk + t_0 - N_xa*_x8/K_e + L_full*T*_x0*b_kv*e_kv*rho/B
+    _x9 = B**(-1.0)
+    _x10 = L_full*_x0*n_q
+    _x11 = _x10*_x7
+    _x12 = T**2*_x10*_x6
+    return L_full*T*_x0*_x9*b_aux*e_aux*rho + L_full*T*_x0*_x9*b_kv*e_kv*rho + L_rec*_x0*_x1*b_st*d_rk*d_rv*n_rv + 2*L_rec*_x0*_x1*b_st*d_rk*k_conv*n_rk + L_rec*_x0*_x1*b_st*d_rv*k_conv*n_rv - 4*L_rec*_x0*_x3*_x7*d_rk - N_lin*_x0*_x8 + 2*N_xa*T*_x0*_x4*_x5 + T*c_hit - _x11*d_qk - _x11*d_v - _x12*d_qk - _x12*d_v - _x2*_x3 - 2*_x2*d_rk*n_rk + t_0 - N_xa*_x8/K_e
 
-def _derive_core_crossings_0(B, B_state, K, K_e, L_full, L_rec, N_lin, N_xa, P, b_kv, b_st, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
+def _derive_core_crossings_0(B, B_state, K, K_e, L_full, L_rec, N_lin, N_xa, P, b_aux, b_kv, b_st, c_hit, d_qk, d_rk, d_rv, d_v, e_aux, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
     _x0 = numpy.sqrt(B_state)
     _x1 = 2*B
     _x2 = K*N_xa
@@ -359,42 +445,56 @@ def _derive_core_crossings_0(B, B_state, K, K_e, L_full, L_rec, N_lin, N_xa, P, 
     _x23 = N_lin*_x20
     _x24 = N_xa*_x20
     _x25 = 16*_x11*_x8
-    _x26 = P*eta
-    _x27 = L_full*b_kv*e_kv*rho
-    _x28 = B_state*_x27
-    _x29 = K*c_hit
-    _x30 = _x26*_x29
-    _x31 = _x20*_x26
-    _x32 = _x11*_x15
-    _x33 = 16*_x32
-    _x34 = 4*_x26
-    _x35 = B*_x34
-    _x36 = B_state*_x15
-    _x37 = _x27*_x36
-    _x38 = 2*_x30*_x32
-    _x39 = K*_x31*t_0
-    _x40 = _x15*_x5
-    _x41 = _x12*_x8
-    _x42 = _x15*_x41
-    _x43 = L_full**2
-    _x44 = _x32*_x43*n_q**2
-    _x45 = _x36*_x43
-    _x46 = _x1*_x26*_x45*b_kv*e_kv*n_q*rho
-    _x47 = _x10*b_st
-    _x48 = _x40*_x47
-    _x49 = 8*_x26
-    _x50 = _x49*_x7*n_rk
-    _x51 = _x48*_x50
-    _x52 = L_rec*_x34*d_rv*n_rv
-    _x53 = _x48*_x52
-    _x54 = _x15*_x47*_x6
-    _x55 = _x50*_x54
-    _x56 = _x52*_x54
-    _x57 = _x26*_x9
-    _x58 = P**2*eta**2
-    return (1/2)*(_x0*(B*K*K_e*P*c_hit*eta + 2*B*K_e*N_xa + K_e*L_full*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x1 - _x1*_x2 - _x3*_x5 - _x3*_x6 - _x3*_x9) - numpy.sqrt(-B*_x37*_x49*_x8 - K*_x13*_x14 - K_e*N_xa*_x17*_x18*_x26*c_hit + L_rec**2*_x33*d_rk**2*d_rv**2*n_rv**2 + N_lin**2*_x20 + N_lin*_x13*_x2 - N_xa*_x12*_x16 - N_xa*_x33*_x8 + N_xa*_x35*_x37 + _x1*_x29*_x37*_x58 + _x15*_x19 + _x16*_x25 - _x16*_x28*_x35 + _x17*_x19 + _x17*_x32*_x58*c_hit**2 - 4*_x2*_x26*_x28*_x3 + _x2*_x31*c_hit + _x21*_x25 + _x22*_x5 + _x22*_x6 - _x23*_x30 + _x23*_x5 + _x23*_x6 - _x24*_x5 - _x24*_x6 - _x30*_x42 - _x38*_x5 - _x38*_x6 + _x39*_x5 + _x39*_x6 + _x40*_x41 + _x42*_x6 + _x44*d_qk**2 + 2*_x44*d_qk*d_v + _x44*d_v**2 + _x45*_x58*b_kv**2*e_kv**2*rho**2 - _x46*d_qk - _x46*d_v + _x48*_x57 + _x51*k_conv - _x51 + _x53*k_conv - _x53 + _x54*_x57 + _x55*k_conv - _x55 + _x56*k_conv - _x56))/(B*K_e*L_full*_x0*n_q*(d_qk + d_v))
+    _x26 = b_aux*e_aux
+    _x27 = L_full*rho
+    _x28 = _x26*_x27
+    _x29 = B_state*_x28
+    _x30 = P*eta
+    _x31 = 4*_x2*_x3*_x30
+    _x32 = b_kv*e_kv
+    _x33 = _x27*_x32
+    _x34 = B_state*_x33
+    _x35 = K*c_hit
+    _x36 = _x30*_x35
+    _x37 = _x20*_x30
+    _x38 = _x11*_x15
+    _x39 = 16*_x38
+    _x40 = 4*_x30
+    _x41 = B*_x40
+    _x42 = _x16*_x41
+    _x43 = B_state*_x15
+    _x44 = _x28*_x43
+    _x45 = N_xa*_x41
+    _x46 = _x33*_x43
+    _x47 = 2*_x36*_x38
+    _x48 = K*_x37*t_0
+    _x49 = _x15*_x5
+    _x50 = _x12*_x8
+    _x51 = _x15*_x50
+    _x52 = L_full**2
+    _x53 = _x38*_x52*n_q**2
+    _x54 = _x43*_x52
+    _x55 = _x1*_x30*_x54*n_q*rho
+    _x56 = _x26*_x55
+    _x57 = _x32*_x55
+    _x58 = _x10*b_st
+    _x59 = _x49*_x58
+    _x60 = 8*_x30
+    _x61 = _x60*_x7*n_rk
+    _x62 = _x59*_x61
+    _x63 = L_rec*_x40*d_rv*n_rv
+    _x64 = _x59*_x63
+    _x65 = _x15*_x58*_x6
+    _x66 = _x61*_x65
+    _x67 = _x63*_x65
+    _x68 = B*_x60*_x8
+    _x69 = _x30*_x9
+    _x70 = P**2*eta**2
+    _x71 = _x1*_x35*_x70
+    _x72 = _x54*_x70*rho**2
+    return (1/2)*(_x0*(B*K*K_e*P*c_hit*eta + 2*B*K_e*N_xa + K_e*L_full*P*b_aux*e_aux*eta*rho + K_e*L_full*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x1 - _x1*_x2 - _x3*_x5 - _x3*_x6 - _x3*_x9) - numpy.sqrt(-K*_x13*_x14 - K_e*N_xa*_x17*_x18*_x30*c_hit + L_rec**2*_x39*d_rk**2*d_rv**2*n_rv**2 + N_lin**2*_x20 + N_lin*_x13*_x2 - N_xa*_x12*_x16 - N_xa*_x39*_x8 + _x15*_x19 + _x16*_x25 + _x17*_x19 + _x17*_x38*_x70*c_hit**2 + _x2*_x37*c_hit + _x21*_x25 + _x22*_x5 + _x22*_x6 - _x23*_x36 + _x23*_x5 + _x23*_x6 - _x24*_x5 - _x24*_x6 + 2*_x26*_x32*_x72 - _x29*_x31 - _x29*_x42 - _x31*_x34 - _x34*_x42 - _x36*_x51 + _x44*_x45 - _x44*_x68 + _x44*_x71 + _x45*_x46 - _x46*_x68 + _x46*_x71 - _x47*_x5 - _x47*_x6 + _x48*_x5 + _x48*_x6 + _x49*_x50 + _x51*_x6 + _x53*d_qk**2 + 2*_x53*d_qk*d_v + _x53*d_v**2 - _x56*d_qk - _x56*d_v - _x57*d_qk - _x57*d_v + _x59*_x69 + _x62*k_conv - _x62 + _x64*k_conv - _x64 + _x65*_x69 + _x66*k_conv - _x66 + _x67*k_conv - _x67 + _x72*b_aux**2*e_aux**2 + _x72*b_kv**2*e_kv**2))/(B*K_e*L_full*_x0*n_q*(d_qk + d_v))
 
-def _derive_core_crossings_1(B, B_state, K, K_e, L_full, L_rec, N_lin, N_xa, P, b_kv, b_st, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
+def _derive_core_crossings_1(B, B_state, K, K_e, L_full, L_rec, N_lin, N_xa, P, b_aux, b_kv, b_st, c_hit, d_qk, d_rk, d_rv, d_v, e_aux, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
     _x0 = numpy.sqrt(B_state)
     _x1 = 2*B
     _x2 = K*N_xa
@@ -421,40 +521,54 @@ def _derive_core_crossings_1(B, B_state, K, K_e, L_full, L_rec, N_lin, N_xa, P, 
     _x23 = N_lin*_x20
     _x24 = N_xa*_x20
     _x25 = 16*_x11*_x8
-    _x26 = P*eta
-    _x27 = L_full*b_kv*e_kv*rho
-    _x28 = B_state*_x27
-    _x29 = K*c_hit
-    _x30 = _x26*_x29
-    _x31 = _x20*_x26
-    _x32 = _x11*_x15
-    _x33 = 16*_x32
-    _x34 = 4*_x26
-    _x35 = B*_x34
-    _x36 = B_state*_x15
-    _x37 = _x27*_x36
-    _x38 = 2*_x30*_x32
-    _x39 = K*_x31*t_0
-    _x40 = _x15*_x5
-    _x41 = _x12*_x8
-    _x42 = _x15*_x41
-    _x43 = L_full**2
-    _x44 = _x32*_x43*n_q**2
-    _x45 = _x36*_x43
-    _x46 = _x1*_x26*_x45*b_kv*e_kv*n_q*rho
-    _x47 = _x10*b_st
-    _x48 = _x40*_x47
-    _x49 = 8*_x26
-    _x50 = _x49*_x7*n_rk
-    _x51 = _x48*_x50
-    _x52 = L_rec*_x34*d_rv*n_rv
-    _x53 = _x48*_x52
-    _x54 = _x15*_x47*_x6
-    _x55 = _x50*_x54
-    _x56 = _x52*_x54
-    _x57 = _x26*_x9
-    _x58 = P**2*eta**2
-    return (1/2)*(_x0*(B*K*K_e*P*c_hit*eta + 2*B*K_e*N_xa + K_e*L_full*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x1 - _x1*_x2 - _x3*_x5 - _x3*_x6 - _x3*_x9) + numpy.sqrt(-B*_x37*_x49*_x8 - K*_x13*_x14 - K_e*N_xa*_x17*_x18*_x26*c_hit + L_rec**2*_x33*d_rk**2*d_rv**2*n_rv**2 + N_lin**2*_x20 + N_lin*_x13*_x2 - N_xa*_x12*_x16 - N_xa*_x33*_x8 + N_xa*_x35*_x37 + _x1*_x29*_x37*_x58 + _x15*_x19 + _x16*_x25 - _x16*_x28*_x35 + _x17*_x19 + _x17*_x32*_x58*c_hit**2 - 4*_x2*_x26*_x28*_x3 + _x2*_x31*c_hit + _x21*_x25 + _x22*_x5 + _x22*_x6 - _x23*_x30 + _x23*_x5 + _x23*_x6 - _x24*_x5 - _x24*_x6 - _x30*_x42 - _x38*_x5 - _x38*_x6 + _x39*_x5 + _x39*_x6 + _x40*_x41 + _x42*_x6 + _x44*d_qk**2 + 2*_x44*d_qk*d_v + _x44*d_v**2 + _x45*_x58*b_kv**2*e_kv**2*rho**2 - _x46*d_qk - _x46*d_v + _x48*_x57 + _x51*k_conv - _x51 + _x53*k_conv - _x53 + _x54*_x57 + _x55*k_conv - _x55 + _x56*k_conv - _x56))/(B*K_e*L_full*_x0*n_q*(d_qk + d_v))
+    _x26 = b_aux*e_aux
+    _x27 = L_full*rho
+    _x28 = _x26*_x27
+    _x29 = B_state*_x28
+    _x30 = P*eta
+    _x31 = 4*_x2*_x3*_x30
+    _x32 = b_kv*e_kv
+    _x33 = _x27*_x32
+    _x34 = B_state*_x33
+    _x35 = K*c_hit
+    _x36 = _x30*_x35
+    _x37 = _x20*_x30
+    _x38 = _x11*_x15
+    _x39 = 16*_x38
+    _x40 = 4*_x30
+    _x41 = B*_x40
+    _x42 = _x16*_x41
+    _x43 = B_state*_x15
+    _x44 = _x28*_x43
+    _x45 = N_xa*_x41
+    _x46 = _x33*_x43
+    _x47 = 2*_x36*_x38
+    _x48 = K*_x37*t_0
+    _x49 = _x15*_x5
+    _x50 = _x12*_x8
+    _x51 = _x15*_x50
+    _x52 = L_full**2
+    _x53 = _x38*_x52*n_q**2
+    _x54 = _x43*_x52
+    _x55 = _x1*_x30*_x54*n_q*rho
+    _x56 = _x26*_x55
+    _x57 = _x32*_x55
+    _x58 = _x10*b_st
+    _x59 = _x49*_x58
+    _x60 = 8*_x30
+    _x61 = _x60*_x7*n_rk
+    _x62 = _x59*_x61
+    _x63 = L_rec*_x40*d_rv*n_rv
+    _x64 = _x59*_x63
+    _x65 = _x15*_x58*_x6
+    _x66 = _x61*_x65
+    _x67 = _x63*_x65
+    _x68 = B*_x60*_x8
+    _x69 = _x30*_x9
+    _x70 = P**2*eta**2
+    _x71 = _x1*_x35*_x70
+    _x72 = _x54*_x70*rho**2
+    return (1/2)*(_x0*(B*K*K_e*P*c_hit*eta + 2*B*K_e*N_xa + K_e*L_full*P*b_aux*e_aux*eta*rho + K_e*L_full*P*b_kv*e_kv*eta*rho - K_e*N_lin*_x1 - _x1*_x2 - _x3*_x5 - _x3*_x6 - _x3*_x9) + numpy.sqrt(-K*_x13*_x14 - K_e*N_xa*_x17*_x18*_x30*c_hit + L_rec**2*_x39*d_rk**2*d_rv**2*n_rv**2 + N_lin**2*_x20 + N_lin*_x13*_x2 - N_xa*_x12*_x16 - N_xa*_x39*_x8 + _x15*_x19 + _x16*_x25 + _x17*_x19 + _x17*_x38*_x70*c_hit**2 + _x2*_x37*c_hit + _x21*_x25 + _x22*_x5 + _x22*_x6 - _x23*_x36 + _x23*_x5 + _x23*_x6 - _x24*_x5 - _x24*_x6 + 2*_x26*_x32*_x72 - _x29*_x31 - _x29*_x42 - _x31*_x34 - _x34*_x42 - _x36*_x51 + _x44*_x45 - _x44*_x68 + _x44*_x71 + _x45*_x46 - _x46*_x68 + _x46*_x71 - _x47*_x5 - _x47*_x6 + _x48*_x5 + _x48*_x6 + _x49*_x50 + _x51*_x6 + _x53*d_qk**2 + 2*_x53*d_qk*d_v + _x53*d_v**2 - _x56*d_qk - _x56*d_v - _x57*d_qk - _x57*d_v + _x59*_x69 + _x62*k_conv - _x62 + _x64*k_conv - _x64 + _x65*_x69 + _x66*k_conv - _x66 + _x67*k_conv - _x67 + _x72*b_aux**2*e_aux**2 + _x72*b_kv**2*e_kv**2))/(B*K_e*L_full*_x0*n_q*(d_qk + d_v))
 
 def _derive_mooncake_eq2_B_over_G(a, b, d, g, n, s):
     return 2*d*s/(g*(a*d*n + b*d**2))
@@ -536,9 +650,14 @@ def _derive_prefill_moe_all_to_all(T, b_act, busbw, d, ep, k_top, n_seq, t_ar):
 def _derive_prefill_eta_attention(T, T_a, eta_a):
     return T*eta_a/(T + T_a)
 
-def _derive_prefill_t_attention(K_d, L_full, L_win, P_a, T, T_a, W, d_qk, d_v, eta_a, n_q, n_seq, t_kern):
-    _x0 = numpy.minimum(T, W)
-    return t_kern*(L_full + L_win) + 2*n_q*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
+def _derive_prefill_t_attention(C_ch, H_I, K_d, L_chunk, L_full, L_win, P_a, T, T_a, W, d_I, d_qk, d_qs, d_v, d_vs, eta_a, k_sel, n_q, n_seq, t_kern):
+    _x0 = T + 1
+    _x1 = T*_x0
+    _x2 = d_qk + d_v
+    _x3 = numpy.minimum(T, k_sel)
+    _x4 = numpy.minimum(T, W)
+    _x5 = C_ch*numpy.floor(T/C_ch)
+    return t_kern*(L_chunk + L_full + L_win) + n_seq*(T + T_a)*(H_I*L_full*_x1*d_I + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x1*_x2, (d_qs + d_vs)*((1/2)*_x3*(_x3 + 1) + k_sel*(T - _x3))) + _x2*(L_chunk*((1/2)*_x5*(C_ch + 1) + (1/2)*(T - _x5)*(_x0 - _x5)) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(K_d*P_a*T*eta_a)
 
 def _derive_prefill_t_recurrent_mix(K_d, L_rec, P_a, T, d_rk, d_rv, eta_a, n_rv, n_seq, t_kern):
     return numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + 4*L_rec*T*d_rk*d_rv*n_rv*n_seq/(K_d*P_a*eta_a)
@@ -547,11 +666,11 @@ def _derive_prefill_t_lm_head(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_
     _x0 = V*d/K_d
     return t_kern + numpy.maximum(_x0*b_w/B_hbm, 2*_x0*(m_half + n_seq)/(P*eta_g*r_dt))
 
-def _derive_prefill_L_all(L_full, L_win):
-    return L_full + L_win
+def _derive_prefill_L_all(L_chunk, L_full, L_win):
+    return L_chunk + L_full + L_win
 
-def _derive_prefill_T_PREFILL_gqa(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_h, d_qk, d_rk, d_rv, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_kv, n_q, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern, t_kng):
-    _x0 = L_full + L_win
+def _derive_prefill_T_PREFILL_dsa(B_hbm, B_peak, C_ch, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_I, d_nope, d_qk, d_qs, d_rk, d_rope, d_rv, d_v, d_vs, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_sel, k_top, m_half, n_q, n_rk, n_rv, n_seq, r_dt, r_kv, r_q, t_ar, t_kern, t_kng):
+    _x0 = L_chunk + L_full + L_win
     _x1 = T*n_seq
     _x2 = d_rv*n_rv
     _x3 = K_d**(-1.0)
@@ -567,100 +686,171 @@ def _derive_prefill_T_PREFILL_gqa(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x
     _x13 = _x12*d
     _x14 = _x13*_x3
     _x15 = 1/(P*eta_g*r_dt)
-    _x16 = numpy.minimum(T, W)
-    _x17 = 2*n_q
-    _x18 = I_ffn*_x3
-    _x19 = B_peak**(-1.0)
-    _x20 = _x19*_x7
-    _x21 = _x20/eta_act
-    _x22 = _x20*d
-    _x23 = eta_add**(-1.0)
-    _x24 = 2*numpy.maximum(K_d, n_kv)
-    _x25 = _x20*_x3*d_h*(_x17 + _x24)/eta_rope + 6*_x22*_x23 + 4*_x22/eta_norm
-    _x26 = 2*t_kern
-    _x27 = _x13*_x18
-    _x28 = _x15*(_x1 + m_half)
-    _x29 = 2*_x28
-    _x30 = _x18*d
-    _x31 = 4*_x28
-    _x32 = 3*I_exp
-    _x33 = E_sh*_x3
-    _x34 = _x10*_x32
-    _x35 = _x1*k_top
-    _x36 = _x35*b_act*d
-    _x37 = _x3*n_q
-    _x38 = _x13*d_h
-    _x39 = _x28*_x5
-    _x40 = _x24*_x3 + _x37
-    _x41 = _x29*d
-    _x42 = 2*n_rv
-    _x43 = _x42*d_rv
-    _x44 = _x42 + _x43 + 2*d_rk*n_rk
+    _x16 = B_peak**(-1.0)
+    _x17 = _x16*_x7
+    _x18 = _x17/eta_act
+    _x19 = _x17*d
+    _x20 = eta_add**(-1.0)
+    _x21 = 2*n_q
+    _x22 = _x21*_x3
+    _x23 = _x17*d_rope*(_x22 + 2)/eta_rope + 6*_x19*_x20 + 4*_x19/eta_norm
+    _x24 = 2*t_kern
+    _x25 = I_ffn*_x14
+    _x26 = _x15*(_x1 + m_half)
+    _x27 = 2*_x26
+    _x28 = I_ffn*_x5
+    _x29 = 4*_x26
+    _x30 = 3*I_exp
+    _x31 = E_sh*_x3
+    _x32 = _x10*_x30
+    _x33 = _x1*k_top
+    _x34 = _x33*b_act*d
+    _x35 = 2*n_rv
+    _x36 = _x35*d_rv
+    _x37 = _x35 + _x36 + 2*d_rk*n_rk
+    _x38 = T + 1
+    _x39 = T*_x38
+    _x40 = H_I*d_I
+    _x41 = d_qk + d_v
+    _x42 = numpy.minimum(T, k_sel)
+    _x43 = numpy.minimum(T, W)
+    _x44 = C_ch*numpy.floor(T/C_ch)
     _x45 = E*d
     _x46 = ep**(-1.0)
     _x47 = E*(1 - (1 - k_top/E)**_x1)
-    _x48 = I_exp*_x33
+    _x48 = I_exp*_x31
     _x49 = _x13*_x48
-    return L_dense*_x9 + L_dense*(_x26 + numpy.maximum(_x27, _x29*_x30) + numpy.maximum(2*_x27, _x30*_x31)) + L_dense*(3*_x18*_x21 + _x25 + 6*t_kng) + L_moe*(4*_x19*_x23*_x36 + _x21*(_x32*_x33 + _x34*k_top) + _x25 + 7*t_kng) + L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, _x26 + numpy.maximum(_x49, _x41*_x48) + numpy.maximum(2*_x49, _x31*_x48*d)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x36*_x46*_x6*(ep - 1) + 2*t_ar) + numpy.maximum(_x12*_x45, _x29*_x45) + numpy.maximum(_x13*_x34*_x46*_x47, 6*I_exp*_x11*_x15*_x46*f_imb*(_x35 + _x47*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x11*_x8*(2*K_x - 2) + t_ar) + 4*L_rec*_x1*_x2*_x4*d_rk + L_rec*(_x26 + _x9 + numpy.maximum(_x14*_x2, _x39*_x43) + numpy.maximum(_x14*_x44, _x29*_x44*_x5)) + _x0*_x9 + _x0*t_kern + _x0*(_x26 + numpy.maximum(_x37*_x38, _x17*_x39*d_h) + numpy.maximum(_x38*_x40, _x40*_x41*d_h)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x14, 2*V*_x15*_x5*(m_half + n_seq)) + _x17*_x4*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x16) + (1/2)*_x16*(_x16 + 1)))/T
+    _x50 = _x27*d
+    _x51 = _x12*r_q
+    _x52 = H_I + d_I
+    _x53 = d_rope + r_kv
+    _x54 = _x14*n_q
+    _x55 = _x22*_x26
+    _x56 = _x55*d
+    _x57 = _x3*n_q
+    _x58 = r_kv*(d_nope + d_v)
+    _x59 = d_nope + d_rope
+    return L_dense*_x9 + L_dense*(_x24 + numpy.maximum(_x25, _x27*_x28) + numpy.maximum(2*_x25, _x28*_x29)) + L_dense*(3*I_ffn*_x18*_x3 + _x23 + 6*t_kng) + L_moe*(4*_x16*_x20*_x34 + _x18*(_x30*_x31 + _x32*k_top) + _x23 + 7*t_kng) + L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, _x24 + numpy.maximum(_x49, _x48*_x50) + numpy.maximum(2*_x49, _x29*_x48*d)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x34*_x46*_x6*(ep - 1) + 2*t_ar) + numpy.maximum(_x12*_x45, _x27*_x45) + numpy.maximum(_x13*_x32*_x46*_x47, 6*I_exp*_x11*_x15*_x46*f_imb*(_x33 + _x47*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x11*_x8*(2*K_x - 2) + t_ar) + 4*L_rec*_x1*_x2*_x4*d_rk + L_rec*(_x24 + _x9 + numpy.maximum(_x14*_x2, _x26*_x36*_x5) + numpy.maximum(_x14*_x37, _x27*_x37*_x5)) + _x0*_x9 + _x0*t_kern + _x0*(5*t_kern + numpy.where(numpy.greater(r_q, 0), _x24 + numpy.maximum(_x13*r_q, _x50*r_q) + numpy.maximum(_x51*_x57*_x59, _x55*_x59*r_q), t_kern + numpy.maximum(_x54*_x59, _x56*_x59)) + numpy.maximum(_x13*_x52, _x50*_x52) + numpy.maximum(_x13*_x53, _x50*_x53) + numpy.maximum(_x40*_x51, _x27*_x40*r_q) + numpy.maximum(_x54*d_v, _x56*d_v) + numpy.maximum(_x55*_x58, _x12*_x57*_x58)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x14, 2*V*_x15*_x5*(m_half + n_seq)) + _x4*n_seq*(T + T_a)*(L_full*_x39*_x40 + _x21*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x39*_x41, (d_qs + d_vs)*((1/2)*_x42*(_x42 + 1) + k_sel*(T - _x42))) + _x41*(L_chunk*((1/2)*_x44*(C_ch + 1) + (1/2)*(T - _x44)*(_x38 - _x44)) + L_win*(W*(T - _x43) + (1/2)*_x43*(_x43 + 1)))))/T
 
-def _derive_prefill_T_PREFILL_mla(B_hbm, B_peak, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_nope, d_qk, d_rk, d_rope, d_rv, d_v, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_top, m_half, n_q, n_rk, n_rv, n_seq, r_dt, r_kv, r_q, t_ar, t_kern, t_kng):
-    _x0 = L_full + L_win
-    _x1 = K_d**(-1.0)
-    _x2 = T*n_seq
-    _x3 = d_rv*n_rv
-    _x4 = 1/(P_a*eta_a)
-    _x5 = _x1*d
+def _derive_prefill_T_PREFILL_gqa(B_hbm, B_peak, C_ch, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_I, d_h, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_sel, k_top, m_half, n_kv, n_q, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern, t_kng):
+    _x0 = L_chunk + L_full + L_win
+    _x1 = T*n_seq
+    _x2 = d_rv*n_rv
+    _x3 = K_d**(-1.0)
+    _x4 = _x3/(P_a*eta_a)
+    _x5 = _x3*d
     _x6 = busbw**(-1.0)
-    _x7 = _x2*b_act
+    _x7 = _x1*b_act
     _x8 = _x6*_x7
     _x9 = numpy.where(numpy.less_equal(K_d, 1), 0, _x5*_x8*(2*K_d - 2) + t_ar)
     _x10 = K_x**(-1.0)
     _x11 = _x10*d
     _x12 = b_w/B_hbm
     _x13 = _x12*d
-    _x14 = _x1*_x13
+    _x14 = _x13*_x3
     _x15 = 1/(P*eta_g*r_dt)
-    _x16 = 2*_x1
-    _x17 = _x16*d
-    _x18 = numpy.minimum(T, W)
-    _x19 = _x16*n_q
-    _x20 = B_peak**(-1.0)
-    _x21 = _x20*_x7
-    _x22 = _x21/eta_act
-    _x23 = _x21*d
-    _x24 = eta_add**(-1.0)
-    _x25 = _x21*d_rope*(_x19 + 2)/eta_rope + 6*_x23*_x24 + 4*_x23/eta_norm
-    _x26 = 2*t_kern
-    _x27 = _x15*(_x2 + m_half)
-    _x28 = I_ffn*_x27
-    _x29 = _x13*_x16
+    _x16 = I_ffn*_x3
+    _x17 = B_peak**(-1.0)
+    _x18 = _x17*_x7
+    _x19 = _x18/eta_act
+    _x20 = _x18*d
+    _x21 = eta_add**(-1.0)
+    _x22 = 2*n_q
+    _x23 = 2*numpy.maximum(K_d, n_kv)
+    _x24 = _x18*_x3*d_h*(_x22 + _x23)/eta_rope + 6*_x20*_x21 + 4*_x20/eta_norm
+    _x25 = 2*t_kern
+    _x26 = _x13*_x16
+    _x27 = _x15*(_x1 + m_half)
+    _x28 = 2*_x27
+    _x29 = _x16*d
+    _x30 = 4*_x27
+    _x31 = 3*I_exp
+    _x32 = E_sh*_x3
+    _x33 = _x10*_x31
+    _x34 = _x1*k_top
+    _x35 = _x34*b_act*d
+    _x36 = _x3*n_q
+    _x37 = _x13*d_h
+    _x38 = _x27*_x5
+    _x39 = _x23*_x3 + _x36
+    _x40 = _x28*d
+    _x41 = 2*n_rv
+    _x42 = _x41*d_rv
+    _x43 = _x41 + _x42 + 2*d_rk*n_rk
+    _x44 = T + 1
+    _x45 = T*_x44
+    _x46 = d_qk + d_v
+    _x47 = numpy.minimum(T, k_sel)
+    _x48 = numpy.minimum(T, W)
+    _x49 = C_ch*numpy.floor(T/C_ch)
+    _x50 = E*d
+    _x51 = ep**(-1.0)
+    _x52 = E*(1 - (1 - k_top/E)**_x1)
+    _x53 = I_exp*_x32
+    _x54 = _x13*_x53
+    return L_dense*_x9 + L_dense*(_x25 + numpy.maximum(_x26, _x28*_x29) + numpy.maximum(2*_x26, _x29*_x30)) + L_dense*(3*_x16*_x19 + _x24 + 6*t_kng) + L_moe*(4*_x17*_x21*_x35 + _x19*(_x31*_x32 + _x33*k_top) + _x24 + 7*t_kng) + L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, _x25 + numpy.maximum(_x54, _x40*_x53) + numpy.maximum(2*_x54, _x30*_x53*d)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x35*_x51*_x6*(ep - 1) + 2*t_ar) + numpy.maximum(_x12*_x50, _x28*_x50) + numpy.maximum(_x13*_x33*_x51*_x52, 6*I_exp*_x11*_x15*_x51*f_imb*(_x34 + _x52*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x11*_x8*(2*K_x - 2) + t_ar) + 4*L_rec*_x1*_x2*_x4*d_rk + L_rec*(_x25 + _x9 + numpy.maximum(_x14*_x2, _x38*_x42) + numpy.maximum(_x14*_x43, _x28*_x43*_x5)) + _x0*_x9 + _x0*t_kern + _x0*(_x25 + numpy.maximum(_x36*_x37, _x22*_x38*d_h) + numpy.maximum(_x37*_x39, _x39*_x40*d_h)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x14, 2*V*_x15*_x5*(m_half + n_seq)) + _x4*n_seq*(T + T_a)*(H_I*L_full*_x45*d_I + _x22*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x45*_x46, (d_qs + d_vs)*((1/2)*_x47*(_x47 + 1) + k_sel*(T - _x47))) + _x46*(L_chunk*((1/2)*_x49*(C_ch + 1) + (1/2)*(T - _x49)*(_x44 - _x49)) + L_win*(W*(T - _x48) + (1/2)*_x48*(_x48 + 1)))))/T
+
+def _derive_prefill_T_PREFILL_mla(B_hbm, B_peak, C_ch, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_I, d_nope, d_qk, d_qs, d_rk, d_rope, d_rv, d_v, d_vs, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_sel, k_top, m_half, n_q, n_rk, n_rv, n_seq, r_dt, r_kv, r_q, t_ar, t_kern, t_kng):
+    _x0 = L_chunk + L_full + L_win
+    _x1 = T*n_seq
+    _x2 = d_rv*n_rv
+    _x3 = K_d**(-1.0)
+    _x4 = _x3/(P_a*eta_a)
+    _x5 = _x3*d
+    _x6 = busbw**(-1.0)
+    _x7 = _x1*b_act
+    _x8 = _x6*_x7
+    _x9 = numpy.where(numpy.less_equal(K_d, 1), 0, _x5*_x8*(2*K_d - 2) + t_ar)
+    _x10 = K_x**(-1.0)
+    _x11 = _x10*d
+    _x12 = b_w/B_hbm
+    _x13 = _x12*d
+    _x14 = _x13*_x3
+    _x15 = 1/(P*eta_g*r_dt)
+    _x16 = B_peak**(-1.0)
+    _x17 = _x16*_x7
+    _x18 = _x17/eta_act
+    _x19 = _x17*d
+    _x20 = eta_add**(-1.0)
+    _x21 = 2*n_q
+    _x22 = _x21*_x3
+    _x23 = _x17*d_rope*(_x22 + 2)/eta_rope + 6*_x19*_x20 + 4*_x19/eta_norm
+    _x24 = 2*t_kern
+    _x25 = I_ffn*_x14
+    _x26 = _x15*(_x1 + m_half)
+    _x27 = 2*_x26
+    _x28 = I_ffn*_x5
+    _x29 = 4*_x26
     _x30 = 3*I_exp
-    _x31 = E_sh*_x1
+    _x31 = E_sh*_x3
     _x32 = _x10*_x30
-    _x33 = 4*d
-    _x34 = _x2*k_top
-    _x35 = _x34*b_act
-    _x36 = 2*n_rv
-    _x37 = _x36*d_rv
-    _x38 = _x36 + _x37 + 2*d_rk*n_rk
-    _x39 = _x17*_x27
-    _x40 = 3*t_kern
-    _x41 = E*d
-    _x42 = 2*_x27
-    _x43 = ep**(-1.0)
-    _x44 = E*(1 - (1 - k_top/E)**_x2)
-    _x45 = I_exp*_x31
-    _x46 = E_sh*I_exp
-    _x47 = d_rope + r_kv
-    _x48 = _x42*d
-    _x49 = _x14*n_q
-    _x50 = _x19*_x27
-    _x51 = _x50*d
-    _x52 = r_kv*(d_nope + d_v)
-    _x53 = _x1*_x12*n_q
-    _x54 = d_nope + d_rope
-    _x55 = _x54*r_q
-    return L_dense*_x9 + L_dense*(_x26 + numpy.maximum(I_ffn*_x14, _x17*_x28) + numpy.maximum(I_ffn*_x29, 4*_x28*_x5)) + L_dense*(3*I_ffn*_x1*_x22 + _x25 + 6*t_kng) + L_moe*(_x20*_x24*_x33*_x35 + _x22*(_x30*_x31 + _x32*k_top) + _x25 + 7*t_kng) + L_moe*(_x40 + numpy.where(numpy.equal(E_sh, 0), 0, _x26 + numpy.maximum(_x13*_x45, _x39*_x46) + numpy.maximum(_x29*_x46, _x27*_x33*_x45)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x35*_x43*_x6*d*(ep - 1) + 2*t_ar) + numpy.maximum(_x12*_x41, _x41*_x42) + numpy.maximum(_x13*_x32*_x43*_x44, 6*I_exp*_x11*_x15*_x43*f_imb*(_x34 + _x44*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x11*_x8*(2*K_x - 2) + t_ar) + 4*L_rec*_x1*_x2*_x3*_x4*d_rk + L_rec*(_x26 + _x9 + numpy.maximum(_x14*_x3, _x27*_x37*_x5) + numpy.maximum(_x14*_x38, _x38*_x39)) + _x0*_x9 + _x0*t_kern + _x0*(_x40 + numpy.where(numpy.greater(r_q, 0), _x26 + numpy.maximum(_x13*r_q, _x48*r_q) + numpy.maximum(_x50*_x55, _x53*_x55), t_kern + numpy.maximum(_x49*_x54, _x51*_x54)) + numpy.maximum(_x13*_x47, _x47*_x48) + numpy.maximum(_x49*d_v, _x51*d_v) + numpy.maximum(_x50*_x52, _x52*_x53)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x14, V*_x15*_x17*(m_half + n_seq)) + _x19*_x4*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x18) + (1/2)*_x18*(_x18 + 1)))/T
+    _x33 = _x1*k_top
+    _x34 = _x33*b_act*d
+    _x35 = 2*n_rv
+    _x36 = _x35*d_rv
+    _x37 = _x35 + _x36 + 2*d_rk*n_rk
+    _x38 = T + 1
+    _x39 = T*_x38
+    _x40 = d_qk + d_v
+    _x41 = numpy.minimum(T, k_sel)
+    _x42 = numpy.minimum(T, W)
+    _x43 = C_ch*numpy.floor(T/C_ch)
+    _x44 = 3*t_kern
+    _x45 = E*d
+    _x46 = ep**(-1.0)
+    _x47 = E*(1 - (1 - k_top/E)**_x1)
+    _x48 = I_exp*_x31
+    _x49 = _x13*_x48
+    _x50 = _x27*d
+    _x51 = d_rope + r_kv
+    _x52 = _x14*n_q
+    _x53 = _x22*_x26
+    _x54 = _x53*d
+    _x55 = r_kv*(d_nope + d_v)
+    _x56 = _x12*_x3*n_q
+    _x57 = d_nope + d_rope
+    _x58 = _x57*r_q
+    return L_dense*_x9 + L_dense*(_x24 + numpy.maximum(_x25, _x27*_x28) + numpy.maximum(2*_x25, _x28*_x29)) + L_dense*(3*I_ffn*_x18*_x3 + _x23 + 6*t_kng) + L_moe*(4*_x16*_x20*_x34 + _x18*(_x30*_x31 + _x32*k_top) + _x23 + 7*t_kng) + L_moe*(_x44 + numpy.where(numpy.equal(E_sh, 0), 0, _x24 + numpy.maximum(_x49, _x48*_x50) + numpy.maximum(2*_x49, _x29*_x48*d)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x34*_x46*_x6*(ep - 1) + 2*t_ar) + numpy.maximum(_x12*_x45, _x27*_x45) + numpy.maximum(_x13*_x32*_x46*_x47, 6*I_exp*_x11*_x15*_x46*f_imb*(_x33 + _x47*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x11*_x8*(2*K_x - 2) + t_ar) + 4*L_rec*_x1*_x2*_x4*d_rk + L_rec*(_x24 + _x9 + numpy.maximum(_x14*_x2, _x26*_x36*_x5) + numpy.maximum(_x14*_x37, _x27*_x37*_x5)) + _x0*_x9 + _x0*t_kern + _x0*(_x44 + numpy.where(numpy.greater(r_q, 0), _x24 + numpy.maximum(_x13*r_q, _x50*r_q) + numpy.maximum(_x53*_x58, _x56*_x58), t_kern + numpy.maximum(_x52*_x57, _x54*_x57)) + numpy.maximum(_x13*_x51, _x50*_x51) + numpy.maximum(_x52*d_v, _x54*d_v) + numpy.maximum(_x53*_x55, _x55*_x56)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x14, 2*V*_x15*_x5*(m_half + n_seq)) + _x4*n_seq*(T + T_a)*(H_I*L_full*_x39*d_I + _x21*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x39*_x40, (d_qs + d_vs)*((1/2)*_x41*(_x41 + 1) + k_sel*(T - _x41))) + _x40*(L_chunk*((1/2)*_x43*(C_ch + 1) + (1/2)*(T - _x43)*(_x38 - _x43)) + L_win*(W*(T - _x42) + (1/2)*_x42*(_x42 + 1)))))/T
 
 def _derive_prefill__floor_moe(B_hbm, E, E_sh, I_exp, K_d, K_x, T, b_w, d, ep, k_top, n_seq):
     _x0 = b_w*d/B_hbm
@@ -676,7 +866,21 @@ def _derive_prefill__floor_rest(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense,
     _x4 = E*_x0
     return I_ffn*L_dense*_x2 + L_moe*(3*I_exp*_x4*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x4 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x2)) + L_rec*(_x1*d_rv*n_rv + _x1*(_x3*d_rv + _x3 + 2*d_rk*n_rk)) + V*_x1
 
-def _derive_prefill_WEIGHTS_FLOOR_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_h, d_rk, d_rv, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq):
+def _derive_prefill_WEIGHTS_FLOOR_dsa(B_hbm, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_I, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
+    _x0 = K_d**(-1.0)
+    _x1 = b_w/B_hbm
+    _x2 = _x1*d
+    _x3 = _x0*_x2
+    _x4 = 3*_x3
+    _x5 = 2*n_rv
+    _x6 = E*_x2
+    _x7 = _x1*r_q
+    _x8 = _x3*n_q
+    _x9 = _x0*n_q
+    _x10 = d_nope + d_rope
+    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (L_chunk + L_full + L_win)*(H_I*_x7*d_I + _x1*_x9*r_kv*(d_nope + d_v) + _x2*(H_I + d_I) + _x2*(d_rope + r_kv) + _x8*d_v + numpy.where(numpy.greater(r_q, 0), _x10*_x7*_x9 + _x2*r_q, _x10*_x8))
+
+def _derive_prefill_WEIGHTS_FLOOR_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_h, d_rk, d_rv, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq):
     _x0 = K_d**(-1.0)
     _x1 = b_w*d/B_hbm
     _x2 = _x0*_x1
@@ -685,9 +889,9 @@ def _derive_prefill_WEIGHTS_FLOOR_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_
     _x5 = _x0*n_q
     _x6 = _x1*d_h
     _x7 = E*_x1
-    return I_ffn*L_dense*_x3 + L_moe*(3*I_exp*_x7*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x7 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x3)) + L_rec*(_x2*d_rv*n_rv + _x2*(_x4*d_rv + _x4 + 2*d_rk*n_rk)) + V*_x2 + (L_full + L_win)*(_x5*_x6 + _x6*(2*_x0*numpy.maximum(K_d, n_kv) + _x5))
+    return I_ffn*L_dense*_x3 + L_moe*(3*I_exp*_x7*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x7 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x3)) + L_rec*(_x2*d_rv*n_rv + _x2*(_x4*d_rv + _x4 + 2*d_rk*n_rk)) + V*_x2 + (_x5*_x6 + _x6*(2*_x0*numpy.maximum(K_d, n_kv) + _x5))*(L_chunk + L_full + L_win)
 
-def _derive_prefill_WEIGHTS_FLOOR_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
+def _derive_prefill_WEIGHTS_FLOOR_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
     _x0 = K_d**(-1.0)
     _x1 = b_w/B_hbm
     _x2 = _x1*d
@@ -698,7 +902,7 @@ def _derive_prefill_WEIGHTS_FLOOR_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_
     _x7 = _x3*n_q
     _x8 = _x0*_x1*n_q
     _x9 = d_nope + d_rope
-    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (L_full + L_win)*(_x2*(d_rope + r_kv) + _x7*d_v + _x8*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*r_q + _x8*_x9*r_q, _x7*_x9))
+    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (L_chunk + L_full + L_win)*(_x2*(d_rope + r_kv) + _x7*d_v + _x8*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*r_q + _x8*_x9*r_q, _x7*_x9))
 
 def _derive_reuse_F_exp(lambda_, tau):
     return 1 - numpy.exp(-lambda_*tau)
@@ -970,135 +1174,206 @@ def _derive_reuse_fleet_cost_per_million_tokens(N_fleet, N_node, c_gpu, r_tok):
 def _derive_reuse_pool_cost_per_million_tokens(W_carried, c_cap, c_wear, pool_raw_bytes, r_tok):
     return (1000000*W_carried*c_wear + 1000000*c_cap*pool_raw_bytes)/r_tok
 
-def _derive_serving_flops_extend(L_full, L_rec, L_win, N_lin, T, W, d_qk, d_rk, d_rv, d_v, n, n_q, n_rv):
+def _derive_serving_flops_extend(C_ch, H_I, L_chunk, L_full, L_rec, L_win, N_lin, T, W, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, k_sel, n, n_q, n_rv):
     _x0 = 2*n
-    _x1 = L_full*n_q
-    _x2 = _x1*n
-    _x3 = _x1*n**2
-    _x4 = T*_x0*_x1
-    _x5 = L_win*n_q
-    _x6 = _x5*d_qk
-    _x7 = W*_x0
-    _x8 = _x5*d_v
-    _x9 = numpy.minimum(T, W)
-    _x10 = _x6*_x9
-    _x11 = _x8*_x9
-    _x12 = numpy.minimum(W, T + n)
-    _x13 = _x12*_x6
-    _x14 = _x12*_x8
-    _x15 = 2*W
-    _x16 = _x9**2
-    _x17 = _x12**2
-    return 4*L_rec*d_rk*d_rv*n*n_rv + N_lin*_x0 + _x10*_x15 - _x10 + _x11*_x15 - _x11 - _x13*_x15 + _x13 - _x14*_x15 + _x14 - _x16*_x6 - _x16*_x8 + _x17*_x6 + _x17*_x8 + _x2*d_qk + _x2*d_v + _x3*d_qk + _x3*d_v + _x4*d_qk + _x4*d_v + _x6*_x7 + _x7*_x8
+    _x1 = H_I*L_full*d_I
+    _x2 = L_chunk*n_q
+    _x3 = _x2*n
+    _x4 = n**2
+    _x5 = _x2*_x4
+    _x6 = T*_x0
+    _x7 = _x2*_x6
+    _x8 = L_win*n_q
+    _x9 = _x8*d_qk
+    _x10 = W*_x0
+    _x11 = _x8*d_v
+    _x12 = numpy.minimum(T, W)
+    _x13 = T + n
+    _x14 = numpy.minimum(W, _x13)
+    _x15 = 2*n_q
+    _x16 = _x15*d_qk
+    _x17 = L_win*W
+    _x18 = _x12*_x17
+    _x19 = _x15*d_v
+    _x20 = _x12**2
+    _x21 = _x14**2
+    _x22 = _x14*_x17
+    _x23 = C_ch**(-1.0)
+    _x24 = T*_x23
+    _x25 = numpy.floor(_x24)
+    _x26 = L_chunk*T
+    _x27 = C_ch*_x25*_x26
+    _x28 = C_ch**2*_x2
+    _x29 = _x28*d_qk
+    _x30 = _x28*d_v
+    _x31 = _x25**2
+    _x32 = numpy.floor(_x23*n + _x24)
+    _x33 = C_ch*_x32
+    _x34 = _x26*_x33
+    _x35 = _x0*_x2*_x33
+    _x36 = _x32**2
+    _x37 = (1/2)*T
+    _x38 = (1/2)*T**2
+    _x39 = _x37*d_qk + _x37*d_v + _x38*d_qk + _x38*d_v
+    _x40 = numpy.minimum(T, k_sel)
+    _x41 = _x40**2
+    _x42 = (1/2)*d_qs
+    _x43 = (1/2)*d_vs
+    _x44 = _x40*k_sel
+    _x45 = T*k_sel
+    _x46 = _x45*d_qs + _x45*d_vs
+    _x47 = L_full*_x15
+    _x48 = (1/2)*n
+    _x49 = (1/2)*_x4
+    _x50 = T*n
+    _x51 = numpy.minimum(_x13, k_sel)
+    _x52 = _x51**2
+    _x53 = k_sel*n
+    _x54 = _x51*k_sel
+    return 4*L_rec*d_rk*d_rv*n*n_rv + N_lin*_x0 + _x1*_x4 + _x1*_x6 + _x1*n + _x10*_x11 + _x10*_x9 - _x11*_x12 + _x11*_x14 - _x11*_x20 + _x11*_x21 - _x12*_x9 + _x14*_x9 + _x16*_x18 - _x16*_x22 + _x16*_x27 - _x16*_x34 + _x18*_x19 - _x19*_x22 + _x19*_x27 - _x19*_x34 - _x20*_x9 + _x21*_x9 - _x25*_x29 - _x25*_x30 - _x29*_x31 + _x29*_x32 + _x29*_x36 + _x3*d_qk + _x3*d_v - _x30*_x31 + _x30*_x32 + _x30*_x36 - _x35*d_qk - _x35*d_v - _x47*numpy.where(numpy.less_equal(T, k_sel), _x39, _x40*_x42 + _x40*_x43 + _x41*_x42 + _x41*_x43 - _x44*d_qs - _x44*d_vs + _x46) + _x47*numpy.where(numpy.less_equal(_x13, k_sel), _x39 + _x48*d_qk + _x48*d_v + _x49*d_qk + _x49*d_v + _x50*d_qk + _x50*d_v, _x42*_x51 + _x42*_x52 + _x43*_x51 + _x43*_x52 + _x46 + _x53*d_qs + _x53*d_vs - _x54*d_qs - _x54*d_vs) + _x5*d_qk + _x5*d_v + _x7*d_qk + _x7*d_v
 
-def _derive_serving_t_load(B, K, L_full, L_rec, L_win, T, W, b_kv, b_st, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho):
+def _derive_serving_t_load(B, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho):
     _x0 = d_rv*n_rv
-    return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W)))/(B*K)
+    return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B*K)
 
 def _derive_serving_ttft_serial_pipe(T, c_hit, forward_time, load_time, t_lat):
     return T*c_hit + forward_time + load_time + t_lat
 
-def _derive_serving_ttft_pipeline(L_full, L_win, T, c_hit, forward_time, load_time, t_lat):
-    return T*c_hit + t_lat + numpy.maximum(forward_time, load_time) + numpy.minimum(forward_time, load_time)/(L_full + L_win)
+def _derive_serving_ttft_pipeline(L_chunk, L_full, L_win, T, c_hit, forward_time, load_time, t_lat):
+    return T*c_hit + t_lat + numpy.maximum(forward_time, load_time) + numpy.minimum(forward_time, load_time)/(L_chunk + L_full + L_win)
 
-def _derive_serving_split_load_bytes(K, L_full, L_win, T, W, b_kv, e_kv, rho, x):
-    _x0 = b_kv*e_kv*rho
-    return (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/K
+def _derive_serving_split_load_bytes(C_ch, K, L_chunk, L_full, L_win, T, W, b_aux, b_kv, e_aux, e_kv, rho, x):
+    _x0 = rho*(b_aux*e_aux + b_kv*e_kv)
+    return (_x0*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_chunk*numpy.minimum(C_ch, x) + L_full*x + L_win*numpy.minimum(W, x)))/K
 
-def _derive_serving_t_split_load(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, rho, t_lat, x):
-    _x0 = b_kv*e_kv*rho
-    return c_hit*(T - x) + t_lat + (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/(B*K)
+def _derive_serving_t_split_load(B, C_ch, K, L_chunk, L_full, L_win, T, W, b_aux, b_kv, c_hit, e_aux, e_kv, rho, t_lat, x):
+    _x0 = rho*(b_aux*e_aux + b_kv*e_kv)
+    return c_hit*(T - x) + t_lat + (_x0*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_chunk*numpy.minimum(C_ch, x) + L_full*x + L_win*numpy.minimum(W, x)))/(B*K)
 
-def _derive_serving_t_split_of(B, K, L_full, L_win, T, W, b_kv, c_hit, e_kv, part_time, rho, t_lat, x):
-    _x0 = b_kv*e_kv*rho
-    return numpy.maximum(part_time, c_hit*(T - x) + t_lat + (_x0*(L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_full*x + L_win*numpy.minimum(W, x)))/(B*K))
+def _derive_serving_t_split_of(B, C_ch, K, L_chunk, L_full, L_win, T, W, b_aux, b_kv, c_hit, e_aux, e_kv, part_time, rho, t_lat, x):
+    _x0 = rho*(b_aux*e_aux + b_kv*e_kv)
+    return numpy.maximum(part_time, c_hit*(T - x) + t_lat + (_x0*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)) - _x0*(L_chunk*numpy.minimum(C_ch, x) + L_full*x + L_win*numpy.minimum(W, x)))/(B*K))
 
-def _derive_serving_t_decode_step(B_hbm, E, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, V, W, b_kv, b_st, b_w, d, d_qk, d_rk, d_rv, d_v, e_kv, eta, forward_time, k_conv, k_top, n_q, n_rk, n_rv, n_seq, rho, tied):
+def _derive_serving_t_decode_step(B_hbm, C_ch, E, H_I, K, K_e, L_chunk, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, V, W, b_aux, b_kv, b_st, b_w, d, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, e_aux, e_kv, eta, forward_time, k_conv, k_sel, k_top, n_q, n_rk, n_rv, n_seq, rho, tied):
     _x0 = B_hbm**(-1.0)
     _x1 = K**(-1.0)
-    _x2 = L_full*T
-    _x3 = numpy.minimum(T, W)
-    _x4 = d_rv*n_rv
-    _x5 = _x4*d_rk
-    _x6 = _x1*n_seq*(L_rec*b_st*(_x5 + (_x4 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_win*_x3 + _x2))
+    _x2 = d_rv*n_rv
+    _x3 = _x2*d_rk
+    _x4 = L_full*T
+    _x5 = numpy.minimum(T, W)
+    _x6 = _x1*n_seq*(L_rec*b_st*(_x3 + (_x2 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_win*_x5 + _x4))
     _x7 = K_e**(-1.0)
     _x8 = 2*T
     _x9 = N_xa*_x8
-    _x10 = 4*L_rec*_x5
+    _x10 = 4*L_rec*_x3
     _x11 = T + 1
-    _x12 = (1/2)*_x11
-    _x13 = 2*n_q*(d_qk + d_v)
-    _x14 = P**(-1.0)
-    _x15 = eta**(-1.0)
-    _x16 = 2*_x11
-    _x17 = N_xa*_x16
-    _x18 = numpy.minimum(W, _x11)
-    return numpy.maximum(_x0*_x6 + forward_time, numpy.maximum(_x0*(N_xs*_x7*b_w*(1 - (1 - k_top/E)**n_seq) + _x1*b_w*(N_tot - N_xs - V*d*(1 - tied)) + _x6), n_seq*(_x14*_x15*(_x1*(N_lin*_x16 + _x10*_x11 + _x13*(L_full*_x12*(T + 2) + L_win*(W*(_x11 - _x18) + (1/2)*_x18*(_x18 + 1))) - _x17) + _x17*_x7) - _x14*_x15*(_x1*(N_lin*_x8 + T*_x10 + _x13*(L_win*(W*(T - _x3) + (1/2)*_x3*(_x3 + 1)) + _x12*_x2) - _x9) + _x7*_x9))))
+    _x12 = H_I*d_I
+    _x13 = d_qk + d_v
+    _x14 = (1/2)*_x13
+    _x15 = d_qs + d_vs
+    _x16 = numpy.minimum(T, k_sel)
+    _x17 = C_ch**(-1.0)
+    _x18 = C_ch*numpy.floor(T*_x17)
+    _x19 = (1/2)*C_ch + 1/2
+    _x20 = 2*n_q
+    _x21 = P**(-1.0)
+    _x22 = eta**(-1.0)
+    _x23 = 2*_x11
+    _x24 = N_xa*_x23
+    _x25 = T + 2
+    _x26 = _x11*_x25
+    _x27 = numpy.minimum(_x11, k_sel)
+    _x28 = numpy.minimum(W, _x11)
+    _x29 = C_ch*numpy.floor(_x11*_x17)
+    _x30 = -_x29
+    return numpy.maximum(_x0*_x6 + forward_time, numpy.maximum(_x0*(N_xs*_x7*b_w*(1 - (1 - k_top/E)**n_seq) + _x1*b_w*(N_tot - N_xs - V*d*(1 - tied)) + _x6), n_seq*(-_x21*_x22*(_x1*(N_lin*_x8 + T*_x10 + _x11*_x12*_x4 + _x20*(L_full*numpy.where(numpy.less_equal(T, k_sel), T*_x11*_x14, _x15*((1/2)*_x16*(_x16 + 1) + k_sel*(T - _x16))) + _x13*(L_chunk*(_x18*_x19 + (1/2)*(T - _x18)*(_x11 - _x18)) + L_win*(W*(T - _x5) + (1/2)*_x5*(_x5 + 1)))) - _x9) + _x7*_x9) + _x21*_x22*(_x1*(L_full*_x12*_x26 + N_lin*_x23 + _x10*_x11 + _x20*(L_full*numpy.where(numpy.less_equal(_x11, k_sel), _x14*_x26, _x15*((1/2)*_x27*(_x27 + 1) + k_sel*(_x11 - _x27))) + _x13*(L_chunk*(_x19*_x29 + (1/2)*(_x11 + _x30)*(_x25 + _x30)) + L_win*(W*(_x11 - _x28) + (1/2)*_x28*(_x28 + 1)))) - _x24) + _x24*_x7))))
 
 def _derive_serving_p_free(B_hbm, N_lin, N_tot, P, b_dec, b_w, eta):
     return -b_dec + (1/2)*N_tot*P*b_w*eta/(B_hbm*N_lin)
 
-def _derive_serving_t_recompute_marginal(B_hbm, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, P, T, W, b_dec, b_w, d_qk, d_rk, d_rv, d_v, eta, n_q, n_rv):
+def _derive_serving_t_recompute_marginal(B_hbm, C_ch, H_I, K, K_e, L_chunk, L_full, L_rec, L_win, N_lin, N_tot, N_xa, P, T, W, b_dec, b_w, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, eta, k_sel, n_q, n_rv):
     _x0 = K_e**(-1.0)
     _x1 = 2*T
     _x2 = N_xa*_x1
     _x3 = K**(-1.0)
     _x4 = 4*L_rec*d_rk*d_rv*n_rv
-    _x5 = (1/2)*L_full
-    _x6 = numpy.minimum(T, W)
-    _x7 = 2*n_q*(d_qk + d_v)
-    _x8 = 1/(P*eta)
-    _x9 = B_hbm**(-1.0)
-    _x10 = N_lin**(-1.0)
-    _x11 = -1/2*N_tot*P*_x10*_x9*b_w*eta + b_dec
-    _x12 = -_x11
-    _x13 = 2*_x12
-    _x14 = N_xa*_x13
-    _x15 = numpy.minimum(W, _x12)
-    return numpy.maximum(0, -_x8*(_x0*_x14 + _x3*(N_lin*_x13 + _x12*_x4 - _x14 + _x7*(L_win*(W*(-_x11 - _x15) + (1/2)*_x15*(_x15 + 1)) + _x12*_x5*((1/2)*N_tot*P*_x10*_x9*b_w*eta - b_dec + 1)))) + _x8*(_x0*_x2 + _x3*(N_lin*_x1 + T*_x4 - _x2 + _x7*(L_win*(W*(T - _x6) + (1/2)*_x6*(_x6 + 1)) + T*_x5*(T + 1)))))
+    _x5 = T + 1
+    _x6 = T*_x5
+    _x7 = H_I*L_full*d_I
+    _x8 = d_qk + d_v
+    _x9 = (1/2)*_x8
+    _x10 = d_qs + d_vs
+    _x11 = numpy.minimum(T, k_sel)
+    _x12 = numpy.minimum(T, W)
+    _x13 = C_ch**(-1.0)
+    _x14 = C_ch*numpy.floor(T*_x13)
+    _x15 = (1/2)*C_ch + 1/2
+    _x16 = 2*n_q
+    _x17 = 1/(P*eta)
+    _x18 = B_hbm**(-1.0)
+    _x19 = N_lin**(-1.0)
+    _x20 = -1/2*N_tot*P*_x18*_x19*b_w*eta + b_dec
+    _x21 = -_x20
+    _x22 = 2*_x21
+    _x23 = N_xa*_x22
+    _x24 = _x21*((1/2)*N_tot*P*_x18*_x19*b_w*eta - b_dec + 1)
+    _x25 = numpy.minimum(_x21, k_sel)
+    _x26 = numpy.minimum(W, _x21)
+    _x27 = C_ch*numpy.floor(_x13*_x21)
+    _x28 = _x20 + _x27
+    return numpy.maximum(0, _x17*(_x0*_x2 + _x3*(N_lin*_x1 + T*_x4 + _x16*(L_full*numpy.where(numpy.less_equal(T, k_sel), _x6*_x9, _x10*((1/2)*_x11*(_x11 + 1) + k_sel*(T - _x11))) + _x8*(L_chunk*(_x14*_x15 + (1/2)*(T - _x14)*(-_x14 + _x5)) + L_win*(W*(T - _x12) + (1/2)*_x12*(_x12 + 1)))) - _x2 + _x6*_x7)) - _x17*(_x0*_x23 + _x3*(N_lin*_x22 + _x16*(L_full*numpy.where(numpy.less_equal(_x21, k_sel), _x24*_x9, _x10*((1/2)*_x25*(_x25 + 1) + k_sel*(-_x20 - _x25))) + _x8*(L_chunk*(_x15*_x27 - 1/2*_x28*(1 - _x28)) + L_win*(W*(-_x20 - _x26) + (1/2)*_x26*(_x26 + 1)))) + _x21*_x4 - _x23 + _x24*_x7)))
 
 def _derive_serving_B_chunked(B, s, t_0):
     return s/(t_0 + s/B)
 
-def _derive_serving_t_reload_busy(B, B_state, K, L_full, L_rec, L_win, T, W, b_kv, b_st, c_hit, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, t_0, t_req):
+def _derive_serving_t_reload_busy(B, B_state, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, c_hit, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho, t_0, t_req):
     _x0 = K**(-1.0)
     _x1 = d_rv*n_rv
-    return T*c_hit + t_0 + t_req + L_rec*_x0*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1))/B_state + _x0*b_kv*e_kv*rho*(L_full*T + L_win*numpy.minimum(T, W))/B
+    return T*c_hit + t_0 + t_req + L_rec*_x0*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1))/B_state + _x0*rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))/B
 
-def _derive_serving_busy_advantage(B, B_hbm, B_state, K, K_e, L_full, L_rec, N_lin, N_tot, N_xa, P, T, b_dec, b_kv, b_st, b_w, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0, t_req):
+def _derive_serving_busy_advantage(B, B_hbm, B_state, K, K_e, L_full, L_rec, N_lin, N_tot, N_xa, P, T, b_aux, b_dec, b_kv, b_st, b_w, c_hit, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, e_aux, e_kv, eta, k_conv, k_sel, n_q, n_rk, n_rv, rho, t_0, t_req):
     _x0 = K**(-1.0)
-    _x1 = N_tot*b_w/B_hbm
-    _x2 = _x0*_x1
-    _x3 = _x0*b_st/B_state
-    _x4 = 2*d_rk
-    _x5 = L_rec*_x3*_x4*n_rk
-    _x6 = L_rec*d_rv*n_rv
-    _x7 = _x3*_x6
-    _x8 = L_full*_x0
-    _x9 = T*_x8
-    _x10 = 1/(P*eta)
-    _x11 = 2*_x10
-    _x12 = T*_x11
-    _x13 = N_lin*_x0
-    _x14 = _x11*b_dec
-    _x15 = N_xa*_x0
-    _x16 = N_xa/K_e
-    _x17 = N_lin**(-1.0)
-    _x18 = _x17*_x2
-    _x19 = _x10*n_q
-    _x20 = _x19*_x9
-    _x21 = _x19*_x8
-    _x22 = _x21*b_dec
-    _x23 = _x21*b_dec**2
-    _x24 = d_qk*n_q
-    _x25 = L_full*_x18
-    _x26 = (1/2)*_x25
-    _x27 = d_v*n_q
-    _x28 = 4*_x0*_x10*_x6*d_rk
-    _x29 = T**2*_x21
-    _x30 = _x25*b_dec
-    _x31 = (1/4)*N_tot**2*P*_x8*b_w**2*eta/(B_hbm**2*N_lin**2)
-    return -N_xa*_x18 - T*_x28 + T*c_hit + _x1*_x16*_x17 - _x12*_x13 + _x12*_x15 - _x12*_x16 - _x13*_x14 + _x14*_x15 - _x14*_x16 + _x18*_x4*_x6 + _x2 - _x20*d_qk - _x20*d_v - _x22*d_qk - _x22*d_v + _x23*d_qk + _x23*d_v + _x24*_x26 - _x24*_x30 + _x24*_x31 + _x26*_x27 - _x27*_x30 + _x27*_x31 - _x28*b_dec - _x29*d_qk - _x29*d_v + _x5*k_conv - _x5 + _x7*d_rk + _x7*k_conv - _x7 + t_0 + t_req + _x9*b_kv*e_kv*rho/B
+    _x1 = B_hbm**(-1.0)
+    _x2 = N_tot*_x1*b_w
+    _x3 = _x0*_x2
+    _x4 = _x0*b_st/B_state
+    _x5 = 2*d_rk
+    _x6 = L_rec*_x4*_x5*n_rk
+    _x7 = L_rec*d_rv*n_rv
+    _x8 = _x4*_x7
+    _x9 = L_full*_x0
+    _x10 = T*_x9*rho/B
+    _x11 = 1/(P*eta)
+    _x12 = 2*_x11
+    _x13 = T*_x12
+    _x14 = N_lin*_x0
+    _x15 = _x12*b_dec
+    _x16 = N_xa*_x0
+    _x17 = N_xa/K_e
+    _x18 = N_lin**(-1.0)
+    _x19 = _x18*_x2
+    _x20 = _x18*_x3
+    _x21 = _x9*n_q
+    _x22 = _x11*_x21
+    _x23 = T*_x22
+    _x24 = 4*_x0*_x11*_x7*d_rk
+    _x25 = T**2*_x22
+    _x26 = (1/2)*b_dec
+    _x27 = _x26*d_qk
+    _x28 = _x26*d_v
+    _x29 = (1/2)*b_dec**2
+    _x30 = P*_x19*eta
+    _x31 = (1/4)*_x30
+    _x32 = (1/8)*N_tot**2*P**2*b_w**2*eta**2/(B_hbm**2*N_lin**2)
+    _x33 = (1/2)*N_tot*P*_x1*_x18*b_w*eta - b_dec
+    _x34 = b_dec*k_sel
+    _x35 = (1/2)*d_qs
+    _x36 = _x30*k_sel
+    _x37 = (1/2)*d_vs
+    _x38 = numpy.minimum(_x33, k_sel)
+    _x39 = _x38*k_sel
+    _x40 = _x38**2
+    return -N_xa*_x20 - T*_x24 + T*c_hit + _x10*b_aux*e_aux + _x10*b_kv*e_kv + _x12*_x21*numpy.where(numpy.less_equal(_x33, k_sel), -_x27*_x30 - _x27 - _x28*_x30 - _x28 + _x29*d_qk + _x29*d_v + _x31*d_qk + _x31*d_v + _x32*d_qk + _x32*d_v, -_x34*d_qs - _x34*d_vs + _x35*_x36 + _x35*_x38 + _x35*_x40 + _x36*_x37 + _x37*_x38 + _x37*_x40 - _x39*d_qs - _x39*d_vs) - _x13*_x14 + _x13*_x16 - _x13*_x17 - _x14*_x15 + _x15*_x16 - _x15*_x17 + _x17*_x19 + _x20*_x5*_x7 - _x23*d_qk - _x23*d_v - _x24*b_dec - _x25*d_qk - _x25*d_v + _x3 + _x6*k_conv - _x6 + _x8*d_rk + _x8*k_conv - _x8 + t_0 + t_req
 
 def _derive_serving_decode_experts_share(E, k_top, n_seq):
     return 1 - (1 - k_top/E)**n_seq
@@ -1106,47 +1381,208 @@ def _derive_serving_decode_experts_share(E, k_top, n_seq):
 def _derive_serving_decode_weight_bytes(E, K, K_e, N_tot, N_xs, V, b_w, d, k_top, n_seq, tied):
     return N_xs*b_w*(1 - (1 - k_top/E)**n_seq)/K_e + b_w*(N_tot - N_xs - V*d*(1 - tied))/K
 
-def _derive_serving_t_decode_batch(B_hbm, E, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, V, W, b_kv, b_st, b_w, d, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, k_top, n_q, n_rk, n_rv, n_seq, rho, tied):
+def _derive_serving_t_decode_batch(B_hbm, C_ch, E, H_I, K, K_e, L_chunk, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, V, W, b_aux, b_kv, b_st, b_w, d, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, e_aux, e_kv, eta, k_conv, k_sel, k_top, n_q, n_rk, n_rv, n_seq, rho, tied):
     _x0 = K**(-1.0)
     _x1 = K_e**(-1.0)
-    _x2 = L_full*T
-    _x3 = numpy.minimum(T, W)
-    _x4 = d_rv*n_rv
-    _x5 = _x4*d_rk
+    _x2 = d_rv*n_rv
+    _x3 = _x2*d_rk
+    _x4 = L_full*T
+    _x5 = numpy.minimum(T, W)
     _x6 = 2*T
     _x7 = N_xa*_x6
-    _x8 = 4*L_rec*_x5
+    _x8 = 4*L_rec*_x3
     _x9 = T + 1
-    _x10 = (1/2)*_x9
-    _x11 = 2*n_q*(d_qk + d_v)
-    _x12 = P**(-1.0)
-    _x13 = eta**(-1.0)
-    _x14 = 2*_x9
-    _x15 = N_xa*_x14
-    _x16 = numpy.minimum(W, _x9)
-    return numpy.maximum((N_xs*_x1*b_w*(1 - (1 - k_top/E)**n_seq) + _x0*b_w*(N_tot - N_xs - V*d*(1 - tied)) + _x0*n_seq*(L_rec*b_st*(_x5 + (_x4 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_win*_x3 + _x2)))/B_hbm, n_seq*(_x12*_x13*(_x0*(N_lin*_x14 + _x11*(L_full*_x10*(T + 2) + L_win*(W*(-_x16 + _x9) + (1/2)*_x16*(_x16 + 1))) - _x15 + _x8*_x9) + _x1*_x15) - _x12*_x13*(_x0*(N_lin*_x6 + T*_x8 + _x11*(L_win*(W*(T - _x3) + (1/2)*_x3*(_x3 + 1)) + _x10*_x2) - _x7) + _x1*_x7)))
+    _x10 = H_I*d_I
+    _x11 = d_qk + d_v
+    _x12 = (1/2)*_x11
+    _x13 = d_qs + d_vs
+    _x14 = numpy.minimum(T, k_sel)
+    _x15 = C_ch**(-1.0)
+    _x16 = C_ch*numpy.floor(T*_x15)
+    _x17 = (1/2)*C_ch + 1/2
+    _x18 = 2*n_q
+    _x19 = P**(-1.0)
+    _x20 = eta**(-1.0)
+    _x21 = 2*_x9
+    _x22 = N_xa*_x21
+    _x23 = T + 2
+    _x24 = _x23*_x9
+    _x25 = numpy.minimum(_x9, k_sel)
+    _x26 = numpy.minimum(W, _x9)
+    _x27 = C_ch*numpy.floor(_x15*_x9)
+    _x28 = -_x27
+    return numpy.maximum((N_xs*_x1*b_w*(1 - (1 - k_top/E)**n_seq) + _x0*b_w*(N_tot - N_xs - V*d*(1 - tied)) + _x0*n_seq*(L_rec*b_st*(_x3 + (_x2 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_win*_x5 + _x4)))/B_hbm, n_seq*(-_x19*_x20*(_x0*(N_lin*_x6 + T*_x8 + _x10*_x4*_x9 + _x18*(L_full*numpy.where(numpy.less_equal(T, k_sel), T*_x12*_x9, _x13*((1/2)*_x14*(_x14 + 1) + k_sel*(T - _x14))) + _x11*(L_chunk*(_x16*_x17 + (1/2)*(T - _x16)*(-_x16 + _x9)) + L_win*(W*(T - _x5) + (1/2)*_x5*(_x5 + 1)))) - _x7) + _x1*_x7) + _x19*_x20*(_x0*(L_full*_x10*_x24 + N_lin*_x21 + _x18*(L_full*numpy.where(numpy.less_equal(_x9, k_sel), _x12*_x24, _x13*((1/2)*_x25*(_x25 + 1) + k_sel*(-_x25 + _x9))) + _x11*(L_chunk*(_x17*_x27 + (1/2)*(_x23 + _x28)*(_x28 + _x9)) + L_win*(W*(-_x26 + _x9) + (1/2)*_x26*(_x26 + 1)))) - _x22 + _x8*_x9) + _x1*_x22)))
 
-def _derive_serving_decode_gpu_s_per_token(B_hbm, E, K, K_e, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, V, W, b_kv, b_st, b_w, d, d_qk, d_rk, d_rv, d_v, e_kv, eta, forward_time, k_conv, k_top, n_q, n_rk, n_rv, n_seq, rho, tied):
+def _derive_serving_decode_gpu_s_per_token(B_hbm, C_ch, E, H_I, K, K_e, L_chunk, L_full, L_rec, L_win, N_lin, N_tot, N_xa, N_xs, P, T, V, W, b_aux, b_kv, b_st, b_w, d, d_I, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, e_aux, e_kv, eta, forward_time, k_conv, k_sel, k_top, n_q, n_rk, n_rv, n_seq, rho, tied):
     _x0 = B_hbm**(-1.0)
     _x1 = K**(-1.0)
-    _x2 = L_full*T
-    _x3 = numpy.minimum(T, W)
-    _x4 = d_rv*n_rv
-    _x5 = _x4*d_rk
-    _x6 = _x1*n_seq*(L_rec*b_st*(_x5 + (_x4 + 2*d_rk*n_rk)*(k_conv - 1)) + b_kv*e_kv*rho*(L_win*_x3 + _x2))
+    _x2 = d_rv*n_rv
+    _x3 = _x2*d_rk
+    _x4 = L_full*T
+    _x5 = numpy.minimum(T, W)
+    _x6 = _x1*n_seq*(L_rec*b_st*(_x3 + (_x2 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_win*_x5 + _x4))
     _x7 = K_e**(-1.0)
     _x8 = 2*T
     _x9 = N_xa*_x8
-    _x10 = 4*L_rec*_x5
+    _x10 = 4*L_rec*_x3
     _x11 = T + 1
-    _x12 = (1/2)*_x11
-    _x13 = 2*n_q*(d_qk + d_v)
-    _x14 = P**(-1.0)
-    _x15 = eta**(-1.0)
-    _x16 = 2*_x11
-    _x17 = N_xa*_x16
-    _x18 = numpy.minimum(W, _x11)
-    return K*numpy.maximum(_x0*_x6 + forward_time, numpy.maximum(_x0*(N_xs*_x7*b_w*(1 - (1 - k_top/E)**n_seq) + _x1*b_w*(N_tot - N_xs - V*d*(1 - tied)) + _x6), n_seq*(_x14*_x15*(_x1*(N_lin*_x16 + _x10*_x11 + _x13*(L_full*_x12*(T + 2) + L_win*(W*(_x11 - _x18) + (1/2)*_x18*(_x18 + 1))) - _x17) + _x17*_x7) - _x14*_x15*(_x1*(N_lin*_x8 + T*_x10 + _x13*(L_win*(W*(T - _x3) + (1/2)*_x3*(_x3 + 1)) + _x12*_x2) - _x9) + _x7*_x9))))/n_seq
+    _x12 = H_I*d_I
+    _x13 = d_qk + d_v
+    _x14 = (1/2)*_x13
+    _x15 = d_qs + d_vs
+    _x16 = numpy.minimum(T, k_sel)
+    _x17 = C_ch**(-1.0)
+    _x18 = C_ch*numpy.floor(T*_x17)
+    _x19 = (1/2)*C_ch + 1/2
+    _x20 = 2*n_q
+    _x21 = P**(-1.0)
+    _x22 = eta**(-1.0)
+    _x23 = 2*_x11
+    _x24 = N_xa*_x23
+    _x25 = T + 2
+    _x26 = _x11*_x25
+    _x27 = numpy.minimum(_x11, k_sel)
+    _x28 = numpy.minimum(W, _x11)
+    _x29 = C_ch*numpy.floor(_x11*_x17)
+    _x30 = -_x29
+    return K*numpy.maximum(_x0*_x6 + forward_time, numpy.maximum(_x0*(N_xs*_x7*b_w*(1 - (1 - k_top/E)**n_seq) + _x1*b_w*(N_tot - N_xs - V*d*(1 - tied)) + _x6), n_seq*(-_x21*_x22*(_x1*(N_lin*_x8 + T*_x10 + _x11*_x12*_x4 + _x20*(L_full*numpy.where(numpy.less_equal(T, k_sel), T*_x11*_x14, _x15*((1/2)*_x16*(_x16 + 1) + k_sel*(T - _x16))) + _x13*(L_chunk*(_x18*_x19 + (1/2)*(T - _x18)*(_x11 - _x18)) + L_win*(W*(T - _x5) + (1/2)*_x5*(_x5 + 1)))) - _x9) + _x7*_x9) + _x21*_x22*(_x1*(L_full*_x12*_x26 + N_lin*_x23 + _x10*_x11 + _x20*(L_full*numpy.where(numpy.less_equal(_x11, k_sel), _x14*_x26, _x15*((1/2)*_x27*(_x27 + 1) + k_sel*(_x11 - _x27))) + _x13*(L_chunk*(_x19*_x29 + (1/2)*(_x11 + _x30)*(_x25 + _x30)) + L_win*(W*(_x11 - _x28) + (1/2)*_x28*(_x28 + 1)))) - _x24) + _x24*_x7))))/n_seq
+
+def _attention_dsa_e_kv(d_rope, r_kv):
+    return d_rope + r_kv
+
+def _attention_dsa_rho(K):
+    return K
+
+def _attention_dsa_attn_params(H_I, d, d_I, d_nope, d_rope, d_v, n_q, r_kv, r_q):
+    _x0 = d*n_q
+    _x1 = d_nope + d_rope
+    return H_I*d + H_I*d_I*r_q + _x0*d_v + d*d_I + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x1*n_q*r_q + d*r_q, _x0*_x1)
+
+def _attention_dsa_head_elements(d_rope, r_kv):
+    return d_rope + r_kv
+
+def _attention_dsa_aux_elements(d_I):
+    return d_I
+
+def _attention_dsa_derived_d_qk(d_nope, d_rope):
+    return d_nope + d_rope
+
+def _attention_dsa_derived_d_qs(d_rope, r_kv):
+    return d_rope + r_kv
+
+def _attention_dsa_derived_d_vs(r_kv):
+    return r_kv
+
+def _attention_dsa_params_active_matmul(E, E_sh, H_I, I_exp, I_ffn, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, d, d_I, d_nope, d_rk, d_rope, d_rv, d_v, k_top, n_q, n_rk, n_rv, r_kv, r_q):
+    _x0 = 3*d
+    _x1 = 2*n_rv
+    _x2 = d*n_q
+    _x3 = d_nope + d_rope
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + L_rec*(_x1*d + d*d_rv*n_rv + d*(_x1*d_rv + 2*d_rk*n_rk)) + (L_chunk + L_full + L_win)*(H_I*d + H_I*d_I*r_q + _x2*d_v + d*d_I + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x3*n_q*r_q + d*r_q, _x2*_x3))
+
+def _attention_dsa_params_total(E, E_sh, H_I, I_exp, I_ffn, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, V, d, d_I, d_nope, d_rk, d_rope, d_rv, d_v, k_conv, n_q, n_rk, n_rv, r_kv, r_q, tied):
+    _x0 = 3*d
+    _x1 = d_rv*n_rv
+    _x2 = 2*d_rk*n_rk
+    _x3 = d*n_q
+    _x4 = d_nope + d_rope
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + L_rec*(_x1*d + 2*d*n_rv + d*(2*_x1 + _x2) + k_conv*(_x1 + _x2)) + V*d*(2 - tied) + (L_chunk + L_full + L_win)*(H_I*d + H_I*d_I*r_q + _x3*d_v + d*d_I + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x4*n_q*r_q + d*r_q, _x3*_x4))
+
+def _derive_prefill_parts_dsa_gemm_s(B_hbm, H_I, I_ffn, K_d, L_chunk, L_dense, L_full, L_win, P, T, b_w, d, d_I, d_nope, d_rope, d_v, eta_g, m_half, n_q, n_seq, r_dt, r_kv, r_q, t_kern):
+    _x0 = 2*t_kern
+    _x1 = K_d**(-1.0)
+    _x2 = b_w/B_hbm
+    _x3 = _x2*d
+    _x4 = _x1*_x3
+    _x5 = I_ffn*_x4
+    _x6 = (T*n_seq + m_half)/(P*eta_g*r_dt)
+    _x7 = 2*_x6
+    _x8 = _x7*d
+    _x9 = I_ffn*_x1
+    _x10 = _x2*r_q
+    _x11 = H_I*d_I
+    _x12 = _x7*r_q
+    _x13 = d*(H_I + d_I)
+    _x14 = d_rope + r_kv
+    _x15 = _x4*n_q
+    _x16 = _x1*n_q
+    _x17 = _x16*r_kv*(d_nope + d_v)
+    _x18 = d_nope + d_rope
+    _x19 = _x16*_x18
+    return L_dense*(_x0 + numpy.maximum(_x5, _x8*_x9) + numpy.maximum(2*_x5, 4*_x6*_x9*d)) + (L_chunk + L_full + L_win)*(5*t_kern + numpy.where(numpy.greater(r_q, 0), _x0 + numpy.maximum(_x10*_x19, _x12*_x19) + numpy.maximum(_x3*r_q, _x8*r_q), t_kern + numpy.maximum(_x15*_x18, _x19*_x8)) + numpy.maximum(_x10*_x11, _x11*_x12) + numpy.maximum(_x13*_x2, _x13*_x7) + numpy.maximum(_x14*_x3, _x14*_x8) + numpy.maximum(_x15*d_v, _x16*_x8*d_v) + numpy.maximum(_x17*_x2, _x17*_x7))
+
+def _derive_prefill_parts_dsa_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, k_top, n_q, n_seq, t_kng):
+    _x0 = K_d**(-1.0)
+    _x1 = T*b_act*n_seq/B_peak
+    _x2 = _x1/eta_act
+    _x3 = _x1*d
+    _x4 = 4*_x3
+    _x5 = eta_add**(-1.0)
+    _x6 = _x1*d_rope*(2*_x0*n_q + 2)/eta_rope + 6*_x3*_x5 + _x4/eta_norm
+    _x7 = 3*I_exp
+    return L_dense*(3*I_ffn*_x0*_x2 + _x6 + 6*t_kng) + L_moe*(_x2*(E_sh*_x0*_x7 + _x7*k_top/K_x) + _x4*_x5*k_top + _x6 + 7*t_kng)
+
+def _derive_prefill_parts_dsa_attention_s(C_ch, H_I, K_d, L_chunk, L_full, L_win, P_a, T, T_a, W, d_I, d_qk, d_qs, d_v, d_vs, eta_a, k_sel, n_q, n_seq, t_kern):
+    _x0 = T + 1
+    _x1 = T*_x0
+    _x2 = d_qk + d_v
+    _x3 = numpy.minimum(T, k_sel)
+    _x4 = numpy.minimum(T, W)
+    _x5 = C_ch*numpy.floor(T/C_ch)
+    return t_kern*(L_chunk + L_full + L_win) + n_seq*(T + T_a)*(H_I*L_full*_x1*d_I + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x1*_x2, (d_qs + d_vs)*((1/2)*_x3*(_x3 + 1) + k_sel*(T - _x3))) + _x2*(L_chunk*((1/2)*_x5*(C_ch + 1) + (1/2)*(T - _x5)*(_x0 - _x5)) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(K_d*P_a*T*eta_a)
+
+def _derive_prefill_parts_dsa_allreduce_s(K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
+    _x0 = T*b_act*d*n_seq/busbw
+    _x1 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + _x0*(2*K_d - 2)/K_d)
+    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_chunk + L_full + L_win)
+
+def _derive_prefill_parts_dsa_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
+    _x0 = E*d
+    _x1 = b_w/B_hbm
+    _x2 = T*n_seq
+    _x3 = 1/(P*eta_g*r_dt)
+    _x4 = _x3*(_x2 + m_half)
+    _x5 = 2*_x4
+    _x6 = ep**(-1.0)
+    _x7 = _x2*k_top
+    _x8 = E*(1 - (1 - k_top/E)**_x2)
+    _x9 = I_exp*d
+    _x10 = _x1*_x9
+    _x11 = _x6/K_x
+    _x12 = E_sh/K_d
+    _x13 = _x10*_x12
+    _x14 = _x12*_x9
+    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x14*_x5) + numpy.maximum(2*_x13, 4*_x14*_x4)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x7*b_act*d*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x0*_x1, _x0*_x5) + numpy.maximum(3*_x10*_x11*_x8, 6*_x11*_x3*_x9*f_imb*(_x7 + _x8*m_half)))
+
+def _derive_prefill_parts_dsa_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
+    _x0 = V*d/K_d
+    return t_kern + numpy.maximum(_x0*b_w/B_hbm, 2*_x0*(m_half + n_seq)/(P*eta_g*r_dt))
+
+def _derive_prefill_parts_dsa_recurrent_s(B_hbm, K_d, L_rec, P, P_a, T, b_act, b_w, busbw, d, d_rk, d_rv, eta_a, eta_g, m_half, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern):
+    _x0 = K_d**(-1.0)
+    _x1 = T*n_seq
+    _x2 = d_rv*n_rv
+    _x3 = _x0*d
+    _x4 = b_w/B_hbm
+    _x5 = 2*n_rv
+    _x6 = _x5*d_rv
+    _x7 = (_x1 + m_half)/(P*eta_g*r_dt)
+    _x8 = _x3*(_x5 + _x6 + 2*d_rk*n_rk)
+    return L_rec*(2*t_kern + numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x3*b_act*(2*K_d - 2)/busbw + t_ar) + numpy.maximum(_x4*_x8, 2*_x7*_x8) + numpy.maximum(_x2*_x3*_x4, _x3*_x6*_x7)) + 4*L_rec*_x0*_x1*_x2*d_rk/(P_a*eta_a) + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern)
+
+def _derive_prefill_weights_floor_dsa(B_hbm, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_I, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
+    _x0 = K_d**(-1.0)
+    _x1 = b_w/B_hbm
+    _x2 = _x1*d
+    _x3 = _x0*_x2
+    _x4 = 3*_x3
+    _x5 = 2*n_rv
+    _x6 = E*_x2
+    _x7 = _x1*r_q
+    _x8 = _x3*n_q
+    _x9 = _x0*n_q
+    _x10 = d_nope + d_rope
+    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (L_chunk + L_full + L_win)*(H_I*_x7*d_I + _x1*_x9*r_kv*(d_nope + d_v) + _x2*(H_I + d_I) + _x2*(d_rope + r_kv) + _x8*d_v + numpy.where(numpy.greater(r_q, 0), _x10*_x7*_x9 + _x2*r_q, _x10*_x8))
 
 def _attention_gqa_e_kv(d_h, n_kv):
     return 2*d_h*n_kv
@@ -1170,21 +1606,27 @@ def _attention_gqa_derived_d_qk(d_h):
 def _attention_gqa_derived_d_v(d_h):
     return d_h
 
-def _attention_gqa_params_active_matmul(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, d, d_h, d_rk, d_rv, k_top, n_kv, n_q, n_rk, n_rv):
+def _attention_gqa_derived_d_qs(d_h):
+    return d_h
+
+def _attention_gqa_derived_d_vs(d_h):
+    return d_h
+
+def _attention_gqa_params_active_matmul(E, E_sh, I_exp, I_ffn, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, d, d_h, d_rk, d_rv, k_top, n_kv, n_q, n_rk, n_rv):
     _x0 = 3*d
     _x1 = 2*d*d_h
     _x2 = 2*n_rv
-    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + L_rec*(_x2*d + d*d_rv*n_rv + d*(_x2*d_rv + 2*d_rk*n_rk)) + (L_full + L_win)*(_x1*n_kv + _x1*n_q)
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + L_rec*(_x2*d + d*d_rv*n_rv + d*(_x2*d_rv + 2*d_rk*n_rk)) + (_x1*n_kv + _x1*n_q)*(L_chunk + L_full + L_win)
 
-def _attention_gqa_params_total(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, V, d, d_h, d_rk, d_rv, k_conv, n_kv, n_q, n_rk, n_rv, tied):
+def _attention_gqa_params_total(E, E_sh, I_exp, I_ffn, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, V, d, d_h, d_rk, d_rv, k_conv, n_kv, n_q, n_rk, n_rv, tied):
     _x0 = 3*d
     _x1 = 2*d
     _x2 = _x1*d_h
     _x3 = d_rv*n_rv
     _x4 = 2*d_rk*n_rk
-    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + L_rec*(_x1*n_rv + _x3*d + d*(2*_x3 + _x4) + k_conv*(_x3 + _x4)) + V*d*(2 - tied) + (L_full + L_win)*(_x2*n_kv + _x2*n_q)
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + L_rec*(_x1*n_rv + _x3*d + d*(2*_x3 + _x4) + k_conv*(_x3 + _x4)) + V*d*(2 - tied) + (_x2*n_kv + _x2*n_q)*(L_chunk + L_full + L_win)
 
-def _derive_prefill_parts_gqa_gemm_s(B_hbm, I_ffn, K_d, L_dense, L_full, L_win, P, T, b_w, d, d_h, eta_g, m_half, n_kv, n_q, n_seq, r_dt, t_kern):
+def _derive_prefill_parts_gqa_gemm_s(B_hbm, I_ffn, K_d, L_chunk, L_dense, L_full, L_win, P, T, b_w, d, d_h, eta_g, m_half, n_kv, n_q, n_seq, r_dt, t_kern):
     _x0 = 2*t_kern
     _x1 = b_w/B_hbm
     _x2 = K_d**(-1.0)
@@ -1198,7 +1640,7 @@ def _derive_prefill_parts_gqa_gemm_s(B_hbm, I_ffn, K_d, L_dense, L_full, L_win, 
     _x10 = _x1*_x9
     _x11 = 2*_x7*_x9
     _x12 = _x5*numpy.maximum(K_d, n_kv) + _x8
-    return L_dense*(_x0 + numpy.maximum(_x1*_x4, _x6*_x7) + numpy.maximum(_x1*_x6, 4*_x4*_x7)) + (L_full + L_win)*(_x0 + numpy.maximum(_x10*_x12, _x11*_x12) + numpy.maximum(_x10*_x8, _x11*_x8))
+    return L_dense*(_x0 + numpy.maximum(_x1*_x4, _x6*_x7) + numpy.maximum(_x1*_x6, 4*_x4*_x7)) + (L_chunk + L_full + L_win)*(_x0 + numpy.maximum(_x10*_x12, _x11*_x12) + numpy.maximum(_x10*_x8, _x11*_x8))
 
 def _derive_prefill_parts_gqa_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_h, eta_act, eta_add, eta_norm, eta_rope, k_top, n_kv, n_q, n_seq, t_kng):
     _x0 = K_d**(-1.0)
@@ -1211,14 +1653,19 @@ def _derive_prefill_parts_gqa_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_
     _x7 = 3*I_exp
     return L_dense*(3*I_ffn*_x0*_x2 + _x6 + 6*t_kng) + L_moe*(_x2*(E_sh*_x0*_x7 + _x7*k_top/K_x) + _x4*_x5*k_top + _x6 + 7*t_kng)
 
-def _derive_prefill_parts_gqa_attention_s(K_d, L_full, L_win, P_a, T, T_a, W, d_qk, d_v, eta_a, n_q, n_seq, t_kern):
-    _x0 = numpy.minimum(T, W)
-    return t_kern*(L_full + L_win) + 2*n_q*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
+def _derive_prefill_parts_gqa_attention_s(C_ch, H_I, K_d, L_chunk, L_full, L_win, P_a, T, T_a, W, d_I, d_qk, d_qs, d_v, d_vs, eta_a, k_sel, n_q, n_seq, t_kern):
+    _x0 = T + 1
+    _x1 = T*_x0
+    _x2 = d_qk + d_v
+    _x3 = numpy.minimum(T, k_sel)
+    _x4 = numpy.minimum(T, W)
+    _x5 = C_ch*numpy.floor(T/C_ch)
+    return t_kern*(L_chunk + L_full + L_win) + n_seq*(T + T_a)*(H_I*L_full*_x1*d_I + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x1*_x2, (d_qs + d_vs)*((1/2)*_x3*(_x3 + 1) + k_sel*(T - _x3))) + _x2*(L_chunk*((1/2)*_x5*(C_ch + 1) + (1/2)*(T - _x5)*(_x0 - _x5)) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(K_d*P_a*T*eta_a)
 
-def _derive_prefill_parts_gqa_allreduce_s(K_d, K_x, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
+def _derive_prefill_parts_gqa_allreduce_s(K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
     _x0 = T*b_act*d*n_seq/busbw
     _x1 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + _x0*(2*K_d - 2)/K_d)
-    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_full + L_win)
+    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_chunk + L_full + L_win)
 
 def _derive_prefill_parts_gqa_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
     _x0 = E*d
@@ -1254,7 +1701,7 @@ def _derive_prefill_parts_gqa_recurrent_s(B_hbm, K_d, L_rec, P, P_a, T, b_act, b
     _x8 = _x3*(_x5 + _x6 + 2*d_rk*n_rk)
     return L_rec*(2*t_kern + numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x3*b_act*(2*K_d - 2)/busbw + t_ar) + numpy.maximum(_x4*_x8, 2*_x7*_x8) + numpy.maximum(_x2*_x3*_x4, _x3*_x6*_x7)) + 4*L_rec*_x0*_x1*_x2*d_rk/(P_a*eta_a) + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern)
 
-def _derive_prefill_weights_floor_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_h, d_rk, d_rv, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq):
+def _derive_prefill_weights_floor_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_h, d_rk, d_rv, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq):
     _x0 = K_d**(-1.0)
     _x1 = b_w*d/B_hbm
     _x2 = _x0*_x1
@@ -1263,7 +1710,7 @@ def _derive_prefill_weights_floor_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_
     _x5 = _x0*n_q
     _x6 = _x1*d_h
     _x7 = E*_x1
-    return I_ffn*L_dense*_x3 + L_moe*(3*I_exp*_x7*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x7 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x3)) + L_rec*(_x2*d_rv*n_rv + _x2*(_x4*d_rv + _x4 + 2*d_rk*n_rk)) + V*_x2 + (L_full + L_win)*(_x5*_x6 + _x6*(2*_x0*numpy.maximum(K_d, n_kv) + _x5))
+    return I_ffn*L_dense*_x3 + L_moe*(3*I_exp*_x7*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x7 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x3)) + L_rec*(_x2*d_rv*n_rv + _x2*(_x4*d_rv + _x4 + 2*d_rk*n_rk)) + V*_x2 + (_x5*_x6 + _x6*(2*_x0*numpy.maximum(K_d, n_kv) + _x5))*(L_chunk + L_full + L_win)
 
 def _attention_mla_e_kv(d_rope, r_kv):
     return d_rope + r_kv
@@ -1285,22 +1732,28 @@ def _attention_mla_aux_elements():
 def _attention_mla_derived_d_qk(d_nope, d_rope):
     return d_nope + d_rope
 
-def _attention_mla_params_active_matmul(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, d, d_nope, d_rk, d_rope, d_rv, d_v, k_top, n_q, n_rk, n_rv, r_kv, r_q):
+def _attention_mla_derived_d_qs(d_nope, d_rope):
+    return d_nope + d_rope
+
+def _attention_mla_derived_d_vs(d_v):
+    return d_v
+
+def _attention_mla_params_active_matmul(E, E_sh, I_exp, I_ffn, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, d, d_nope, d_rk, d_rope, d_rv, d_v, k_top, n_q, n_rk, n_rv, r_kv, r_q):
     _x0 = 3*d
     _x1 = 2*n_rv
     _x2 = d*n_q
     _x3 = d_nope + d_rope
-    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + L_rec*(_x1*d + d*d_rv*n_rv + d*(_x1*d_rv + 2*d_rk*n_rk)) + (L_full + L_win)*(_x2*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x3*n_q*r_q + d*r_q, _x2*_x3))
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E_sh + k_top)) + L_rec*(_x1*d + d*d_rv*n_rv + d*(_x1*d_rv + 2*d_rk*n_rk)) + (L_chunk + L_full + L_win)*(_x2*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x3*n_q*r_q + d*r_q, _x2*_x3))
 
-def _attention_mla_params_total(E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, V, d, d_nope, d_rk, d_rope, d_rv, d_v, k_conv, n_q, n_rk, n_rv, r_kv, r_q, tied):
+def _attention_mla_params_total(E, E_sh, I_exp, I_ffn, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, V, d, d_nope, d_rk, d_rope, d_rv, d_v, k_conv, n_q, n_rk, n_rv, r_kv, r_q, tied):
     _x0 = 3*d
     _x1 = d_rv*n_rv
     _x2 = 2*d_rk*n_rk
     _x3 = d*n_q
     _x4 = d_nope + d_rope
-    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + L_rec*(_x1*d + 2*d*n_rv + d*(2*_x1 + _x2) + k_conv*(_x1 + _x2)) + V*d*(2 - tied) + (L_full + L_win)*(_x3*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x4*n_q*r_q + d*r_q, _x3*_x4))
+    return I_ffn*L_dense*_x0 + L_moe*(E*d + I_exp*_x0*(E + E_sh)) + L_rec*(_x1*d + 2*d*n_rv + d*(2*_x1 + _x2) + k_conv*(_x1 + _x2)) + V*d*(2 - tied) + (L_chunk + L_full + L_win)*(_x3*d_v + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x4*n_q*r_q + d*r_q, _x3*_x4))
 
-def _derive_prefill_parts_mla_gemm_s(B_hbm, I_ffn, K_d, L_dense, L_full, L_win, P, T, b_w, d, d_nope, d_rope, d_v, eta_g, m_half, n_q, n_seq, r_dt, r_kv, r_q, t_kern):
+def _derive_prefill_parts_mla_gemm_s(B_hbm, I_ffn, K_d, L_chunk, L_dense, L_full, L_win, P, T, b_w, d, d_nope, d_rope, d_v, eta_g, m_half, n_q, n_seq, r_dt, r_kv, r_q, t_kern):
     _x0 = 2*t_kern
     _x1 = K_d**(-1.0)
     _x2 = b_w/B_hbm
@@ -1320,7 +1773,7 @@ def _derive_prefill_parts_mla_gemm_s(B_hbm, I_ffn, K_d, L_dense, L_full, L_win, 
     _x16 = _x12*_x7
     _x17 = d_nope + d_rope
     _x18 = _x17*r_q
-    return L_dense*(_x0 + numpy.maximum(_x5, _x8*_x9) + numpy.maximum(2*_x5, 4*_x6*_x9*d)) + (L_full + L_win)*(3*t_kern + numpy.where(numpy.greater(r_q, 0), _x0 + numpy.maximum(_x14*_x18, _x16*_x18) + numpy.maximum(_x3*r_q, _x8*r_q), t_kern + numpy.maximum(_x11*_x17, _x13*_x17)) + numpy.maximum(_x10*_x2, _x10*_x7) + numpy.maximum(_x11*d_v, _x13*d_v) + numpy.maximum(_x14*_x15, _x15*_x16))
+    return L_dense*(_x0 + numpy.maximum(_x5, _x8*_x9) + numpy.maximum(2*_x5, 4*_x6*_x9*d)) + (L_chunk + L_full + L_win)*(3*t_kern + numpy.where(numpy.greater(r_q, 0), _x0 + numpy.maximum(_x14*_x18, _x16*_x18) + numpy.maximum(_x3*r_q, _x8*r_q), t_kern + numpy.maximum(_x11*_x17, _x13*_x17)) + numpy.maximum(_x10*_x2, _x10*_x7) + numpy.maximum(_x11*d_v, _x13*d_v) + numpy.maximum(_x14*_x15, _x15*_x16))
 
 def _derive_prefill_parts_mla_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, k_top, n_q, n_seq, t_kng):
     _x0 = K_d**(-1.0)
@@ -1333,14 +1786,19 @@ def _derive_prefill_parts_mla_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_
     _x7 = 3*I_exp
     return L_dense*(3*I_ffn*_x0*_x2 + _x6 + 6*t_kng) + L_moe*(_x2*(E_sh*_x0*_x7 + _x7*k_top/K_x) + _x4*_x5*k_top + _x6 + 7*t_kng)
 
-def _derive_prefill_parts_mla_attention_s(K_d, L_full, L_win, P_a, T, T_a, W, d_qk, d_v, eta_a, n_q, n_seq, t_kern):
-    _x0 = numpy.minimum(T, W)
-    return t_kern*(L_full + L_win) + 2*n_q*n_seq*(T + T_a)*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - _x0) + (1/2)*_x0*(_x0 + 1)))/(K_d*P_a*T*eta_a)
+def _derive_prefill_parts_mla_attention_s(C_ch, H_I, K_d, L_chunk, L_full, L_win, P_a, T, T_a, W, d_I, d_qk, d_qs, d_v, d_vs, eta_a, k_sel, n_q, n_seq, t_kern):
+    _x0 = T + 1
+    _x1 = T*_x0
+    _x2 = d_qk + d_v
+    _x3 = numpy.minimum(T, k_sel)
+    _x4 = numpy.minimum(T, W)
+    _x5 = C_ch*numpy.floor(T/C_ch)
+    return t_kern*(L_chunk + L_full + L_win) + n_seq*(T + T_a)*(H_I*L_full*_x1*d_I + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x1*_x2, (d_qs + d_vs)*((1/2)*_x3*(_x3 + 1) + k_sel*(T - _x3))) + _x2*(L_chunk*((1/2)*_x5*(C_ch + 1) + (1/2)*(T - _x5)*(_x0 - _x5)) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(K_d*P_a*T*eta_a)
 
-def _derive_prefill_parts_mla_allreduce_s(K_d, K_x, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
+def _derive_prefill_parts_mla_allreduce_s(K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
     _x0 = T*b_act*d*n_seq/busbw
     _x1 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + _x0*(2*K_d - 2)/K_d)
-    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_full + L_win)
+    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_chunk + L_full + L_win)
 
 def _derive_prefill_parts_mla_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
     _x0 = E*d
@@ -1376,7 +1834,7 @@ def _derive_prefill_parts_mla_recurrent_s(B_hbm, K_d, L_rec, P, P_a, T, b_act, b
     _x8 = _x3*(_x5 + _x6 + 2*d_rk*n_rk)
     return L_rec*(2*t_kern + numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x3*b_act*(2*K_d - 2)/busbw + t_ar) + numpy.maximum(_x4*_x8, 2*_x7*_x8) + numpy.maximum(_x2*_x3*_x4, _x3*_x6*_x7)) + 4*L_rec*_x0*_x1*_x2*d_rk/(P_a*eta_a) + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern)
 
-def _derive_prefill_weights_floor_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
+def _derive_prefill_weights_floor_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
     _x0 = K_d**(-1.0)
     _x1 = b_w/B_hbm
     _x2 = _x1*d
@@ -1387,12 +1845,12 @@ def _derive_prefill_weights_floor_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_
     _x7 = _x3*n_q
     _x8 = _x0*_x1*n_q
     _x9 = d_nope + d_rope
-    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (L_full + L_win)*(_x2*(d_rope + r_kv) + _x7*d_v + _x8*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*r_q + _x8*_x9*r_q, _x7*_x9))
+    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (L_chunk + L_full + L_win)*(_x2*(d_rope + r_kv) + _x7*d_v + _x8*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*r_q + _x8*_x9*r_q, _x7*_x9))
 
 def _derive_regimes_compute_T_W_a2(K, L_full, L_win, P, d_qk, d_v, eta, n_q):
     return n_q*(-L_full*d_qk - L_full*d_v - L_win*d_qk - L_win*d_v)/(K*P*eta)
 
-def _derive_regimes_compute_T_W_a1(B, K, K_e, L_full, L_rec, L_win, N_lin, N_xa, P, b_kv, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, n_q, n_rv, rho):
+def _derive_regimes_compute_T_W_a1(B, K, K_e, L_full, L_rec, L_win, N_lin, N_xa, P, b_aux, b_kv, c_hit, d_qk, d_rk, d_rv, d_v, e_aux, e_kv, eta, n_q, n_rv, rho):
     _x0 = K**(-1.0)
     _x1 = P**(-1.0)
     _x2 = eta**(-1.0)
@@ -1402,7 +1860,7 @@ def _derive_regimes_compute_T_W_a1(B, K, K_e, L_full, L_rec, L_win, N_lin, N_xa,
     _x6 = _x3*n_q
     _x7 = L_full*_x0*_x6
     _x8 = L_win*_x0*_x6
-    return L_full*_x0*_x5*b_kv*e_kv*rho - 4*L_rec*_x0*_x3*d_rk*d_rv*n_rv + L_win*_x0*_x5*b_kv*e_kv*rho - N_lin*_x0*_x4 + 2*N_xa*_x0*_x1*_x2 - _x7*d_qk - _x7*d_v - _x8*d_qk - _x8*d_v + c_hit - N_xa*_x4/K_e
+    return L_full*_x0*_x5*b_aux*e_aux*rho + L_full*_x0*_x5*b_kv*e_kv*rho - 4*L_rec*_x0*_x3*d_rk*d_rv*n_rv + L_win*_x0*_x5*b_aux*e_aux*rho + L_win*_x0*_x5*b_kv*e_kv*rho - N_lin*_x0*_x4 + 2*N_xa*_x0*_x1*_x2 - _x7*d_qk - _x7*d_v - _x8*d_qk - _x8*d_v + c_hit - N_xa*_x4/K_e
 
 def _derive_regimes_compute_T_W_a0(B_state, K, L_rec, b_st, d_rk, d_rv, k_conv, n_rk, n_rv, t_0):
     _x0 = L_rec*b_st
@@ -1418,15 +1876,18 @@ def _derive_regimes_compute_T_W_condition1(B_hbm, K, K_e, L_full, L_rec, L_win, 
     _x1 = 2*T
     _x2 = N_xa*_x1
     _x3 = K**(-1.0)
-    _x4 = (1/2)*T*(T + 1)
-    return numpy.greater_equal((_x0*_x2 + _x3*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x1 - _x2 + 2*n_q*(d_qk + d_v)*(L_full*_x4 + L_win*_x4)))/(P*eta), (N_xs*_x0*b_w + _x3*b_w*(N_tot - N_xs))/B_hbm)
+    _x4 = (1/2)*T*(T + 1)*(d_qk + d_v)
+    return numpy.greater_equal((_x0*_x2 + _x3*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x1 - _x2 + 2*n_q*(L_full*_x4 + L_win*_x4)))/(P*eta), (N_xs*_x0*b_w + _x3*b_w*(N_tot - N_xs))/B_hbm)
 
 def _derive_regimes_weights_T_W_a2():
     return 0
 
-def _derive_regimes_weights_T_W_a1(B, K, L_full, L_win, b_kv, c_hit, e_kv, rho):
-    _x0 = b_kv*e_kv*rho
-    return (B*K*c_hit + L_full*_x0 + L_win*_x0)/(B*K)
+def _derive_regimes_weights_T_W_a1(B, K, L_full, L_win, b_aux, b_kv, c_hit, e_aux, e_kv, rho):
+    _x0 = L_full*rho
+    _x1 = b_aux*e_aux
+    _x2 = b_kv*e_kv
+    _x3 = L_win*rho
+    return (B*K*c_hit + _x0*_x1 + _x0*_x2 + _x1*_x3 + _x2*_x3)/(B*K)
 
 def _derive_regimes_weights_T_W_a0(B_hbm, B_state, K, K_e, L_rec, N_tot, N_xs, b_st, b_w, d_rk, d_rv, k_conv, n_rk, n_rv, t_0):
     _x0 = K**(-1.0)
@@ -1445,37 +1906,39 @@ def _derive_regimes_weights_T_W_condition1(B_hbm, K, K_e, L_full, L_rec, L_win, 
     _x1 = K**(-1.0)
     _x2 = 2*T
     _x3 = N_xa*_x2
-    _x4 = (1/2)*T*(T + 1)
-    return numpy.greater((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*(L_full*_x4 + L_win*_x4)))/(P*eta))
+    _x4 = (1/2)*T*(T + 1)*(d_qk + d_v)
+    return numpy.greater((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x2 - _x3 + 2*n_q*(L_full*_x4 + L_win*_x4)))/(P*eta))
 
 def _derive_regimes_compute_T_W_a2_(K, L_full, P, d_qk, d_v, eta, n_q):
     return L_full*n_q*(-d_qk - d_v)/(K*P*eta)
 
-def _derive_regimes_compute_T_W_a1_(B, K, K_e, L_full, L_rec, L_win, N_lin, N_xa, P, W, b_kv, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, n_q, n_rv, rho):
+def _derive_regimes_compute_T_W_a1_(B, K, K_e, L_full, L_rec, L_win, N_lin, N_xa, P, W, b_aux, b_kv, c_hit, d_qk, d_rk, d_rv, d_v, e_aux, e_kv, eta, n_q, n_rv, rho):
     _x0 = K**(-1.0)
     _x1 = P**(-1.0)
     _x2 = eta**(-1.0)
     _x3 = _x1*_x2
     _x4 = 2*_x3
     _x5 = _x0*_x4
-    _x6 = d_qk*n_q
-    _x7 = L_full*_x0*_x3
-    _x8 = d_v*n_q
-    _x9 = L_win*W*_x5
-    return -4*L_rec*_x0*_x3*d_rk*d_rv*n_rv - N_lin*_x5 + 2*N_xa*_x0*_x1*_x2 - _x6*_x7 - _x6*_x9 - _x7*_x8 - _x8*_x9 + c_hit - N_xa*_x4/K_e + L_full*_x0*b_kv*e_kv*rho/B
+    _x6 = B**(-1.0)
+    _x7 = d_qk*n_q
+    _x8 = L_full*_x0*_x3
+    _x9 = d_v*n_q
+    _x10 = L_win*W*_x5
+    return L_full*_x0*_x6*b_aux*e_aux*rho + L_full*_x0*_x6*b_kv*e_kv*rho - 4*L_rec*_x0*_x3*d_rk*d_rv*n_rv - N_lin*_x5 + 2*N_xa*_x0*_x1*_x2 - _x10*_x7 - _x10*_x9 - _x7*_x8 - _x8*_x9 + c_hit - N_xa*_x4/K_e
 
-def _derive_regimes_compute_T_W_a0_(B, B_state, K, L_rec, L_win, P, W, b_kv, b_st, d_qk, d_rk, d_rv, d_v, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
+def _derive_regimes_compute_T_W_a0_(B, B_state, K, L_rec, L_win, P, W, b_aux, b_kv, b_st, d_qk, d_rk, d_rv, d_v, e_aux, e_kv, eta, k_conv, n_q, n_rk, n_rv, rho, t_0):
     _x0 = K**(-1.0)
     _x1 = L_rec*_x0*b_st/B_state
     _x2 = 2*_x1*d_rk*n_rk
     _x3 = _x1*d_rv*n_rv
     _x4 = L_win*_x0
     _x5 = W*_x4
-    _x6 = n_q/(P*eta)
-    _x7 = _x6*d_qk
-    _x8 = _x6*d_v
-    _x9 = W**2*_x4
-    return _x2*k_conv - _x2 + _x3*d_rk + _x3*k_conv - _x3 - _x5*_x7 - _x5*_x8 + _x7*_x9 + _x8*_x9 + t_0 + _x5*b_kv*e_kv*rho/B
+    _x6 = _x5*rho/B
+    _x7 = n_q/(P*eta)
+    _x8 = _x7*d_qk
+    _x9 = _x7*d_v
+    _x10 = W**2*_x4
+    return _x10*_x8 + _x10*_x9 + _x2*k_conv - _x2 + _x3*d_rk + _x3*k_conv - _x3 - _x5*_x8 - _x5*_x9 + _x6*b_aux*e_aux + _x6*b_kv*e_kv + t_0
 
 def _derive_regimes_compute_T_W_condition0_(T, W):
     return numpy.greater(T, W)
@@ -1485,22 +1948,25 @@ def _derive_regimes_compute_T_W_condition1_(B_hbm, K, K_e, L_full, L_rec, L_win,
     _x1 = 2*T
     _x2 = N_xa*_x1
     _x3 = K**(-1.0)
-    return numpy.greater_equal((_x0*_x2 + _x3*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x1 - _x2 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - W) + (1/2)*W*(W + 1)))))/(P*eta), (N_xs*_x0*b_w + _x3*b_w*(N_tot - N_xs))/B_hbm)
+    _x4 = d_qk + d_v
+    return numpy.greater_equal((_x0*_x2 + _x3*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x1 - _x2 + 2*n_q*((1/2)*L_full*T*_x4*(T + 1) + L_win*_x4*(W*(T - W) + (1/2)*W*(W + 1)))))/(P*eta), (N_xs*_x0*b_w + _x3*b_w*(N_tot - N_xs))/B_hbm)
 
 def _derive_regimes_weights_T_W_a2_():
     return 0
 
-def _derive_regimes_weights_T_W_a1_(B, K, L_full, b_kv, c_hit, e_kv, rho):
-    return c_hit + L_full*b_kv*e_kv*rho/(B*K)
+def _derive_regimes_weights_T_W_a1_(B, K, L_full, b_aux, b_kv, c_hit, e_aux, e_kv, rho):
+    _x0 = L_full*rho
+    return (B*K*c_hit + _x0*b_aux*e_aux + _x0*b_kv*e_kv)/(B*K)
 
-def _derive_regimes_weights_T_W_a0_(B, B_hbm, B_state, K, K_e, L_rec, L_win, N_tot, N_xs, W, b_kv, b_st, b_w, d_rk, d_rv, e_kv, k_conv, n_rk, n_rv, rho, t_0):
+def _derive_regimes_weights_T_W_a0_(B, B_hbm, B_state, K, K_e, L_rec, L_win, N_tot, N_xs, W, b_aux, b_kv, b_st, b_w, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho, t_0):
     _x0 = K**(-1.0)
     _x1 = B_hbm**(-1.0)
     _x2 = N_xs*_x1*b_w
     _x3 = L_rec*_x0*b_st/B_state
     _x4 = 2*_x3*d_rk*n_rk
     _x5 = _x3*d_rv*n_rv
-    return -N_tot*_x0*_x1*b_w + _x0*_x2 + _x4*k_conv - _x4 + _x5*d_rk + _x5*k_conv - _x5 + t_0 - _x2/K_e + L_win*W*_x0*b_kv*e_kv*rho/B
+    _x6 = L_win*W*_x0*rho/B
+    return -N_tot*_x0*_x1*b_w + _x0*_x2 + _x4*k_conv - _x4 + _x5*d_rk + _x5*k_conv - _x5 + _x6*b_aux*e_aux + _x6*b_kv*e_kv + t_0 - _x2/K_e
 
 def _derive_regimes_weights_T_W_condition0_(T, W):
     return numpy.greater(T, W)
@@ -1510,58 +1976,67 @@ def _derive_regimes_weights_T_W_condition1_(B_hbm, K, K_e, L_full, L_rec, L_win,
     _x1 = K**(-1.0)
     _x2 = 2*T
     _x3 = N_xa*_x2
-    return numpy.greater((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x2 - _x3 + 2*n_q*(d_qk + d_v)*((1/2)*L_full*T*(T + 1) + L_win*(W*(T - W) + (1/2)*W*(W + 1)))))/(P*eta))
+    _x4 = d_qk + d_v
+    return numpy.greater((N_xs*_x0*b_w + _x1*b_w*(N_tot - N_xs))/B_hbm, (_x0*_x3 + _x1*(4*L_rec*T*d_rk*d_rv*n_rv + N_lin*_x2 - _x3 + 2*n_q*((1/2)*L_full*T*_x4*(T + 1) + L_win*_x4*(W*(T - W) + (1/2)*W*(W + 1)))))/(P*eta))
 
 def _derive_serving_busy_advantage_a2(K, L_full, P, d_qk, d_v, eta, n_q):
     return L_full*n_q*(-d_qk - d_v)/(K*P*eta)
 
-def _derive_serving_busy_advantage_a1(B, K, K_e, L_full, L_rec, N_lin, N_xa, P, b_kv, c_hit, d_qk, d_rk, d_rv, d_v, e_kv, eta, n_q, n_rv, rho):
-    _x0 = K**(-1.0)
-    _x1 = P**(-1.0)
-    _x2 = eta**(-1.0)
-    _x3 = _x1*_x2
-    _x4 = 2*_x3
-    _x5 = L_full*_x0*_x3*n_q
-    return -4*L_rec*_x0*_x3*d_rk*d_rv*n_rv - N_lin*_x0*_x4 + 2*N_xa*_x0*_x1*_x2 - _x5*d_qk - _x5*d_v + c_hit - N_xa*_x4/K_e + L_full*_x0*b_kv*e_kv*rho/B
+def _derive_serving_busy_advantage_a1(B, K, K_e, L_full, L_rec, N_lin, N_xa, P, b_aux, b_kv, c_hit, d_qk, d_rk, d_rv, d_v, e_aux, e_kv, eta, n_q, n_rv, rho):
+    _x0 = B*K_e
+    _x1 = P*eta
+    _x2 = L_full*n_q
+    return (-2*B*K*N_xa + K*_x0*_x1*c_hit + K_e*L_full*_x1*rho*(b_aux*e_aux + b_kv*e_kv) + _x0*(-4*L_rec*d_rk*d_rv*n_rv - 2*N_lin + 2*N_xa - _x2*d_qk - _x2*d_v))/(B*K*K_e*P*eta)
 
-def _derive_serving_busy_advantage_a0(B_hbm, B_state, K, K_e, L_full, L_rec, N_lin, N_tot, N_xa, P, b_dec, b_st, b_w, d_qk, d_rk, d_rv, d_v, eta, k_conv, n_q, n_rk, n_rv, t_0, t_req):
-    _x0 = K**(-1.0)
-    _x1 = N_tot*b_w/B_hbm
-    _x2 = _x0*_x1
-    _x3 = _x0*b_st/B_state
-    _x4 = 2*d_rk
-    _x5 = L_rec*_x3*_x4*n_rk
-    _x6 = L_rec*d_rv*n_rv
-    _x7 = _x3*_x6
-    _x8 = 1/(P*eta)
-    _x9 = _x8*b_dec
-    _x10 = 2*_x9
-    _x11 = _x0*_x10
-    _x12 = N_xa/K_e
-    _x13 = N_lin**(-1.0)
-    _x14 = _x13*_x2
-    _x15 = L_full*n_q
-    _x16 = _x0*_x15
-    _x17 = _x16*d_qk
-    _x18 = _x16*d_v
-    _x19 = _x8*b_dec**2
-    _x20 = _x14*_x15
-    _x21 = (1/2)*_x20
-    _x22 = _x20*b_dec
-    _x23 = (1/4)*N_tot**2*P*b_w**2*eta/(B_hbm**2*N_lin**2)
-    return -N_lin*_x11 + N_xa*_x11 - N_xa*_x14 - 4*_x0*_x6*_x9*d_rk + _x1*_x12*_x13 - _x10*_x12 + _x14*_x4*_x6 + _x17*_x19 + _x17*_x23 - _x17*_x9 + _x18*_x19 + _x18*_x23 - _x18*_x9 + _x2 + _x21*d_qk + _x21*d_v - _x22*d_qk - _x22*d_v + _x5*k_conv - _x5 + _x7*d_rk + _x7*k_conv - _x7 + t_0 + t_req
+def _derive_serving_busy_advantage_a0(B_hbm, B_state, K, K_e, L_full, L_rec, N_lin, N_tot, N_xa, P, b_dec, b_st, b_w, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, eta, k_conv, k_sel, n_q, n_rk, n_rv, t_0, t_req):
+    _x0 = B_hbm**2
+    _x1 = N_lin**2
+    _x2 = B_hbm*N_lin
+    _x3 = 2*b_dec
+    _x4 = _x2*_x3
+    _x5 = B_state*K*N_xa
+    _x6 = P*eta
+    _x7 = N_tot*_x6*b_w
+    _x8 = B_state*K_e
+    _x9 = _x7*_x8
+    _x10 = _x2*_x6
+    _x11 = d_rv*n_rv
+    _x12 = 2*d_rk
+    _x13 = L_rec*_x11*_x12 - N_xa
+    _x14 = _x12*n_rk
+    _x15 = K*_x10*_x8*(t_0 + t_req) + K_e*L_rec*_x10*b_st*(_x11*d_rk + _x11*k_conv - _x11 + _x14*k_conv - _x14) + N_lin*_x9 + _x13*_x9 - _x4*_x5 + _x5*_x7
+    _x16 = N_lin + _x13
+    _x17 = _x0*_x1*b_dec
+    _x18 = b_dec*d_qk
+    _x19 = b_dec*d_v
+    _x20 = -d_qk - d_v
+    _x21 = L_full*n_q
+    _x22 = 1/(B_state*K*K_e*P*eta)
+    _x23 = B_hbm**(-1.0)
+    _x24 = N_lin**(-1.0)
+    _x25 = _x7*k_sel
+    _x26 = _x3*k_sel
+    _x27 = _x23*_x24
+    _x28 = numpy.minimum(k_sel, (1/2)*_x27*(N_tot*P*b_w*eta - _x4))
+    _x29 = _x28*d_qs
+    _x30 = _x28*d_vs
+    _x31 = 2*k_sel
+    _x32 = _x28**2
+    return numpy.where(numpy.greater_equal(k_sel, (1/2)*N_tot*P*_x23*_x24*b_w*eta - b_dec), _x22*(_x15*_x2 - 1/4*_x8*(8*_x16*_x17 - _x21*(N_tot**2*P**2*b_w**2*eta**2*(d_qk + d_v) + 4*_x17*(_x18 + _x19 + _x20) - 2*_x2*_x7*(2*_x18 + 2*_x19 + _x20))))/(_x0*_x1), _x22*_x27*(_x15 - _x8*(_x16*_x4 - _x21*(-_x2*(_x26*d_qs + _x26*d_vs + _x29*_x31 - _x29 + _x30*_x31 - _x30 - _x32*d_qs - _x32*d_vs) + _x25*d_qs + _x25*d_vs))))
 
 
 FUNCS = {
-    'derive.held_token_layers': (_derive_held_token_layers, ('L_full', 'L_win', 'T', 'W')),
-    'derive.kv_bytes_per_token': (_derive_kv_bytes_per_token, ('L_full', 'L_win', 'b_kv', 'e_kv')),
-    'derive.kv_bytes_attention': (_derive_kv_bytes_attention, ('L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv')),
+    'derive.L_attn': (_derive_L_attn, ('L_chunk', 'L_full', 'L_win')),
+    'derive.b_token_layer': (_derive_b_token_layer, ('b_aux', 'b_kv', 'e_aux', 'e_kv')),
+    'derive.held_token_layers': (_derive_held_token_layers, ('C_ch', 'L_chunk', 'L_full', 'L_win', 'T', 'W')),
+    'derive.kv_bytes_per_token': (_derive_kv_bytes_per_token, ('L_chunk', 'L_full', 'L_win', 'b_aux', 'b_kv', 'e_aux', 'e_kv')),
+    'derive.kv_bytes_attention': (_derive_kv_bytes_attention, ('C_ch', 'L_chunk', 'L_full', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'e_aux', 'e_kv')),
     'derive.state_elements': (_derive_state_elements, ('d_rk', 'd_rv', 'k_conv', 'n_rk', 'n_rv')),
     'derive.state_bytes': (_derive_state_bytes, ('L_rec', 'b_st', 'd_rk', 'd_rv', 'k_conv', 'n_rk', 'n_rv')),
-    'derive.state_checkpoint_tokens': (_derive_state_checkpoint_tokens, ('b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
-    'derive.kv_bytes_unique': (_derive_kv_bytes_unique, ('L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv')),
-    'derive.kv_bytes_total': (_derive_kv_bytes_total, ('L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
-    'derive.kv_bytes_per_gpu': (_derive_kv_bytes_per_gpu, ('K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
+    'derive.state_checkpoint_tokens': (_derive_state_checkpoint_tokens, ('b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
+    'derive.kv_bytes_unique': (_derive_kv_bytes_unique, ('C_ch', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv')),
+    'derive.kv_bytes_total': (_derive_kv_bytes_total, ('C_ch', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
+    'derive.kv_bytes_per_gpu': (_derive_kv_bytes_per_gpu, ('C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
     'derive.mlp_params_dense': (_derive_mlp_params_dense, ('I_ffn', 'd')),
     'derive.mlp_params_moe_active': (_derive_mlp_params_moe_active, ('E', 'E_sh', 'I_exp', 'd', 'k_top')),
     'derive.mlp_params_moe_total': (_derive_mlp_params_moe_total, ('E', 'E_sh', 'I_exp', 'd')),
@@ -1571,30 +2046,35 @@ FUNCS = {
     'derive.params_routed_stored': (_derive_params_routed_stored, ('E', 'I_exp', 'L_moe', 'd')),
     'derive.pairs_full': (_derive_pairs_full, ('T',)),
     'derive.pairs_window': (_derive_pairs_window, ('T', 'W')),
+    'derive.pairs_topk': (_derive_pairs_topk, ('T', 'k_sel')),
+    'derive.chunks_whole': (_derive_chunks_whole, ('C_ch', 'T')),
+    'derive.pairs_chunk': (_derive_pairs_chunk, ('C_ch', 'T')),
+    'derive.full_pair_flops': (_derive_full_pair_flops, ('T', 'd_qk', 'd_qs', 'd_v', 'd_vs', 'k_sel')),
+    'derive.flops_indexer': (_derive_flops_indexer, ('H_I', 'L_full', 'T', 'd_I')),
     'derive.flops_linear': (_derive_flops_linear, ('N_lin', 'T')),
-    'derive.flops_attention': (_derive_flops_attention, ('L_full', 'L_win', 'T', 'W', 'd_qk', 'd_v', 'n_q')),
+    'derive.flops_attention': (_derive_flops_attention, ('C_ch', 'H_I', 'L_chunk', 'L_full', 'L_win', 'T', 'W', 'd_I', 'd_qk', 'd_qs', 'd_v', 'd_vs', 'k_sel', 'n_q')),
     'derive.flops_recurrent': (_derive_flops_recurrent, ('L_rec', 'T', 'd_rk', 'd_rv', 'n_rv')),
-    'derive.flops_prefill': (_derive_flops_prefill, ('L_full', 'L_rec', 'L_win', 'N_lin', 'T', 'W', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'n_q', 'n_rv')),
+    'derive.flops_prefill': (_derive_flops_prefill, ('C_ch', 'H_I', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'T', 'W', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'k_sel', 'n_q', 'n_rv')),
     'derive.flops_routed': (_derive_flops_routed, ('N_xa', 'T')),
-    'derive.t_compute': (_derive_t_compute, ('K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
+    'derive.t_compute': (_derive_t_compute, ('C_ch', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'eta', 'k_sel', 'n_q', 'n_rv')),
     'derive.weights_per_gpu': (_derive_weights_per_gpu, ('K', 'K_e', 'N_tot', 'N_xs', 'b_w')),
     'derive.t_weights': (_derive_t_weights, ('B_hbm', 'K', 'K_e', 'N_tot', 'N_xs', 'b_w')),
-    'derive.t_recompute': (_derive_t_recompute, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
-    'derive.t_recompute_batch': (_derive_t_recompute_batch, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv', 'n_seq')),
-    'derive.eta_implied': (_derive_eta_implied, ('K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'n_q', 'n_rv', 't_meas')),
+    'derive.t_recompute': (_derive_t_recompute, ('B_hbm', 'C_ch', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'eta', 'k_sel', 'n_q', 'n_rv')),
+    'derive.t_recompute_batch': (_derive_t_recompute_batch, ('B_hbm', 'C_ch', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'eta', 'k_sel', 'n_q', 'n_rv', 'n_seq')),
+    'derive.eta_implied': (_derive_eta_implied, ('C_ch', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'k_sel', 'n_q', 'n_rv', 't_meas')),
     'derive.default_concurrent_reloads': (_derive_default_concurrent_reloads, ('K', 'N_node')),
     'derive.node_copies': (_derive_node_copies, ('K', 'N_node', 'rho', 'rho_n')),
-    'derive.node_bytes': (_derive_node_bytes, ('K', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 'rho_n')),
-    'derive.t_node_hop': (_derive_t_node_hop, ('B_node', 'K', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_c', 'n_rk', 'n_rv', 'rho', 'rho_n')),
-    'derive.t_node_hop_alone': (_derive_t_node_hop_alone, ('B_node', 'K', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 'rho_n')),
-    'derive.hop_utilisation': (_derive_hop_utilisation, ('B_node', 'K', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho', 'rho_n')),
-    'derive.concurrent_reloads_at_load': (_derive_concurrent_reloads_at_load, ('B_node', 'K', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho', 'rho_n')),
-    'derive.t_gpu_hop': (_derive_t_gpu_hop, ('B_gpu', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
+    'derive.node_bytes': (_derive_node_bytes, ('C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 'rho_n')),
+    'derive.t_node_hop': (_derive_t_node_hop, ('B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_c', 'n_rk', 'n_rv', 'rho', 'rho_n')),
+    'derive.t_node_hop_alone': (_derive_t_node_hop_alone, ('B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 'rho_n')),
+    'derive.hop_utilisation': (_derive_hop_utilisation, ('B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho', 'rho_n')),
+    'derive.concurrent_reloads_at_load': (_derive_concurrent_reloads_at_load, ('B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho', 'rho_n')),
+    'derive.t_gpu_hop': (_derive_t_gpu_hop, ('B_gpu', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
     'derive.fixed_cost': (_derive_fixed_cost, ('n_step', 't_lat', 't_step')),
-    'derive.t_step_ideal': (_derive_t_step_ideal, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
+    'derive.t_step_ideal': (_derive_t_step_ideal, ('B_hbm', 'C_ch', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'b_w', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'eta', 'k_sel', 'n_q', 'n_rv')),
     'derive.t_request': (_derive_t_request, ('T', 'c_hash', 'c_tokz', 'n', 't_req')),
-    'derive.t_suffix': (_derive_t_suffix, ('B_hbm', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_rec_n', 't_rec_p', 't_rec_pn')),
-    'derive.t_reload_hops': (_derive_t_reload_hops, ('B_gpu', 'B_node', 'K', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_c', 'n_rk', 'n_rv', 'rho', 'rho_n', 't_0')),
+    'derive.t_suffix': (_derive_t_suffix, ('B_hbm', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_rec_n', 't_rec_p', 't_rec_pn')),
+    'derive.t_reload_hops': (_derive_t_reload_hops, ('B_gpu', 'B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_c', 'n_rk', 'n_rv', 'rho', 'rho_n', 't_0')),
     'derive.B_path': (_derive_B_path, ('B_gpu', 'B_node', 'K', 'N_node', 'n_c', 'rho', 'rho_n')),
     'derive.B_path_state': (_derive_B_path_state, ('B_gpu', 'B_node', 'K', 'N_node', 'n_c')),
     'derive.dtype_bytes': (_derive_dtype_bytes, ('g_s', 'n_bits', 's_bits')),
@@ -1603,25 +2083,25 @@ FUNCS = {
     'derive.codec_breakeven_wire': (_derive_codec_breakeven_wire, ('B_dec', 'r_c')),
     'derive.codec_wire_for': (_derive_codec_wire_for, ('B', 'B_dec', 'r_c')),
     'derive.codec_wire_for_pipelined': (_derive_codec_wire_for_pipelined, ('B', 'r_c')),
-    'derive.t_reload': (_derive_t_reload, ('B', 'B_state', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_0')),
+    'derive.t_reload': (_derive_t_reload, ('B', 'B_state', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_0')),
     'derive.ttft_cold': (_derive_ttft_cold, ('T', 'c_hash', 'c_tokz', 'n', 't_rec_pn', 't_req')),
-    'derive.t_overlap_hidden': (_derive_t_overlap_hidden, ('B', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'o_lay', 'rho', 't_step')),
-    'derive.ttft_hit': (_derive_ttft_hit, ('B', 'B_state', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'c_hash', 'c_hit', 'c_tokz', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n', 'n_rk', 'n_rv', 'o_lay', 'rho', 't_0', 't_req', 't_step')),
-    'derive.copy_bytes': (_derive_copy_bytes, ('K', 'b_kv', 'c_lay', 'c_split', 'c_tok', 'e_kv', 'rho')),
+    'derive.t_overlap_hidden': (_derive_t_overlap_hidden, ('B', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'o_lay', 'rho', 't_step')),
+    'derive.ttft_hit': (_derive_ttft_hit, ('B', 'B_state', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'c_hash', 'c_hit', 'c_tokz', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n', 'n_rk', 'n_rv', 'o_lay', 'rho', 't_0', 't_req', 't_step')),
+    'derive.copy_bytes': (_derive_copy_bytes, ('K', 'b_aux', 'b_kv', 'c_lay', 'c_split', 'c_tok', 'e_aux', 'e_kv', 'rho')),
     'derive.t_transfer': (_derive_t_transfer, ('B', 's', 't_0')),
     'derive.bandwidth_at_size': (_derive_bandwidth_at_size, ('B', 's', 't_0')),
     'derive.bandwidth_at_size_qd': (_derive_bandwidth_at_size_qd, ('B', 'q_io', 's', 't_0')),
     'derive.half_bandwidth_size': (_derive_half_bandwidth_size, ('B', 't_0')),
-    'derive.t_advantage': (_derive_t_advantage, ('B', 'B_hbm', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_st', 'b_w', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
-    'derive.hbm_slack': (_derive_hbm_slack, ('C_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_tot', 'N_xs', 'T', 'W', 'b_kv', 'b_st', 'b_w', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'n_seq', 'rho', 'u_hbm')),
-    'derive.model_flops_per_kv_byte': (_derive_model_flops_per_kv_byte, ('L_full', 'L_win', 'N_lin', 'b_kv', 'e_kv', 'rho')),
-    'derive.model_flops_per_kv_byte_at_T': (_derive_model_flops_per_kv_byte_at_T, ('L_full', 'L_rec', 'L_win', 'N_lin', 'T', 'W', 'b_kv', 'b_st', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho')),
+    'derive.t_advantage': (_derive_t_advantage, ('B', 'B_hbm', 'B_state', 'C_ch', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'b_w', 'c_hit', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'e_aux', 'e_kv', 'eta', 'k_conv', 'k_sel', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
+    'derive.hbm_slack': (_derive_hbm_slack, ('C_ch', 'C_hbm', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_tot', 'N_xs', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'b_w', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'n_seq', 'rho', 'u_hbm')),
+    'derive.model_flops_per_kv_byte': (_derive_model_flops_per_kv_byte, ('L_chunk', 'L_full', 'L_win', 'N_lin', 'b_aux', 'b_kv', 'e_aux', 'e_kv', 'rho')),
+    'derive.model_flops_per_kv_byte_at_T': (_derive_model_flops_per_kv_byte_at_T, ('C_ch', 'H_I', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'e_aux', 'e_kv', 'k_conv', 'k_sel', 'n_q', 'n_rk', 'n_rv', 'rho')),
     'derive.gpu_flops_per_link_byte': (_derive_gpu_flops_per_link_byte, ('B', 'P', 'eta')),
-    'derive.breakeven_bandwidth_at': (_derive_breakeven_bandwidth_at, ('K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_0', 't_rec')),
-    'derive.breakeven_bandwidth': (_derive_breakeven_bandwidth, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_kv', 'b_st', 'b_w', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
-    'derive.core_advantage': (_derive_core_advantage, ('B', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_xa', 'P', 'T', 'b_kv', 'b_st', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
-    'derive.core_crossings[0]': (_derive_core_crossings_0, ('B', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_xa', 'P', 'b_kv', 'b_st', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
-    'derive.core_crossings[1]': (_derive_core_crossings_1, ('B', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_xa', 'P', 'b_kv', 'b_st', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
+    'derive.breakeven_bandwidth_at': (_derive_breakeven_bandwidth_at, ('C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_0', 't_rec')),
+    'derive.breakeven_bandwidth': (_derive_breakeven_bandwidth, ('B_hbm', 'C_ch', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'b_w', 'c_hit', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'e_aux', 'e_kv', 'eta', 'k_conv', 'k_sel', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
+    'derive.core_advantage': (_derive_core_advantage, ('B', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_xa', 'P', 'T', 'b_aux', 'b_kv', 'b_st', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_aux', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
+    'derive.core_crossings[0]': (_derive_core_crossings_0, ('B', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_xa', 'P', 'b_aux', 'b_kv', 'b_st', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_aux', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
+    'derive.core_crossings[1]': (_derive_core_crossings_1, ('B', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_xa', 'P', 'b_aux', 'b_kv', 'b_st', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_aux', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
     'derive.mooncake_eq2_B_over_G': (_derive_mooncake_eq2_B_over_G, ('a', 'b', 'd', 'g', 'n', 's')),
     'derive_prefill.eta_gemm': (_derive_prefill_eta_gemm, ('eta_g', 'm', 'm_half', 'r_dt')),
     'derive_prefill.t_gemm_compute': (_derive_prefill_t_gemm_compute, ('P', 'eta_g', 'k_in', 'm', 'm_half', 'n_out', 'r_dt')),
@@ -1643,16 +2123,18 @@ FUNCS = {
     'derive_prefill.moe_router_shared': (_derive_prefill_moe_router_shared, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'P', 'T', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
     'derive_prefill.moe_all_to_all': (_derive_prefill_moe_all_to_all, ('T', 'b_act', 'busbw', 'd', 'ep', 'k_top', 'n_seq', 't_ar')),
     'derive_prefill.eta_attention': (_derive_prefill_eta_attention, ('T', 'T_a', 'eta_a')),
-    'derive_prefill.t_attention': (_derive_prefill_t_attention, ('K_d', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_qk', 'd_v', 'eta_a', 'n_q', 'n_seq', 't_kern')),
+    'derive_prefill.t_attention': (_derive_prefill_t_attention, ('C_ch', 'H_I', 'K_d', 'L_chunk', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_I', 'd_qk', 'd_qs', 'd_v', 'd_vs', 'eta_a', 'k_sel', 'n_q', 'n_seq', 't_kern')),
     'derive_prefill.t_recurrent_mix': (_derive_prefill_t_recurrent_mix, ('K_d', 'L_rec', 'P_a', 'T', 'd_rk', 'd_rv', 'eta_a', 'n_rv', 'n_seq', 't_kern')),
     'derive_prefill.t_lm_head': (_derive_prefill_t_lm_head, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
-    'derive_prefill.L_all': (_derive_prefill_L_all, ('L_full', 'L_win')),
-    'derive_prefill.T_PREFILL.gqa': (_derive_prefill_T_PREFILL_gqa, ('B_hbm', 'B_peak', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_h', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_top', 'm_half', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern', 't_kng')),
-    'derive_prefill.T_PREFILL.mla': (_derive_prefill_T_PREFILL_mla, ('B_hbm', 'B_peak', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_nope', 'd_qk', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_top', 'm_half', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_ar', 't_kern', 't_kng')),
+    'derive_prefill.L_all': (_derive_prefill_L_all, ('L_chunk', 'L_full', 'L_win')),
+    'derive_prefill.T_PREFILL.dsa': (_derive_prefill_T_PREFILL_dsa, ('B_hbm', 'B_peak', 'C_ch', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_I', 'd_nope', 'd_qk', 'd_qs', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'd_vs', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_sel', 'k_top', 'm_half', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_ar', 't_kern', 't_kng')),
+    'derive_prefill.T_PREFILL.gqa': (_derive_prefill_T_PREFILL_gqa, ('B_hbm', 'B_peak', 'C_ch', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_I', 'd_h', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_sel', 'k_top', 'm_half', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern', 't_kng')),
+    'derive_prefill.T_PREFILL.mla': (_derive_prefill_T_PREFILL_mla, ('B_hbm', 'B_peak', 'C_ch', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_I', 'd_nope', 'd_qk', 'd_qs', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'd_vs', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_sel', 'k_top', 'm_half', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_ar', 't_kern', 't_kng')),
     'derive_prefill._floor_moe': (_derive_prefill__floor_moe, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'T', 'b_w', 'd', 'ep', 'k_top', 'n_seq')),
     'derive_prefill._floor_rest': (_derive_prefill__floor_rest, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'L_rec', 'T', 'V', 'b_w', 'd', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_rk', 'n_rv', 'n_seq')),
-    'derive_prefill.WEIGHTS_FLOOR.gqa': (_derive_prefill_WEIGHTS_FLOOR_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_h', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq')),
-    'derive_prefill.WEIGHTS_FLOOR.mla': (_derive_prefill_WEIGHTS_FLOOR_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
+    'derive_prefill.WEIGHTS_FLOOR.dsa': (_derive_prefill_WEIGHTS_FLOOR_dsa, ('B_hbm', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_I', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
+    'derive_prefill.WEIGHTS_FLOOR.gqa': (_derive_prefill_WEIGHTS_FLOOR_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_h', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq')),
+    'derive_prefill.WEIGHTS_FLOOR.mla': (_derive_prefill_WEIGHTS_FLOOR_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
     'derive_reuse.F_exp': (_derive_reuse_F_exp, ('lambda', 'tau')),
     'derive_reuse.F_logn': (_derive_reuse_F_logn, ('mu', 'sigma', 'tau')),
     'derive_reuse.hold_return_exp': (_derive_reuse_hold_return_exp, ('lambda', 'tau')),
@@ -1710,23 +2192,41 @@ FUNCS = {
     'derive_reuse.drive_lifetime_years': (_derive_reuse_drive_lifetime_years, ('C_drive', 'DWPD_rated', 'W_carried', 'Y_rated', 'n_drives')),
     'derive_reuse.fleet_cost_per_million_tokens': (_derive_reuse_fleet_cost_per_million_tokens, ('N_fleet', 'N_node', 'c_gpu', 'r_tok')),
     'derive_reuse.pool_cost_per_million_tokens': (_derive_reuse_pool_cost_per_million_tokens, ('W_carried', 'c_cap', 'c_wear', 'pool_raw_bytes', 'r_tok')),
-    'derive_serving.flops_extend': (_derive_serving_flops_extend, ('L_full', 'L_rec', 'L_win', 'N_lin', 'T', 'W', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'n', 'n_q', 'n_rv')),
-    'derive_serving.t_load': (_derive_serving_t_load, ('B', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
+    'derive_serving.flops_extend': (_derive_serving_flops_extend, ('C_ch', 'H_I', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'T', 'W', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'k_sel', 'n', 'n_q', 'n_rv')),
+    'derive_serving.t_load': (_derive_serving_t_load, ('B', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
     'derive_serving.ttft_serial_pipe': (_derive_serving_ttft_serial_pipe, ('T', 'c_hit', 'forward_time', 'load_time', 't_lat')),
-    'derive_serving.ttft_pipeline': (_derive_serving_ttft_pipeline, ('L_full', 'L_win', 'T', 'c_hit', 'forward_time', 'load_time', 't_lat')),
-    'derive_serving.split_load_bytes': (_derive_serving_split_load_bytes, ('K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'e_kv', 'rho', 'x')),
-    'derive_serving.t_split_load': (_derive_serving_t_split_load, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'rho', 't_lat', 'x')),
-    'derive_serving.t_split_of': (_derive_serving_t_split_of, ('B', 'K', 'L_full', 'L_win', 'T', 'W', 'b_kv', 'c_hit', 'e_kv', 'part_time', 'rho', 't_lat', 'x')),
-    'derive_serving.t_decode_step': (_derive_serving_t_decode_step, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'V', 'W', 'b_kv', 'b_st', 'b_w', 'd', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'forward_time', 'k_conv', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'rho', 'tied')),
+    'derive_serving.ttft_pipeline': (_derive_serving_ttft_pipeline, ('L_chunk', 'L_full', 'L_win', 'T', 'c_hit', 'forward_time', 'load_time', 't_lat')),
+    'derive_serving.split_load_bytes': (_derive_serving_split_load_bytes, ('C_ch', 'K', 'L_chunk', 'L_full', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'e_aux', 'e_kv', 'rho', 'x')),
+    'derive_serving.t_split_load': (_derive_serving_t_split_load, ('B', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'c_hit', 'e_aux', 'e_kv', 'rho', 't_lat', 'x')),
+    'derive_serving.t_split_of': (_derive_serving_t_split_of, ('B', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'c_hit', 'e_aux', 'e_kv', 'part_time', 'rho', 't_lat', 'x')),
+    'derive_serving.t_decode_step': (_derive_serving_t_decode_step, ('B_hbm', 'C_ch', 'E', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'V', 'W', 'b_aux', 'b_kv', 'b_st', 'b_w', 'd', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'e_aux', 'e_kv', 'eta', 'forward_time', 'k_conv', 'k_sel', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'rho', 'tied')),
     'derive_serving.p_free': (_derive_serving_p_free, ('B_hbm', 'N_lin', 'N_tot', 'P', 'b_dec', 'b_w', 'eta')),
-    'derive_serving.t_recompute_marginal': (_derive_serving_t_recompute_marginal, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'W', 'b_dec', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
+    'derive_serving.t_recompute_marginal': (_derive_serving_t_recompute_marginal, ('B_hbm', 'C_ch', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'W', 'b_dec', 'b_w', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'eta', 'k_sel', 'n_q', 'n_rv')),
     'derive_serving.B_chunked': (_derive_serving_B_chunked, ('B', 's', 't_0')),
-    'derive_serving.t_reload_busy': (_derive_serving_t_reload_busy, ('B', 'B_state', 'K', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_0', 't_req')),
-    'derive_serving.busy_advantage': (_derive_serving_busy_advantage, ('B', 'B_hbm', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'b_dec', 'b_kv', 'b_st', 'b_w', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0', 't_req')),
+    'derive_serving.t_reload_busy': (_derive_serving_t_reload_busy, ('B', 'B_state', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_0', 't_req')),
+    'derive_serving.busy_advantage': (_derive_serving_busy_advantage, ('B', 'B_hbm', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_tot', 'N_xa', 'P', 'T', 'b_aux', 'b_dec', 'b_kv', 'b_st', 'b_w', 'c_hit', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'e_aux', 'e_kv', 'eta', 'k_conv', 'k_sel', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0', 't_req')),
     'derive_serving.decode_experts_share': (_derive_serving_decode_experts_share, ('E', 'k_top', 'n_seq')),
     'derive_serving.decode_weight_bytes': (_derive_serving_decode_weight_bytes, ('E', 'K', 'K_e', 'N_tot', 'N_xs', 'V', 'b_w', 'd', 'k_top', 'n_seq', 'tied')),
-    'derive_serving.t_decode_batch': (_derive_serving_t_decode_batch, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'V', 'W', 'b_kv', 'b_st', 'b_w', 'd', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'rho', 'tied')),
-    'derive_serving.decode_gpu_s_per_token': (_derive_serving_decode_gpu_s_per_token, ('B_hbm', 'E', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'V', 'W', 'b_kv', 'b_st', 'b_w', 'd', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'forward_time', 'k_conv', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'rho', 'tied')),
+    'derive_serving.t_decode_batch': (_derive_serving_t_decode_batch, ('B_hbm', 'C_ch', 'E', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'V', 'W', 'b_aux', 'b_kv', 'b_st', 'b_w', 'd', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'e_aux', 'e_kv', 'eta', 'k_conv', 'k_sel', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'rho', 'tied')),
+    'derive_serving.decode_gpu_s_per_token': (_derive_serving_decode_gpu_s_per_token, ('B_hbm', 'C_ch', 'E', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'V', 'W', 'b_aux', 'b_kv', 'b_st', 'b_w', 'd', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'e_aux', 'e_kv', 'eta', 'forward_time', 'k_conv', 'k_sel', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'rho', 'tied')),
+    'attention.dsa.e_kv': (_attention_dsa_e_kv, ('d_rope', 'r_kv')),
+    'attention.dsa.rho': (_attention_dsa_rho, ('K',)),
+    'attention.dsa.attn_params': (_attention_dsa_attn_params, ('H_I', 'd', 'd_I', 'd_nope', 'd_rope', 'd_v', 'n_q', 'r_kv', 'r_q')),
+    'attention.dsa.head_elements': (_attention_dsa_head_elements, ('d_rope', 'r_kv')),
+    'attention.dsa.aux_elements': (_attention_dsa_aux_elements, ('d_I',)),
+    'attention.dsa.derived.d_qk': (_attention_dsa_derived_d_qk, ('d_nope', 'd_rope')),
+    'attention.dsa.derived.d_qs': (_attention_dsa_derived_d_qs, ('d_rope', 'r_kv')),
+    'attention.dsa.derived.d_vs': (_attention_dsa_derived_d_vs, ('r_kv',)),
+    'attention.dsa.params_active_matmul': (_attention_dsa_params_active_matmul, ('E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_I', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_top', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q')),
+    'attention.dsa.params_total': (_attention_dsa_params_total, ('E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_I', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q', 'tied')),
+    'derive_prefill.parts.dsa.gemm_s': (_derive_prefill_parts_dsa_gemm_s, ('B_hbm', 'H_I', 'I_ffn', 'K_d', 'L_chunk', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_I', 'd_nope', 'd_rope', 'd_v', 'eta_g', 'm_half', 'n_q', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_kern')),
+    'derive_prefill.parts.dsa.nongemm_s': (_derive_prefill_parts_dsa_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_rope', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'k_top', 'n_q', 'n_seq', 't_kng')),
+    'derive_prefill.parts.dsa.attention_s': (_derive_prefill_parts_dsa_attention_s, ('C_ch', 'H_I', 'K_d', 'L_chunk', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_I', 'd_qk', 'd_qs', 'd_v', 'd_vs', 'eta_a', 'k_sel', 'n_q', 'n_seq', 't_kern')),
+    'derive_prefill.parts.dsa.allreduce_s': (_derive_prefill_parts_dsa_allreduce_s, ('K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
+    'derive_prefill.parts.dsa.moe_s': (_derive_prefill_parts_dsa_moe_s, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'T', 'b_act', 'b_w', 'busbw', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_ar', 't_kern')),
+    'derive_prefill.parts.dsa.lm_head_s': (_derive_prefill_parts_dsa_lm_head_s, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
+    'derive_prefill.parts.dsa.recurrent_s': (_derive_prefill_parts_dsa_recurrent_s, ('B_hbm', 'K_d', 'L_rec', 'P', 'P_a', 'T', 'b_act', 'b_w', 'busbw', 'd', 'd_rk', 'd_rv', 'eta_a', 'eta_g', 'm_half', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern')),
+    'derive_prefill.weights_floor.dsa': (_derive_prefill_weights_floor_dsa, ('B_hbm', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_I', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
     'attention.gqa.e_kv': (_attention_gqa_e_kv, ('d_h', 'n_kv')),
     'attention.gqa.rho': (_attention_gqa_rho, ('K', 'n_kv')),
     'attention.gqa.attn_params': (_attention_gqa_attn_params, ('d', 'd_h', 'n_kv', 'n_q')),
@@ -1734,55 +2234,59 @@ FUNCS = {
     'attention.gqa.aux_elements': (_attention_gqa_aux_elements, ()),
     'attention.gqa.derived.d_qk': (_attention_gqa_derived_d_qk, ('d_h',)),
     'attention.gqa.derived.d_v': (_attention_gqa_derived_d_v, ('d_h',)),
-    'attention.gqa.params_active_matmul': (_attention_gqa_params_active_matmul, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_h', 'd_rk', 'd_rv', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv')),
-    'attention.gqa.params_total': (_attention_gqa_params_total, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_h', 'd_rk', 'd_rv', 'k_conv', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'tied')),
-    'derive_prefill.parts.gqa.gemm_s': (_derive_prefill_parts_gqa_gemm_s, ('B_hbm', 'I_ffn', 'K_d', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_h', 'eta_g', 'm_half', 'n_kv', 'n_q', 'n_seq', 'r_dt', 't_kern')),
+    'attention.gqa.derived.d_qs': (_attention_gqa_derived_d_qs, ('d_h',)),
+    'attention.gqa.derived.d_vs': (_attention_gqa_derived_d_vs, ('d_h',)),
+    'attention.gqa.params_active_matmul': (_attention_gqa_params_active_matmul, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_h', 'd_rk', 'd_rv', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv')),
+    'attention.gqa.params_total': (_attention_gqa_params_total, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_h', 'd_rk', 'd_rv', 'k_conv', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'tied')),
+    'derive_prefill.parts.gqa.gemm_s': (_derive_prefill_parts_gqa_gemm_s, ('B_hbm', 'I_ffn', 'K_d', 'L_chunk', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_h', 'eta_g', 'm_half', 'n_kv', 'n_q', 'n_seq', 'r_dt', 't_kern')),
     'derive_prefill.parts.gqa.nongemm_s': (_derive_prefill_parts_gqa_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_h', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'k_top', 'n_kv', 'n_q', 'n_seq', 't_kng')),
-    'derive_prefill.parts.gqa.attention_s': (_derive_prefill_parts_gqa_attention_s, ('K_d', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_qk', 'd_v', 'eta_a', 'n_q', 'n_seq', 't_kern')),
-    'derive_prefill.parts.gqa.allreduce_s': (_derive_prefill_parts_gqa_allreduce_s, ('K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
+    'derive_prefill.parts.gqa.attention_s': (_derive_prefill_parts_gqa_attention_s, ('C_ch', 'H_I', 'K_d', 'L_chunk', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_I', 'd_qk', 'd_qs', 'd_v', 'd_vs', 'eta_a', 'k_sel', 'n_q', 'n_seq', 't_kern')),
+    'derive_prefill.parts.gqa.allreduce_s': (_derive_prefill_parts_gqa_allreduce_s, ('K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
     'derive_prefill.parts.gqa.moe_s': (_derive_prefill_parts_gqa_moe_s, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'T', 'b_act', 'b_w', 'busbw', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_ar', 't_kern')),
     'derive_prefill.parts.gqa.lm_head_s': (_derive_prefill_parts_gqa_lm_head_s, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
     'derive_prefill.parts.gqa.recurrent_s': (_derive_prefill_parts_gqa_recurrent_s, ('B_hbm', 'K_d', 'L_rec', 'P', 'P_a', 'T', 'b_act', 'b_w', 'busbw', 'd', 'd_rk', 'd_rv', 'eta_a', 'eta_g', 'm_half', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern')),
-    'derive_prefill.weights_floor.gqa': (_derive_prefill_weights_floor_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_h', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq')),
+    'derive_prefill.weights_floor.gqa': (_derive_prefill_weights_floor_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_h', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq')),
     'attention.mla.e_kv': (_attention_mla_e_kv, ('d_rope', 'r_kv')),
     'attention.mla.rho': (_attention_mla_rho, ('K',)),
     'attention.mla.attn_params': (_attention_mla_attn_params, ('d', 'd_nope', 'd_rope', 'd_v', 'n_q', 'r_kv', 'r_q')),
     'attention.mla.head_elements': (_attention_mla_head_elements, ('d_rope', 'r_kv')),
     'attention.mla.aux_elements': (_attention_mla_aux_elements, ()),
     'attention.mla.derived.d_qk': (_attention_mla_derived_d_qk, ('d_nope', 'd_rope')),
-    'attention.mla.params_active_matmul': (_attention_mla_params_active_matmul, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_top', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q')),
-    'attention.mla.params_total': (_attention_mla_params_total, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q', 'tied')),
-    'derive_prefill.parts.mla.gemm_s': (_derive_prefill_parts_mla_gemm_s, ('B_hbm', 'I_ffn', 'K_d', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_nope', 'd_rope', 'd_v', 'eta_g', 'm_half', 'n_q', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_kern')),
+    'attention.mla.derived.d_qs': (_attention_mla_derived_d_qs, ('d_nope', 'd_rope')),
+    'attention.mla.derived.d_vs': (_attention_mla_derived_d_vs, ('d_v',)),
+    'attention.mla.params_active_matmul': (_attention_mla_params_active_matmul, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_top', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q')),
+    'attention.mla.params_total': (_attention_mla_params_total, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q', 'tied')),
+    'derive_prefill.parts.mla.gemm_s': (_derive_prefill_parts_mla_gemm_s, ('B_hbm', 'I_ffn', 'K_d', 'L_chunk', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_nope', 'd_rope', 'd_v', 'eta_g', 'm_half', 'n_q', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_kern')),
     'derive_prefill.parts.mla.nongemm_s': (_derive_prefill_parts_mla_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_rope', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'k_top', 'n_q', 'n_seq', 't_kng')),
-    'derive_prefill.parts.mla.attention_s': (_derive_prefill_parts_mla_attention_s, ('K_d', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_qk', 'd_v', 'eta_a', 'n_q', 'n_seq', 't_kern')),
-    'derive_prefill.parts.mla.allreduce_s': (_derive_prefill_parts_mla_allreduce_s, ('K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
+    'derive_prefill.parts.mla.attention_s': (_derive_prefill_parts_mla_attention_s, ('C_ch', 'H_I', 'K_d', 'L_chunk', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_I', 'd_qk', 'd_qs', 'd_v', 'd_vs', 'eta_a', 'k_sel', 'n_q', 'n_seq', 't_kern')),
+    'derive_prefill.parts.mla.allreduce_s': (_derive_prefill_parts_mla_allreduce_s, ('K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
     'derive_prefill.parts.mla.moe_s': (_derive_prefill_parts_mla_moe_s, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'T', 'b_act', 'b_w', 'busbw', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_ar', 't_kern')),
     'derive_prefill.parts.mla.lm_head_s': (_derive_prefill_parts_mla_lm_head_s, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
     'derive_prefill.parts.mla.recurrent_s': (_derive_prefill_parts_mla_recurrent_s, ('B_hbm', 'K_d', 'L_rec', 'P', 'P_a', 'T', 'b_act', 'b_w', 'busbw', 'd', 'd_rk', 'd_rv', 'eta_a', 'eta_g', 'm_half', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern')),
-    'derive_prefill.weights_floor.mla': (_derive_prefill_weights_floor_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
+    'derive_prefill.weights_floor.mla': (_derive_prefill_weights_floor_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
     'derive.regimes(compute,T<=W).a2': (_derive_regimes_compute_T_W_a2, ('K', 'L_full', 'L_win', 'P', 'd_qk', 'd_v', 'eta', 'n_q')),
-    'derive.regimes(compute,T<=W).a1': (_derive_regimes_compute_T_W_a1, ('B', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'b_kv', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'n_q', 'n_rv', 'rho')),
+    'derive.regimes(compute,T<=W).a1': (_derive_regimes_compute_T_W_a1, ('B', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'b_aux', 'b_kv', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_aux', 'e_kv', 'eta', 'n_q', 'n_rv', 'rho')),
     'derive.regimes(compute,T<=W).a0': (_derive_regimes_compute_T_W_a0, ('B_state', 'K', 'L_rec', 'b_st', 'd_rk', 'd_rv', 'k_conv', 'n_rk', 'n_rv', 't_0')),
     'derive.regimes(compute,T<=W).condition0': (_derive_regimes_compute_T_W_condition0, ('T', 'W')),
     'derive.regimes(compute,T<=W).condition1': (_derive_regimes_compute_T_W_condition1, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
     'derive.regimes(weights,T<=W).a2': (_derive_regimes_weights_T_W_a2, ()),
-    'derive.regimes(weights,T<=W).a1': (_derive_regimes_weights_T_W_a1, ('B', 'K', 'L_full', 'L_win', 'b_kv', 'c_hit', 'e_kv', 'rho')),
+    'derive.regimes(weights,T<=W).a1': (_derive_regimes_weights_T_W_a1, ('B', 'K', 'L_full', 'L_win', 'b_aux', 'b_kv', 'c_hit', 'e_aux', 'e_kv', 'rho')),
     'derive.regimes(weights,T<=W).a0': (_derive_regimes_weights_T_W_a0, ('B_hbm', 'B_state', 'K', 'K_e', 'L_rec', 'N_tot', 'N_xs', 'b_st', 'b_w', 'd_rk', 'd_rv', 'k_conv', 'n_rk', 'n_rv', 't_0')),
     'derive.regimes(weights,T<=W).condition0': (_derive_regimes_weights_T_W_condition0, ('T', 'W')),
     'derive.regimes(weights,T<=W).condition1': (_derive_regimes_weights_T_W_condition1, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
     'derive.regimes(compute,T>W).a2': (_derive_regimes_compute_T_W_a2_, ('K', 'L_full', 'P', 'd_qk', 'd_v', 'eta', 'n_q')),
-    'derive.regimes(compute,T>W).a1': (_derive_regimes_compute_T_W_a1_, ('B', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'W', 'b_kv', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'n_q', 'n_rv', 'rho')),
-    'derive.regimes(compute,T>W).a0': (_derive_regimes_compute_T_W_a0_, ('B', 'B_state', 'K', 'L_rec', 'L_win', 'P', 'W', 'b_kv', 'b_st', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
+    'derive.regimes(compute,T>W).a1': (_derive_regimes_compute_T_W_a1_, ('B', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'W', 'b_aux', 'b_kv', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_aux', 'e_kv', 'eta', 'n_q', 'n_rv', 'rho')),
+    'derive.regimes(compute,T>W).a0': (_derive_regimes_compute_T_W_a0_, ('B', 'B_state', 'K', 'L_rec', 'L_win', 'P', 'W', 'b_aux', 'b_kv', 'b_st', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_aux', 'e_kv', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'rho', 't_0')),
     'derive.regimes(compute,T>W).condition0': (_derive_regimes_compute_T_W_condition0_, ('T', 'W')),
     'derive.regimes(compute,T>W).condition1': (_derive_regimes_compute_T_W_condition1_, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
     'derive.regimes(weights,T>W).a2': (_derive_regimes_weights_T_W_a2_, ()),
-    'derive.regimes(weights,T>W).a1': (_derive_regimes_weights_T_W_a1_, ('B', 'K', 'L_full', 'b_kv', 'c_hit', 'e_kv', 'rho')),
-    'derive.regimes(weights,T>W).a0': (_derive_regimes_weights_T_W_a0_, ('B', 'B_hbm', 'B_state', 'K', 'K_e', 'L_rec', 'L_win', 'N_tot', 'N_xs', 'W', 'b_kv', 'b_st', 'b_w', 'd_rk', 'd_rv', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_0')),
+    'derive.regimes(weights,T>W).a1': (_derive_regimes_weights_T_W_a1_, ('B', 'K', 'L_full', 'b_aux', 'b_kv', 'c_hit', 'e_aux', 'e_kv', 'rho')),
+    'derive.regimes(weights,T>W).a0': (_derive_regimes_weights_T_W_a0_, ('B', 'B_hbm', 'B_state', 'K', 'K_e', 'L_rec', 'L_win', 'N_tot', 'N_xs', 'W', 'b_aux', 'b_kv', 'b_st', 'b_w', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_0')),
     'derive.regimes(weights,T>W).condition0': (_derive_regimes_weights_T_W_condition0_, ('T', 'W')),
     'derive.regimes(weights,T>W).condition1': (_derive_regimes_weights_T_W_condition1_, ('B_hbm', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'n_q', 'n_rv')),
     'derive_serving.busy_advantage.a2': (_derive_serving_busy_advantage_a2, ('K', 'L_full', 'P', 'd_qk', 'd_v', 'eta', 'n_q')),
-    'derive_serving.busy_advantage.a1': (_derive_serving_busy_advantage_a1, ('B', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_xa', 'P', 'b_kv', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_kv', 'eta', 'n_q', 'n_rv', 'rho')),
-    'derive_serving.busy_advantage.a0': (_derive_serving_busy_advantage_a0, ('B_hbm', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_tot', 'N_xa', 'P', 'b_dec', 'b_st', 'b_w', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'eta', 'k_conv', 'n_q', 'n_rk', 'n_rv', 't_0', 't_req')),
+    'derive_serving.busy_advantage.a1': (_derive_serving_busy_advantage_a1, ('B', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_xa', 'P', 'b_aux', 'b_kv', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_aux', 'e_kv', 'eta', 'n_q', 'n_rv', 'rho')),
+    'derive_serving.busy_advantage.a0': (_derive_serving_busy_advantage_a0, ('B_hbm', 'B_state', 'K', 'K_e', 'L_full', 'L_rec', 'N_lin', 'N_tot', 'N_xa', 'P', 'b_dec', 'b_st', 'b_w', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'eta', 'k_conv', 'k_sel', 'n_q', 'n_rk', 'n_rv', 't_0', 't_req')),
 }
 
 REGIMES = (
@@ -1794,8 +2298,9 @@ REGIMES = (
 
 #: each attention family's names and rules (kvmath.derive.attention), no SymPy
 FAMILIES = {
-    'gqa': {'name': 'gqa', 'title': 'GQA', 'about': 'a key and a value per KV head per token (MHA: a KV head per query head; MQA: one)', 'fields': {'n_kv': 'num_key_value_heads', 'd_h': 'head_dim'}, 'derived': ('d_qk', 'd_v'), 'required': ('num_key_value_heads', 'head_dim'), 'divides': ('num_key_value_heads', 'num_attention_heads'), 'replicated_latent': False},
-    'mla': {'name': 'mla', 'title': 'MLA', 'about': 'one compressed latent and one shared RoPE key per token, whole on every rank', 'fields': {'r_kv': 'kv_lora_rank', 'd_rope': 'qk_rope_head_dim', 'd_nope': 'qk_nope_head_dim', 'd_v': 'v_head_dim', 'r_q': 'q_lora_rank'}, 'derived': ('d_qk',), 'required': ('kv_lora_rank', 'qk_rope_head_dim', 'qk_nope_head_dim', 'v_head_dim'), 'divides': (), 'replicated_latent': True},
+    'dsa': {'name': 'dsa', 'title': 'DSA', 'about': "an MLA latent and a lightning indexer's key per token; each query attends its top-k", 'aux': True, 'fields': {'r_kv': 'kv_lora_rank', 'd_rope': 'qk_rope_head_dim', 'd_nope': 'qk_nope_head_dim', 'd_v': 'v_head_dim', 'r_q': 'q_lora_rank', 'H_I': 'index_n_heads', 'd_I': 'index_head_dim', 'k_sel': 'index_topk'}, 'derived': ('d_qk', 'd_qs', 'd_vs'), 'required': ('kv_lora_rank', 'qk_rope_head_dim', 'qk_nope_head_dim', 'v_head_dim', 'q_lora_rank', 'index_n_heads', 'index_head_dim', 'index_topk', 'aux_kv_dtype'), 'divides': (), 'replicated_latent': True},
+    'gqa': {'name': 'gqa', 'title': 'GQA', 'about': 'a key and a value per KV head per token (MHA: a KV head per query head; MQA: one)', 'aux': False, 'fields': {'n_kv': 'num_key_value_heads', 'd_h': 'head_dim'}, 'derived': ('d_qk', 'd_v', 'd_qs', 'd_vs'), 'required': ('num_key_value_heads', 'head_dim'), 'divides': ('num_key_value_heads', 'num_attention_heads'), 'replicated_latent': False},
+    'mla': {'name': 'mla', 'title': 'MLA', 'about': 'one compressed latent and one shared RoPE key per token, whole on every rank', 'aux': False, 'fields': {'r_kv': 'kv_lora_rank', 'd_rope': 'qk_rope_head_dim', 'd_nope': 'qk_nope_head_dim', 'd_v': 'v_head_dim', 'r_q': 'q_lora_rank'}, 'derived': ('d_qk', 'd_qs', 'd_vs'), 'required': ('kv_lora_rank', 'qk_rope_head_dim', 'qk_nope_head_dim', 'v_head_dim'), 'divides': (), 'replicated_latent': True},
 }
 
 PREFIXES = {

@@ -16,11 +16,12 @@ from kvmath.cli import route as route_cli
 from kvmath.cli import trace as trace_cli
 from kvmath.evaluate.compare import (BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT, ScenarioError, compare,
                        node_tp)
+from kvmath.evaluate.logic import dense_flops
 from kvmath.scenario.engine_config import cache_sizes, check_tier, engine_of
 from kvmath.scenario.options import COMPARE, DEFAULT_PAUSE, REUSE, TIERS, add_options  # noqa: F401 (chapters)
 from kvmath.scenario.read import read_scenario
-from kvmath.tables.rows import (DataError, UnknownName, bundled, resolve_codec, resolve_engine, resolve_gpu,
-                     resolve_model, resolve_tier)
+from kvmath.tables.rows import (DataError, UnknownName, allow_projections, bundled,
+                     resolve_codec, resolve_engine, resolve_gpu, resolve_model, resolve_tier)
 from kvmath.present.format import TIE_SPEEDUP, fmt_bytes, fmt_time, fmt_token_list
 from kvmath.cli.output import dump, print_result
 from kvmath.errors import InputError, UsageError
@@ -207,12 +208,17 @@ def _list():
     out = ["models:"]
     for m in cat.models.values():
         out.append(f"  {m.name:<16} {m.attention_kind}, {m.layers} layers, {m.hf_repo}")
+    proj = " (projection: --allow-projection)"
     out.append("gpus:")
     for g in cat.gpus.values():
-        out.append(f"  {g.name:<16} {g.description}")
+        out.append(f"  {g.name:<16} {g.description}" + (proj if g.kind == "projection" else ""))
     out.append("tiers:")
     for t in cat.tiers.values():
-        out.append(f"  {t.name:<16} {' -> '.join(h.link for h in t.hops)}")
+        projected = any(cat.links[h.link].kind == "projection" for h in t.hops
+                        if h.link in cat.links)
+        out.append(f"  {t.name:<16} {' -> '.join(h.link for h in t.hops)}"
+                   + (f" [on {', '.join(t.gpus)}]" if t.gpus else "")
+                   + (proj if projected else ""))
     from kvmath.tables.rows import nodes, pauses
     from kvmath.tables.rows import deployments, engines
     out.append("engines:")
@@ -367,8 +373,8 @@ def _node_and_gpu(args, need_node=True):
     gpu = gpu or resolve_gpu(node.gpu)
     if node is not None:  # the node's GPU count, not the GPU row's
         gpu = replace(gpu, gpus_per_node=node.gpus)
-    if args.compute_dtype == "fp8" and gpu.fp8_dense_flops is None:
-        raise ScenarioError(f"--compute-dtype fp8: GPU {gpu.name} has no FP8 tensor-core peak")
+    if args.compute_dtype is not None:  # a dtype the GPU cannot compute in: its row and field
+        dense_flops(gpu, args.compute_dtype)
     return node, gpu
 
 
@@ -522,7 +528,16 @@ def _run_other(args):
 
 
 def run(argv=None):
-    """Run the CLI; returns the exit status."""
+    """Run the CLI; returns the exit status. Projection rows are refused unless the command's
+    scenario allows them (kvmath.scenario.read), and the policy ends with the command."""
+    allow_projections(False)
+    try:
+        return _run(argv)
+    finally:
+        allow_projections(False)
+
+
+def _run(argv=None):
     args = build_parser().parse_args(argv)
     if args.command == "list":
         print(_list())

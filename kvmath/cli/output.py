@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+from kvmath.tables.rows import projections_used
 from kvmath.version import with_version
 
 
@@ -29,10 +30,16 @@ def print_result(args, result, human):
     unused = getattr(args, "scenario_keys_not_used", None)
     if args.scenario:
         result["scenario_keys_not_used"] = unused or []
+    used = projections_used()
+    if used:  # every answer that rests on an announced part says so
+        result["projections"] = used
     if args.json:
         print(dump(result))
         return
     print(human(result))
+    if used:
+        print(f"projection: this answer uses {', '.join(used)}: announced parts, not measured "
+              "(--allow-projection)")
     cfg = result.get("engine_config")
     if cfg:
         print(engine_config_line(cfg))

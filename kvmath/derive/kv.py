@@ -32,14 +32,21 @@ from kvmath.derive.symbols import (
     t_rec_p, t_rec_pn, t_req, t_step, tied, u_hbm, V, W,
 )
 from kvmath.derive.symbols import B_dec, B_wire, g_s, n_bits, r_c, s_bits
+from kvmath.derive.symbols import C_ch, H_I, L_chunk, b_aux, d_I, d_qs, d_vs, e_aux, k_sel
 
 # ---------------------------------------------------------------- KV size
-#: token-layers held for a T-token prefix: sliding-window layers keep at most W tokens
-held_token_layers = L_full * T + L_win * sp.Min(T, W)
-#: bytes per token of KV when every layer holds the token (T <= W), one copy
-kv_bytes_per_token = e_kv * b_kv * (L_full + L_win)
+#: layers with attention (full, sliding-window and chunked-local): each has projections and a KV
+L_attn = L_full + L_win + L_chunk
+#: bytes one layer caches per token, one copy: its KV and, for a sparse model, its indexer's keys
+b_token_layer = e_kv * b_kv + e_aux * b_aux
+#: token-layers held for a T-token prefix: sliding-window layers keep at most W tokens, and
+#: chunked-local layers at most one chunk (an engine reloads their last C tokens: vLLM's
+#: offloading connector looks back one chunk, as it looks back one window)
+held_token_layers = L_full * T + L_win * sp.Min(T, W) + L_chunk * sp.Min(T, C_ch)
+#: bytes per token of KV when every layer holds the token (T <= W and T <= C), one copy
+kv_bytes_per_token = b_token_layer * L_attn
 #: bytes of one copy of the attention layers' KV of a T-token prefix
-kv_bytes_attention = e_kv * b_kv * held_token_layers
+kv_bytes_attention = b_token_layer * held_token_layers
 #: recurrent-state elements per sequence per recurrent layer: the state (one d_rk x d_rv matrix
 #: per value head; Mamba-2's heads x head dim x state size) and the causal convolution's last
 #: k_conv - 1 inputs of its channels (keys, queries and values)
@@ -52,7 +59,7 @@ state_bytes = L_rec * state_elements * b_st
 #: block so that one recurrent layer's state fills the page of a block's attention KV on each GPU
 #: (HybridAttentionMambaModelConfig: attention tokens per state page, rounded up; vLLM's further
 #: rounding to its kernels' chunk is not modelled), tokens
-state_checkpoint_tokens = sp.ceiling(state_elements * b_st / (e_kv * b_kv * rho))
+state_checkpoint_tokens = sp.ceiling(state_elements * b_st / (b_token_layer * rho))
 #: bytes of one copy of a T-token prefix's cache (what a replica must read at least once): the
 #: attention layers' KV and, for a hybrid model, the recurrent state at the prefix's end
 kv_bytes_unique = kv_bytes_attention + state_bytes
@@ -84,13 +91,13 @@ params_routed_stored = L_moe * 3 * d * I_exp * E
 
 def params_active_matmul(attn_params):
     """N_lin: active matmul parameters of the blocks (no embedding, no LM head)."""
-    return ((L_full + L_win) * attn_params + L_rec * recurrent_proj_params
+    return (L_attn * attn_params + L_rec * recurrent_proj_params
             + L_dense * mlp_params_dense + L_moe * mlp_params_moe_active)
 
 
 def params_total(attn_params):
     """N_tot: every parameter, embedding and (untied) LM head included; norms ignored."""
-    return ((L_full + L_win) * attn_params + L_rec * (recurrent_proj_params + recurrent_conv_params)
+    return (L_attn * attn_params + L_rec * (recurrent_proj_params + recurrent_conv_params)
             + L_dense * mlp_params_dense + L_moe * mlp_params_moe_total + V * d * (2 - tied))
 
 
@@ -99,10 +106,30 @@ def params_total(attn_params):
 pairs_full = T * (T + 1) / 2
 #: causal query-key pairs of one sliding-window layer (query i sees min(i, W) keys)
 pairs_window = sp.Min(T, W) * (sp.Min(T, W) + 1) / 2 + (T - sp.Min(T, W)) * W
+#: query-key pairs of one sparse layer (query i attends to its min(i, k) best keys)
+pairs_topk = sp.Min(T, k_sel) * (sp.Min(T, k_sel) + 1) / 2 + (T - sp.Min(T, k_sel)) * k_sel
+#: whole chunks of a T-token prefix in a chunked-local layer
+chunks_whole = sp.floor(T / C_ch)
+#: query-key pairs of one chunked-local layer: each token sees the earlier tokens of its own
+#: chunk only (non-overlapping chunks of C: Llama 4's iRoPE local layers)
+pairs_chunk = (chunks_whole * C_ch * (C_ch + 1) / 2
+               + (T - chunks_whole * C_ch) * (T - chunks_whole * C_ch + 1) / 2)
+#: attention FLOPs per query head of one full-attention layer: dense (every earlier key at the
+#: model's widths), or, for a sparse layer past its top-k, its k best keys at the widths its
+#: kernel works in (DSA: the absorbed latent); a prefill no longer than k runs dense (vLLM's and
+#: SGLang's short-prefill MHA path)
+full_pair_flops = sp.Piecewise(((d_qk + d_v) * pairs_full, T <= k_sel),
+                               ((d_qs + d_vs) * pairs_topk, True))
+#: the lightning indexer's FLOPs of the T-token prefill: each query scores every earlier token
+#: with its H_I heads of d_I (0 without an indexer)
+flops_indexer = 2 * H_I * d_I * L_full * pairs_full
 #: matmul FLOPs of the T-token prefill
 flops_linear = 2 * N_lin * T
-#: attention FLOPs (scores and weighted values) of the T-token prefill
-flops_attention = 2 * n_q * (d_qk + d_v) * (L_full * pairs_full + L_win * pairs_window)
+#: attention FLOPs (scores and weighted values) of the T-token prefill, and a sparse model's
+#: indexer
+flops_attention = (2 * n_q * (L_full * full_pair_flops
+                              + (d_qk + d_v) * (L_win * pairs_window + L_chunk * pairs_chunk))
+                   + flops_indexer)
 #: recurrent mixing FLOPs of the T-token prefix (a hybrid model's linear-attention layers): each
 #: token updates every value head's d_rk x d_rv state and reads it out (two multiply-adds per
 #: state element); the chunked kernels' work within a chunk is not counted (a lower bound)
@@ -204,14 +231,14 @@ ttft_cold = t_request + t_rec_pn
 #: sum (CachedAttention's pipeline), so min(load, step) (1 - 1/L) is hidden; 0 for an engine
 #: that loads before its step (o_lay = 0), s
 t_overlap_hidden = (o_lay * sp.Min(kv_bytes_per_gpu / B, t_step)
-                    * (1 - 1 / (L_full + L_win)))
+                    * (1 - 1 / L_attn))
 #: time to first token with the prefix loaded from a tier: the request's costs and the reload,
 #: whose engine step is the new tokens' forward pass (t_step = t_suffix), less what a
 #: layer-by-layer load hides under that step, s
 ttft_hit = t_request + t_reload - t_overlap_hidden
 #: bytes one host-link copy moves, from the engine's KV layout: c_tok tokens of c_lay layers of
 #: this GPU's share, keys and values together (c_split = 1) or apart (c_split = 2), B
-copy_bytes = e_kv * b_kv * rho / K * c_tok * c_lay / c_split
+copy_bytes = b_token_layer * rho / K * c_tok * c_lay / c_split
 #: time of one transfer of s bytes over a link with fixed cost t_0 and asymptotic bandwidth B, s
 t_transfer = t_0 + s_xfer / B
 #: its effective bandwidth: small transfers are latency-bound, B/s
@@ -244,6 +271,13 @@ breakeven_bandwidth = breakeven_bandwidth_at.subs(t_rec, t_recompute)
 
 
 # ---------------------------------------------------------------- crossings
+def dense(expr):
+    """expr for a model with no chunked-local layer and no sparse attention (every full layer
+    dense, no indexer): the pieces whose crossings are closed-form (a chunked or sparse model's
+    are found numerically)."""
+    return expr.xreplace({full_pair_flops: (d_qk + d_v) * pairs_full}).subs({L_chunk: 0, H_I: 0})
+
+
 def regimes():
     """The smooth pieces of t_advantage, as (name, expression, conditions).
 
@@ -257,8 +291,8 @@ def regimes():
             ("compute", t_compute, t_compute >= t_weights),
             ("weights", t_weights, t_weights > t_compute),
         ):
-            expr = (t_reload - rec).subs(sp.Min(T, W), min_tw)
-            cond = cond_r.subs(sp.Min(T, W), min_tw)
+            expr = dense(t_reload - rec).subs(sp.Min(T, W), min_tw)
+            cond = dense(cond_r).subs(sp.Min(T, W), min_tw)
             pieces.append((f"{roof_name},{window_name}", sp.expand(expr), (cond_w, cond)))
     return pieces
 
@@ -274,7 +308,7 @@ def quadratic_coefficients(expr):
 
 
 #: the core regime (every layer full attention, compute-bound): reload - recompute = 0
-core_advantage = sp.expand((t_reload - t_compute).subs(L_win, 0))
+core_advantage = sp.expand(dense(t_reload - t_compute).subs(L_win, 0))
 #: its two closed-form roots in T (one is negative when t_0 > 0)
 core_crossings = C.solve(sp.Eq(core_advantage, 0), T)
 

@@ -33,7 +33,7 @@ from kvmath.derive import kv as D
 from kvmath.derive import symcache as C
 from kvmath.derive.attention import FAMILIES
 from kvmath.derive.symbols import (
-    B_hbm, E, E_sh, I_exp, I_ffn, L_dense, L_full, L_moe, L_rec, L_win, P, T, V, b_w, d, d_rk,
+    B_hbm, E, E_sh, I_exp, I_ffn, L_dense, L_moe, L_rec, P, T, V, b_w, d, d_rk,
     d_rv, k_top, n_rk, n_rv, n_seq,
 )
 
@@ -197,7 +197,7 @@ moe_all_to_all = sp.Piecewise(
 eta_attention = eta_a * T / (T + T_a)
 #: attention scores and values of n_seq sequences of T tokens, heads split K_d ways, s
 t_attention = (n_seq * D.flops_attention * (T + T_a) / (K_d * eta_a * T * P_a)
-               + (L_full + L_win) * t_kern)
+               + D.L_attn * t_kern)
 
 #: the recurrent layers' mixing kernel (chunked gated delta rule or selective scan) of n_seq
 #: sequences: kvmath.derive.kv.flops_recurrent at the attention kernel's asymptotic efficiency
@@ -211,7 +211,7 @@ t_recurrent_mix = (n_seq * D.flops_recurrent / (K_d * eta_a * P_a)
 t_lm_head = gemm(n_seq, d, V / K_d)
 
 # ---------------------------------------------------------------- whole model
-L_all = L_full + L_win
+L_all = D.L_attn
 
 
 def _model(attn_proj, rope_elements):

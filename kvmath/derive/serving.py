@@ -24,7 +24,7 @@ import sympy as sp
 from kvmath.derive import symcache as C
 from kvmath.derive import kv as D
 from kvmath.derive import prefill as DP
-from kvmath.derive.symbols import (B, B_hbm, E, K, K_e, L_full, L_win, N_lin, N_tot, N_xs, P, T, V,
+from kvmath.derive.symbols import (B, B_hbm, E, K, K_e, L_win, N_lin, N_tot, N_xs, P, T, V,
                       b_dec, b_w, c_hit, d, eta, n_new, n_seq, t_lat, t_req, tied, x_split)
 
 # ------------------------------------------------------------------ overlap (CachedAttention)
@@ -40,7 +40,7 @@ load_time, forward_time = sp.symbols("load_time forward_time", nonnegative=True)
 ttft_serial_pipe = t_lat + c_hit * T + load_time + forward_time
 #: time to first token, the load and the forward pipelined over the L layers, s
 ttft_pipeline = (t_lat + c_hit * T + sp.Max(load_time, forward_time)
-                 + sp.Min(load_time, forward_time) / (L_full + L_win))
+                 + sp.Min(load_time, forward_time) / D.L_attn)
 
 # ------------------------------------------------------------------ split (Cake)
 #: KV bytes each GPU loads for the history's tokens x..T
@@ -68,7 +68,7 @@ B_chunked = D.bandwidth_at_size
 #: reload (its fixed cost, the connector per loaded token, the transfer in chunks), s
 t_reload_busy = t_req + D.t_reload
 #: reload minus marginal recompute in a busy server (beyond the free tokens, full attention)
-busy_advantage = sp.expand((t_reload_busy - (D.t_compute - D.t_compute.subs(T, p_free)))
+busy_advantage = sp.expand(D.dense(t_reload_busy - (D.t_compute - D.t_compute.subs(T, p_free)))
                            .subs(L_win, 0))
 
 # ------------------------------------------------------------------ decode at a batch

@@ -15,11 +15,23 @@ d = sp.Symbol("d", **_pos_int)  #: hidden size
 L_full = sp.Symbol("L_full", **_nonneg_int)  #: layers with full (global) attention
 L_win = sp.Symbol("L_win", **_nonneg_int)  #: layers with a sliding window
 W = sp.Symbol("W", **_pos_int)  #: sliding window, tokens
+L_chunk = sp.Symbol("L_chunk", **_nonneg_int)  #: layers with chunked local attention (Llama 4)
+C_ch = sp.Symbol("C_ch", **_pos_int)  #: attention chunk of a chunked-local layer, tokens
 n_q = sp.Symbol("n_q", **_pos_int)  #: query heads
 d_qk = sp.Symbol("d_qk", **_pos_int)  #: query/key width per head (MLA: nope + rope)
 d_v = sp.Symbol("d_v", **_pos_int)  #: value width per head
 e_kv = sp.Symbol("e_kv", **_pos_int)  #: KV elements stored per token per layer, whole model
 b_kv = sp.Symbol("b_kv", positive=True)  #: bytes per KV element (bf16 2, fp8 1)
+#: elements a layer caches per token beside its KV (a sparse model's indexer keys), 0 for most
+e_aux = sp.Symbol("e_aux", nonnegative=True)
+b_aux = sp.Symbol("b_aux", positive=True)  #: bytes per element of that cache (its scales included)
+# sparse attention (DeepSeek Sparse Attention): a lightning indexer scores every earlier token
+# for each query, and the query attends only to the k_sel best
+H_I = sp.Symbol("H_I", nonnegative=True)  #: the indexer's heads (0: no indexer)
+d_I = sp.Symbol("d_I", nonnegative=True)  #: the indexer's head width
+k_sel = sp.Symbol("k_sel", positive=True)  #: keys a sparse layer's query attends (a dense layer: more than any prompt)
+d_qs = sp.Symbol("d_qs", positive=True)  #: query/key width per head of a sparse layer's attention
+d_vs = sp.Symbol("d_vs", positive=True)  #: value width per head of a sparse layer's attention
 rho = sp.Symbol("rho", positive=True)  #: copies of the KV held across the TP group
 N_lin = sp.Symbol("N_lin", positive=True)  #: active matmul parameters in the blocks
 N_tot = sp.Symbol("N_tot", positive=True)  #: all parameters (weights read once per prefill)
@@ -138,6 +150,15 @@ MEANING = {
     b_st: ("bytes per recurrent-state element", "B"),
     B_state: ("per-GPU reload rate of a recurrent state", "B/s"),
     W: ("sliding-window length", "tokens"),
+    L_chunk: ("layers with chunked local attention", "layers"),
+    C_ch: ("attention chunk of a chunked-local layer", "tokens"),
+    e_aux: ("elements cached per token per layer beside the KV (an indexer's keys)", "elements"),
+    b_aux: ("bytes per element of that cache, scales included", "B"),
+    H_I: ("heads of a sparse layer's lightning indexer", "heads"),
+    d_I: ("head width of the lightning indexer", "elements"),
+    k_sel: ("keys a sparse layer's query attends (top-k)", "tokens"),
+    d_qs: ("query/key width per head of sparse attention", "elements"),
+    d_vs: ("value width per head of sparse attention", "elements"),
     n_q: ("query heads", "heads"),
     d_qk: ("query/key width per head", "elements"),
     d_v: ("value width per head", "elements"),

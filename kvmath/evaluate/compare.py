@@ -37,8 +37,14 @@ def crossings(values):
 
     values: every symbol of t_advantage except T. Each smooth piece of the
     advantage is a quadratic in T whose roots are closed-form; a root counts
-    if it lies in its piece.
+    if it lies in its piece. A model with chunked-local layers or sparse attention
+    (kvmath.derive.kv.dense: its pieces are not quadratics) has its roots found numerically,
+    up to the model's context window or a million tokens.
     """
+    if values.get("L_chunk", 0) or values.get("H_I", 0):
+        adv = fn("t_advantage")
+        return numeric_crossings(lambda t: adv.take({**values, "T": t}),
+                                 max(1e6, float(values.get("max_context_tokens", 0))))
     roots = []
     for name, coeffs, checks in _regime_fns():
         a2, a1, a0 = (float(c.take(values)) for c in coeffs)

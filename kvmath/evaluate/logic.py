@@ -38,10 +38,12 @@ PARTS = ["gemm_s", "nongemm_s", "attention_s", "allreduce_s", "moe_s", "lm_head_
 DEFAULT_IMBALANCE = 1.0
 #: bytes per activation element (BF16 activations)
 BYTES_ACT = 2.0
+#: the keys a dense layer's query may attend (more than any prompt: every earlier one)
+DENSE_KEYS = 1e18
 #: symbols an attention family does not set, at values that make its terms vanish or harmless
 #: (each family's own fields replace them: kvmath.derive.attention)
 FAMILY_SYMBOL_DEFAULTS = {"n_kv": 1, "d_h": 1, "r_kv": 1, "d_rope": 1, "d_nope": 1, "r_q": 0,
-                          "d_v": 1}
+                          "d_v": 1, "H_I": 0, "d_I": 0, "k_sel": DENSE_KEYS}
 #: KV element types a codec's measured ratio is against (CacheGen encodes 16-bit KV)
 CODEC_KV_DTYPES = ["bf16", "fp16"]
 #: the tier a prefix still in GPU memory is "loaded" from: no hop, no connector
@@ -57,7 +59,8 @@ SHAPE_FIELDS = ["attention", "layers", "window_layers", "window", "hidden_size",
                 "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "q_lora_rank",
                 "intermediate_size", "moe_intermediate_size", "num_experts", "experts_per_token",
                 "shared_experts", "dense_layers", "vocab_size", "tie_word_embeddings",
-                "weight_dtype", "kv_dtype"]
+                "weight_dtype", "kv_dtype", "chunk_layers", "chunk_tokens", "index_n_heads",
+                "index_head_dim", "index_topk", "aux_kv_dtype"]
 
 
 # ------------------------------------------------------------------ small rules
@@ -87,7 +90,9 @@ def shape_key(model):
         model.kv_lora_rank, model.qk_rope_head_dim, model.qk_nope_head_dim, model.v_head_dim,
         model.q_lora_rank, model.intermediate_size, model.moe_intermediate_size,
         model.num_experts, model.experts_per_token, model.shared_experts, model.dense_layers,
-        model.vocab_size, model.tie_word_embeddings, model.weight_dtype, model.kv_dtype]])
+        model.vocab_size, model.tie_word_embeddings, model.weight_dtype, model.kv_dtype,
+        model.chunk_layers, model.chunk_tokens, model.index_n_heads, model.index_head_dim,
+        model.index_topk, model.aux_kv_dtype]])
 
 
 def sign(x):
@@ -100,11 +105,34 @@ def sign(x):
 
 
 def dense_flops(gpu, dtype):
-    """The GPU's dense peak FLOP/s in the compute dtype."""
-    value = gpu.fp8_dense_flops if dtype == "fp8" else gpu.bf16_dense_flops
+    """The GPU's dense peak FLOP/s in the compute dtype (its gpus.csv field: DATA.peak_fields);
+    ScenarioError naming the row and field when it cannot compute in it (an empty peak: no such
+    tensor cores)."""
+    if dtype not in DATA.peak_fields:
+        raise ScenarioError(f"unknown compute dtype {dtype!r}; expected one of "
+                            f"{', '.join(list(DATA.peak_fields))}")
+    name = DATA.peak_fields[dtype]
+    value = field(gpu, name)
     if value is None:
-        raise ScenarioError(f"GPU {gpu.name} has no {dtype} tensor-core peak")
+        where = DATA.gpu_rows.get(gpu.name, f"GPU row {gpu.name!r}")
+        raise ScenarioError(f"{where}, field '{name}': empty, so GPU {gpu.name} cannot compute "
+                            f"in {dtype} (it has no {dtype} tensor cores); expected a GPU with a "
+                            f"{name} peak for --compute-dtype {dtype}")
     return value
+
+
+def tier_exists_on(tier, gpu_name):
+    """Whether a tier exists on a GPU: every tier but those of one GPU family (tiers.csv gpus: a
+    Grace tray's memory, a peer over NVLink, CXL behind an x86 host)."""
+    return len(tier.gpus) == 0 or gpu_name in tier.gpus
+
+
+def check_tier_gpu(tier, gpu):
+    """ScenarioError when a tier that exists on some GPUs only is asked of another."""
+    if not tier_exists_on(tier, gpu.name):
+        raise ScenarioError(f"tier {tier.name} exists only on GPU(s) {', '.join(tier.gpus)} "
+                            f"(tiers.csv, field 'gpus'), not on {gpu.name}: its hops are those "
+                            "GPUs' own links")
 
 
 def compute_efficiency(gpu, compute_dtype, efficiency=None):
@@ -163,9 +191,9 @@ def stores_once(eng, model, tp=1, node_gpus=1, platform="cuda"):
 
 def copies_span_layers(eng, v):
     """Whether one copy carries every layer: engines.csv says always, never, or for uniform
-    models only (no sliding-window hybrid: vLLM allocates cross-layer blocks only when every
-    layer has the same KV layout)."""
-    hybrid = v["L_win"] > 0 and v["L_full"] > 0
+    models only (no sliding-window or chunked-local hybrid: vLLM allocates cross-layer blocks
+    only when every layer has the same KV layout)."""
+    hybrid = (v["L_win"] > 0 or v["L_chunk"] > 0) and v["L_full"] > 0
     return eng.copy_spans_layers == "always" or (eng.copy_spans_layers == "uniform" and not hybrid)
 
 
@@ -215,8 +243,10 @@ def model_values(model, kv_dtype=None, weight_dtype=None, own=None):
     fam = DATA.families[model.attention]
     v = {
         "d": model.hidden_size, "n_q": model.num_attention_heads,
-        "L_full": model.layers - model.window_layers - model.recurrent_layers,
+        "L_full": (model.layers - model.window_layers - model.chunk_layers
+                   - model.recurrent_layers),
         "L_win": model.window_layers, "L_rec": model.recurrent_layers,
+        "L_chunk": model.chunk_layers, "C_ch": model.chunk_tokens or 1,  # irrelevant at L_chunk 0
         "n_rk": model.recurrent_key_heads or 0, "n_rv": model.recurrent_value_heads or 0,
         "d_rk": model.recurrent_key_head_dim or 0, "d_rv": model.recurrent_value_head_dim or 0,
         "k_conv": model.recurrent_conv_kernel or 0,
@@ -228,6 +258,8 @@ def model_values(model, kv_dtype=None, weight_dtype=None, own=None):
         "L_moe": model.layers - model.dense_layers, "V": model.vocab_size,
         "tied": 1 if model.tie_word_embeddings else 0,
         "b_w": DATA.dtype_bytes[weight_dtype or model.weight_dtype],
+        # what a layer caches beside its KV (a sparse model's indexer keys): its format's bytes
+        "b_aux": DATA.dtype_bytes[model.aux_kv_dtype] if model.aux_kv_dtype else 1,
     }
     v.update(FAMILY_SYMBOL_DEFAULTS)
     fields = fam["fields"]
@@ -240,6 +272,7 @@ def model_values(model, kv_dtype=None, weight_dtype=None, own=None):
             if sym in v:
                 v[sym] = own[sym]
     v["e_kv"] = formula("attention." + model.attention + ".e_kv", v)
+    v["e_aux"] = formula("attention." + model.attention + ".aux_elements", v)
     v["b_kv"] = kv_element_bytes(kv_dtype or model.kv_dtype,
                                  formula("attention." + model.attention + ".head_elements", v))
     v["N_lin"] = float(formula("attention." + model.attention + ".params_active_matmul", v))
@@ -331,8 +364,9 @@ def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype
                 compute_dtype = "fp8"
             else:
                 compute_dtype = "bf16"
-        if compute_dtype == "fp8" and DATA.dtype_bytes[weight_dtype] > 1:
-            weight_dtype = "fp8"  # fp8 compute reads fp8 weights
+        if (compute_dtype == "fp8" or compute_dtype == "nvfp4") \
+                and DATA.dtype_bytes[weight_dtype] > DATA.dtype_bytes[compute_dtype]:
+            weight_dtype = compute_dtype  # fp8 compute reads fp8 weights, nvfp4 NVFP4 ones
         kv = kv_dtype or (served.kv_dtype if served is not None else model.kv_dtype)
 
         # experts spread wider than attention: each attention group serves its own requests
@@ -520,6 +554,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     """
     if tp is not None and tp < 1:
         raise ScenarioError(f"--tp must be a positive integer, got {tp}")
+    check_tier_gpu(tier, gpu)
     eng = engine if engine is not None else DATA.engines[DEFAULT_ENGINE]
     if layout is None:
         layout = choose_layout(model, gpu, tokens, tp, ep, batch, compute_dtype, kv_dtype,
@@ -541,7 +576,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
             and not latent(model)
         v["c_tok"] = eng.copy_tokens
         v["c_split"] = 2.0 if split else 1.0
-        v["c_lay"] = float(v["L_full"] + v["L_win"]) if spans else 1.0
+        v["c_lay"] = float(v["L_full"] + v["L_win"] + v["L_chunk"]) if spans else 1.0
         copy = float(formula("derive.copy_bytes", v))
     path = path_values(tier, gpu, layout.tp, v["rho"], v["n_c"], eng, copy, once, stored, own)
     hops = path[2]
@@ -1181,7 +1216,7 @@ def band(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
     ends = [hidden, hidden]
     if len(hops) > 0 and v["o_lay"]:
         kv = nominal["kv_bytes_per_gpu"]
-        layers = v["L_full"] + v["L_win"]
+        layers = v["L_full"] + v["L_win"] + v["L_chunk"]
         ends = [v["o_lay"] * min(kv / b_hi, step_lo) * (1 - 1 / layers),
                 v["o_lay"] * min(kv / b_lo, step_hi) * (1 - 1 / layers)]
     ttft_reload = [reload[0] + hit_add + hidden - ends[0], reload[1] + hit_add + hidden - ends[1]]

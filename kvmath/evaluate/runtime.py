@@ -196,9 +196,9 @@ DATA = _Data()
 def portable_data():
     """Every bundled table the scenario logic reads, keyed by name, in shapes both languages
     index alike (string keys, rows as records); the page's kvcalc-data.js is this as JSON."""
-    from kvmath.tables.rows import (ENGINE_COST_PARAMETERS, DTYPE_BYTES, allreduce_figures,
-                                    bundled, deployments, engine_costs, engines,
-                                    fitted_parameters, plan_defaults)
+    from kvmath.tables.rows import (ENGINE_COST_PARAMETERS, DTYPE_BYTES, PEAK_FIELDS,
+                                    allreduce_figures, bundled, deployments, engine_costs,
+                                    engines, fitted_parameters, plan_defaults, row_location)
     from kvmath.tables.schema import table
     cat = bundled()
     deps = {}
@@ -218,6 +218,9 @@ def portable_data():
         "engine_cost_parameters": list(ENGINE_COST_PARAMETERS),
         "prefill_fit": fitted_parameters(),
         "allreduce": {g: list(f) for g, f in allreduce_figures().items()},
+        "peak_fields": dict(PEAK_FIELDS),
+        # where each bundled GPU is, for an error that names its row
+        "gpu_rows": {n: "{}, row {}".format(*row_location("gpus", n)) for n in cat.gpus},
         "families": {n: {"replicated_latent": f.replicated_latent, "fields": dict(f.fields),
                          "derived": list(f.derived)} for n, f in FAMILIES.items()},
     }

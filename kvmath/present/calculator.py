@@ -34,7 +34,7 @@ from kvmath.evaluate.logic import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, PREFILL_MO
 from kvmath.evaluate.runtime import portable_data
 from kvmath.scenario.options import calculator_options
 from kvmath.tables.schema import data_path
-from kvmath.tables.rows import bundled, codecs, pool_tiers
+from kvmath.tables.rows import PROJECTION, bundled, codecs, pool_tiers
 from kvmath.present.format import TIE_SPEEDUP, _TIME_UNITS
 from kvmath.version import version_info
 
@@ -116,15 +116,31 @@ def plain(x):
     return x
 
 
+def calculator_gpus(cat=None):
+    """The GPUs the page offers: every bundled one but the projections (announced parts, which
+    the command line evaluates only with --allow-projection)."""
+    cat = cat or bundled()
+    return {n: g for n, g in cat.gpus.items() if g.kind != PROJECTION}
+
+
+def calculator_tiers(cat=None):
+    """The tiers the page offers: the node's (a tier of one GPU family, such as a Grace tray's
+    memory, is refused on another GPU by the logic, as on the command line) and the bundled
+    pools (pool:NAME), none over a projection link."""
+    cat = cat or bundled()
+    return {n: t for n, t in {**cat.tiers, **pool_tiers()}.items()
+            if all(cat.links[h.link].kind != PROJECTION for h in t.hops if h.link in cat.links)}
+
+
 def scenario_data(cat=None):
     """What the page reads: the tables as the logic reads them ("logic"), the rows a reader
     picks ("rows": models, GPUs, tiers with the bundled pools as pool:NAME, codecs), the bands'
     measured factors, and the form's fields, choices and words."""
     cat = cat or bundled()
-    tiers = {**cat.tiers, **pool_tiers()}
     return {
         "logic": plain(portable_data()),
-        "rows": {"models": plain(cat.models), "gpus": plain(cat.gpus), "tiers": plain(tiers),
+        "rows": {"models": plain(cat.models), "gpus": plain(calculator_gpus(cat)),
+                 "tiers": plain(calculator_tiers(cat)),
                  "codecs": plain(codecs())},
         "bands": plain(band_data()),
         # the form's TP choices: the degrees each model's heads allow

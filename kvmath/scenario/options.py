@@ -201,9 +201,11 @@ OPTIONS = (
            "hops, at most the node's GPUs / TP, instead of --resume-rate (default without "
            "either: every replica reloading at once, the worst case)", (COMPARE,), metavar="N",
            label="replicas reloading at once"),
-    Option("compute-dtype", choice("bf16", "fp8"), "dtype of the prefill matmuls (default: the "
-           "deployment's for the model and GPU, else fp8 only for fp8 weights; fp8 reads fp8 "
-           "weights)", (COMPARE, REUSE, TIERS), label="compute dtype"),
+    Option("compute-dtype", choice("bf16", "fp8", "nvfp4"), "dtype of the prefill matmuls "
+           "(default: the deployment's for the model and GPU, else fp8 only for fp8 weights; fp8 "
+           "reads fp8 weights and nvfp4, on a GPU with FP4 tensor cores, NVFP4 weights: its GEMMs "
+           "at the GPU's measured FP8 fraction of the FP4 peak, an assumption)",
+           (COMPARE, REUSE, TIERS), label="compute dtype"),
     Option("bandwidth", POSITIVE, "effective reload bandwidth per GPU in GB/s, after all "
            "efficiency factors (overrides the tier's path and the engine)", (COMPARE,),
            unit="GB/s", metavar="GBPS", label="reload bandwidth per GPU (GB/s)"),
@@ -216,6 +218,9 @@ OPTIONS = (
            default="calibrated", label="prefill model"),
     Option("allow-beyond-context", FLAG, "evaluate prompts longer than the model's context "
            "window", (COMPARE,), default=False, label="beyond the context window"),
+    Option("allow-projection", FLAG, "evaluate rows of kind projection (announced parts: "
+           "gpus.csv rubin, links such as cxl-gen6-x8) as a what-if; without it a command "
+           "refuses them, and with it the output names each one used", COMMANDS, default=False),
     Option("pause", TEXT, _PAUSE, (REUSE, TIERS), path=True, default=DEFAULT_PAUSE),
     Option("gpu-price", POSITIVE, "price of a GPU-hour (default: the GPU's own dated list price, "
            "gpu_prices.csv)", (REUSE, TIERS, FLEET), unit="USD/GPU-hour", metavar="USD_PER_GPU_HOUR"),

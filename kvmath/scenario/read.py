@@ -19,7 +19,7 @@ else:  # pragma: no cover - Python 3.10
 from kvmath.scenario.options import BY_KEY, apply_defaults, check_toml, keys, missing, needless, required_message
 from kvmath.errors import UsageError
 from kvmath.tables.schema import regular_file
-from kvmath.tables.rows import DataError
+from kvmath.tables.rows import DataError, allow_projections
 
 #: every key a scenario may hold: the options of kvmath.scenario.options with a TOML key
 KEYS = tuple(sorted(k for k, o in BY_KEY.items() if o.toml))
@@ -124,4 +124,7 @@ def read_scenario(args, command):
     if alone is not None:
         raise UsageError(f"--{alone.name} needs --{alone.needs}: without it the option has "
                          "nothing to act on")
-    return apply_defaults(args, command)
+    args = apply_defaults(args, command)
+    # projection rows: refused unless asked for, and then recorded for the output to name
+    allow_projections(bool(getattr(args, "allow_projection", False)))
+    return args

@@ -23,6 +23,7 @@ class FamilyInfo:
     required: tuple  #: fields that must hold a positive integer
     divides: tuple  #: (part, whole): a field that must divide another, or ()
     replicated_latent: bool  #: its KV is one tensor every rank holds whole
+    aux: bool = False  #: its layers cache more than the KV (a sparse model's indexer keys)
 
     def kind(self, n_q, n_kv):
         """The name a model of this family goes by: GQA by heads (MHA, GQA, MQA), else the title."""

@@ -6,10 +6,13 @@ across fields (``check``) and derived properties.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from pathlib import Path
 
+from kvmath.errors import InputError
 from kvmath.tables.families import family
 from kvmath.tables.schema import DataError, FieldError, Row, UnknownName, data_path, package, read, resource, table
 
@@ -28,8 +31,37 @@ def _at_most(row, name, limit):
         raise FieldError(name, f"expected at most {limit} ({getattr(row, limit)})")
 
 
+#: the gpus.csv field holding a GPU's dense peak in each compute dtype (--compute-dtype)
+PEAK_FIELDS = {"bf16": "bf16_dense_flops", "fp8": "fp8_dense_flops", "nvfp4": "fp4_dense_flops"}
+#: the kind of a row that describes an announced part: refused unless asked for (--allow-projection)
+PROJECTION = "projection"
+
+
+def row_location(table_name, name):
+    """(path, row) of a bundled row by its name (row 1 = first data row); (None, None) when the
+    name is not bundled (a user's own file)."""
+    names = list(table(table_name))
+    if name not in names:
+        return None, None
+    return data_path(resource(table_name)["path"]), names.index(name) + 1
+
+
+def _where(table_name, name):
+    path, row = row_location(table_name, name)
+    return f"{path}, row {row}" if path else f"{resource(table_name)['title']} row {name!r}"
+
+
 class Gpu(Row, table="gpus"):
-    """A GPU (gpus.csv); its peak in a compute dtype is kvmath.evaluate.logic.dense_flops."""
+    """A GPU (gpus.csv); its peak in a compute dtype is kvmath.evaluate.logic.dense_flops (the
+    gpus.csv field of each dtype: :data:`PEAK_FIELDS`)."""
+
+    def check(self):
+        links = table("links")
+        for f in ("host_link", "host_memory_link"):
+            link = links.get(getattr(self, f))
+            if link is not None and link.kind == PROJECTION and self.kind != PROJECTION:
+                raise FieldError("kind", f"expected {PROJECTION}: its {f} {link.name} is a "
+                                 f"projection, so the GPU cannot be {self.kind}")
 
 
 class Link(Row, table="links"):
@@ -50,12 +82,20 @@ class TierRow(Row, table="tiers"):
         if self.hop not in (GPU_HOST_LINK, GPU_HOST_MEMORY, *table("links")):
             raise FieldError("hop", f"unknown link {self.hop!r}; expected one of "
                              f"{', '.join(sorted(table('links')))}, {GPU_HOST_LINK} or {GPU_HOST_MEMORY}")
+        for name in (n for n in self.gpu_names if n not in table("gpus")):
+            raise FieldError("gpus", f"unknown GPU {name!r}; expected names of gpus.csv "
+                             f"separated by ; ({', '.join(sorted(table('gpus')))}) or empty "
+                             "(every GPU)")
+
+    @property
+    def gpu_names(self):
+        return tuple(n.strip() for n in (self.gpus or "").split(";") if n.strip())
 
 
 class Model(Row, table="models"):
     def check(self):
         fam = family(self.attention)  # the schema's enum holds the registry's names (a test checks)
-        _need(self, True, fam.required, f"a positive integer for attention {self.attention}")
+        _need(self, True, fam.required, f"a value for attention {self.attention}")
         if fam.divides:
             part, whole = fam.divides
             if getattr(self, whole) % getattr(self, part):
@@ -63,10 +103,20 @@ class Model(Row, table="models"):
                                  f"{part} ({getattr(self, part)})")
         _at_most(self, "window_layers", "layers")
         _at_most(self, "dense_layers", "layers")
-        if self.window_layers + self.recurrent_layers > self.layers:
-            raise FieldError("recurrent_layers", f"window_layers ({self.window_layers}) and "
-                             f"recurrent_layers ({self.recurrent_layers}) exceed layers "
-                             f"({self.layers})")
+        if self.window_layers + self.chunk_layers + self.recurrent_layers > self.layers:
+            raise FieldError("recurrent_layers", f"window_layers ({self.window_layers}), "
+                             f"chunk_layers ({self.chunk_layers}) and recurrent_layers "
+                             f"({self.recurrent_layers}) exceed layers ({self.layers})")
+        _need(self, self.chunk_layers, ("chunk_tokens",), "tokens when chunk_layers > 0")
+        if self.aux_kv_dtype and self.aux_kv_dtype not in table("dtypes"):
+            raise FieldError("aux_kv_dtype", f"unknown format {self.aux_kv_dtype!r}; expected one "
+                             f"of {', '.join(sorted(table('dtypes')))} or empty")
+        if self.aux_kv_dtype and not fam.aux:
+            raise FieldError("aux_kv_dtype", f"expected empty: attention {self.attention} caches "
+                             "nothing beside its KV")
+        if fam.aux is False and (self.index_n_heads or self.index_head_dim or self.index_topk):
+            raise FieldError("index_n_heads", f"expected empty: attention {self.attention} has no "
+                             "indexer (index_* fields belong to attention dsa)")
         _need(self, self.recurrent_layers, ("recurrent_key_heads", "recurrent_value_heads",
                                             "recurrent_key_head_dim", "recurrent_value_head_dim",
                                             "recurrent_conv_kernel"),
@@ -102,6 +152,11 @@ class Node(Row, table="nodes"):
         if drive and self.nvme_drive_bytes != drive.capacity_bytes:
             raise FieldError("nvme_drive_bytes", f"expected the capacity of drive {self.drive!r} "
                              f"({drive.capacity_bytes:g}), got {self.nvme_drive_bytes:g}")
+        for what, row in (("gpu", table("gpus").get(self.gpu)), ("drive", drive),
+                          ("nvme_drive_link", table("links").get(self.nvme_drive_link))):
+            if row is not None and row.kind == PROJECTION and self.kind != PROJECTION:
+                raise FieldError("kind", f"expected {PROJECTION}: its {what} {row.name} is a "
+                                 f"projection, so the node cannot be {self.kind}")
 
 
 class Pool(Row, table="pools"):
@@ -274,6 +329,11 @@ class Measurement(Row, table="validation"):
         if self.kv_dtype and self.kv_dtype not in table("dtypes"):
             raise FieldError("kv_dtype", f"unknown KV format {self.kv_dtype!r}; expected one of "
                              f"{', '.join(sorted(table('dtypes')))} or empty (the model row's)")
+        for f, name in (("gpu", "gpus"), ("link", "links")):  # a measurement of a real part
+            row = table(name).get(getattr(self, f))
+            if row is not None and row.kind == PROJECTION:
+                raise FieldError(f, f"{row.name} is a projection (an announced part): a "
+                                 "measurement names a part that was measured")
 
 
 def validation_model_path(name):
@@ -313,6 +373,9 @@ class Tier:
     name: str
     description: str
     hops: tuple[Hop, ...]
+    #: the GPUs the tier exists on (tiers.csv gpus); empty: every GPU
+    #: (kvmath.evaluate.logic.tier_exists_on)
+    gpus: tuple = ()
 
 
 def node_nvme_tier(node):
@@ -348,11 +411,16 @@ def pool_tiers():
     return {f"pool:{p.name}": pool_tier(p, p.gpu_nodes) for p in pools().values()}
 
 
-def tiers_of(rows):
-    """Tiers from tiers.csv rows: hops in file order."""
+def tiers_of(rows, path=None):
+    """Tiers from tiers.csv rows: hops in file order; a tier's GPUs from its rows (given once,
+    or the same on each)."""
     out = {}
-    for r in rows:
-        t = out.setdefault(r.tier, Tier(r.tier, r.description or "", ()))
+    for i, r in enumerate(rows, start=1):
+        t = out.setdefault(r.tier, Tier(r.tier, r.description or "", (), r.gpu_names))
+        if r.gpu_names and r.gpu_names != t.gpus:
+            raise DataError(path or data_path("tiers.csv"), i, "gpus", f"tier {r.tier} names "
+                            f"its GPUs as {';'.join(t.gpus) or 'every GPU'} on an earlier row; "
+                            "expected the same or empty")
         out[r.tier] = replace(t, hops=t.hops + (Hop(r.hop, r.count),))
     return out
 
@@ -419,22 +487,115 @@ def resolve(cls, name_or_path, what=None):
                    f"bundled: {', '.join(sorted(items))}")
 
 
-resolve_model, resolve_node, resolve_engine, resolve_pool = (partial(resolve, c) for c in
-                                                             (Model, Node, Engine, Pool))
-resolve_pause = partial(resolve, Pause, what="pause distribution")
-resolve_codec = partial(resolve, Codec, what="KV codec")
+class ProjectionError(DataError):
+    """A row of kind projection (an announced part) asked for as if measured."""
+
+
+#: the projection rows this context may use: None refuses them (the default, so a name a user
+#: gives never reaches an announced part unasked); a list allows them and records each used,
+#: so the output says so (kvmath.cli.output). Commands set it from --allow-projection
+#: (kvmath.scenario.read.read_scenario); the book's what-ifs use :func:`projections_allowed`.
+_PROJECTIONS = contextvars.ContextVar("kvmath_projections", default=None)
+
+
+def allow_projections(allow):
+    """Refuse projection rows (False) or allow them and record those used (True), in this context."""
+    _PROJECTIONS.set([] if allow else None)
+
+
+@contextlib.contextmanager
+def projections_allowed():
+    """Allow projection rows inside the block; yields the list of those used."""
+    token = _PROJECTIONS.set([])
+    try:
+        yield _PROJECTIONS.get()
+    finally:
+        _PROJECTIONS.reset(token)
+
+
+def projections_used():
+    """The projection rows used since they were allowed, as 'what name (file)' strings."""
+    return list(_PROJECTIONS.get() or ())
+
+
+def _projection(table_name, row, path=None, index=None):
+    """Refuse (ProjectionError naming the file, row and field) or record a projection row."""
+    if row is None or getattr(row, "kind", None) != PROJECTION:
+        return
+    title = resource(table_name)["title"]
+    used = _PROJECTIONS.get()
+    if used is None:
+        if path is None:
+            path, index = row_location(table_name, row.name)
+        raise ProjectionError(path, index, "kind", f"{title} {row.name} is a projection (an "
+                              "announced part: neither measured nor on a shipping part's "
+                              "datasheet); expected a measured or datasheet row, or pass "
+                              "--allow-projection to evaluate it as a what-if")
+    entry = f"{title} {row.name} ({Path(path).name if path else resource(table_name)['path']})"
+    if entry not in used:
+        used.append(entry)
+
+
+def _gpu_projections(gpu, path=None):
+    _projection("gpus", table("gpus").get(gpu.name, gpu) if path is None else gpu, path,
+                1 if path else None)
+    for name in (gpu.host_link, gpu.host_memory_link):
+        _projection("links", table("links").get(name))
+
+
+def tier_projections(tier):
+    """Refuse (or record) the projection links a tier's own hops name."""
+    for hop in tier.hops:
+        _projection("links", table("links").get(hop.link))
 
 
 def resolve_gpu(name_or_path):
-    """A bundled GPU by name, or the single GPU in a CSV file in the bundled format."""
+    """A bundled GPU by name, or the single GPU in a CSV file in the bundled format; a
+    projection (it or its links) is refused unless allowed."""
     cat = bundled()
-    return cat.gpus.get(name_or_path) or _with_efficiency(resolve(Gpu, name_or_path), cat.efficiencies, name_or_path, 1)
+    if name_or_path in cat.gpus:
+        gpu = cat.gpus[name_or_path]
+        _gpu_projections(gpu)
+        return gpu
+    gpu = _with_efficiency(resolve(Gpu, name_or_path), cat.efficiencies, name_or_path, 1)
+    _gpu_projections(gpu, name_or_path)
+    return gpu
+
+
+def resolve_node(name_or_path):
+    """A bundled node by name, or the single node of a CSV file; a projection (it, its GPU, its
+    drive or drive link) is refused unless allowed."""
+    node = resolve(Node, name_or_path)
+    user = name_or_path not in table("nodes")
+    _projection("nodes", node, name_or_path if user else None, 1 if user else None)
+    gpu = table("gpus").get(node.gpu)
+    if gpu is not None:
+        _gpu_projections(gpu)
+    _projection("drives", table("drives").get(node.drive))
+    _projection("links", table("links").get(node.nvme_drive_link))
+    return node
+
+
+def resolve_pool(name_or_path):
+    """A bundled pool by name, or the single pool of a CSV file; its links are checked for
+    projections."""
+    pool = resolve(Pool, name_or_path)
+    for name in (pool.media_link, pool.nic_link, pool.client_link):
+        _projection("links", table("links").get(name))
+    return pool
+
+
+resolve_model, resolve_engine = (partial(resolve, c) for c in (Model, Engine))
+resolve_pause = partial(resolve, Pause, what="pause distribution")
+resolve_codec = partial(resolve, Codec, what="KV codec")
 
 
 def resolve_tier(name):
     if name not in bundled().tiers:
         raise UnknownName(f"unknown tier {name!r}; bundled: {', '.join(sorted(bundled().tiers))}")
-    return bundled().tiers[name]
+    tier = bundled().tiers[name]
+    tier_projections(tier)
+    return tier
 
 
 def transfer_curves(path=None):

@@ -38,7 +38,8 @@ class Family:
     head_elements: sp.Expr
     #: (field that must divide, field it divides): a rule across the row's own fields
     divides: tuple = ()
-    #: extra per-token cache beside the KV, elements per token per layer (an indexer's keys)
+    #: extra per-token cache beside the KV, elements per token per layer (an indexer's keys);
+    #: its bytes per element come from the model row's aux_kv_dtype
     aux_elements: sp.Expr = sp.Integer(0)
     #: fields that must hold a positive integer for this family
     required: tuple = field(default=())
@@ -47,6 +48,7 @@ class Family:
         """What the answer path needs of the family without SymPy (printed into
         kvmath._generated.numeric.FAMILIES): names, fields and rules, no expressions."""
         return {"name": self.name, "title": self.title, "about": self.about,
+                "aux": self.aux_elements != 0,
                 "fields": dict(self.fields), "derived": tuple(self.derived),
                 "required": tuple(self.required), "divides": tuple(self.divides),
                 "replicated_latent": self.replicated_latent}

@@ -25,7 +25,7 @@ FAMILY = Family(
     name="gqa", title="GQA",
     about="a key and a value per KV head per token (MHA: a KV head per query head; MQA: one)",
     fields={"n_kv": "num_key_value_heads", "d_h": "head_dim"},
-    derived={"d_qk": d_h, "d_v": d_h},
+    derived={"d_qk": d_h, "d_v": d_h, "d_qs": d_h, "d_vs": d_h},
     e_kv=2 * n_kv * d_h,
     rho=sp.Max(1, K / n_kv),
     attn_params=attn_params,

@@ -45,7 +45,7 @@ FAMILY = Family(
     about="one compressed latent and one shared RoPE key per token, whole on every rank",
     fields={"r_kv": "kv_lora_rank", "d_rope": "qk_rope_head_dim", "d_nope": "qk_nope_head_dim",
             "d_v": "v_head_dim", "r_q": "q_lora_rank"},
-    derived={"d_qk": d_nope + d_rope},
+    derived={"d_qk": d_nope + d_rope, "d_qs": d_nope + d_rope, "d_vs": d_v},
     e_kv=r_kv + d_rope,
     rho=K,
     attn_params=attn_params,
