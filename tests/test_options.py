@@ -75,10 +75,19 @@ def test_trace_reads_its_options_from_the_scenario(tmp_path):
     after the file."""
     from kvmath.scenario.read import read_scenario
     f = tmp_path / "s.toml"
-    f.write_text('model = "llama-3.1-8b"\npolicy = "ttl"\nttl = 30\nmin_uses = 3\n')
+    f.write_text('model = "llama-3.1-8b"\npolicy = "ttl"\nttl = 30\n')
     args = build_parser().parse_args(["trace", "conversation", "--scenario", str(f)])
     read_scenario(args, O.TRACE)
-    assert (args.policy, args.ttl, args.min_uses) == ("ttl", 30.0, 3)
+    assert (args.policy, args.ttl, args.min_uses) == ("ttl", 30.0, 2)
+    f.write_text('model = "llama-3.1-8b"\npolicy = "selective"\nmin_uses = 3\n')
+    args = build_parser().parse_args(["trace", "conversation", "--scenario", str(f)])
+    read_scenario(args, O.TRACE)
+    assert (args.policy, args.ttl, args.min_uses) == ("selective", 600.0, 3)
+    # an option the file's policy does not use is refused, naming the file (issue 20, F18)
+    f.write_text('model = "llama-3.1-8b"\npolicy = "ttl"\nmin_uses = 3\n')
+    args = build_parser().parse_args(["trace", "conversation", "--scenario", str(f)])
+    with pytest.raises(UsageError, match="--min-uses needs --policy selective"):
+        read_scenario(args, O.TRACE)
     args = build_parser().parse_args(["trace", "conversation", "--model", "llama-3.1-8b"])
     read_scenario(args, O.TRACE)
     assert (args.policy, args.ttl, args.min_uses) == ("lru", 600.0, 2)
@@ -113,6 +122,11 @@ def test_a_files_name_is_checked_only_where_it_is_used(capsys, tmp_path):
       "--pool-writes", "back"], "--pool-writes needs --pool"),
     (["reuse", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "nvme", "--tokens",
       "4096", "--router", "affinity"], "--router needs --nodes"),
+    # a value the option acts on (issue 20, F18): --ttl only under --policy ttl
+    (["trace", "synthetic", "--model", "llama-3.1-8b", "--ttl", "5"],
+     "--ttl needs --policy ttl"),
+    (["trace", "synthetic", "--model", "llama-3.1-8b", "--policy", "lru", "--min-uses", "7"],
+     "--min-uses needs --policy selective"),
 ])
 def test_an_option_given_without_the_one_it_needs_is_refused(capsys, argv, words):
     # it had been ignored without a word (issue 21's review): one line, exit 2

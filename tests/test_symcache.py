@@ -77,3 +77,44 @@ def test_sreprs_round_trip():
     for e in (sp.Max(x, 2) * sp.pi / 3, [sp.Eq(x, 1)], {x: sp.Rational(1, 3)},
               sp.Piecewise((x, x > 2), (0, True)), sp.Float("1.25"), sp.erf(x) - sp.log(x)):
         assert parse_srepr(sp.srepr(e)) == e
+
+
+@pytest.mark.parametrize("text", ["factorial(Integer(100000000))",
+                                  "Pow(Integer(10), Integer(10000000000))",
+                                  "Integer(" + "9" * 40 + ")", "gamma(Integer(10**8))"])
+def test_an_entry_that_would_not_end_is_refused(text):
+    """issue 20: a factorial of 10^8 or 10^(10^10) made the import hang; only the derivations'
+    own arithmetic, with literals of a bounded size, is built."""
+    with pytest.raises(UnsafeCache):
+        parse_srepr(text)
+
+
+@pytest.mark.parametrize("text", ["Symbol('B')", "Integer(5)"])
+def test_an_entry_of_the_wrong_kind_is_recomputed(tmp_path, text):
+    """issue 20: a symbol where solve's list of roots belongs gave a TypeError on import; such an
+    entry is recomputed (a simplify result planted as a list likewise)."""
+    probe = ("import sympy as sp\nfrom kvmath.derive import symcache\nx = sp.Symbol('x')\n"
+             "print(symcache.solve(sp.Eq(x, 2), x))\n")
+    import hashlib
+    x = sp.Symbol("x")
+    key = hashlib.sha256(f"solve{sp.srepr((sp.Eq(x, 2), x))}".encode()).hexdigest()
+    cache = tmp_path / "c"
+    cache.mkdir(mode=0o700)
+    f = cache / f"sympy-{sp.__version__}.json"
+    f.write_text(json.dumps({"format": 1, "sympy": sp.__version__, "entries": {key: text}}))
+    f.chmod(0o600)
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                       env={**os.environ, "KVMATH_CACHE": str(cache)}, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "[2]", r.stderr
+
+
+def test_the_derivations_results_are_made_of_allowed_classes():
+    """Every result the derivations store is built of ALLOWED classes (else it would be
+    refused on reading and recomputed every time)."""
+    import re
+    from kvmath.derive import kv  # noqa: F401 (fills the cache's memory)
+    from kvmath.derive import symcache
+    names = set()
+    for value in symcache._store.values():
+        names |= set(re.findall(r"([A-Za-z_]\w*)\(", sp.srepr(value)))
+    assert names <= set(symcache._CALLABLE), names - set(symcache._CALLABLE)

@@ -331,7 +331,7 @@
     return rho;
   }
 
-  function path_values(tier, gpu, tp, rho = 1.0, concurrent = null, engine = null, copy_bytes = null, read_once = null, stored_once = null, own = null) {
+  function path_values(tier, gpu, tp, rho = 1.0, concurrent = null, engine = null, copy_bytes = null, read_once = null, stored_once = null, own = null, gpu_reloads = 1.0) {
     let eng, hops, b_gpu, n_node, conc, widths;
     eng = ((engine != null) ? engine : R.DATA.engines[DEFAULT_ENGINE]);
     hops = tier_path(tier, gpu, eng, copy_bytes);
@@ -344,19 +344,19 @@
     b_gpu = R.min_of(R.list(R.list(hops).filter((h) => (h.scope === "per-gpu"))).map((h) => h.effective_Bps), null, Infinity);
     n_node = own_value(own, "N_node", gpu.gpus_per_node);
     conc = ((concurrent != null) ? concurrent : default_concurrency(gpu, tp, own));
-    widths = R.list(R.list(hops).filter((h) => (h.scope === "per-node"))).map((h) => Number(R.formula("derive.B_path", ({"B_gpu": b_gpu, "B_node": h.effective_Bps, "K": tp, "n_c": conc, "rho": rho, "rho_n": hop_copies(h, rho, read_once, stored_once), "N_node": n_node}))));
+    widths = R.list(R.list(hops).filter((h) => (h.scope === "per-node"))).map((h) => Number(R.formula("derive.B_path", ({"B_gpu": b_gpu, "B_node": h.effective_Bps, "K": tp, "n_c": conc, "rho": rho, "rho_n": hop_copies(h, rho, read_once, stored_once), "N_node": n_node, "n_g": gpu_reloads}))));
     if ((R.len(widths) === 0)) {
-      widths = [Number(R.formula("derive.B_path", ({"B_gpu": b_gpu, "B_node": Infinity, "K": tp, "n_c": conc, "rho": rho, "rho_n": rho, "N_node": n_node})))];
+      widths = [Number(R.formula("derive.B_path", ({"B_gpu": b_gpu, "B_node": Infinity, "K": tp, "n_c": conc, "rho": rho, "rho_n": rho, "N_node": n_node, "n_g": gpu_reloads})))];
     }
     return [R.min_of(widths, null, undefined), R.sum(R.list(hops).map((h) => h.latency_s)), hops];
   }
 
-  function state_path_rate(hops, n_node, tp, concurrent) {
+  function state_path_rate(hops, n_node, tp, concurrent, gpu_reloads = 1.0) {
     let b_gpu, rates;
     b_gpu = R.min_of(R.list(R.list(hops).filter((h) => (h.scope === "per-gpu"))).map((h) => h.effective_Bps), null, Infinity);
-    rates = R.list(R.list(hops).filter((h) => (h.scope === "per-node"))).map((h) => Number(R.formula("derive.B_path_state", ({"B_gpu": b_gpu, "B_node": h.effective_Bps, "K": tp, "n_c": concurrent, "N_node": n_node}))));
+    rates = R.list(R.list(hops).filter((h) => (h.scope === "per-node"))).map((h) => Number(R.formula("derive.B_path_state", ({"B_gpu": b_gpu, "B_node": h.effective_Bps, "K": tp, "n_c": concurrent, "N_node": n_node, "n_g": gpu_reloads}))));
     if ((R.len(rates) === 0)) {
-      rates = [Number(R.formula("derive.B_path_state", ({"B_gpu": b_gpu, "B_node": Infinity, "K": tp, "n_c": concurrent, "N_node": n_node})))];
+      rates = [Number(R.formula("derive.B_path_state", ({"B_gpu": b_gpu, "B_node": Infinity, "K": tp, "n_c": concurrent, "N_node": n_node, "n_g": gpu_reloads})))];
     }
     return R.min_of(rates, null, undefined);
   }
@@ -375,7 +375,7 @@
     return at;
   }
 
-  function scenario_values(model, gpu, tier, tp = null, bandwidth_Bps = null, efficiency = null, kv_dtype = null, compute_dtype = null, engine = null, concurrent_reloads = null, ep = null, batch = 1, tokens = 1, check_fit = false, layout = null, new_tokens = 1, token_ids = false, codec = null, own = null) {
+  function scenario_values(model, gpu, tier, tp = null, bandwidth_Bps = null, efficiency = null, kv_dtype = null, compute_dtype = null, engine = null, concurrent_reloads = null, ep = null, batch = 1, tokens = 1, check_fit = false, layout = null, new_tokens = 1, token_ids = false, codec = null, own = null, gpu_reloads = null) {
     let eng, v, once, stored, copy, spans, split, path, hops, host_only;
     if (((tp != null) && (tp < 1))) {
       throw new R.ScenarioError(`--tp must be a positive integer, got ${R.fmt(tp, "")}`);
@@ -388,6 +388,7 @@
     check_kv_dtype(gpu, layout.kv_dtype);
     v = deployment_values(model, gpu, layout, efficiency, own);
     v["n_c"] = ((concurrent_reloads != null) ? Number(concurrent_reloads) : default_concurrency(gpu, layout.tp, own));
+    v["n_g"] = ((gpu_reloads != null) ? Number(gpu_reloads) : 1.0);
     once = reads_once(eng, model);
     stored = stores_once(eng, model, layout.tp, v["N_node"], gpu.platform);
     v["rho_n"] = (R.truthy(once) ? 1.0 : v["rho"]);
@@ -401,11 +402,11 @@
       v["c_lay"] = (R.truthy(spans) ? Number(((v["L_full"] + v["L_win"]) + v["L_chunk"])) : 1.0);
       copy = Number(R.formula("derive.copy_bytes", v));
     }
-    path = path_values(tier, gpu, layout.tp, v["rho"], v["n_c"], eng, copy, once, stored, own);
+    path = path_values(tier, gpu, layout.tp, v["rho"], v["n_c"], eng, copy, once, stored, own, v["n_g"]);
     hops = path[2];
     v["B"] = path[0];
     v["t_lat"] = path[1];
-    v["B_state"] = state_path_rate(hops, v["N_node"], layout.tp, v["n_c"]);
+    v["B_state"] = state_path_rate(hops, v["N_node"], layout.tp, v["n_c"], v["n_g"]);
     v["hop_copies"] = R.list(hops).map((h) => ((h.scope === "per-node") ? hop_copies(h, v["rho"], once, stored) : null));
     Object.assign(v, request_cost_values(eng, tier, token_ids));
     v["n"] = Number(new_tokens);
@@ -432,13 +433,14 @@
   }
 
   function concurrent_at_load(values, hops, tokens, resume_rate) {
-    let at, worst, name, busiest, i, h, c, hop_at, u;
+    let at, worst, name, hold, busiest, i, h, c, hop_at, u, gpu_hops, narrow, gpu_at, node, own_links;
     if (!(((resume_rate > 0) && Number.isFinite(resume_rate)))) {
       throw new R.ScenarioError(`--resume-rate must be a positive number, got ${R.fmt(resume_rate, "")}`);
     }
     at = ({...values, "T": Number(tokens), "r": Number(resume_rate)});
     worst = 0.0;
     name = null;
+    hold = 0.0;
     busiest = null;
     for (const [i, h] of R.list(R.enumerate(hops))) {
       c = values["hop_copies"][i];
@@ -450,16 +452,28 @@
       if ((u > worst)) {
         worst = u;
         name = h.link;
+        hold = Number(R.formula("derive.t_node_hop_alone", hop_at));
         busiest = hop_at;
       }
     }
-    if ((busiest == null)) {
-      return 1.0;
+    gpu_hops = R.list(R.list(hops).filter((h) => (h.scope === "per-gpu"))).map((h) => h);
+    narrow = R.min_of(gpu_hops, ((h) => h.effective_Bps), null);
+    gpu_at = null;
+    if ((narrow != null)) {
+      gpu_at = ({...at, "B_gpu": (narrow.effective_Bps * R.get(values, "r_c", 1.0))});
+      u = Number(R.formula("derive.gpu_hop_utilisation", gpu_at));
+      if ((u > worst)) {
+        worst = u;
+        name = (narrow.link + " (each replica's own)");
+        hold = Number(R.formula("derive.t_gpu_hop_alone", gpu_at));
+      }
     }
     if ((worst >= 1)) {
-      throw new R.ScenarioError(`--resume-rate ${R.fmt(resume_rate, "g")}/s saturates ${R.fmt(name, "")}: each reload holds it for ${R.fmt((worst / resume_rate), ".3g")} s, so at most ${R.fmt((resume_rate / worst), ".3g")} reloads per second fit`);
+      throw new R.ScenarioError(`--resume-rate ${R.fmt(resume_rate, "g")}/s saturates ${R.fmt(name, "")}: each reload holds it for ${R.fmt(hold, ".3g")} s, so at most ${R.fmt((resume_rate / worst), ".3g")} reloads per second fit at the node`);
     }
-    return Number(R.formula("derive.concurrent_reloads_at_load", busiest));
+    node = ((busiest == null) ? 1.0 : Number(R.formula("derive.concurrent_reloads_at_load", busiest)));
+    own_links = ((gpu_at == null) ? 1.0 : Number(R.formula("derive.gpu_reloads_at_load", gpu_at)));
+    return [node, own_links];
   }
 
   function calibrated_values(model, gpu, tp = 1, ep = null, dp_attention = false, compute_dtype = "bf16", batch = 1, tp_attn = 1, imbalance = DEFAULT_IMBALANCE, own = null) {
@@ -647,14 +661,17 @@
   }
 
   function load_values(model, gpu, tier, tokens, tp = null, bandwidth_Bps = null, efficiency = null, kv_dtype = null, compute_dtype = null, engine = null, concurrent_reloads = null, ep = null, batch = 1, new_tokens = 1, token_ids = false, resume_rate = null, codec = null, own = null) {
-    let alone, fit_tokens, sv;
+    let alone, gpu_reloads, fit_tokens, loads, sv;
     alone = null;
+    gpu_reloads = null;
     fit_tokens = ((tokens + new_tokens) - 1);
     if ((resume_rate != null)) {
       alone = scenario_values(model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, 1.0, ep, batch, fit_tokens, true, null, new_tokens, token_ids, codec, own);
-      concurrent_reloads = concurrent_at_load(alone[0], alone[1], tokens, resume_rate);
+      loads = concurrent_at_load(alone[0], alone[1], tokens, resume_rate);
+      concurrent_reloads = loads[0];
+      gpu_reloads = loads[1];
     }
-    sv = scenario_values(model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, concurrent_reloads, ep, batch, fit_tokens, true, null, new_tokens, token_ids, codec, own);
+    sv = scenario_values(model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, concurrent_reloads, ep, batch, fit_tokens, true, null, new_tokens, token_ids, codec, own, gpu_reloads);
     return [sv, alone];
   }
 
@@ -720,7 +737,7 @@
     path = [];
     for (const [i, h] of R.list(R.enumerate(hops))) {
       c = v["hop_copies"][i];
-      carried = Number(R.formula("derive.kv_bytes_per_gpu", at));
+      carried = (v["n_g"] * Number(R.formula("derive.kv_bytes_per_gpu", at)));
       if ((c != null)) {
         carried = (v["n_c"] * Number(R.formula("derive.node_bytes", ({...at, "rho_n": c}))));
       }
@@ -733,7 +750,7 @@
     } else if ((concurrent_reloads != null)) {
       load_from = "given";
     }
-    result = ({"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention, "gpus": layout.gpus, "layout_from": layout.reason, "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype, "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": rec_fn[0], "batch": batch, "concurrent_reloads": v["n_c"], "gpus_per_node": v["N_node"], "resume_rate_per_s": resume_rate, "reload_queue_s": queue, "load_from": load_from, "kv_bytes_per_token": Number(R.formula("derive.kv_bytes_per_token", v)), "kv_bytes": Number(R.formula("derive.kv_bytes_total", at)), "kv_bytes_unique": Number(R.formula("derive.kv_bytes_unique", at)), "kv_bytes_per_gpu": Number(R.formula("derive.kv_bytes_per_gpu", at)), "kv_replication": v["rho"], "node_hop_copies": Number(R.formula("derive.node_copies", at)), ...state_keys(model, v, at, layout), "kv_bytes_stored": ((v["rho_s"] * Number(R.formula("derive.kv_bytes_attention", at))) + Number(R.formula("derive.state_bytes", at))), "kv_stored_copies": v["rho_s"], "weights_bytes_per_gpu": fit[1], "hbm_fit_bytes_per_gpu": (hbm_fit_fraction(eng) * own_value(own, "C_hbm", gpu.hbm_capacity_bytes)), "hbm_free_bytes_per_gpu": fit[0], "prefill_flops": Number(R.formula("derive.flops_prefill", at)), "prefill_efficiency": v["eta"], "compute_s": Number(R.formula("derive.t_compute", at)), "weights_read_s": Number(R.formula("derive.t_weights", at)), "recompute_s": recompute, "reload_s": reload, "new_tokens": new_tokens, "token_ids": R.truthy(token_ids), "ttft_recompute_s": ttft_cold, "ttft_reload_s": ttft_hit, "request_s": Number(R.formula("derive.t_request", at)), "request_fixed_s": v["t_req"], "hash_token_s": v["c_hash"], "tokenize_token_s": v["c_tokz"], "hit_token_s": v["c_hit"], "hit_cost_s": (v["c_hit"] * tokens), "engine_costs_calibrated": engine_costs_calibrated(eng), "reload_bandwidth_Bps": (Number.isFinite(v["B"]) ? v["B"] : null), "reload_latency_s": v["t_lat"], "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"], "overlap_hidden_s": Number(R.formula("derive.t_overlap_hidden", at)), "copy_bytes": copy, ...((codec != null) ? codec_keys(codec, v, at) : ({})), "load_kernel": R.and_((R.len(tier.hops) > 0), () => load_kernel(eng, copy, gpu.platform)), "path": path, "winner": ((ttft_hit < ttft_cold) ? "reload" : "recompute"), "speedup": (R.max(ttft_hit, ttft_cold) / R.min(ttft_hit, ttft_cold)), "breakeven_tokens": cross, "min_reload_bandwidth_Bps": min_bw, "model_flops_per_kv_byte": Number(R.formula("derive.model_flops_per_kv_byte", v)), "model_flops_per_kv_byte_at_tokens": Number(R.formula("derive.model_flops_per_kv_byte_at_T", at)), "gpu_flops_per_link_byte": (Number.isFinite(v["B"]) ? Number(R.formula("derive.gpu_flops_per_link_byte", v)) : 0.0)});
+    result = ({"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention, "gpus": layout.gpus, "layout_from": layout.reason, "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype, "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": rec_fn[0], "batch": batch, "concurrent_reloads": v["n_c"], "gpu_reloads": v["n_g"], "gpus_per_node": v["N_node"], "resume_rate_per_s": resume_rate, "reload_queue_s": queue, "load_from": load_from, "kv_bytes_per_token": Number(R.formula("derive.kv_bytes_per_token", v)), "kv_bytes": Number(R.formula("derive.kv_bytes_total", at)), "kv_bytes_unique": Number(R.formula("derive.kv_bytes_unique", at)), "kv_bytes_per_gpu": Number(R.formula("derive.kv_bytes_per_gpu", at)), "kv_replication": v["rho"], "node_hop_copies": Number(R.formula("derive.node_copies", at)), ...state_keys(model, v, at, layout), "kv_bytes_stored": ((v["rho_s"] * Number(R.formula("derive.kv_bytes_attention", at))) + Number(R.formula("derive.state_bytes", at))), "kv_stored_copies": v["rho_s"], "weights_bytes_per_gpu": fit[1], "hbm_fit_bytes_per_gpu": (hbm_fit_fraction(eng) * own_value(own, "C_hbm", gpu.hbm_capacity_bytes)), "hbm_free_bytes_per_gpu": fit[0], "prefill_flops": Number(R.formula("derive.flops_prefill", at)), "prefill_efficiency": v["eta"], "compute_s": Number(R.formula("derive.t_compute", at)), "weights_read_s": Number(R.formula("derive.t_weights", at)), "recompute_s": recompute, "reload_s": reload, "new_tokens": new_tokens, "token_ids": R.truthy(token_ids), "ttft_recompute_s": ttft_cold, "ttft_reload_s": ttft_hit, "request_s": Number(R.formula("derive.t_request", at)), "request_fixed_s": v["t_req"], "hash_token_s": v["c_hash"], "tokenize_token_s": v["c_tokz"], "hit_token_s": v["c_hit"], "hit_cost_s": (v["c_hit"] * tokens), "engine_costs_calibrated": engine_costs_calibrated(eng), "reload_bandwidth_Bps": (Number.isFinite(v["B"]) ? v["B"] : null), "reload_latency_s": v["t_lat"], "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"], "overlap_hidden_s": Number(R.formula("derive.t_overlap_hidden", at)), "copy_bytes": copy, ...((codec != null) ? codec_keys(codec, v, at) : ({})), "load_kernel": R.and_((R.len(tier.hops) > 0), () => load_kernel(eng, copy, gpu.platform)), "path": path, "winner": ((ttft_hit < ttft_cold) ? "reload" : "recompute"), "speedup": (R.max(ttft_hit, ttft_cold) / R.min(ttft_hit, ttft_cold)), "breakeven_tokens": cross, "min_reload_bandwidth_Bps": min_bw, "model_flops_per_kv_byte": Number(R.formula("derive.model_flops_per_kv_byte", v)), "model_flops_per_kv_byte_at_tokens": Number(R.formula("derive.model_flops_per_kv_byte_at_T", at)), "gpu_flops_per_link_byte": (Number.isFinite(v["B"]) ? Number(R.formula("derive.gpu_flops_per_link_byte", v)) : 0.0)});
     return finite(result, `${R.fmt(model.name, "")} on ${R.fmt(gpu.name, "")}`);
   }
 
@@ -799,11 +816,12 @@
   }
 
   function band(model, gpu, tier, tokens, tp = null, bandwidth_Bps = null, efficiency = null, kv_dtype = null, compute_dtype = null, engine = null, concurrent_reloads = null, ep = null, batch = 1, allow_beyond_context = false, prefill = "calibrated", new_tokens = 1, token_ids = false, resume_rate = null, codec = null, own = null, limits = null) {
-    let nominal, layout, conc, sv, v, hops, eng, at, fastest, b_lo, b_hi, spread, quiet, alone, dma, reload, own_fit, e, ideal, floor, lo, hi, f, recompute, missed, step_ratios, k, step, step_lo, step_hi, cold_add, hit_add, ttft_recompute, hidden, ends, kv, layers, ttft_reload, winners, rc, rl, w;
+    let nominal, layout, conc, gpu_reloads, sv, v, hops, eng, at, fastest, b_lo, b_hi, spread, quiet, alone, dma, reload, own_fit, e, ideal, floor, lo, hi, f, recompute, missed, step_ratios, k, step, step_lo, step_hi, cold_add, hit_add, ttft_recompute, hidden, ends, kv, layers, ttft_reload, winners, rc, rl, w;
     nominal = compare(model, gpu, tier, tokens, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, concurrent_reloads, ep, batch, allow_beyond_context, prefill, new_tokens, token_ids, resume_rate, codec, own);
     layout = R.Layout(({"tp": nominal["tp"], "ep": nominal["ep"], "dp_attention": nominal["dp_attention"], "weight_dtype": nominal["weight_dtype"], "compute_dtype": nominal["compute_dtype"], "kv_dtype": nominal["kv_dtype"], "reason": nominal["layout_from"]}));
     conc = nominal["concurrent_reloads"];
-    sv = scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, engine, conc, null, 1, 1, false, layout, 1, false, codec, own);
+    gpu_reloads = nominal["gpu_reloads"];
+    sv = scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, engine, conc, null, 1, 1, false, layout, 1, false, codec, own, gpu_reloads);
     v = sv[0];
     hops = sv[1];
     eng = v["engine"];
@@ -823,12 +841,12 @@
       }
       if (R.truthy(R.or_(eng.writes_overlap, () => eng.copy_batched))) {
         quiet = R.with_fields(eng, ({"writes_overlap": false, "fast_copies": true}));
-        alone = scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, quiet, conc, null, 1, 1, false, layout, 1, false, codec, own)[0];
+        alone = scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, quiet, conc, null, 1, 1, false, layout, 1, false, codec, own, gpu_reloads)[0];
         b_hi = R.max(b_hi, alone["B"]);
         fastest = R.min(fastest, Number(R.formula("derive.t_reload", ({...at, "B": alone["B"]}))));
       }
       if (R.truthy(load_kernel(eng, v["copy_bytes"], gpu.platform))) {
-        dma = scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, R.with_fields(eng, ({"driver_copies": true})), conc, null, 1, 1, false, layout, 1, false, codec, own)[0];
+        dma = scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, R.with_fields(eng, ({"driver_copies": true})), conc, null, 1, 1, false, layout, 1, false, codec, own, gpu_reloads)[0];
         b_lo = R.min(b_lo, dma["B"]);
       }
       reload = [Number(R.formula("derive.t_reload", ({...at, "B": b_hi}))), Number(R.formula("derive.t_reload", ({...at, "B": b_lo})))];

@@ -252,9 +252,23 @@ def _derive_concurrent_reloads_at_load(B_node, C_ch, K, L_chunk, L_full, L_rec, 
     _x3 = _x1*_x2
     return (1 - r*(L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + (b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/B_node)**(-1.0)
 
-def _derive_t_gpu_hop(B_gpu, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho):
+def _derive_t_gpu_hop(B_gpu, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_g, n_rk, n_rv, rho):
+    _x0 = d_rv*n_rv
+    return n_g*(L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_gpu*K)
+
+def _derive_t_gpu_hop_alone(B_gpu, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho):
     _x0 = d_rv*n_rv
     return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_gpu*K)
+
+def _derive_gpu_hop_utilisation(B_gpu, C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, r, rho):
+    _x0 = K**(-1.0)
+    _x1 = d_rv*n_rv
+    return _x0*r*(L_rec*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_gpu*numpy.maximum(1, N_node*_x0))
+
+def _derive_gpu_reloads_at_load(B_gpu, C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, r, rho):
+    _x0 = K**(-1.0)
+    _x1 = d_rv*n_rv
+    return (1 - _x0*r*(L_rec*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_gpu*numpy.maximum(1, N_node*_x0)))**(-1.0)
 
 def _derive_fixed_cost(n_step, t_lat, t_step):
     return n_step*t_step + t_lat
@@ -275,23 +289,23 @@ def _derive_t_suffix(B_hbm, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux,
     _x0 = d_rv*n_rv
     return numpy.maximum(-t_rec_p + t_rec_pn, t_rec_n + (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_hbm*K))
 
-def _derive_t_reload_hops(B_gpu, B_node, C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, c_hit, d_rk, d_rv, e_aux, e_kv, k_conv, n_c, n_rk, n_rv, rho, rho_n, t_0):
+def _derive_t_reload_hops(B_gpu, B_node, C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, c_hit, d_rk, d_rv, e_aux, e_kv, k_conv, n_c, n_g, n_rk, n_rv, rho, rho_n, t_0):
     _x0 = K**(-1.0)
     _x1 = d_rv*n_rv
     _x2 = L_rec*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1))
     _x3 = (b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))
     _x4 = numpy.minimum(K, N_node)
     _x5 = _x0*_x4
-    return T*c_hit + t_0 + numpy.maximum(_x0*(_x2 + _x3*rho)/B_gpu, n_c*(_x2*_x5 + _x3*numpy.minimum(_x5*rho, _x0*rho_n*numpy.maximum(_x4, rho)))/B_node)
+    return T*c_hit + t_0 + numpy.maximum(_x0*n_g*(_x2 + _x3*rho)/B_gpu, n_c*(_x2*_x5 + _x3*numpy.minimum(_x5*rho, _x0*rho_n*numpy.maximum(_x4, rho)))/B_node)
 
-def _derive_B_path(B_gpu, B_node, K, N_node, n_c, rho, rho_n):
+def _derive_B_path(B_gpu, B_node, K, N_node, n_c, n_g, rho, rho_n):
     _x0 = numpy.minimum(K, N_node)
     _x1 = K**(-1.0)
     _x2 = _x1*rho
-    return numpy.minimum(B_gpu, B_node*_x2/(n_c*numpy.minimum(_x0*_x2, _x1*rho_n*numpy.maximum(_x0, rho))))
+    return numpy.minimum(B_gpu/n_g, B_node*_x2/(n_c*numpy.minimum(_x0*_x2, _x1*rho_n*numpy.maximum(_x0, rho))))
 
-def _derive_B_path_state(B_gpu, B_node, K, N_node, n_c):
-    return numpy.minimum(B_gpu, B_node/(n_c*numpy.minimum(K, N_node)))
+def _derive_B_path_state(B_gpu, B_node, K, N_node, n_c, n_g):
+    return numpy.minimum(B_gpu/n_g, B_node/(n_c*numpy.minimum(K, N_node)))
 
 def _derive_dtype_bytes(g_s, n_bits, s_bits):
     return (1/8)*n_bits + (1/8)*s_bits/g_s
@@ -2069,14 +2083,17 @@ FUNCS = {
     'derive.t_node_hop_alone': (_derive_t_node_hop_alone, ('B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 'rho_n')),
     'derive.hop_utilisation': (_derive_hop_utilisation, ('B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho', 'rho_n')),
     'derive.concurrent_reloads_at_load': (_derive_concurrent_reloads_at_load, ('B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho', 'rho_n')),
-    'derive.t_gpu_hop': (_derive_t_gpu_hop, ('B_gpu', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
+    'derive.t_gpu_hop': (_derive_t_gpu_hop, ('B_gpu', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_g', 'n_rk', 'n_rv', 'rho')),
+    'derive.t_gpu_hop_alone': (_derive_t_gpu_hop_alone, ('B_gpu', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
+    'derive.gpu_hop_utilisation': (_derive_gpu_hop_utilisation, ('B_gpu', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho')),
+    'derive.gpu_reloads_at_load': (_derive_gpu_reloads_at_load, ('B_gpu', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho')),
     'derive.fixed_cost': (_derive_fixed_cost, ('n_step', 't_lat', 't_step')),
     'derive.t_step_ideal': (_derive_t_step_ideal, ('B_hbm', 'C_ch', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'b_w', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'eta', 'k_sel', 'n_q', 'n_rv')),
     'derive.t_request': (_derive_t_request, ('T', 'c_hash', 'c_tokz', 'n', 't_req')),
     'derive.t_suffix': (_derive_t_suffix, ('B_hbm', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 't_rec_n', 't_rec_p', 't_rec_pn')),
-    'derive.t_reload_hops': (_derive_t_reload_hops, ('B_gpu', 'B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_c', 'n_rk', 'n_rv', 'rho', 'rho_n', 't_0')),
-    'derive.B_path': (_derive_B_path, ('B_gpu', 'B_node', 'K', 'N_node', 'n_c', 'rho', 'rho_n')),
-    'derive.B_path_state': (_derive_B_path_state, ('B_gpu', 'B_node', 'K', 'N_node', 'n_c')),
+    'derive.t_reload_hops': (_derive_t_reload_hops, ('B_gpu', 'B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'c_hit', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_c', 'n_g', 'n_rk', 'n_rv', 'rho', 'rho_n', 't_0')),
+    'derive.B_path': (_derive_B_path, ('B_gpu', 'B_node', 'K', 'N_node', 'n_c', 'n_g', 'rho', 'rho_n')),
+    'derive.B_path_state': (_derive_B_path_state, ('B_gpu', 'B_node', 'K', 'N_node', 'n_c', 'n_g')),
     'derive.dtype_bytes': (_derive_dtype_bytes, ('g_s', 'n_bits', 's_bits')),
     'derive.B_coded': (_derive_B_coded, ('B_dec', 'B_wire', 'r_c')),
     'derive.B_coded_pipelined': (_derive_B_coded_pipelined, ('B_dec', 'B_wire', 'r_c')),

@@ -34,6 +34,14 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(message)
 
+    def _print_message(self, message, file=None):
+        """As argparse's, but an output that cannot be written (a full disk) is an error, not
+        silently dropped (main reports it and exits nonzero)."""
+        if message:
+            file = file or sys.stdout
+            file.write(message)
+            file.flush()
+
 
 def build_parser():
     """The argument parser, built from the option table of :mod:`kvmath.scenario.options`."""
@@ -110,8 +118,8 @@ def override_note(r):
 def _load_text(r):
     """Where the reloads in flight come from, as the output line says it."""
     if r["load_from"] == "resume rate":
-        return (f"at {r['resume_rate_per_s']:g} resumes/s, sharing adds "
-                f"{fmt_time(r['reload_queue_s'])}")
+        return (f"at {r['resume_rate_per_s']:g} resumes/s, {r['gpu_reloads']:.3g} reload(s) in "
+                f"flight on each replica's own links, sharing adds {fmt_time(r['reload_queue_s'])}")
     if r["load_from"] == "given":
         return "as given"
     return "every replica at once, the worst case; --resume-rate sets a load"
@@ -333,7 +341,8 @@ def _tiers_human(plan):
     if limit is not None:
         lines.append(f"compute: {'feasible' if plan['compute_feasible'] else 'INFEASIBLE'}; "
                      "recomputes outgrow the GPUs above "
-                     + (f"{limit:.3g} resumes/s" if math.isfinite(limit) else "no rate"))
+                     + (f"{limit:.3g} resumes/s" if math.isfinite(limit)
+                        else "no resume rate (the node's own tiers serve every resume)"))
     for t in plan["tiers"]:
         if t["endurance_ok"] is False:
             lines.append(f"endurance: {t['tier']} writes {t['drive_writes_per_day']:.3g} drive "
@@ -539,6 +548,29 @@ def run(argv=None):
 
 def _run(argv=None):
     args = build_parser().parse_args(argv)
+    try:
+        return _command(args)
+    except InputError as exc:
+        raise _from_scenario_file(args, exc) from None
+
+
+def _from_scenario_file(args, exc):
+    """The error, naming the scenario file and key of each option it names (``--tp``) that the
+    file gave, not the command line (a check across options finds it long after the file)."""
+    text = str(exc)
+    path = getattr(args, "scenario", None)
+    if not path or str(path) in text:
+        return exc
+    named = [k for k in getattr(args, "scenario_keys_set", ())
+             if re.search(rf"--{re.escape(k.replace('_', '-'))}\b", text)]
+    if not named:
+        return exc
+    keys = ", ".join(f"'{k}'" for k in named)
+    return ScenarioError(f"{text} ({path}, key{'s' if len(named) > 1 else ''} {keys}: given by "
+                         "the scenario file)")
+
+
+def _command(args):
     if args.command == "list":
         print(_list())
         return 0
@@ -621,6 +653,11 @@ def _stdout_failed(exc):
 
 def main(argv=None):
     import numpy as np
+    if sys.stdout is None:  # started with its output closed (>&-): nothing can be answered
+        if sys.stderr is not None:
+            print("kvmath: error: standard output is closed; nothing can be written",
+                  file=sys.stderr)
+        return 1
     try:
         # a numpy warning is an error inside kvmath (issue 20): it never reaches the terminal,
         # and an answer it would have made (inf, nan) is not printed
@@ -628,6 +665,15 @@ def main(argv=None):
             code = run(argv)
         sys.stdout.flush()
         return code
+    except SystemExit as exc:  # --help, --version, a usage error: argparse printed and left
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            sys.stderr.close()
+            return 0
+        except OSError as err:  # a full disk: the help was not written
+            return _stdout_failed(err)
+        raise exc
     except BrokenPipeError:  # the reader went away (| head): nothing left to say
         sys.stderr.close()
         return 0

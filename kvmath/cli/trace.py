@@ -67,9 +67,9 @@ def analyse(args):
             "drive_writes_per_day", "lifetime_years")
     pauses = stats.pop("pauses")
     try:
-        fit = T.fit_lognormal(pauses)
-    except ValueError:
-        fit = None
+        fit, unfit = T.fit_lognormal(pauses), None
+    except ValueError as e:  # too few pauses, or all equal: no fit, and why
+        fit, unfit = None, str(e)
     return {
         "trace": args.file, "model": model.name, "node": node.name, "tp": tp,
         "policy": args.policy, "writes": args.writes, "requests": trace.n_requests,
@@ -79,7 +79,7 @@ def analyse(args):
         "max_token_hit_rate": stats["max_token_hit_rate"],
         "max_block_hit_rate": stats["max_block_hit_rate"],
         "reuse": {k: v for k, v in stats.items() if k not in ("trace", "requests")},
-        "pause_fit": fit,
+        "pause_fit": fit, "pause_fit_refused": unfit,
         "lru_curve_sample_rate": curve.sample_rate,
         "lru_curve": curve.rows(),
         "token_hit_rate": rep["token_hit_rate"], "block_hit_rate": rep["block_hit_rate"],

@@ -32,7 +32,7 @@ from kvmath.derive.symbols import (
     t_rec_p, t_rec_pn, t_req, t_step, tied, u_hbm, V, W,
 )
 from kvmath.derive.symbols import B_dec, B_wire, g_s, n_bits, r_c, s_bits
-from kvmath.derive.symbols import C_ch, H_I, L_chunk, b_aux, d_I, d_qs, d_vs, e_aux, k_sel
+from kvmath.derive.symbols import C_ch, H_I, L_chunk, b_aux, d_I, d_qs, d_vs, e_aux, k_sel, n_gpu
 
 # ---------------------------------------------------------------- KV size
 #: layers with attention (full, sliding-window and chunked-local): each has projections and a KV
@@ -175,8 +175,17 @@ hop_utilisation = r_res * t_node_hop_alone
 #: mean response of an M/G/1-PS server is t_alone / (1 - u), the time of 1 / (1 - u) equal
 #: sharers (a reload finds u / (1 - u) others in flight on average), replicas
 concurrent_reloads_at_load = 1 / (1 - hop_utilisation)
-#: time of the per-GPU hops: each GPU moves its own bytes, s
-t_gpu_hop = kv_bytes_per_gpu / B_gpu
+#: time of the per-GPU hops: each GPU moves its own bytes, for each of the n_g reloads its
+#: replica has in flight, s
+t_gpu_hop = n_gpu * kv_bytes_per_gpu / B_gpu
+#: one reload's time alone on a replica's per-GPU hops (n_g = 1), s
+t_gpu_hop_alone = t_gpu_hop.subs(n_gpu, 1)
+#: utilisation of a replica's per-GPU hops when r_res reloads per second arrive at the node,
+#: spread over its replicas, each holding the hops for t_gpu_hop_alone, 1
+gpu_hop_utilisation = r_res / default_concurrent_reloads * t_gpu_hop_alone
+#: reloads sharing a replica's per-GPU hops as one arrives (itself included), under processor
+#: sharing, as for a node-shared hop: 1 / (1 - u), reloads
+gpu_reloads_at_load = 1 / (1 - gpu_hop_utilisation)
 #: the fixed cost of one reload: the hops' first-byte latency and n_step engine steps between
 #: the finished load and the first token (the request's own forward step over its new tokens,
 #: plus any wait for a step boundary), each timed by the same prefill model as the recompute
@@ -196,10 +205,10 @@ t_suffix = sp.Max(t_rec_pn - t_rec_p, t_rec_n + kv_bytes_per_gpu / B_hbm)
 #: slowest hop, s
 t_reload_hops = t_0 + c_hit * T + sp.Max(t_node_hop, t_gpu_hop)
 #: effective per-GPU bandwidth of a path: the one B with t_reload_hops = t_0 + KV per GPU / B
-B_path = sp.Min(B_gpu, B_node * rho / (K * n_conc * node_copies))
+B_path = sp.Min(B_gpu / n_gpu, B_node * rho / (K * n_conc * node_copies))
 #: the same for a hybrid model's recurrent state, split by head and never replicated: a node hop
 #: carries min(K, N_node) / K of the replica's state for each GPU's 1 / K, B/s
-B_path_state = sp.Min(B_gpu, B_node / (n_conc * sp.Min(K, N_node)))
+B_path_state = sp.Min(B_gpu / n_gpu, B_node / (n_conc * sp.Min(K, N_node)))
 #: bytes per element of a number format: its bits plus one block's scale bits shared by g_s
 #: elements (FP8 with a per-tensor scale: g_s so large the scale vanishes), B
 dtype_bytes = (n_bits + s_bits / g_s) / 8

@@ -70,6 +70,7 @@ K = sp.Symbol("K", **_pos_int)  #: tensor-parallel GPUs of attention (they split
 K_e = sp.Symbol("K_e", **_pos_int)  #: GPUs the routed experts are spread over (EP; K under plain TP)
 N_node = sp.Symbol("N_node", **_pos_int)  #: GPUs per node (they share the node's hops)
 n_conc = sp.Symbol("n_c", positive=True)  #: replicas reloading at once through one node's shared hops
+n_gpu = sp.Symbol("n_g", positive=True)  #: reloads at once through one replica's own (per-GPU) hops
 rho_n = sp.Symbol("rho_n", positive=True)  #: KV copies a replica reads through node hops (1: read once)
 t_lat = sp.Symbol("t_lat", nonnegative=True)  #: first-byte latency of the path's hops, s
 c_tok = sp.Symbol("c_tok", positive=True)  #: tokens one host-link copy moves (engine layout)
@@ -189,6 +190,7 @@ MEANING = {
     K_e: ("GPUs the routed experts are spread over", "GPUs"),
     N_node: ("GPUs per node", "GPUs"),
     n_conc: ("replicas reloading at once through one node's shared hops", "replicas"),
+    n_gpu: ("reloads at once through one replica's own per-GPU hops", "reloads"),
     rho_n: ("KV copies a replica reads through node-shared hops", "1"),
     t_lat: ("first-byte latency of the path's hops", "s"),
     c_tok: ("tokens one host-link copy moves", "tokens"),

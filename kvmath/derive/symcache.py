@@ -9,8 +9,15 @@ stale; an unreadable or unwritable cache only costs the time of the computation.
 
 The cache cannot run code (issue 20: it was a pickle, and a crafted file ran code on import):
 it is JSON holding each result's ``srepr``, read back by :func:`parse_srepr`, which builds only
-SymPy objects from literals (no ``eval``). It is used only when the file and its directory
-belong to this user and no one else may write them, so another user cannot plant values.
+the arithmetic the derivations produce (:data:`ALLOWED`: sums, products, powers, numbers,
+symbols, Min, Max, Piecewise, relationals, floor, ceiling, exp, log, erf) from literals of a
+bounded size, so no entry can make the import hang (a factorial of 10^8, 10^(10^10)); an entry
+that is not what its function returns (solve: a list of expressions) is recomputed. It is used
+only when the file and its directory belong to this user and no one else may write them, so
+another user cannot plant values. A value planted by this user's own account is not detected:
+such an account could change the installed package itself; and a planted value never reaches
+the answer path, which reads the committed generated code, whose test
+(tests/test_numeric.py) regenerates it and fails if it differs.
 """
 from __future__ import annotations
 
@@ -34,15 +41,31 @@ class UnsafeCache(ValueError):
     """A stored result that is not a plain SymPy expression (or list, tuple, dict of them)."""
 
 
+#: the SymPy classes a stored srepr may call: the arithmetic the derivations' results are made
+#: of (tests/test_symcache.py checks every stored result's are among them), nothing that
+#: computes more than it is given
+ALLOWED = ("Add", "Mul", "Pow", "Symbol", "Dummy", "Integer", "Rational", "Float", "Half",
+           "NegativeOne", "One", "Zero", "Infinity", "NegativeInfinity", "NaN", "ComplexInfinity",
+           "ImaginaryUnit", "Pi", "Exp1", "Min", "Max", "Piecewise", "ExprCondPair",
+           "LessThan", "StrictLessThan", "GreaterThan", "StrictGreaterThan", "Equality",
+           "Unequality", "And", "Or", "Not", "BooleanTrue", "BooleanFalse", "floor", "ceiling",
+           "exp", "log", "erf", "erfc", "Abs", "sign", "re", "im", "LambertW", "Tuple")
+#: the largest integer literal a stored srepr may hold (the derivations' are small counts)
+MAX_INTEGER = 10 ** 30
+#: the largest numeric exponent of a numeric power it may ask for (10^(10^10) would not end)
+MAX_EXPONENT = 1000
+
+
 def _constructors():
-    """The SymPy classes a stored srepr may call: SymPy's own Basic subclasses (those its
-    modules define, ExprCondPair and the relationals included), by name."""
-    out, todo = {}, [sp.Basic]
-    while todo:
-        cls = todo.pop()
-        todo.extend(cls.__subclasses__())
-        if cls.__module__.startswith("sympy.") and not cls.__name__.startswith("_"):
-            out.setdefault(cls.__name__, cls)
+    """The allowed SymPy classes by name (:data:`ALLOWED`)."""
+    out = {}
+    for name in ALLOWED:
+        obj = getattr(sp, name, None) or getattr(sp.core.numbers, name, None) or \
+            getattr(sp.logic.boolalg, name, None)
+        if obj is not None:
+            out[name] = obj
+    from sympy.functions.elementary.piecewise import ExprCondPair
+    out["ExprCondPair"] = ExprCondPair
     out["Function"] = sp.Function  # undefined functions: Function('f')(x)
     return out
 
@@ -64,6 +87,8 @@ def parse_srepr(text):
     def build(node):
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool,
                                                                       type(None))):
+            if isinstance(node.value, int) and abs(node.value) > MAX_INTEGER:
+                raise UnsafeCache("an integer literal too large for a derivation's result")
             return node.value
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and \
                 isinstance(node.operand, ast.Constant) and isinstance(node.operand.value, (int, float)):
@@ -99,6 +124,9 @@ def parse_srepr(text):
                 raise UnsafeCache(f"text given to {getattr(func, '__name__', func)}")
             if named and func is sp.Float and not _DIGITS.fullmatch(args[0]):
                 raise UnsafeCache("a Float whose text is not a number")
+            if func is sp.Pow and len(args) == 2 and all(isinstance(a, sp.Number) for a in args) \
+                    and abs(args[1]) > MAX_EXPONENT:
+                raise UnsafeCache("a numeric power too large to compute")
             return func(*args, **kwargs)
         raise UnsafeCache(f"{type(node).__name__} is not part of an srepr")
     try:
@@ -151,13 +179,21 @@ def _save(key, value):
         pass
 
 
+def _of_its_kind(fn, value):
+    """Whether a stored value is what fn returns: solve a list of expressions, the others one
+    expression (a planted symbol where a list belongs is recomputed, not a TypeError)."""
+    if fn is sp.solve:
+        return isinstance(value, list) and all(isinstance(v, sp.Basic) for v in value)
+    return isinstance(value, sp.Basic)
+
+
 def _remembered(fn):
     def call(*args):
         global _store
         if _store is None:
             _store = _load()
         key = hashlib.sha256(f"{fn.__name__}{sp.srepr(args)}".encode()).hexdigest()
-        if key not in _store:
+        if key not in _store or not _of_its_kind(fn, _store[key]):
             _store[key] = fn(*args)
             _save(key, _store[key])
         return _store[key]

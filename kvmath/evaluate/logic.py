@@ -482,14 +482,16 @@ def hop_copies(hop, rho, read_once, stored_once):
 
 
 def path_values(tier, gpu, tp, rho=1.0, concurrent=None, engine=None, copy_bytes=None,
-                read_once=None, stored_once=None, own=None):
+                read_once=None, stored_once=None, own=None, gpu_reloads=1.0):
     """[B per GPU in B/s, first-byte latency in s, hops] of a tier's path.
 
     read_once / stored_once: whether the engine reads replicated KV once across node hops and
     whether its store holds one copy (default: the engine's 'always' rows; :func:`reads_once`
     and :func:`stores_once` decide them per model). Each node-shared hop carries each
     replica's unique bytes (:func:`hop_copies` copies) for the ``concurrent`` replicas
-    reloading at once (default: the node's GPUs / tp); the path's B is the narrowest of them.
+    reloading at once (default: the node's GPUs / tp); the path's B is the narrowest of them, and
+    never above the narrowest per-GPU hop shared by the ``gpu_reloads`` reloads one replica has
+    in flight (1 but at a stated load).
     """
     eng = engine if engine is not None else DATA.engines[DEFAULT_ENGINE]
     hops = tier_path(tier, gpu, eng, copy_bytes)
@@ -502,26 +504,27 @@ def path_values(tier, gpu, tp, rho=1.0, concurrent=None, engine=None, copy_bytes
     conc = concurrent if concurrent is not None else default_concurrency(gpu, tp, own)
     widths = [float(formula("derive.B_path", {
         "B_gpu": b_gpu, "B_node": h.effective_Bps, "K": tp, "n_c": conc, "rho": rho,
-        "rho_n": hop_copies(h, rho, read_once, stored_once), "N_node": n_node}))
-        for h in hops if h.scope == "per-node"]
+        "rho_n": hop_copies(h, rho, read_once, stored_once), "N_node": n_node,
+        "n_g": gpu_reloads})) for h in hops if h.scope == "per-node"]
     if len(widths) == 0:
         widths = [float(formula("derive.B_path", {
             "B_gpu": b_gpu, "B_node": math.inf, "K": tp, "n_c": conc, "rho": rho, "rho_n": rho,
-            "N_node": n_node}))]
+            "N_node": n_node, "n_g": gpu_reloads}))]
     return [min(widths), sum([h.latency_s for h in hops]), hops]
 
 
-def state_path_rate(hops, n_node, tp, concurrent):
+def state_path_rate(hops, n_node, tp, concurrent, gpu_reloads=1.0):
     """B_state, B/s: a hybrid model's recurrent state's per-GPU rate over a path's hops (split by
     head, never replicated: kvmath.derive.kv.B_path_state), the narrowest node hop's, or the
     GPU's own hop where the path has no node hop."""
     b_gpu = min([h.effective_Bps for h in hops if h.scope == "per-gpu"], default=math.inf)
     rates = [float(formula("derive.B_path_state", {
-        "B_gpu": b_gpu, "B_node": h.effective_Bps, "K": tp, "n_c": concurrent, "N_node": n_node}))
-        for h in hops if h.scope == "per-node"]
+        "B_gpu": b_gpu, "B_node": h.effective_Bps, "K": tp, "n_c": concurrent, "N_node": n_node,
+        "n_g": gpu_reloads})) for h in hops if h.scope == "per-node"]
     if len(rates) == 0:
         rates = [float(formula("derive.B_path_state", {
-            "B_gpu": b_gpu, "B_node": math.inf, "K": tp, "n_c": concurrent, "N_node": n_node}))]
+            "B_gpu": b_gpu, "B_node": math.inf, "K": tp, "n_c": concurrent, "N_node": n_node,
+            "n_g": gpu_reloads}))]
     return min(rates)
 
 
@@ -543,14 +546,15 @@ def coded_values(codec, tier, kv_dtype, wire_Bps, pipelined=None):
 def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=None,
                     kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None,
                     ep=None, batch=1, tokens=1, check_fit=False, layout=None, new_tokens=1,
-                    token_ids=False, codec=None, own=None):
+                    token_ids=False, codec=None, own=None, gpu_reloads=None):
     """[values, hops]: every substitution value except T (the layout, the engine row and the
     host-link copy's bytes under "layout", "engine", "copy_bytes"), and the path's hops.
 
     tp None: the sourced deployment or the smallest TP that fits ``tokens``. new_tokens: the
     new turn's own tokens (n); token_ids: the prompt arrives as token IDs (no tokenising).
     codec: a codec row the KV travels encoded in: B becomes the rate in decoded bytes
-    (kvmath.derive.kv.B_coded), B_wire the path's own.
+    (kvmath.derive.kv.B_coded), B_wire the path's own. gpu_reloads: reloads one replica has in
+    flight on its own per-GPU hops (1; more at a stated load: :func:`concurrent_at_load`).
     """
     if tp is not None and tp < 1:
         raise ScenarioError(f"--tp must be a positive integer, got {tp}")
@@ -563,6 +567,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
     v = deployment_values(model, gpu, layout, efficiency, own)
     v["n_c"] = (float(concurrent_reloads) if concurrent_reloads is not None
                 else default_concurrency(gpu, layout.tp, own))
+    v["n_g"] = float(gpu_reloads) if gpu_reloads is not None else 1.0
     once = reads_once(eng, model)
     stored = stores_once(eng, model, layout.tp, v["N_node"], gpu.platform)
     v["rho_n"] = 1.0 if once else v["rho"]  # host memory's copies (hop_copies per hop)
@@ -578,11 +583,12 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
         v["c_split"] = 2.0 if split else 1.0
         v["c_lay"] = float(v["L_full"] + v["L_win"] + v["L_chunk"]) if spans else 1.0
         copy = float(formula("derive.copy_bytes", v))
-    path = path_values(tier, gpu, layout.tp, v["rho"], v["n_c"], eng, copy, once, stored, own)
+    path = path_values(tier, gpu, layout.tp, v["rho"], v["n_c"], eng, copy, once, stored, own,
+                       v["n_g"])
     hops = path[2]
     v["B"] = path[0]
     v["t_lat"] = path[1]
-    v["B_state"] = state_path_rate(hops, v["N_node"], layout.tp, v["n_c"])
+    v["B_state"] = state_path_rate(hops, v["N_node"], layout.tp, v["n_c"], v["n_g"])
     v["hop_copies"] = [hop_copies(h, v["rho"], once, stored) if h.scope == "per-node" else None
                        for h in hops]
     v.update(request_cost_values(eng, tier, token_ids))
@@ -612,15 +618,17 @@ def plain_values(v):
 
 
 def concurrent_at_load(values, hops, tokens, resume_rate):
-    """Reloads sharing the node's busiest shared hop as one arrives, when resume_rate reloads
-    per second arrive at the node (concurrent_reloads_at_load on the hop whose one-reload time
-    is longest; 1 when the path has no node-shared hop). ScenarioError when the load saturates
-    the hop (utilisation at or above 1)."""
+    """[reloads sharing the node's busiest shared hop, reloads sharing one replica's own per-GPU
+    hops] as one arrives, when resume_rate reloads per second arrive at the node (spread over its
+    replicas): concurrent_reloads_at_load on the node hop whose one-reload time is longest (1
+    when the path has none), gpu_reloads_at_load on the replica's narrowest per-GPU hop (1 when
+    none). ScenarioError when the load saturates a hop (utilisation at or above 1)."""
     if not (resume_rate > 0 and math.isfinite(resume_rate)):
         raise ScenarioError(f"--resume-rate must be a positive number, got {resume_rate}")
     at = {**values, "T": float(tokens), "r": float(resume_rate)}
     worst = 0.0
     name = None
+    hold = 0.0
     busiest = None
     for i, h in enumerate(hops):
         c = values["hop_copies"][i]
@@ -632,14 +640,25 @@ def concurrent_at_load(values, hops, tokens, resume_rate):
         if u > worst:
             worst = u
             name = h.link
+            hold = float(formula("derive.t_node_hop_alone", hop_at))
             busiest = hop_at
-    if busiest is None:  # no node-shared hop: each reload has its GPU's own link
-        return 1.0
+    gpu_hops = [h for h in hops if h.scope == "per-gpu"]
+    narrow = min(gpu_hops, key=lambda h: h.effective_Bps, default=None)
+    gpu_at = None
+    if narrow is not None:
+        gpu_at = {**at, "B_gpu": narrow.effective_Bps * values.get("r_c", 1.0)}
+        u = float(formula("derive.gpu_hop_utilisation", gpu_at))
+        if u > worst:
+            worst = u
+            name = narrow.link + " (each replica's own)"
+            hold = float(formula("derive.t_gpu_hop_alone", gpu_at))
     if worst >= 1:
         raise ScenarioError(f"--resume-rate {resume_rate:g}/s saturates {name}: each reload "
-                            f"holds it for {worst / resume_rate:.3g} s, so at most "
-                            f"{resume_rate / worst:.3g} reloads per second fit")
-    return float(formula("derive.concurrent_reloads_at_load", busiest))
+                            f"holds it for {hold:.3g} s, so at most {resume_rate / worst:.3g} "
+                            "reloads per second fit at the node")
+    node = 1.0 if busiest is None else float(formula("derive.concurrent_reloads_at_load", busiest))
+    own_links = 1.0 if gpu_at is None else float(formula("derive.gpu_reloads_at_load", gpu_at))
+    return [node, own_links]
 
 
 # ------------------------------------------------------------------ the prefill model
@@ -845,15 +864,18 @@ def load_values(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficienc
     resume rate the reloads in flight on the shared hops follow from the load
     (:func:`concurrent_at_load`, from the reload alone); else as given, or every replica."""
     alone = None
+    gpu_reloads = None
     fit_tokens = tokens + new_tokens - 1
     if resume_rate is not None:
         alone = scenario_values(model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype,
                                 compute_dtype, engine, 1.0, ep, batch, fit_tokens, True, None,
                                 new_tokens, token_ids, codec, own)
-        concurrent_reloads = concurrent_at_load(alone[0], alone[1], tokens, resume_rate)
+        loads = concurrent_at_load(alone[0], alone[1], tokens, resume_rate)
+        concurrent_reloads = loads[0]
+        gpu_reloads = loads[1]
     sv = scenario_values(model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype,
                          engine, concurrent_reloads, ep, batch, fit_tokens, True, None,
-                         new_tokens, token_ids, codec, own)
+                         new_tokens, token_ids, codec, own, gpu_reloads)
     return [sv, alone]
 
 
@@ -945,7 +967,7 @@ def compare_at(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency
     path = []
     for i, h in enumerate(hops):
         c = v["hop_copies"][i]
-        carried = float(formula("derive.kv_bytes_per_gpu", at))
+        carried = v["n_g"] * float(formula("derive.kv_bytes_per_gpu", at))
         if c is not None:
             carried = v["n_c"] * float(formula("derive.node_bytes", {**at, "rho_n": c}))
         carried = carried / v.get("r_c", 1.0)  # encoded by a codec: 1/ratio of the bytes cross
@@ -963,7 +985,8 @@ def compare_at(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency
         "gpus": layout.gpus, "layout_from": layout.reason,
         "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype,
         "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": rec_fn[0],
-        "batch": batch, "concurrent_reloads": v["n_c"], "gpus_per_node": v["N_node"],
+        "batch": batch, "concurrent_reloads": v["n_c"], "gpu_reloads": v["n_g"],
+        "gpus_per_node": v["N_node"],
         "resume_rate_per_s": resume_rate, "reload_queue_s": queue, "load_from": load_from,
         "kv_bytes_per_token": float(formula("derive.kv_bytes_per_token", v)),
         "kv_bytes": float(formula("derive.kv_bytes_total", at)),
@@ -1120,8 +1143,9 @@ def band(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
                     weight_dtype=nominal["weight_dtype"], compute_dtype=nominal["compute_dtype"],
                     kv_dtype=nominal["kv_dtype"], reason=nominal["layout_from"])
     conc = nominal["concurrent_reloads"]  # at the load
+    gpu_reloads = nominal["gpu_reloads"]
     sv = scenario_values(model, gpu, tier, None, bandwidth_Bps, None, None, None, engine, conc,
-                         None, 1, 1, False, layout, 1, False, codec, own)
+                         None, 1, 1, False, layout, 1, False, codec, own, gpu_reloads)
     v = sv[0]
     hops = sv[1]
     eng = v["engine"]
@@ -1146,14 +1170,14 @@ def band(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
             quiet = with_fields(eng, {"writes_overlap": False, "fast_copies": True})
             alone = scenario_values(model, gpu, tier, None, bandwidth_Bps, None, None, None,
                                     quiet, conc, None, 1, 1, False, layout, 1, False, codec,
-                                    own)[0]
+                                    own, gpu_reloads)[0]
             b_hi = max(b_hi, alone["B"])
             fastest = min(fastest, float(formula("derive.t_reload", {**at, "B": alone["B"]})))
         if load_kernel(eng, v["copy_bytes"], gpu.platform):  # the slow end: the driver
             # copies the kernel replaced
             dma = scenario_values(model, gpu, tier, None, bandwidth_Bps, None, None, None,
                                   with_fields(eng, {"driver_copies": True}), conc, None, 1, 1,
-                                  False, layout, 1, False, codec, own)[0]
+                                  False, layout, 1, False, codec, own, gpu_reloads)[0]
             b_lo = min(b_lo, dma["B"])
         reload = [float(formula("derive.t_reload", {**at, "B": b_hi})),
                   float(formula("derive.t_reload", {**at, "B": b_lo}))]

@@ -393,6 +393,9 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     batch_seqs = d["batch_seqs"].value if batch_seqs is None else batch_seqs
     if batch_seqs and not batch_context:
         raise ScenarioError("a running batch needs its context length (batch_context tokens)")
+    if batch_seqs and batch_context < 2:
+        raise ScenarioError(f"--batch-context must be at least 2 tokens, got {batch_context:,}: "
+                            "a running sequence holds its prompt and the token it decodes")
     if batch_seqs and batch_context > model.max_context_tokens:
         raise ScenarioError(f"--batch-context {batch_context:,} exceeds {model.name}'s context "
                             f"window of {model.max_context_tokens:,} tokens: no running "

@@ -108,10 +108,10 @@ def tier_path(tier: Tier, gpu, engine=None, copy_bytes=None):
 
 
 def path_values(tier: Tier, gpu, tp, rho=1.0, concurrent=None, engine=None, copy_bytes=None,
-                read_once=None, stored_once=None):
+                read_once=None, stored_once=None, gpu_reloads=1.0):
     """(B per GPU in B/s, first-byte latency in s, hops) of a tier's path (logic.path_values)."""
     return tuple(logic.path_values(tier, gpu, tp, rho, concurrent, _engine(engine), copy_bytes,
-                                   read_once, stored_once))
+                                   read_once, stored_once, None, gpu_reloads))
 
 
 def _efficiency(gpu, compute_dtype, efficiency):
@@ -133,14 +133,14 @@ def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype
 def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=None,
                     kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None,
                     ep=None, batch=1, tokens=1, check_fit=False, layout=None, new_tokens=1,
-                    token_ids=False, codec=None):
+                    token_ids=False, codec=None, gpu_reloads=None):
     """(values, hops): every substitution value except T, plus the path's hops (and the layout,
     the engine row and the copy size under "layout", "engine", "copy_bytes"); the engine and the
     codec may be named (logic.scenario_values)."""
     v, hops = logic.scenario_values(model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype,
                                     compute_dtype, _engine(engine), concurrent_reloads, ep, batch,
                                     tokens, check_fit, layout, new_tokens, token_ids,
-                                    _codec(codec))
+                                    _codec(codec), None, gpu_reloads)
     v["hop_copies"] = tuple(v["hop_copies"])
     return v, hops
 

@@ -126,8 +126,9 @@ class Option:
     path: object = False            #: True: a value ending in .csv is a file, relative to the
     #:                                 scenario; "file": the value is always a file
     required_unless: str | None = None  #: the option that stands in for this one when given
-    needs: str | None = None        #: an option without which this one means nothing: given
-    #:                                 alone, it is refused (never silently ignored)
+    needs: str | None = None        #: an option without which this one means nothing ("pool"),
+    #:                                 or the value it must have ("policy=ttl"): given without
+    #:                                 it, this one is refused (never silently ignored)
 
     @property
     def key(self) -> str:
@@ -309,9 +310,10 @@ OPTIONS = (
            unit="tokens", metavar="TOKENS"),
     Option("policy", choice(*POLICIES), "tier policy (default lru)", (TRACE,), default="lru"),
     Option("ttl", POSITIVE, "time-to-live of offloaded blocks for --policy ttl, s (default 600)",
-           (TRACE,), unit="s", metavar="S", default=600.0),
+           (TRACE,), unit="s", metavar="S", default=600.0, needs="policy=ttl"),
     Option("min-uses", POSITIVE_INT, "uses before a block is written to NVMe, --policy "
-           "selective (default 2)", (TRACE,), metavar="N", default=2),
+           "selective (default 2)", (TRACE,), metavar="N", default=2,
+           needs="policy=selective"),
     Option("remote-bytes", POSITIVE, "add a remote pool of this many bytes over RDMA", (TRACE,),
            unit="B", metavar="B"),
     Option("sample-rate", SAMPLE, "SHARDS sampling rate for the LRU curve (0 < R < 1; default "
@@ -372,10 +374,20 @@ def needless(args, command: str):
     """The first option of ``command`` given (on the line or in the file) without the option
     it needs, or None."""
     for o in of(command):
-        if o.needs and getattr(args, o.key, None) is not None and \
-                getattr(args, o.needs.replace("-", "_"), None) is None:
+        if not o.needs or getattr(args, o.key, None) is None:
+            continue
+        name, _, value = o.needs.partition("=")
+        given = getattr(args, name.replace("-", "_"), None)
+        if given is None or (value and given != value):
             return o
     return None
+
+
+def needs_message(o) -> str:
+    """The refusal of option ``o`` given without what it needs."""
+    name, _, value = o.needs.partition("=")
+    wanted = f"--{name} {value}" if value else f"--{name}"
+    return f"--{o.name} needs {wanted}: without it the option has nothing to act on"
 
 
 def missing(args, command: str):

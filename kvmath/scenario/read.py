@@ -16,7 +16,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from kvmath.scenario.options import BY_KEY, apply_defaults, check_toml, keys, missing, needless, required_message
+from kvmath.scenario.options import (BY_KEY, apply_defaults, check_toml, keys, missing, needless,
+                                     needs_message, required_message)
 from kvmath.errors import UsageError
 from kvmath.tables.schema import regular_file
 from kvmath.tables.rows import DataError, allow_projections
@@ -98,6 +99,7 @@ def merge(args, path, allowed):
         return args
     given = {k for k in allowed if getattr(args, k, None) is not None}  # on the command line
     overridden = []
+    args.scenario_keys_set = []  # the keys the file gave, for an error to name it
     for key, value in load_scenario(path, allowed).items():
         rival = _RIVALS.get(key)
         if rival in given and key not in given:  # the line's --engine replaces the file's
@@ -105,6 +107,7 @@ def merge(args, path, allowed):
         elif getattr(args, key, None) is None:  # used: a name must be one of the bundled rows
             _check_name(Path(path), key, value, getattr(args, "command", None))
             setattr(args, key, value)
+            args.scenario_keys_set.append(key)
     args.scenario_keys_not_used = sorted(unused_keys(path, allowed) + overridden)
     return args
 
@@ -122,8 +125,7 @@ def read_scenario(args, command):
         raise UsageError(required_message(absent))
     alone = needless(args, command)
     if alone is not None:
-        raise UsageError(f"--{alone.name} needs --{alone.needs}: without it the option has "
-                         "nothing to act on")
+        raise UsageError(needs_message(alone))
     args = apply_defaults(args, command)
     # projection rows: refused unless asked for, and then recorded for the output to name
     allow_projections(bool(getattr(args, "allow_projection", False)))

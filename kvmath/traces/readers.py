@@ -696,6 +696,8 @@ def fit_lognormal(x):
         raise ValueError("a lognormal fit needs at least two positive samples")
     logs = np.log(pos_x)
     mu, sigma = float(logs.mean()), float(logs.std())
+    if not sigma > 0:
+        raise ValueError(f"every pause is {math.exp(mu):.4g} s: no spread for a lognormal to fit")
     z = (logs - mu) / (sigma * math.sqrt(2))
     fit = 0.5 * (1 + np.vectorize(math.erf)(z))
     emp_hi = np.arange(1, len(pos_x) + 1) / len(pos_x)

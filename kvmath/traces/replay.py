@@ -521,7 +521,9 @@ def with_hbm_blocks(specs, model, gpu, tp, block_tokens, engine=None):
 
     from kvmath.evaluate.compare import compare_at
     from kvmath.tables.rows import resolve_tier
-    r = compare_at(model, gpu, resolve_tier("host-dram"), block_tokens, tp=tp, engine=engine)
+    # per-token bytes, the same at any prefix the windows hold (compare needs 2 tokens or more)
+    r = compare_at(model, gpu, resolve_tier("host-dram"), max(block_tokens, 2), tp=tp,
+                   engine=engine)
     hbm = r["kv_bytes_per_token"] * block_tokens * r["kv_replication"]
     return [_replace(t, block_bytes=hbm) if t.name == "hbm" else t for t in specs]
 
@@ -532,7 +534,9 @@ def kv_block_bytes(model, gpu, tp, block_tokens, engine=None):
     latent or KV head unless the engine stores it once: kv_stored_copies)."""
     from kvmath.evaluate.compare import compare_at
     from kvmath.tables.rows import resolve_tier
-    r = compare_at(model, gpu, resolve_tier("host-dram"), block_tokens, tp=tp, engine=engine)
+    # per-token bytes, the same at any prefix the windows hold (compare needs 2 tokens or more)
+    r = compare_at(model, gpu, resolve_tier("host-dram"), max(block_tokens, 2), tp=tp,
+                   engine=engine)
     return r["kv_bytes_per_token"] * block_tokens * r["kv_stored_copies"]
 
 

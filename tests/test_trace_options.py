@@ -1,0 +1,35 @@
+"""Trace options and trace shapes that had been refused under a flag the command never took
+(issue 20, F20): each refusal names what the user gave."""
+import json
+
+from kvmath.cli.main import main
+
+
+def test_batch_context_below_two_tokens_names_its_own_flag(capsys):
+    assert main(["trace", "synthetic", "--model", "llama-3.1-8b", "--batch-context", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--batch-context must be at least 2" in err[0]
+    assert "--tokens" not in err[0]
+
+
+def test_one_token_blocks_are_a_valid_trace(capsys, tmp_path):
+    # a block of one token: its bytes are one token's, taken from compare at two tokens
+    f = tmp_path / "bt1.jsonl"
+    f.write_text("".join(json.dumps({
+        "timestamp_s": float(i), "prompt_tokens": 64, "block_tokens": 1, "output_tokens": 4,
+        "block_hashes": list(range(1000 * (i % 3), 1000 * (i % 3) + 64))}) + "\n"
+        for i in range(30)))
+    assert main(["trace", str(f), "--model", "llama-3.1-8b", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out  # an answer, not a refusal
+
+
+def test_equal_pauses_are_answered_and_the_fit_refused_in_words(capsys, tmp_path):
+    # every pause the same (issue 20, F7): no lognormal to fit, said in words, and an answer
+    f = tmp_path / "equal.jsonl"
+    f.write_text("".join(json.dumps({
+        "timestamp_s": float(i), "prompt_tokens": 64, "block_tokens": 16, "output_tokens": 4,
+        "block_hashes": [i % 2 * 10 + k for k in range(4)]}) + "\n" for i in range(10)))
+    assert main(["trace", str(f), "--model", "llama-3.1-8b", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["pause_fit"] is None and "no spread" in out["pause_fit_refused"]
