@@ -6,6 +6,7 @@ import random
 from kvmath import bundled
 from kvmath.evaluate.bands import band
 from kvmath.evaluate.compare import PREFILL_MODELS, ScenarioError
+from kvmath.evaluate.logic import served_model
 from kvmath.present.calculator import calculator_gpus, calculator_tiers
 from kvmath.tables.rows import engines
 
@@ -30,7 +31,7 @@ NUMERIC = ["recompute_s", "reload_s", "compute_s", "weights_read_s", "kv_bytes",
 #: a hybrid model's keys (absent for the others, on both sides)
 STATE = ["state_checkpoint_at_tokens", "state_tail_tokens", "state_checkpoint_tokens"]
 #: keys checked for equality
-EXACT = ["engine_costs_calibrated", "new_tokens", "token_ids", "winner", "tp", "ep", "gpus", "dp_attention", "engine", "prefill_model",
+EXACT = ["context_window_tokens", "engine_costs_calibrated", "new_tokens", "token_ids", "winner", "tp", "ep", "gpus", "dp_attention", "engine", "prefill_model",
          "weight_dtype", "compute_dtype", "kv_dtype", "layout_from"]
 
 
@@ -45,7 +46,8 @@ def python(s):
     when it is a ScenarioError."""
     cat = bundled()
     try:
-        b = band(cat.models[s["model"]], cat.gpus[s["gpu"]], TIERS[s["tier"]],
+        b = band(served_model(cat.models[s["model"]], s.get("rope-scaling")),
+                 cat.gpus[s["gpu"]], TIERS[s["tier"]],
                        s["tokens"], tp=s.get("tp"), ep=s.get("ep"), batch=s.get("batch", 1),
                        engine=s.get("engine"), prefill=s.get("prefill", "calibrated"),
                        concurrent_reloads=s.get("concurrent-reloads"),
@@ -82,7 +84,10 @@ PINNED = [{"model": m, "gpu": "h200", "tier": "nvme", "tokens": 32768, "tp": 8, 
     # its band at the load is taken at the checkpoint reloaded (the browser test found it at
     # the prompt's own length on one side)
     {"model": "qwen3-next-80b-a3b", "gpu": "h100-pcie", "tier": "pool:3fs-nvme", "tokens": 8127,
-     "prefill": "ideal", "resume-rate": 0.294, "batch": 8}]
+     "prefill": "ideal", "resume-rate": 0.294, "batch": 8},
+    # served beyond its config's window by the YaRN scaling its card states
+    {"model": "qwen3-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 100000,
+     "rope-scaling": "yarn"}]
 
 
 def scenarios(n, seed=20261130, errors=0):

@@ -61,6 +61,35 @@
     return value;
   }
 
+  function served_model(model, rope_scaling) {
+    let rows, stated, with_any, row, window;
+    if ((rope_scaling == null)) {
+      return model;
+    }
+    rows = R.get(R.DATA.rope_scaling, model.name, ({}));
+    if (!R.contains(rows, rope_scaling)) {
+      stated = ((R.len(rows) > 0) ? R.join(", ", R.list(rows)) : "none");
+      with_any = R.join(", ", R.sorted(R.list(R.DATA.rope_scaling)));
+      throw new R.ScenarioError(`--rope-scaling ${R.fmt(rope_scaling, "")}: rope_scaling.csv states no ${R.fmt(rope_scaling, "")} scaling for ${R.fmt(model.name, "")} (its methods: ${R.fmt(stated, "")}; the models with one: ${R.fmt(with_any, "")})`);
+    }
+    row = rows[rope_scaling];
+    window = Number(R.formula("derive.context_scaled", ({"f_rope": row.factor, "T_native": row.native_context_tokens})));
+    return R.with_fields(model, ({"max_context_tokens": Math.trunc(window)}));
+  }
+
+  function rope_hint(model) {
+    let out, rows, method, window;
+    out = "";
+    rows = R.get(R.DATA.rope_scaling, model.name, ({}));
+    for (const method of R.list(rows)) {
+      window = served_model(model, method).max_context_tokens;
+      if ((window > model.max_context_tokens)) {
+        out = (out + `; its card's ${R.fmt(method, "")} scaling serves ${R.fmt(window, ",")} (--rope-scaling ${R.fmt(method, "")})`);
+      }
+    }
+    return out;
+  }
+
   function tier_exists_on(tier, gpu_name) {
     return ((R.len(tier.gpus) === 0) || R.contains(tier.gpus, gpu_name));
   }
@@ -681,13 +710,13 @@
       throw new R.ScenarioError(`--tokens must be at least ${R.fmt(MIN_PREFIX_TOKENS, "g")}, got ${R.fmt(tokens, "")}: a one-token prefix leaves nothing to reload beyond the request's own forward pass`);
     }
     if (((tokens > model.max_context_tokens) && !(R.truthy(allow_beyond_context)))) {
-      throw new R.ScenarioError(`--tokens ${R.fmt(tokens, ",")} exceeds ${R.fmt(model.name, "")}'s context window of ${R.fmt(model.max_context_tokens, ",")} tokens (pass --allow-beyond-context to evaluate it anyway)`);
+      throw new R.ScenarioError(`--tokens ${R.fmt(tokens, ",")} exceeds ${R.fmt(model.name, "")}'s context window of ${R.fmt(model.max_context_tokens, ",")} tokens${R.fmt(rope_hint(model), "")} ${R.fmt(BEYOND_CONTEXT_HINT, "")}`);
     }
     if (!(((new_tokens >= 1) && Number.isFinite(new_tokens)))) {
       throw new R.ScenarioError(`--new-tokens must be at least 1, got ${R.fmt(new_tokens, "")}: the new turn computes at least the token it samples from`);
     }
     if (((((tokens + new_tokens) - 1) > model.max_context_tokens) && !(R.truthy(allow_beyond_context)))) {
-      throw new R.ScenarioError(`--tokens ${R.fmt(tokens, ",")} with --new-tokens ${R.fmt(new_tokens, ",")} exceeds ${R.fmt(model.name, "")}'s context window of ${R.fmt(model.max_context_tokens, ",")} tokens ${R.fmt(BEYOND_CONTEXT_HINT, "")}`);
+      throw new R.ScenarioError(`--tokens ${R.fmt(tokens, ",")} with --new-tokens ${R.fmt(new_tokens, ",")} exceeds ${R.fmt(model.name, "")}'s context window of ${R.fmt(model.max_context_tokens, ",")} tokens${R.fmt(rope_hint(model), "")} ${R.fmt(BEYOND_CONTEXT_HINT, "")}`);
     }
     if (((resume_rate != null) && (concurrent_reloads != null))) {
       throw new R.ScenarioError("give --resume-rate or --concurrent-reloads, not both (the load sets the reloads in flight; --concurrent-reloads overrides it)");
@@ -750,7 +779,7 @@
     } else if ((concurrent_reloads != null)) {
       load_from = "given";
     }
-    result = ({"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention, "gpus": layout.gpus, "layout_from": layout.reason, "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype, "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": rec_fn[0], "batch": batch, "concurrent_reloads": v["n_c"], "gpu_reloads": v["n_g"], "gpus_per_node": v["N_node"], "resume_rate_per_s": resume_rate, "reload_queue_s": queue, "load_from": load_from, "kv_bytes_per_token": Number(R.formula("derive.kv_bytes_per_token", v)), "kv_bytes": Number(R.formula("derive.kv_bytes_total", at)), "kv_bytes_unique": Number(R.formula("derive.kv_bytes_unique", at)), "kv_bytes_per_gpu": Number(R.formula("derive.kv_bytes_per_gpu", at)), "kv_replication": v["rho"], "node_hop_copies": Number(R.formula("derive.node_copies", at)), ...state_keys(model, v, at, layout), "kv_bytes_stored": ((v["rho_s"] * Number(R.formula("derive.kv_bytes_attention", at))) + Number(R.formula("derive.state_bytes", at))), "kv_stored_copies": v["rho_s"], "weights_bytes_per_gpu": fit[1], "hbm_fit_bytes_per_gpu": (hbm_fit_fraction(eng) * own_value(own, "C_hbm", gpu.hbm_capacity_bytes)), "hbm_free_bytes_per_gpu": fit[0], "prefill_flops": Number(R.formula("derive.flops_prefill", at)), "prefill_efficiency": v["eta"], "compute_s": Number(R.formula("derive.t_compute", at)), "weights_read_s": Number(R.formula("derive.t_weights", at)), "recompute_s": recompute, "reload_s": reload, "new_tokens": new_tokens, "token_ids": R.truthy(token_ids), "ttft_recompute_s": ttft_cold, "ttft_reload_s": ttft_hit, "request_s": Number(R.formula("derive.t_request", at)), "request_fixed_s": v["t_req"], "hash_token_s": v["c_hash"], "tokenize_token_s": v["c_tokz"], "hit_token_s": v["c_hit"], "hit_cost_s": (v["c_hit"] * tokens), "engine_costs_calibrated": engine_costs_calibrated(eng), "reload_bandwidth_Bps": (Number.isFinite(v["B"]) ? v["B"] : null), "reload_latency_s": v["t_lat"], "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"], "overlap_hidden_s": Number(R.formula("derive.t_overlap_hidden", at)), "copy_bytes": copy, ...((codec != null) ? codec_keys(codec, v, at) : ({})), "load_kernel": R.and_((R.len(tier.hops) > 0), () => load_kernel(eng, copy, gpu.platform)), "path": path, "winner": ((ttft_hit < ttft_cold) ? "reload" : "recompute"), "speedup": (R.max(ttft_hit, ttft_cold) / R.min(ttft_hit, ttft_cold)), "breakeven_tokens": cross, "min_reload_bandwidth_Bps": min_bw, "model_flops_per_kv_byte": Number(R.formula("derive.model_flops_per_kv_byte", v)), "model_flops_per_kv_byte_at_tokens": Number(R.formula("derive.model_flops_per_kv_byte_at_T", at)), "gpu_flops_per_link_byte": (Number.isFinite(v["B"]) ? Number(R.formula("derive.gpu_flops_per_link_byte", v)) : 0.0)});
+    result = ({"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "context_window_tokens": model.max_context_tokens, "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention, "gpus": layout.gpus, "layout_from": layout.reason, "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype, "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": rec_fn[0], "batch": batch, "concurrent_reloads": v["n_c"], "gpu_reloads": v["n_g"], "gpus_per_node": v["N_node"], "resume_rate_per_s": resume_rate, "reload_queue_s": queue, "load_from": load_from, "kv_bytes_per_token": Number(R.formula("derive.kv_bytes_per_token", v)), "kv_bytes": Number(R.formula("derive.kv_bytes_total", at)), "kv_bytes_unique": Number(R.formula("derive.kv_bytes_unique", at)), "kv_bytes_per_gpu": Number(R.formula("derive.kv_bytes_per_gpu", at)), "kv_replication": v["rho"], "node_hop_copies": Number(R.formula("derive.node_copies", at)), ...state_keys(model, v, at, layout), "kv_bytes_stored": ((v["rho_s"] * Number(R.formula("derive.kv_bytes_attention", at))) + Number(R.formula("derive.state_bytes", at))), "kv_stored_copies": v["rho_s"], "weights_bytes_per_gpu": fit[1], "hbm_fit_bytes_per_gpu": (hbm_fit_fraction(eng) * own_value(own, "C_hbm", gpu.hbm_capacity_bytes)), "hbm_free_bytes_per_gpu": fit[0], "prefill_flops": Number(R.formula("derive.flops_prefill", at)), "prefill_efficiency": v["eta"], "compute_s": Number(R.formula("derive.t_compute", at)), "weights_read_s": Number(R.formula("derive.t_weights", at)), "recompute_s": recompute, "reload_s": reload, "new_tokens": new_tokens, "token_ids": R.truthy(token_ids), "ttft_recompute_s": ttft_cold, "ttft_reload_s": ttft_hit, "request_s": Number(R.formula("derive.t_request", at)), "request_fixed_s": v["t_req"], "hash_token_s": v["c_hash"], "tokenize_token_s": v["c_tokz"], "hit_token_s": v["c_hit"], "hit_cost_s": (v["c_hit"] * tokens), "engine_costs_calibrated": engine_costs_calibrated(eng), "reload_bandwidth_Bps": (Number.isFinite(v["B"]) ? v["B"] : null), "reload_latency_s": v["t_lat"], "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"], "overlap_hidden_s": Number(R.formula("derive.t_overlap_hidden", at)), "copy_bytes": copy, ...((codec != null) ? codec_keys(codec, v, at) : ({})), "load_kernel": R.and_((R.len(tier.hops) > 0), () => load_kernel(eng, copy, gpu.platform)), "path": path, "winner": ((ttft_hit < ttft_cold) ? "reload" : "recompute"), "speedup": (R.max(ttft_hit, ttft_cold) / R.min(ttft_hit, ttft_cold)), "breakeven_tokens": cross, "min_reload_bandwidth_Bps": min_bw, "model_flops_per_kv_byte": Number(R.formula("derive.model_flops_per_kv_byte", v)), "model_flops_per_kv_byte_at_tokens": Number(R.formula("derive.model_flops_per_kv_byte_at_T", at)), "gpu_flops_per_link_byte": (Number.isFinite(v["B"]) ? Number(R.formula("derive.gpu_flops_per_link_byte", v)) : 0.0)});
     return finite(result, `${R.fmt(model.name, "")} on ${R.fmt(gpu.name, "")}`);
   }
 
@@ -914,10 +943,12 @@
   }
 
   function band_of(model, gpu, tier, tokens, opts, own, limits) {
+    model = served_model(model, R.get(opts, "rope_scaling"));
     return band(model, gpu, tier, tokens, R.get(opts, "tp"), R.get(opts, "bandwidth_Bps"), R.get(opts, "efficiency"), R.get(opts, "kv_dtype"), R.get(opts, "compute_dtype"), R.get(opts, "engine"), R.get(opts, "concurrent_reloads"), R.get(opts, "ep"), R.get(opts, "batch", 1), R.get(opts, "allow_beyond_context", false), R.get(opts, "prefill", "calibrated"), R.get(opts, "new_tokens", 1), R.get(opts, "token_ids", false), R.get(opts, "resume_rate"), R.get(opts, "codec"), own, limits);
   }
 
   function values_of(model, gpu, tier, tokens, opts, own) {
+    model = served_model(model, R.get(opts, "rope_scaling"));
     return load_values(model, gpu, tier, tokens, R.get(opts, "tp"), R.get(opts, "bandwidth_Bps"), R.get(opts, "efficiency"), R.get(opts, "kv_dtype"), R.get(opts, "compute_dtype"), R.get(opts, "engine"), R.get(opts, "concurrent_reloads"), R.get(opts, "ep"), R.get(opts, "batch", 1), R.get(opts, "new_tokens", 1), R.get(opts, "token_ids", false), R.get(opts, "resume_rate"), R.get(opts, "codec"), own)[0];
   }
 
@@ -966,9 +997,10 @@
 
   function limit_of(model, gpu, tier, tokens, opts, own) {
     let v;
+    model = served_model(model, R.get(opts, "rope_scaling"));
     v = values_of(model, gpu, tier, tokens, opts, own)[0];
     return longest_prompt(model, gpu, v["layout"], hbm_fit_fraction(v["engine"]), R.get(opts, "batch", 1), R.get(opts, "allow_beyond_context", false), own);
   }
 
-  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, CROSSING_POINTS, CROSSING_ITERATIONS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, MAY_BE_INF, SHAPE_FIELDS, own_value, is_moe, latent, shape_key, sign, dense_flops, tier_exists_on, check_tier_gpu, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, choose_layout, deployment_values, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, concurrent_at_load, calibrated_values, prefill_parts, recompute_fn, suffix_values, time_step, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, load_values, compare_at, compare, binding_hop, reload_bandwidth_range, reload_floor, known_limits, band, band_of, values_of, curve_of, longest_prompt, limit_of};
+  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, CROSSING_POINTS, CROSSING_ITERATIONS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, MAY_BE_INF, SHAPE_FIELDS, own_value, is_moe, latent, shape_key, sign, dense_flops, served_model, rope_hint, tier_exists_on, check_tier_gpu, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, choose_layout, deployment_values, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, concurrent_at_load, calibrated_values, prefill_parts, recompute_fn, suffix_values, time_step, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, load_values, compare_at, compare, binding_hop, reload_bandwidth_range, reload_floor, known_limits, band, band_of, values_of, curve_of, longest_prompt, limit_of};
 })(window.KVCALC_RUNTIME);

@@ -19,9 +19,9 @@ from kvmath.evaluate.compare import (BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HI
 from kvmath.evaluate.logic import dense_flops
 from kvmath.scenario.engine_config import cache_sizes, check_tier, engine_of
 from kvmath.scenario.options import COMPARE, DEFAULT_PAUSE, REUSE, TIERS, add_options  # noqa: F401 (chapters)
-from kvmath.scenario.read import read_scenario
+from kvmath.scenario.read import model_of, read_scenario
 from kvmath.tables.rows import (DataError, UnknownName, allow_projections, bundled,
-                     resolve_codec, resolve_engine, resolve_gpu, resolve_model, resolve_tier)
+                     resolve_codec, resolve_engine, resolve_gpu, resolve_tier)
 from kvmath.present.format import TIE_SPEEDUP, fmt_bytes, fmt_time, fmt_token_list
 from kvmath.cli.output import dump, print_result
 from kvmath.errors import InputError, UsageError
@@ -140,7 +140,8 @@ def _costs(r):
 def _human(r):
     division = _side(r["model_flops_per_kv_byte"], r["gpu_flops_per_link_byte"])
     rows = [
-        ("scenario", f"{r['model']}, tier {r['tier']}, {r['tokens']:,} tokens, KV {r['kv_dtype']}"),
+        ("scenario", f"{r['model']}, tier {r['tier']}, {r['tokens']:,} tokens, KV {r['kv_dtype']}"
+                     f" (window {r['context_window_tokens']:,})"),
         ("deployment", _layout(r)),
         ("engine", f"{r['engine']}, {r['concurrent_reloads']:.3g} replica(s) reloading at once "
                    f"per node of {r['gpus_per_node']:g} GPUs ({_load_text(r)})"),
@@ -442,7 +443,7 @@ def _run_reuse(args):
     from kvmath.tables.rows import pool_tier
     read_scenario(args, REUSE)
     pool, pool_nodes = _pool_of(args, tier_given=bool(args.tier))
-    model, pause = resolve_model(args.model), resolve_pause(args.pause)
+    model, pause = model_of(args), resolve_pause(args.pause)
     tier = pool_tier(pool, pool_nodes) if pool else resolve_tier(args.tier)
     node, gpu = _node_and_gpu(args, need_node=args.resume_rate is not None)
     drive = node_drive(node) if node is not None and tier.name == "nvme" else None
@@ -495,7 +496,7 @@ def _run_tiers(args):
     from kvmath.tables.rows import resolve_pause
     read_scenario(args, TIERS)
     node, gpu = _node_and_gpu(args)
-    model = resolve_model(args.model)
+    model = model_of(args)
     tp = args.tp or node_tp(model, node.gpus)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
@@ -594,7 +595,7 @@ def _command(args):
         tier = tier if pool is not None else _node_tier(node, tier)
     engine, cfg = engine_of(args)
     check_tier(cfg, tier.name)
-    b = band(resolve_model(args.model), gpu, tier,
+    b = band(model_of(args), gpu, tier,
                      args.tokens, tp=args.tp,
                      bandwidth_Bps=args.bandwidth * 1e9 if args.bandwidth else None,
                      efficiency=args.efficiency, kv_dtype=args.kv_dtype,

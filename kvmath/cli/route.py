@@ -11,6 +11,7 @@ from __future__ import annotations
 from kvmath.cli.output import print_result
 from kvmath.cli.trace import add_trace_command
 from kvmath.errors import UsageError
+from kvmath.scenario.read import model_of
 
 
 def add_parser(subparsers):
@@ -24,13 +25,13 @@ def analyse(args):
     from kvmath.evaluate.compare import ScenarioError, node_tp
     from kvmath.evaluate.routing import ROUTERS, reach
     from kvmath.scenario.engine_config import cache_sizes, engine_of
-    from kvmath.tables.rows import resolve_model, resolve_node
+    from kvmath.tables.rows import resolve_node
     from kvmath.traces import readers as T
     from kvmath.traces.fleet import check_fleet, node_setup
     from kvmath.traces.routing import route
 
     node = resolve_node(args.node)
-    model = resolve_model(args.model)
+    model = model_of(args)
     tp = args.tp or node_tp(model, node.gpus)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
@@ -101,10 +102,10 @@ def analyse_fleet(args):
     """The JSON-ready result of ``kvmath fleet``."""
     from kvmath.scenario.engine_config import cache_sizes, engine_of
     from kvmath.evaluate.compare import ScenarioError, node_tp
-    from kvmath.tables.rows import resolve_model, resolve_node, resolve_pool
+    from kvmath.tables.rows import resolve_node, resolve_pool
     from kvmath.traces import readers as T
     from kvmath.traces.fleet import fleet, fleet_cost, nodes_needed
-    node, model = resolve_node(args.node), resolve_model(args.model)
+    node, model = resolve_node(args.node), model_of(args)
     tp = args.tp or node_tp(model, node.gpus)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")

@@ -9,6 +9,7 @@ import math
 from dataclasses import replace
 
 from kvmath.cli.output import print_result
+from kvmath.scenario.read import model_of
 
 
 def add_trace_command(subparsers, command, help):
@@ -32,10 +33,10 @@ def analyse(args):
     from kvmath.traces import replay as C
     from kvmath.traces import readers as T
     from kvmath.evaluate.compare import ScenarioError, node_tp
-    from kvmath.tables.rows import bundled, resolve_model, resolve_node
+    from kvmath.tables.rows import bundled, resolve_node
 
     node = resolve_node(args.node)  # a bundled node, or the one row of a nodes CSV, as in tiers
-    model = resolve_model(args.model)
+    model = model_of(args)
     gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)  # the node's count
     tp = args.tp or node_tp(model, node.gpus)
     if tp > node.gpus:

@@ -33,6 +33,7 @@ from kvmath.derive.symbols import (
 )
 from kvmath.derive.symbols import B_dec, B_wire, g_s, n_bits, r_c, s_bits
 from kvmath.derive.symbols import C_ch, H_I, L_chunk, b_aux, d_I, d_qs, d_vs, e_aux, k_sel, n_gpu
+from kvmath.derive.symbols import T_native, f_rope
 
 # ---------------------------------------------------------------- KV size
 #: layers with attention (full, sliding-window and chunked-local): each has projections and a KV
@@ -153,6 +154,9 @@ t_recompute = sp.Max(t_compute, t_weights)
 t_recompute_batch = sp.Max(n_seq * t_compute, t_weights)
 #: the prefill efficiency a measured compute-bound prefill time implies
 eta_implied = C.solve(sp.Eq(t_compute, t_meas), eta)[0]
+#: the context window of a model served with RoPE scaling (YaRN and kin): its pre-training
+#: window stretched by the factor, tokens; KV bytes and FLOPs per token do not change with it
+context_scaled = f_rope * T_native
 #: replicas reloading at once through one node's shared hops when every replica is busy
 default_concurrent_reloads = sp.Max(1, N_node / K)
 #: KV copies (in units of the replica's unique KV) one replica's reload carries through a

@@ -71,6 +71,8 @@ K_e = sp.Symbol("K_e", **_pos_int)  #: GPUs the routed experts are spread over (
 N_node = sp.Symbol("N_node", **_pos_int)  #: GPUs per node (they share the node's hops)
 n_conc = sp.Symbol("n_c", positive=True)  #: replicas reloading at once through one node's shared hops
 n_gpu = sp.Symbol("n_g", positive=True)  #: reloads at once through one replica's own (per-GPU) hops
+f_rope = sp.Symbol("f_rope", positive=True)  #: RoPE scaling factor (YaRN's factor)
+T_native = sp.Symbol("T_native", positive=True)  #: the window a model was pre-trained at, tokens
 rho_n = sp.Symbol("rho_n", positive=True)  #: KV copies a replica reads through node hops (1: read once)
 t_lat = sp.Symbol("t_lat", nonnegative=True)  #: first-byte latency of the path's hops, s
 c_tok = sp.Symbol("c_tok", positive=True)  #: tokens one host-link copy moves (engine layout)
@@ -191,6 +193,8 @@ MEANING = {
     N_node: ("GPUs per node", "GPUs"),
     n_conc: ("replicas reloading at once through one node's shared hops", "replicas"),
     n_gpu: ("reloads at once through one replica's own per-GPU hops", "reloads"),
+    f_rope: ("RoPE scaling factor", "1"),
+    T_native: ("context window the model was pre-trained at", "tokens"),
     rho_n: ("KV copies a replica reads through node-shared hops", "1"),
     t_lat: ("first-byte latency of the path's hops", "s"),
     c_tok: ("tokens one host-link copy moves", "tokens"),

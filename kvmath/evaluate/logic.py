@@ -121,6 +121,39 @@ def dense_flops(gpu, dtype):
     return value
 
 
+def served_model(model, rope_scaling):
+    """The model as served: under a RoPE scaling method (``"yarn"``) its context window is the
+    one its card states for it, factor x native window (rope_scaling.csv,
+    kvmath.derive.kv.context_scaled); None: its config's window. ScenarioError when the card
+    states no such scaling for the model."""
+    if rope_scaling is None:
+        return model
+    rows = DATA.rope_scaling.get(model.name, {})
+    if rope_scaling not in rows:
+        stated = ", ".join(list(rows)) if len(rows) > 0 else "none"
+        with_any = ", ".join(sorted(list(DATA.rope_scaling)))
+        raise ScenarioError(f"--rope-scaling {rope_scaling}: rope_scaling.csv states no "
+                            f"{rope_scaling} scaling for {model.name} (its methods: {stated}; "
+                            f"the models with one: {with_any})")
+    row = rows[rope_scaling]
+    window = float(formula("derive.context_scaled", {"f_rope": row.factor,
+                                                      "T_native": row.native_context_tokens}))
+    return with_fields(model, {"max_context_tokens": int(window)})
+
+
+def rope_hint(model):
+    """Words offering the RoPE scaling the model's card states, where it serves a longer window
+    than the model has now ("" where none does)."""
+    out = ""
+    rows = DATA.rope_scaling.get(model.name, {})
+    for method in rows:
+        window = served_model(model, method).max_context_tokens
+        if window > model.max_context_tokens:
+            out = out + (f"; its card's {method} scaling serves {window:,} "
+                         f"(--rope-scaling {method})")
+    return out
+
+
 def tier_exists_on(tier, gpu_name):
     """Whether a tier exists on a GPU: every tier but those of one GPU family (tiers.csv gpus: a
     Grace tray's memory, a peer over NVLink, CXL behind an x86 host)."""
@@ -905,8 +938,8 @@ def compare_at(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency
                             "forward pass")
     if tokens > model.max_context_tokens and not allow_beyond_context:
         raise ScenarioError(f"--tokens {tokens:,} exceeds {model.name}'s context window of "
-                            f"{model.max_context_tokens:,} tokens (pass --allow-beyond-context "
-                            "to evaluate it anyway)")
+                            f"{model.max_context_tokens:,} tokens{rope_hint(model)} "
+                            f"{BEYOND_CONTEXT_HINT}")
     if not (new_tokens >= 1 and math.isfinite(new_tokens)):
         raise ScenarioError(f"--new-tokens must be at least 1, got {new_tokens}: the new turn "
                             "computes at least the token it samples from")
@@ -915,7 +948,7 @@ def compare_at(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency
     if tokens + new_tokens - 1 > model.max_context_tokens and not allow_beyond_context:
         raise ScenarioError(f"--tokens {tokens:,} with --new-tokens {new_tokens:,} exceeds "
                             f"{model.name}'s context window of {model.max_context_tokens:,} "
-                            f"tokens {BEYOND_CONTEXT_HINT}")
+                            f"tokens{rope_hint(model)} {BEYOND_CONTEXT_HINT}")
     if resume_rate is not None and concurrent_reloads is not None:
         raise ScenarioError("give --resume-rate or --concurrent-reloads, not both (the load "
                             "sets the reloads in flight; --concurrent-reloads overrides it)")
@@ -981,7 +1014,7 @@ def compare_at(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency
         load_from = "given"
     result = {
         "model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens,
-        "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention,
+        "context_window_tokens": model.max_context_tokens, "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention,
         "gpus": layout.gpus, "layout_from": layout.reason,
         "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype,
         "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": rec_fn[0],
@@ -1262,6 +1295,7 @@ def band(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
 # command line's --tp is "tp", --bandwidth "bandwidth_Bps" in B/s, ...); these pass them on.
 def band_of(model, gpu, tier, tokens, opts, own, limits):
     """:func:`band` for options given as a dict."""
+    model = served_model(model, opts.get("rope_scaling"))
     return band(model, gpu, tier, tokens, opts.get("tp"), opts.get("bandwidth_Bps"),
                 opts.get("efficiency"), opts.get("kv_dtype"), opts.get("compute_dtype"),
                 opts.get("engine"), opts.get("concurrent_reloads"), opts.get("ep"),
@@ -1273,6 +1307,7 @@ def band_of(model, gpu, tier, tokens, opts, own, limits):
 
 def values_of(model, gpu, tier, tokens, opts, own):
     """[values, hops] of the scenario at its load (:func:`load_values`) for options as a dict."""
+    model = served_model(model, opts.get("rope_scaling"))
     return load_values(model, gpu, tier, tokens, opts.get("tp"), opts.get("bandwidth_Bps"),
                        opts.get("efficiency"), opts.get("kv_dtype"), opts.get("compute_dtype"),
                        opts.get("engine"), opts.get("concurrent_reloads"), opts.get("ep"),
@@ -1323,6 +1358,7 @@ def longest_prompt(model, gpu, layout, usable, batch, allow_beyond_context, own=
 
 def limit_of(model, gpu, tier, tokens, opts, own):
     """:func:`longest_prompt` of the scenario's own layout and engine, options as a dict."""
+    model = served_model(model, opts.get("rope_scaling"))
     v = values_of(model, gpu, tier, tokens, opts, own)[0]
     return longest_prompt(model, gpu, v["layout"], hbm_fit_fraction(v["engine"]),
                           opts.get("batch", 1), opts.get("allow_beyond_context", False), own)

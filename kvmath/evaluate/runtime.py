@@ -198,12 +198,16 @@ def portable_data():
     index alike (string keys, rows as records); the page's kvcalc-data.js is this as JSON."""
     from kvmath.tables.rows import (ENGINE_COST_PARAMETERS, DTYPE_BYTES, PEAK_FIELDS,
                                     allreduce_figures, bundled, deployments, engine_costs,
-                                    engines, fitted_parameters, plan_defaults, row_location)
+                                    engines, fitted_parameters, plan_defaults, rope_scalings,
+                                    row_location)
     from kvmath.tables.schema import table
     cat = bundled()
     deps = {}
     for (model, gpu), d in deployments().items():
         deps.setdefault(model, {})[gpu] = d
+    rope = {}
+    for (model, method), r in rope_scalings().items():
+        rope.setdefault(model, {})[method] = r
     efficiency = {}
     for (item, quantity), e in cat.efficiencies.items():
         if quantity.startswith("prefill-"):
@@ -213,7 +217,7 @@ def portable_data():
         "links": dict(cat.links), "deployments": deps, "compute_efficiency": efficiency,
         "activation_reserve_fraction": plan_defaults()["activation_reserve_fraction"].value,
         "dtypes": dict(table("dtypes")), "dtype_bytes": dict(DTYPE_BYTES),
-        "engines": dict(engines()),
+        "engines": dict(engines()), "rope_scaling": rope,
         "engine_costs": {e: {p: r.value for p, r in engine_costs(e).items()} for e in engines()},
         "engine_cost_parameters": list(ENGINE_COST_PARAMETERS),
         "prefill_fit": fitted_parameters(),

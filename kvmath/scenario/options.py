@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from kvmath.evaluate.routing import ROUTERS
-from kvmath.tables.rows import DTYPE_BYTES
+from kvmath.tables.rows import DTYPE_BYTES, rope_scalings
 
 #: the largest integer any option accepts: beyond it no deployment exists and floats lose digits
 MAX_INT = 10 ** 9
@@ -219,6 +219,10 @@ OPTIONS = (
            default="calibrated", label="prefill model"),
     Option("allow-beyond-context", FLAG, "evaluate prompts longer than the model's context "
            "window", (COMPARE,), default=False, label="beyond the context window"),
+    Option("rope-scaling", choice(*sorted({m for _, m in rope_scalings()})), "serve the model "
+           "at the context window its card states under this RoPE scaling (rope_scaling.csv: "
+           "Qwen3's yarn, factor 4 on 32,768 tokens); default: its config's window", COMMANDS,
+           label="RoPE scaling"),
     Option("allow-projection", FLAG, "evaluate rows of kind projection (announced parts: "
            "gpus.csv rubin, links such as cxl-gen6-x8) as a what-if; without it a command "
            "refuses them, and with it the output names each one used", COMMANDS, default=False),

@@ -130,3 +130,11 @@ def read_scenario(args, command):
     # projection rows: refused unless asked for, and then recorded for the output to name
     allow_projections(bool(getattr(args, "allow_projection", False)))
     return args
+
+
+def model_of(args):
+    """The scenario's model as served: its row (bundled name or CSV path), its context window
+    under --rope-scaling where given (:func:`kvmath.evaluate.logic.served_model`)."""
+    from kvmath.evaluate.logic import served_model
+    from kvmath.tables.rows import resolve_model
+    return served_model(resolve_model(args.model), getattr(args, "rope_scaling", None))

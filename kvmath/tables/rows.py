@@ -212,6 +212,10 @@ class Codec(Row, table="codecs"):
     pass
 
 
+class RopeScaling(Row, table="rope_scaling"):
+    pass
+
+
 class Drive(Row, table="drives"):
     @property
     def lifetime_drive_writes(self):
@@ -630,3 +634,8 @@ DTYPE_BYTES = {d.name: d.bytes_per_element for d in table("dtypes").values()}
 def codecs():
     """The bundled KV codecs (codecs.csv) by name."""
     return table("codecs")
+
+
+def rope_scalings():
+    """The RoPE scaling each model card states (rope_scaling.csv), by (model, method)."""
+    return table("rope_scaling")
