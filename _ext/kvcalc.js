@@ -24,7 +24,7 @@
   const SYMBOLS = F.inputs.map(i => i.symbol);
   const ROWS = D.rows;
   //: the fields that name the rows and the prompt, not compare's options
-  const SCENARIO = ["model", "gpu", "tier", "tokens"];
+  const SCENARIO = ["model", "gpu", "tier", "tokens", "node"];
 
   function fin(x) { return x === null ? Infinity : x; }
 
@@ -35,6 +35,8 @@
       if (q.has(k) && q.get(k) !== "") s[k] = Number(q.get(k));
     }
     for (const k of FLAGS) if (q.has(k) && q.get(k) !== "false") s[k] = true;
+    // a node sets the GPU (as compare --node): its own, unless the link names another
+    if (has(ROWS.nodes, s.node) && !q.has("gpu")) s.gpu = ROWS.nodes[s.node].gpu;
     return s;
   }
 
@@ -55,6 +57,7 @@
     if (!has(ROWS.models, state.model)) return `unknown model ${state.model}`;
     if (!has(ROWS.gpus, state.gpu)) return `unknown GPU ${state.gpu}`;
     if (!has(ROWS.tiers, state.tier)) return `unknown tier ${state.tier}`;
+    if (state.node !== undefined && !has(ROWS.nodes, state.node)) return `unknown node ${state.node}`;
     if (state.engine !== undefined && !has(D.logic.engines, state.engine)) return `unknown engine ${state.engine}`;
     for (const k of ["kv-dtype", "compute-dtype"]) {
       if (state[k] !== undefined && !has(D.logic.dtype_bytes, state[k])) return `unknown ${k} ${state[k]}`;
@@ -87,8 +90,13 @@
     opts.engine = D.logic.engines[state.engine || D.default_engine];
     let own = null;
     for (const s of SYMBOLS) if (s in state) { own = own || {}; own[s] = state[s]; }
-    return [ROWS.models[state.model], ROWS.gpus[state.gpu], ROWS.tiers[state.tier], state.tokens,
-            opts, own];
+    let gpu = ROWS.gpus[state.gpu], tier = ROWS.tiers[state.tier];
+    if (state.node !== undefined) {  // the node's GPU and count, its drives for nvme (logic)
+      const node = ROWS.nodes[state.node];
+      gpu = LOGIC.node_gpu(node, ROWS.gpus[node.gpu], gpu);
+      tier = LOGIC.node_tier(node, tier);
+    }
+    return [ROWS.models[state.model], gpu, tier, state.tokens, opts, own];
   }
 
   /** compare --json with its bands, as the command line prints them (logic.band_of). */
@@ -210,6 +218,8 @@
     const form = el("form", {class: "kvcalc-form", id: "kvcalc-form"});
     const L = k => O[k].label;  // the form's words, declared with the option (kvmath.scenario.options)
     form.append(select("model", L("model"), Object.keys(ROWS.models)),
+                select("node", L("node"), [""].concat(Object.keys(ROWS.nodes)),
+                       o => o || "none (the GPU's own count; nvme: tiers.csv's drives)"),
                 select("gpu", L("gpu"), Object.keys(ROWS.gpus)),
                 select("tier", L("tier"), Object.keys(ROWS.tiers)),
                 select("tp", L("tp"), []),
@@ -222,6 +232,8 @@
                        o => o || "deployment's"),
                 select("compute-dtype", L("compute-dtype"), [""].concat(O["compute-dtype"].choices),
                        o => o || "deployment's"),
+                select("rope-scaling", L("rope-scaling"), [""].concat(O["rope-scaling"].choices),
+                       o => o || "none (the config's window)"),
                 number("ep", L("ep"), {min: "1", step: "1"}),
                 number("batch", L("batch"), {min: "1", step: "1"}),
                 number("concurrent-reloads", L("concurrent-reloads")),
@@ -252,6 +264,7 @@
                 el("p", {}, link));
     form.addEventListener("input", e => {
       const s = readForm(form);
+      if (e.target.name === "node" && has(ROWS.nodes, s.node)) s.gpu = ROWS.nodes[s.node].gpu;
       if (e.target.tagName === "SELECT") {  // a new row: new TP choices and placeholders
         const tps = D.tps[s.model];
         if (tps && s.tp !== undefined && !tps.includes(s.tp)) delete s.tp;

@@ -9,7 +9,7 @@ from kvmath.codegen.catalogue import expression as catalogued_expression
 from kvmath.codegen.javascript import calculator_keys
 from kvmath.codegen.numpy_printer import render_logic
 from kvmath.tables.rows import (Pause, bundled, codecs, data_path, deployments, drives, engine_costs,
-    engines, gpu_prices, node_nvme_tier, nodes, pauses, plan_defaults, pool_tier, pool_tiers,
+    engines, gpu_prices, nodes, pauses, plan_defaults, pool_tier, pool_tiers,
     pools, prices, read, resolve_gpu, resolve_model, resolve_tier, rope_scalings, thresholds,
     transfer_curves)
 from kvmath.tables.schema import table as data_table
@@ -21,6 +21,7 @@ from kvmath.evaluate.changes import (LAST_RELEASE, OTHER_CAUSE, PREVIOUS_RELEASE
     tp_moves)
 from kvmath.evaluate.compare import (DEFAULT_ENGINE, Numeric, ScenarioError, architecture_values,
     compare, crossings, default_concurrency, engine_costs_calibrated, fit_transfer_curve, fn,
+    node_nvme_tier,
     parameter_counts, path_values, replication, scenario_values, sweep)
 from kvmath.evaluate.logic import PARTS as PREFILL_PARTS_NAMES, served_model, tier_exists_on
 from kvmath.evaluate.prefill import fitted_parameters, prefill_time

@@ -6,9 +6,9 @@ import random
 from kvmath import bundled
 from kvmath.evaluate.bands import band
 from kvmath.evaluate.compare import PREFILL_MODELS, ScenarioError
-from kvmath.evaluate.logic import served_model
+from kvmath.evaluate.logic import node_gpu, node_tier, served_model
 from kvmath.present.calculator import calculator_gpus, calculator_tiers
-from kvmath.tables.rows import engines
+from kvmath.tables.rows import engines, nodes
 
 #: the calculator's tiers: the node's every GPU has, and the bundled pools (pool:NAME); its GPUs:
 #: every bundled one but the projections
@@ -46,8 +46,11 @@ def python(s):
     when it is a ScenarioError."""
     cat = bundled()
     try:
-        b = band(served_model(cat.models[s["model"]], s.get("rope-scaling")),
-                 cat.gpus[s["gpu"]], TIERS[s["tier"]],
+        gpu, tier = cat.gpus[s["gpu"]], TIERS[s["tier"]]
+        if "node" in s:  # as compare --node: the node's GPU and count, its drives for nvme
+            node = nodes()[s["node"]]
+            gpu, tier = node_gpu(node, cat.gpus[node.gpu], gpu), node_tier(node, tier)
+        b = band(served_model(cat.models[s["model"]], s.get("rope-scaling")), gpu, tier,
                        s["tokens"], tp=s.get("tp"), ep=s.get("ep"), batch=s.get("batch", 1),
                        engine=s.get("engine"), prefill=s.get("prefill", "calibrated"),
                        concurrent_reloads=s.get("concurrent-reloads"),
@@ -87,7 +90,10 @@ PINNED = [{"model": m, "gpu": "h200", "tier": "nvme", "tokens": 32768, "tp": 8, 
      "prefill": "ideal", "resume-rate": 0.294, "batch": 8},
     # served beyond its config's window by the YaRN scaling its card states
     {"model": "qwen3-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 100000,
-     "rope-scaling": "yarn"}]
+     "rope-scaling": "yarn"},
+    # a node's own drives (a GB200 tray's four) and GPU count
+    {"model": "llama-3.1-70b", "gpu": "gb200", "tier": "nvme", "tokens": 32768,
+     "node": "gb200-nvl72-tray"}]
 
 
 def scenarios(n, seed=20261130, errors=0):
@@ -118,6 +124,9 @@ def scenarios(n, seed=20261130, errors=0):
             s["bandwidth"] = round(10 ** rng.uniform(0, 3), 3)
         if rng.random() < 0.05:
             s["batch"] = rng.choice([2, 8])
+        if rng.random() < 0.1:  # a node: its GPU (the calculator's form sets it too)
+            node = rng.choice(sorted(n for n, r in nodes().items() if r.gpu in GPUS))
+            s["node"], s["gpu"] = node, nodes()[node].gpu
         if rng.random() < 0.1:  # experts wider than attention: data-parallel attention
             s["ep"] = rng.choice([2, 8, 16])
         want = python(s)

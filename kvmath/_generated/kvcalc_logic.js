@@ -90,6 +90,25 @@
     return out;
   }
 
+  function node_gpu(node, node_gpu_row, gpu) {
+    if (((gpu != null) && (gpu.name !== node.gpu))) {
+      throw new R.ScenarioError(`--gpu ${R.fmt(gpu.name, "")} is not the GPU of node ${R.fmt(node.name, "")} (${R.fmt(node.gpus, "")}x ${R.fmt(node.gpu, "")}): drop --gpu, or give a node with that GPU`);
+    }
+    return R.with_fields(node_gpu_row, ({"gpus_per_node": node.gpus}));
+  }
+
+  function node_tier(node, tier) {
+    let drives;
+    if ((tier.name.startsWith("nvme") && !((node.nvme_drives > 0)))) {
+      throw new R.ScenarioError(`node ${R.fmt(node.name, "")} has no NVMe drives: --tier ${R.fmt(tier.name, "")} has nothing to read`);
+    }
+    if ((tier.name !== "nvme")) {
+      return tier;
+    }
+    drives = R.with_fields(tier.hops[0], ({"link": node.nvme_drive_link, "count": node.nvme_drives}));
+    return R.with_fields(tier, ({"hops": R.list([...[drives], ...R.list(tier.hops.slice(1))]), "description": `${R.fmt(node.name, "")}'s ${R.fmt(node.nvme_drives, "")} ${R.fmt(node.nvme_drive_link, "")} drives striped, bounced through host DRAM, then the GPU's host link`}));
+  }
+
   function tier_exists_on(tier, gpu_name) {
     return ((R.len(tier.gpus) === 0) || R.contains(tier.gpus, gpu_name));
   }
@@ -1002,5 +1021,5 @@
     return longest_prompt(model, gpu, v["layout"], hbm_fit_fraction(v["engine"]), R.get(opts, "batch", 1), R.get(opts, "allow_beyond_context", false), own);
   }
 
-  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, CROSSING_POINTS, CROSSING_ITERATIONS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, MAY_BE_INF, SHAPE_FIELDS, own_value, is_moe, latent, shape_key, sign, dense_flops, served_model, rope_hint, tier_exists_on, check_tier_gpu, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, choose_layout, deployment_values, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, concurrent_at_load, calibrated_values, prefill_parts, recompute_fn, suffix_values, time_step, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, load_values, compare_at, compare, binding_hop, reload_bandwidth_range, reload_floor, known_limits, band, band_of, values_of, curve_of, longest_prompt, limit_of};
+  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, CROSSING_POINTS, CROSSING_ITERATIONS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, MAY_BE_INF, SHAPE_FIELDS, own_value, is_moe, latent, shape_key, sign, dense_flops, served_model, rope_hint, node_gpu, node_tier, tier_exists_on, check_tier_gpu, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, choose_layout, deployment_values, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, concurrent_at_load, calibrated_values, prefill_parts, recompute_fn, suffix_values, time_step, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, load_values, compare_at, compare, binding_hop, reload_bandwidth_range, reload_floor, known_limits, band, band_of, values_of, curve_of, longest_prompt, limit_of};
 })(window.KVCALC_RUNTIME);

@@ -16,7 +16,7 @@ from kvmath.cli import route as route_cli
 from kvmath.cli import trace as trace_cli
 from kvmath.evaluate.compare import (BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT, ScenarioError, compare,
                        node_tp)
-from kvmath.evaluate.logic import dense_flops
+from kvmath.evaluate.logic import dense_flops, node_gpu
 from kvmath.scenario.engine_config import cache_sizes, check_tier, engine_of
 from kvmath.scenario.options import COMPARE, DEFAULT_PAUSE, REUSE, TIERS, add_options  # noqa: F401 (chapters)
 from kvmath.scenario.read import model_of, read_scenario
@@ -377,12 +377,8 @@ def _node_and_gpu(args, need_node=True):
                                 "(a nodes CSV row in the bundled format)")
     else:
         node = resolve_node("dgx-h100")
-    if node is not None and gpu is not None and gpu.name != node.gpu:
-        raise ScenarioError(f"--gpu {gpu.name} is not the GPU of node {node.name} ({node.gpus}x "
-                            f"{node.gpu}): drop --gpu, or give a node with that GPU")
-    gpu = gpu or resolve_gpu(node.gpu)
-    if node is not None:  # the node's GPU count, not the GPU row's
-        gpu = replace(gpu, gpus_per_node=node.gpus)
+    if node is not None:  # the node's GPU (--gpu must be it), with the node's GPU count
+        gpu = node_gpu(node, resolve_gpu(node.gpu), gpu)
     if args.compute_dtype is not None:  # a dtype the GPU cannot compute in: its row and field
         dense_flops(gpu, args.compute_dtype)
     return node, gpu
@@ -622,13 +618,9 @@ def _command(args):
 
 
 def _node_tier(node, tier):
-    """The tier on a node: the nvme tier striped over the node's own drives; a drive tier on a
-    node without drives is refused (it had been priced on drives the node does not have)."""
-    from kvmath.tables.rows import node_nvme_tier
-    if tier.name.startswith("nvme") and not node.nvme_drives:
-        raise ScenarioError(f"node {node.name} has no NVMe drives: --tier {tier.name} has "
-                            "nothing to read")
-    return node_nvme_tier(node) if tier.name == "nvme" else tier
+    """The tier on a node (:func:`kvmath.evaluate.logic.node_tier`)."""
+    from kvmath.evaluate.logic import node_tier
+    return node_tier(node, tier)
 
 
 def _compare_tier(name):

@@ -15,7 +15,7 @@ from kvmath._generated import numeric as _numeric
 from kvmath.evaluate import logic
 from kvmath.evaluate.logic import (  # noqa: F401 (re-exported: the comparison's logic)
     MIN_PREFIX_TOKENS, PREFILL_MODELS, concurrent_at_load, engine_costs_calibrated,
-    numeric_crossings)
+    node_gpu, node_tier, numeric_crossings)
 from kvmath.evaluate.values import (  # noqa: F401 (re-exported: the scenario's values)
     DEFAULT_ENGINE, Layout, Numeric, PathHop, ScenarioError,
     TP_CANDIDATES, _codec, _efficiency, _engine, _hbm_slack,
@@ -23,6 +23,13 @@ from kvmath.evaluate.values import (  # noqa: F401 (re-exported: the scenario's 
     fn, hbm_fit_fraction, heads_fit, hop_copies, node_tp,
     numeric_of, parameter_counts, path_values, reads_once, replication,
     scenario_values, stores_once, tier_path, HBM_TIER, request_cost_values)
+
+
+def node_nvme_tier(node):
+    """The ``nvme`` tier of a node: its own drives striped, then the bundled nvme tier's later
+    hops (:func:`kvmath.evaluate.logic.node_tier`)."""
+    from kvmath.tables.rows import bundled
+    return node_tier(node, bundled().tiers["nvme"])
 
 
 #: how compare's context-window error says it can be overridden (commands without the flag

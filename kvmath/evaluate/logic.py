@@ -154,6 +154,33 @@ def rope_hint(model):
     return out
 
 
+def node_gpu(node, node_gpu_row, gpu):
+    """The GPU of a scenario on a node (a nodes.csv row): its own GPU (node_gpu_row, the gpus.csv
+    row it names) with the node's GPU count; ScenarioError when ``gpu`` (given, or None) is
+    another GPU."""
+    if gpu is not None and gpu.name != node.gpu:
+        raise ScenarioError(f"--gpu {gpu.name} is not the GPU of node {node.name} ({node.gpus}x "
+                            f"{node.gpu}): drop --gpu, or give a node with that GPU")
+    return with_fields(node_gpu_row, {"gpus_per_node": node.gpus})
+
+
+def node_tier(node, tier):
+    """A tier on a node: the nvme tier striped over the node's own drives (nodes.csv: their link
+    and count) before the bundled path's later hops (host memory, the GPU's host link); any
+    other tier as it is. ScenarioError for a drive tier on a node without drives (it would be
+    priced on drives the node does not have)."""
+    if tier.name.startswith("nvme") and not node.nvme_drives > 0:
+        raise ScenarioError(f"node {node.name} has no NVMe drives: --tier {tier.name} has "
+                            "nothing to read")
+    if tier.name != "nvme":
+        return tier
+    drives = with_fields(tier.hops[0], {"link": node.nvme_drive_link, "count": node.nvme_drives})
+    return with_fields(tier, {
+        "hops": tuple([drives] + list(tier.hops[1:])),
+        "description": f"{node.name}'s {node.nvme_drives} {node.nvme_drive_link} drives "
+                       "striped, bounced through host DRAM, then the GPU's host link"})
+
+
 def tier_exists_on(tier, gpu_name):
     """Whether a tier exists on a GPU: every tier but those of one GPU family (tiers.csv gpus: a
     Grace tray's memory, a peer over NVLink, CXL behind an x86 host)."""

@@ -14,9 +14,10 @@ from types import MappingProxyType
 
 import numpy as np
 
-from kvmath.evaluate.compare import ScenarioError, choose_layout, compare, min_tp, node_tp, numeric_of, path_values
+from kvmath.evaluate.compare import (ScenarioError, choose_layout, compare, min_tp, node_nvme_tier,
+                                     node_tp, numeric_of, path_values)
 from kvmath.tables.rows import Tier, bundled, gpu_prices, prices
-from kvmath.tables.rows import node_drive, node_nvme_tier, plan_defaults, pool_tier
+from kvmath.tables.rows import node_drive, plan_defaults, pool_tier
 
 SECONDS_PER_MONTH = 365.25 * 86400 / 12
 #: the TTL at which "keep until return" (an infinite TTL) is evaluated: every pause is over, s

@@ -34,7 +34,7 @@ from kvmath.evaluate.logic import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, PREFILL_MO
 from kvmath.evaluate.runtime import portable_data
 from kvmath.scenario.options import calculator_options
 from kvmath.tables.schema import data_path
-from kvmath.tables.rows import PROJECTION, bundled, codecs, pool_tiers
+from kvmath.tables.rows import PROJECTION, bundled, codecs, nodes, pool_tiers
 from kvmath.present.format import TIE_SPEEDUP, _TIME_UNITS
 from kvmath.version import version_info
 
@@ -132,6 +132,12 @@ def calculator_tiers(cat=None):
             if all(cat.links[h.link].kind != PROJECTION for h in t.hops if h.link in cat.links)}
 
 
+def calculator_nodes(cat=None):
+    """The nodes the page offers: every bundled one whose GPU it offers."""
+    gpus = calculator_gpus(cat)
+    return {n: node for n, node in nodes().items() if node.gpu in gpus}
+
+
 def scenario_data(cat=None):
     """What the page reads: the tables as the logic reads them ("logic"), the rows a reader
     picks ("rows": models, GPUs, tiers with the bundled pools as pool:NAME, codecs), the bands'
@@ -140,7 +146,7 @@ def scenario_data(cat=None):
     return {
         "logic": plain(portable_data()),
         "rows": {"models": plain(cat.models), "gpus": plain(calculator_gpus(cat)),
-                 "tiers": plain(calculator_tiers(cat)),
+                 "tiers": plain(calculator_tiers(cat)), "nodes": plain(calculator_nodes(cat)),
                  "codecs": plain(codecs())},
         "bands": plain(band_data()),
         # the form's TP choices: the degrees each model's heads allow

@@ -168,7 +168,7 @@ OPTIONS = (
     Option("token-ids", FLAG, "the prompt arrives as token IDs: the engine does not tokenise it",
            (COMPARE,), default=False),
     Option("node", TEXT, "bundled node name or path to a nodes CSV row (default: a bundled node "
-           "with the GPU of --gpu, else dgx-h100)", COMMANDS, path=True,
+           "with the GPU of --gpu, else dgx-h100)", COMMANDS, path=True, label="node",
            help_for={COMPARE: "node: bundled name or path to a nodes CSV row, as tiers and reuse "
                      "take; sets the GPU (--gpu may be left out), its count, and the drives the "
                      "nvme tier stripes (default: the tier as tiers.csv gives it, eight drives)",

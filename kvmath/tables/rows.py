@@ -382,15 +382,6 @@ class Tier:
     gpus: tuple = ()
 
 
-def node_nvme_tier(node):
-    """The ``nvme`` tier of a node: its own drives (model and count, nodes.csv) striped, then
-    the bundled nvme tier's hops after the drives (host memory, the GPU's host link)."""
-    base = bundled().tiers["nvme"]
-    return Tier("nvme", f"{node.name}'s {node.nvme_drives} {node.nvme_drive_link} drives striped, "
-                "bounced through host DRAM, then the GPU's host link",
-                (Hop(node.nvme_drive_link, node.nvme_drives),) + base.hops[1:])
-
-
 def pool_tier(pool, nodes):
     """The tier of ``pool`` as one of ``nodes`` GPU nodes sharing it sees it: the servers' media
     and NICs (all of them, the node's 1/nodes share of them, split further among the node's

@@ -551,7 +551,8 @@ def node_tiers(node, model, tp=None, remote_bytes=None, batch_seqs=None, batch_c
     writes_within_rating)."""
     from kvmath.evaluate.compare import path_values
     from kvmath.evaluate.reuse import node_capacities
-    from kvmath.tables.rows import bundled, node_nvme_tier, prices
+    from kvmath.evaluate.compare import node_nvme_tier
+    from kvmath.tables.rows import bundled, prices
     nc = node_capacities(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context,
                          **plan_kw)
     t, drive = nc["tiers"], nc["drive"]
