@@ -42,15 +42,10 @@ NOT_COUNTED = ("batching several prefills in a step", "a shared pool")
 def ttft_fcfs(arrival_s, service_s, servers):
     """Time to first token of each request, s: first come, first served over ``servers``
     identical replicas, each serving one request at a time (wait for the earliest free one, then
-    its own service time). Requests in order of arrival."""
-    import heapq
-    free = [0.0] * max(int(servers), 1)  # when each replica is next free
-    out = np.empty(len(arrival_s))
-    for i, (a, s) in enumerate(zip(arrival_s.tolist(), service_s.tolist())):
-        start = max(a, heapq.heappop(free))
-        heapq.heappush(free, start + s)
-        out[i] = start + s - a
-    return out
+    its own service time). Requests in order of arrival. Compiled
+    (:func:`kvmath.traces.compiled.fcfs`)."""
+    from kvmath.traces.compiled import fcfs
+    return fcfs(arrival_s, service_s, servers)
 
 
 def check_fleet(trace, nodes):

@@ -516,6 +516,21 @@ def load(name_or_path, sample_rate=None, full_positions=1):
                  full_positions=full_positions if sampled else 0)
 
 
+def block_chunks(trace, requests=None):
+    """(first request, end request, their block hashes head first) of a trace, a chunk of
+    :data:`CHUNK_REQUESTS` requests at a time: the trace's own ``block_chunks`` (a trace
+    streamed from disk), else slices of its hashes."""
+    if hasattr(trace, "block_chunks"):
+        yield from trace.block_chunks(requests or CHUNK_REQUESTS)
+        return
+    offsets = np.zeros(trace.n_requests + 1, np.int64)
+    np.cumsum(trace.n_blocks, out=offsets[1:])
+    step = requests or CHUNK_REQUESTS
+    for a in range(0, trace.n_requests, step):
+        b = min(a + step, trace.n_requests)
+        yield a, b, trace.hashes[offsets[a]:offsets[b]]
+
+
 def from_requests(requests, block_tokens=MOONCAKE_BLOCK_TOKENS, name="in-memory"):
     """A Trace from a list of (timestamp_s, prompt_tokens, [hashes]) (tests, examples)."""
     ts = np.array([r[0] for r in requests], dtype=float)
@@ -758,22 +773,15 @@ def continuations(trace):
     whose whole prompt (its full blocks) this one's starts with, as a turn repeats the
     conversation so far. A prompt is continued once: the next request that repeats it is the
     conversation's next turn, and a later one repeating the same blocks is not (so a prompt of
-    only a system prompt that every conversation shares does not chain them all)."""
-    offsets = np.r_[0, np.cumsum(trace.n_blocks)]
-    bt = trace.block_tokens
-    last_full = {}  # hash of a prompt's last full block -> the request, until it is continued
-    parent = np.full(trace.n_requests, -1, dtype=np.int64)
-    for r in range(trace.n_requests):
-        blocks = trace.hashes[offsets[r]:offsets[r + 1]].tolist()
-        full = min(int(trace.prompt_tokens[r]) // bt, len(blocks))
-        for j in range(full - 1, -1, -1):  # the longest earlier whole prompt first
-            p = last_full.pop(blocks[j], None)
-            if p is not None:
-                parent[r] = p
-                break
-        if full:
-            last_full[blocks[full - 1]] = r
-    return parent
+    only a system prompt that every conversation shares does not chain them all).
+
+    Compiled (:class:`kvmath.traces.compiled.Continuations`): one entry per prompt not yet
+    continued, the trace read a chunk of requests at a time."""
+    from kvmath.traces.compiled import Continuations
+    turns = Continuations(trace.block_tokens)
+    parts = [turns.feed(trace.n_blocks[a:b], trace.prompt_tokens[a:b], h)
+             for a, b, h in block_chunks(trace)]
+    return np.concatenate(parts) if parts else np.full(0, -1, np.int64)
 
 
 def turn_new_tokens(trace, parent=None):
