@@ -450,3 +450,153 @@ def ttft_fcfs(arrival_s, service_s, servers):
     return out
 
 
+
+
+# ------------------------------------------------------------------ the fleet, as it was
+# kvmath/traces/fleet.py's fleet before the kernels, on the Python replay, routers and pricing
+# above (the setup, decode and costs are the package's own: they did not change)
+from dataclasses import replace  # noqa: E402
+
+from kvmath.traces import replay as C  # noqa: E402
+from kvmath.traces.fleet import (NOT_COUNTED, check_fleet, node_decode, node_setup,  # noqa: E402
+                                 pool_cost)
+
+
+def subtrace(trace, mask):
+    """The requests of ``trace`` where ``mask`` holds, with their block accesses, in order."""
+    keep = np.flatnonzero(mask)
+    new_id = np.full(trace.n_requests, -1, dtype=np.int64)
+    new_id[keep] = np.arange(len(keep))
+    acc = new_id[trace.rid] >= 0
+    return replace(trace, name=f"{trace.name}[{len(keep)}]", timestamp_s=trace.timestamp_s[keep],
+                   prompt_tokens=trace.prompt_tokens[keep], output_tokens=trace.output_tokens[keep],
+                   n_blocks=trace.n_blocks[keep], rid=new_id[trace.rid[acc]],
+                   pos=trace.pos[acc], hashes=trace.hashes[acc])
+
+
+def pool_setup(trace, model, node, nodes, pool, tp, block_bytes, engine=None):
+    """(TierSpec, leading blocks of each request it holds, blocks written to it) of ``pool``
+    shared by the fleet's ``nodes`` GPU nodes, written through (every request's blocks, new ones
+    only): its whole capacity (:meth:`~kvmath.tables.rows.Pool.capacity`), read by each node
+    over its share of the pool's servers and NICs (:func:`~kvmath.tables.rows.pool_tier`)."""
+    from kvmath.evaluate.compare import path_values
+    from kvmath.tables.rows import bundled, pool_tier
+    gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)
+    path = pool_tier(pool, nodes)
+    bw = path_values(path, gpu, node.gpus)[0] * node.gpus
+    spec = C.TierSpec(f"pool:{pool.name}", pool.capacity(nodes), bw, bw / pool.replicas, path)
+    hits, written = shared_prefix_hits(trace, int(spec.capacity_bytes // block_bytes))
+    return spec, hits, written
+
+
+def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus, replicas,
+                decode_gpu_s_per_token=0.0, shared=None, writes="back"):
+    """Node n's answer: its requests ``sub`` replayed through its tiers, rates over the whole
+    trace's span ``span_s`` (so the nodes' demands add up to the fleet's), its decode demand
+    (its output tokens at ``decode_gpu_s_per_token`` GPU-seconds each), and each request's time
+    to first token on the node's ``replicas`` (``ttft_s``, an array; None with ``ttft_s_p99``
+    when decode alone fills the node's GPUs, the queue then growing without bound)."""
+    if sub.n_requests == 0:
+        return {"node": n, "requests": 0, "token_hit_rate": None, "prompt_tokens": 0,
+                "prefill_gpu_s_per_s": 0.0, "decode_gpu_s_per_s": 0.0,
+                "reload_gpu_s_per_s": 0.0, "feasible": True,
+                "ttft_s_p99": None, "tiers": [], "ttft_s": np.empty(0)}
+    rep = replay(sub, specs, block_bytes, cost=PythonPrice(cost), service=True, shared=shared, writes=writes)
+    decode = float(sub.output_tokens.sum()) * decode_gpu_s_per_token / max(span_s, 1.0)
+    left = 1.0 - decode / gpus  # the share of the GPUs' time decode leaves to prefill
+    ttft = (ttft_fcfs(sub.timestamp_s, rep["service_s"] / left, replicas) if left > 0 else None)
+    scale = max(sub.duration_s, 1.0) / max(span_s, 1.0)
+    demand = rep["prefill_gpu_s_per_s"] * scale
+    return {"node": n, "requests": sub.n_requests, "token_hit_rate": rep["token_hit_rate"],
+            "prompt_tokens": int(sub.prompt_tokens.sum()),
+            "prefill_gpu_s_per_s": demand, "decode_gpu_s_per_s": decode,
+            "reload_gpu_s_per_s": rep["reload_gpu_s_per_s"] * scale,
+            "feasible": bool(demand + decode <= gpus),
+            "ttft_s_p99": None if ttft is None else float(np.percentile(ttft, 99)),
+            "ttft_s": ttft,
+            "tiers": [{"tier": t["tier"], "hit_rate": t["hit_rate"],
+                       "read_Bps": t["read_Bps_mean"] * scale,
+                       **({"hits": t["hits"], "shared": True} if t.get("shared") else
+                          {"write_Bps": t["write_Bps_mean"] * scale}),
+                       **({"drive_writes_per_day": t["drive_writes_per_day"] * scale}
+                          if "drive_writes_per_day" in t else {})} for t in rep["tiers"]]}
+
+
+def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=None,
+          batch_context=None, seed=0, setup=None, dask=None, pool=None, writes="back",
+          **cache_kw):
+    """Route ``trace`` over ``nodes`` copies of ``node`` and replay each (here, or on Dask: a
+    local cluster or a scheduler's address); a JSON-ready dict. pool: a
+    :class:`~kvmath.tables.rows.Pool` below every node's tiers, shared by the fleet and written
+    through (a pool of the nodes' own DRAM takes its share of each node's host DRAM)."""
+    check_fleet(trace, nodes)
+    if pool is not None:
+        cache_kw = {**cache_kw, "pool": pool, "pool_nodes": nodes}
+    specs, block_bytes, cost, blocks, tp = setup or node_setup(
+        trace, model, node, tp, engine, batch_seqs, batch_context, **cache_kw)
+    routed = route(trace, nodes, router, blocks, seed=seed, assignment=True)
+    where = routed.pop("assignment")
+    decode = node_decode(trace, model, node, tp, engine, batch_seqs)
+    shared = pool_answer = None
+    if pool is not None:
+        spec, hits, written = pool_setup(trace, model, node, nodes, pool, tp, block_bytes, engine)
+        cost = C.HitCost(cost.model, cost.gpu, [*specs, spec], cost.tp, cost.gpus,
+                         engine=cost.engine)
+        pool_Bps = written * block_bytes / max(trace.duration_s, 1.0)  # each block once
+        pool_answer = {"pool": pool.name, "capacity_bytes": spec.capacity_bytes,
+                       **pool_cost(trace, pool, nodes, pool_Bps * pool.replicas),
+                       "replicas": pool.replicas, "write_Bps": pool_Bps * pool.replicas,
+                       "write_bandwidth_Bps": spec.write_Bps * nodes,
+                       # writes are not dropped: the pool must take them (ASSUMED it does, and
+                       # said when it cannot)
+                       "writes_within_bandwidth": bool(pool_Bps <= spec.write_Bps * nodes),
+                       "read_bandwidth_Bps_per_node": spec.read_Bps}
+    jobs = [(n, subtrace(trace, where == n), specs, block_bytes, cost, trace.duration_s,
+             node.gpus, node.gpus // tp, decode["decode_gpu_s_per_token"],
+             None if pool is None else (spec, hits[where == n]), writes) for n in range(nodes)]
+    if True:
+        per_node = [replay_node(*job) for job in jobs]
+    else:  # noqa
+        client = _dask_client(dask)
+        try:
+            per_node = client.gather([client.submit(replay_node, *job, pure=False)
+                                      for job in jobs])
+        finally:
+            client.close()
+            if dask == "local":
+                client.cluster.close()
+    hit_tokens = sum(x["token_hit_rate"] * x["prompt_tokens"] for x in per_node if x["requests"])
+    ttfts = [x.pop("ttft_s") for x in per_node]
+    ttft = None if any(t is None for t in ttfts) else np.concatenate(ttfts)
+    demand = [x["prefill_gpu_s_per_s"] for x in per_node]
+    decoding = [x["decode_gpu_s_per_s"] for x in per_node]
+    return {"router": router, "nodes": nodes, "node": node.name, "model": model.name, "tp": tp,
+            "writes": writes,
+            "requests": trace.n_requests, "capacity_blocks_per_node": blocks,
+            "token_hit_rate": hit_tokens / max(float(trace.prompt_tokens.sum()), 1.0),
+            "reach_continuation": routed["reach_continuation"],
+            "token_reach": routed["token_reach"], "load_imbalance": routed["load_imbalance"],
+            "prefill_gpu_s_per_s": float(sum(demand)), "prefill_gpu_s_per_s_max_node": max(demand),
+            "decode_gpu_s_per_s": float(sum(decoding)),
+            "decode_gpu_s_per_s_max_node": max(decoding),
+            "gpu_s_per_s_max_node": max(a + b for a, b in zip(demand, decoding)),
+            "decode": decode,
+            "gpus_per_node": node.gpus, "replicas_per_node": node.gpus // tp,
+            "ttft_s_p50": None if ttft is None else float(np.percentile(ttft, 50)),
+            "ttft_s_p99": None if ttft is None else float(np.percentile(ttft, 99)),
+            "feasible": all(x["feasible"] for x in per_node)
+            and (pool_answer is None or pool_answer["writes_within_bandwidth"]),
+            "not_counted": [x for x in NOT_COUNTED if pool is None or x != "a shared pool"],
+            "per_node": per_node,
+            **({"pool": _pool_totals(pool_answer, per_node, trace)} if pool is not None else {})}
+
+
+def _pool_totals(answer, per_node, trace):
+    """The pool's fleet-wide hits and traffic: every node's reads of it, and the writes of the
+    blocks new to it (each of its replicas written)."""
+    rows = [t for x in per_node for t in x["tiers"] if t.get("shared")]
+    hits = sum(t["hits"] for t in rows)
+    return {**answer, "hits": hits, "hit_rate": hits / max(len(trace.hashes), 1),
+            "read_Bps": sum(t["read_Bps"] for t in rows)}
+
+

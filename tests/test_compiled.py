@@ -146,7 +146,7 @@ def _random_trace(seed, requests=60, universe=40):
 def _small_tiers(caps, wbps):
     names = ["hbm", "host-dram", "nvme"]
     return [C.TierSpec(names[k], c, 1e12, w, None if k == 0 else "host-dram",
-                       drive_bytes=1.0 if k == 2 else None) for k, (c, w) in
+                       drive_bytes=1.0 if k == 2 and c else None) for k, (c, w) in
             enumerate(zip(caps, wbps))]
 
 

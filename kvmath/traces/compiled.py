@@ -26,8 +26,13 @@ _G = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
-# positions in a store tuple
-_TBL, _KEY, _LST, _PREV, _NXT, _FREE, _META, _HEAD, _TAIL, _CNT, _IVAL, _FVAL = range(12)
+# positions in a store tuple: the table (key, list << 32 | entry per slot), each entry's key
+# and its (list, previous, next), the free entries, the free count, and per list its least and
+# most recent entry and its length; one int64 and one float64 per entry where asked for
+_TAB, _KEY, _LINK, _FREE, _META, _HEAD, _TAIL, _CNT, _IVAL, _FVAL = range(10)
+_EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
+_LOW = np.uint64(0xFFFFFFFF)
+_SHIFT = np.uint64(32)
 
 
 @njit(cache=True, inline="always")
@@ -42,112 +47,116 @@ def _slot(key, lst, mask):  # pragma: no cover (compiled)
     return np.int64(x & np.uint64(mask))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _find(S, key, lst):  # pragma: no cover (compiled)
-    tbl, keys, lsts = S[_TBL], S[_KEY], S[_LST]
-    mask = len(tbl) - 1
+    tab = S[_TAB]
+    mask = tab.shape[0] - 1
     i = _slot(key, lst, mask)
+    want = np.uint64(lst)
     while True:
-        e = tbl[i]
-        if e < 0:
+        v = tab[i, 1]
+        if v == _EMPTY:
             return -1
-        if keys[e] == key and lsts[e] == lst:
-            return e
+        if tab[i, 0] == key and (v >> _SHIFT) == want:
+            return np.int64(v & _LOW)
         i = (i + 1) & mask
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add(S, key, lst):  # pragma: no cover (compiled)
     """A new entry (key, lst), not linked into its list's order; the caller checked that the
     key is absent and that a free entry is left."""
-    tbl, keys, lsts, prev, nxt, free, meta = (S[_TBL], S[_KEY], S[_LST], S[_PREV], S[_NXT],
-                                              S[_FREE], S[_META])
+    tab, link, free, meta = S[_TAB], S[_LINK], S[_FREE], S[_META]
     meta[0] -= 1
     e = free[meta[0]]
-    keys[e] = key
-    lsts[e] = lst
-    prev[e] = -1
-    nxt[e] = -1
-    mask = len(tbl) - 1
+    S[_KEY][e] = key
+    link[e, 0] = lst
+    link[e, 1] = -1
+    link[e, 2] = -1
+    mask = tab.shape[0] - 1
     i = _slot(key, lst, mask)
-    while tbl[i] >= 0:
+    while tab[i, 1] != _EMPTY:
         i = (i + 1) & mask
-    tbl[i] = e
+    tab[i, 0] = key
+    tab[i, 1] = (np.uint64(lst) << _SHIFT) | np.uint64(e)
     return e
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _remove(S, e):  # pragma: no cover (compiled)
     """Drop entry e (already unlinked) from the table (backward-shift deletion) and free it."""
-    tbl, keys, lsts, free, meta = S[_TBL], S[_KEY], S[_LST], S[_FREE], S[_META]
-    mask = len(tbl) - 1
-    i = _slot(keys[e], lsts[e], mask)
-    while tbl[i] != e:
+    tab, link, free, meta = S[_TAB], S[_LINK], S[_FREE], S[_META]
+    mask = tab.shape[0] - 1
+    lst = link[e, 0]
+    i = _slot(S[_KEY][e], lst, mask)
+    v = (np.uint64(lst) << _SHIFT) | np.uint64(e)
+    while tab[i, 1] != v:
         i = (i + 1) & mask
     j = i
     while True:
         j = (j + 1) & mask
-        f = tbl[j]
-        if f < 0:
+        f = tab[j, 1]
+        if f == _EMPTY:
             break
-        h = _slot(keys[f], lsts[f], mask)
+        h = _slot(tab[j, 0], f >> _SHIFT, mask)
         if i <= j:
             movable = h <= i or h > j
         else:
             movable = h <= i and h > j
         if movable:
-            tbl[i] = f
+            tab[i, 0] = tab[j, 0]
+            tab[i, 1] = f
             i = j
-    tbl[i] = -1
-    lsts[e] = -1
+    tab[i, 1] = _EMPTY
+    link[e, 0] = -1
     free[meta[0]] = e
     meta[0] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _link_tail(S, e):  # pragma: no cover (compiled)
     """Entry e becomes its list's most recent."""
-    lsts, prev, nxt, head, tail, cnt = S[_LST], S[_PREV], S[_NXT], S[_HEAD], S[_TAIL], S[_CNT]
-    lst = lsts[e]
+    link, head, tail, cnt = S[_LINK], S[_HEAD], S[_TAIL], S[_CNT]
+    lst = link[e, 0]
     t = tail[lst]
-    prev[e] = t
-    nxt[e] = -1
+    link[e, 1] = t
+    link[e, 2] = -1
     if t >= 0:
-        nxt[t] = e
+        link[t, 2] = e
     else:
         head[lst] = e
     tail[lst] = e
     cnt[lst] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _unlink(S, e):  # pragma: no cover (compiled)
-    lsts, prev, nxt, head, tail, cnt = S[_LST], S[_PREV], S[_NXT], S[_HEAD], S[_TAIL], S[_CNT]
-    lst = lsts[e]
-    p = prev[e]
-    q = nxt[e]
+    link, head, tail, cnt = S[_LINK], S[_HEAD], S[_TAIL], S[_CNT]
+    lst = link[e, 0]
+    p = link[e, 1]
+    q = link[e, 2]
     if p >= 0:
-        nxt[p] = q
+        link[p, 2] = q
     else:
         head[lst] = q
     if q >= 0:
-        prev[q] = p
+        link[q, 1] = p
     else:
         tail[lst] = p
-    prev[e] = -1
-    nxt[e] = -1
+    link[e, 1] = -1
+    link[e, 2] = -1
     cnt[lst] -= 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _touch(S, e):  # pragma: no cover (compiled)
     """Entry e becomes its list's most recent (OrderedDict.move_to_end)."""
-    if S[_TAIL][S[_LST][e]] != e:
+    if S[_TAIL][S[_LINK][e, 0]] != e:
         _unlink(S, e)
         _link_tail(S, e)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pop_head(S, lst):  # pragma: no cover (compiled)
     """Unlink and return the least recent entry of a list (OrderedDict.popitem(last=False))."""
     e = S[_HEAD][lst]
@@ -155,15 +164,17 @@ def _pop_head(S, lst):  # pragma: no cover (compiled)
     return e
 
 
-@njit(cache=True)
-def _rebuild(tbl, keys, lsts):  # pragma: no cover (compiled)
-    mask = len(tbl) - 1
+@njit(cache=True, nogil=True)
+def _rebuild(tab, keys, link):  # pragma: no cover (compiled)
+    mask = tab.shape[0] - 1
     for e in range(len(keys)):
-        if lsts[e] >= 0:
-            i = _slot(keys[e], lsts[e], mask)
-            while tbl[i] >= 0:
+        lst = link[e, 0]
+        if lst >= 0:
+            i = _slot(keys[e], lst, mask)
+            while tab[i, 1] != _EMPTY:
                 i = (i + 1) & mask
-            tbl[i] = e
+            tab[i, 0] = keys[e]
+            tab[i, 1] = (np.uint64(lst) << _SHIFT) | np.uint64(e)
 
 
 class Store:
@@ -173,8 +184,8 @@ class Store:
     def __init__(self, entries, lists, ints=False, floats=False):
         n = max(int(entries), 64)
         self.ints, self.floats = ints, floats
-        self.S = (self._table(n), np.zeros(n, np.uint64), np.full(n, -1, np.int32),
-                  np.full(n, -1, np.int32), np.full(n, -1, np.int32),
+        link = np.full((n, 4), -1, np.int32)
+        self.S = (self._table(n), np.zeros(n, np.uint64), link,
                   np.arange(n - 1, -1, -1, dtype=np.int32), np.array([n], np.int64),
                   np.full(lists, -1, np.int32), np.full(lists, -1, np.int32),
                   np.zeros(lists, np.int64), np.zeros(n if ints else 0, np.int64),
@@ -182,7 +193,8 @@ class Store:
 
     @staticmethod
     def _table(n):
-        return np.full(1 << max(int(2 * n - 1).bit_length(), 4), -1, np.int32)
+        """At least twice the entries' slots (a power of two): load at most one half."""
+        return np.full((1 << max(int(2 * n - 1).bit_length(), 4), 2), _EMPTY, np.uint64)
 
     @property
     def free(self):
@@ -205,19 +217,18 @@ class Store:
                 raise MemoryError("a cache simulation needs more than 2**31 entries")
 
             def longer(a, fill):
-                out = np.full(m, fill, a.dtype)
+                out = np.full((m,) + a.shape[1:], fill, a.dtype)
                 out[:n] = a
                 return out
             nfree = self.free
             free = np.empty(m, np.int32)
             free[:m - n] = np.arange(m - 1, n - 1, -1, dtype=np.int32)
             free[m - n:m - n + nfree] = S[_FREE][:nfree]
-            keys, lsts = longer(S[_KEY], 0), longer(S[_LST], -1)
-            tbl = self._table(m)
-            _rebuild(tbl, keys, lsts)
-            self.S = (tbl, keys, lsts, longer(S[_PREV], -1), longer(S[_NXT], -1), free,
-                      np.array([nfree + m - n], np.int64), S[_HEAD], S[_TAIL], S[_CNT],
-                      longer(S[_IVAL], 0) if self.ints else S[_IVAL],
+            keys, link = longer(S[_KEY], 0), longer(S[_LINK], -1)
+            tab = self._table(m)
+            _rebuild(tab, keys, link)
+            self.S = (tab, keys, link, free, np.array([nfree + m - n], np.int64), S[_HEAD],
+                      S[_TAIL], S[_CNT], longer(S[_IVAL], 0) if self.ints else S[_IVAL],
                       longer(S[_FVAL], 0.0) if self.floats else S[_FVAL])
 
     def nbytes(self):
@@ -228,7 +239,7 @@ class Store:
 POLICIES = {"lru": 0, "ttl": 1, "selective": 2}
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _offer(S, k, b, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses, through, nwr,
            dropped, filtered, wr):  # pragma: no cover (compiled)
     """Block b offered to tier k (an eviction from the tier above, or a write-through): the
@@ -270,7 +281,7 @@ def _offer(S, k, b, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses, th
         k += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _replay(r0, S, ts, wid, off, hashes, cap, size, wbps, drive, policy, ttl, min_uses,
             through, sh, shared_size, hits, nwr, dropped, filtered, rd, wr, srd, counters,
             hit_blocks, run_r, run_k, run_a, run_b, need):  # pragma: no cover (compiled)
@@ -442,7 +453,7 @@ def replay_arrays(timestamp_s, n_blocks, hashes, cap, size, wbps, drive, policy,
             "runs": tuple(a[:q] for a in runs), "windows_with_requests": W}
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _price(run_r, run_k, run_a, run_b, n_blocks, rec_prompt, rec_blk, reload_blk, free_tier,
            saved, lost, own, has_own):  # pragma: no cover (compiled)
     """HitCost.price's loop: each run's saving against its reload, in the runs' order."""
@@ -477,7 +488,7 @@ def price_runs(runs, n_blocks, rec_prompt, rec_blk, reload_blk, free_tier, servi
 
 
 # ------------------------------------------------------------------ a shared write-through LRU
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _shared_lru(r0, S, cap, off, hashes, hits, counters, need):  # pragma: no cover (compiled)
     """Requests r0.. (offsets local to the hashes given) against one LRU that every request
     reads, then writes (tail first, head last); hits: leading blocks present; counters[0]:
@@ -539,29 +550,77 @@ class SharedLRU:
 
 
 # ------------------------------------------------------------------ previous turns
-@njit(cache=True)
-def _continuations(r0, base, S, n_blocks, prompt, bt, off, hashes, parent):  # pragma: no cover
-    """readers.continuations' loop for requests r0.. of a chunk (request base + r)."""
+# A plain map from a prompt's last full block to its request (+ 1; 0: an empty slot), no order:
+# one 16-byte slot an entry at half load, as it holds every prompt not yet continued
+@njit(cache=True, nogil=True)
+def _map_delete(tab, i):  # pragma: no cover (compiled)
+    mask = tab.shape[0] - 1
+    j = i
+    while True:
+        j = (j + 1) & mask
+        if tab[j, 1] == np.uint64(0):
+            break
+        h = _slot(tab[j, 0], 0, mask)
+        if i <= j:
+            movable = h <= i or h > j
+        else:
+            movable = h <= i and h > j
+        if movable:
+            tab[i, 0] = tab[j, 0]
+            tab[i, 1] = tab[j, 1]
+            i = j
+    tab[i, 1] = np.uint64(0)
+
+
+@njit(cache=True, nogil=True)
+def _map_find(tab, key):  # pragma: no cover (compiled)
+    mask = tab.shape[0] - 1
+    i = _slot(key, 0, mask)
+    while tab[i, 1] != np.uint64(0):
+        if tab[i, 0] == key:
+            return i
+        i = (i + 1) & mask
+    return -1 - i  # absent: -1 - the empty slot it would take
+
+
+@njit(cache=True, nogil=True)
+def _continuations(r0, base, tab, count, n_blocks, prompt, bt, off, hashes,
+                   parent):  # pragma: no cover (compiled)
+    """readers.continuations' loop for requests r0.. of a chunk (request base + r); stops when
+    the map is half full (count[0]: its entries)."""
     n = len(off) - 1
+    limit = tab.shape[0] // 2
     for r in range(r0, n):
-        if S[_META][0] < 1:
+        if count[0] >= limit:
             return r
         o = off[r]
         m = off[r + 1] - o
         full = min(prompt[r] // bt, m)
         for j in range(full - 1, -1, -1):  # the longest earlier whole prompt first
-            e = _find(S, hashes[o + j], 0)
-            if e >= 0:
-                parent[r] = S[_IVAL][e]
-                _remove(S, e)
+            i = _map_find(tab, hashes[o + j])
+            if i >= 0:
+                parent[r] = np.int64(tab[i, 1]) - 1
+                _map_delete(tab, i)
+                count[0] -= 1
                 break
         if full > 0:
             b = hashes[o + full - 1]
-            e = _find(S, b, 0)
-            if e < 0:
-                e = _add(S, b, 0)
-            S[_IVAL][e] = base + r
+            i = _map_find(tab, b)
+            if i < 0:
+                i = -1 - i
+                tab[i, 0] = b
+                count[0] += 1
+            tab[i, 1] = np.uint64(base + r + 1)
     return n
+
+
+@njit(cache=True, nogil=True)
+def _map_rehash(old, tab):  # pragma: no cover (compiled)
+    for i in range(old.shape[0]):
+        if old[i, 1] != np.uint64(0):
+            j = -1 - _map_find(tab, old[i, 0])
+            tab[j, 0] = old[i, 0]
+            tab[j, 1] = old[i, 1]
 
 
 class Continuations:
@@ -569,7 +628,8 @@ class Continuations:
 
     def __init__(self, block_tokens, expect=1 << 16):
         self.bt = int(block_tokens)
-        self.store = Store(expect, 1, ints=True)
+        self.tab = np.zeros((1 << max(int(2 * expect - 1).bit_length(), 4), 2), np.uint64)
+        self.count = np.zeros(1, np.int64)
         self.base = 0
 
     def feed(self, n_blocks, prompt_tokens, hashes):
@@ -578,10 +638,14 @@ class Continuations:
         np.cumsum(n_blocks, out=off[1:])
         parent = np.full(n, -1, np.int64)
         r = 0
-        while r < n:
-            self.store.ensure(1)
-            r = _continuations(r, self.base, self.store.S, np.asarray(n_blocks, np.int64),
+        while True:
+            r = _continuations(r, self.base, self.tab, self.count, np.asarray(n_blocks, np.int64),
                                np.asarray(prompt_tokens, np.int64), self.bt, off, hashes, parent)
+            if r >= n:
+                break
+            old, self.tab = self.tab, np.zeros((2 * self.tab.shape[0], 2), np.uint64)
+            _map_rehash(old, self.tab)
+            del old
         self.base += n
         return parent
 
@@ -590,7 +654,7 @@ class Continuations:
 ROUTER_CODES = {"random": 0, "round-robin": 1, "affinity": 2, "kv-aware": 3}
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _route(r0, r1, base, S, nodes, cap, router, ts, nb, tokens, bt, off, hashes, parent, draws,
            window, overlap, chosen, load, routed, sums, counts, need):  # pragma: no cover
     """routing.route's loop for the global requests r0..r1 (hashes and off local to the chunk
@@ -678,13 +742,17 @@ class Router:
         self.draws = np.zeros(0, np.int64) if draws is None else draws
         self.window, self.overlap = float(load_window_s), float(overlap_weight)
         self.chosen = np.empty(n, np.int32)
-        self.parent = np.full(n, -1, np.int64)
+        self.parent = np.full(n, -1, np.int32 if n < 2 ** 31 else np.int64)
         self.load = np.zeros(self.nodes, np.int64)
         self.routed = np.zeros(self.nodes, np.float64)
         self.sums = np.zeros(2, np.float64)
         self.counts = np.zeros(5, np.int64)
         total = int(np.sum(n_blocks, dtype=np.int64))
-        self.store = Store(min(self.nodes * (self.cap + 1), total, 1 << 20) + 64, self.nodes)
+        nmax = int(np.max(n_blocks)) if n else 0
+        # every node's LRU at its capacity and a request beyond it: no growth when that is
+        # modest (a larger bound grows on demand, as a trace with fewer blocks needs less)
+        self.store = Store(min(self.nodes * (self.cap + nmax + 1), total + 64, 1 << 23),
+                           self.nodes)
         self.done = 0
 
     def feed(self, a, b, hashes, parent):
@@ -703,8 +771,35 @@ class Router:
         self.done = b
 
 
+# ------------------------------------------------------------------ blocks sorted by node
+@njit(cache=True, nogil=True)
+def _split(node_of, n_blocks, hashes, nodes, out, counts):  # pragma: no cover (compiled)
+    """A counting sort of the accesses by their request's node, each node's in order."""
+    for r in range(len(node_of)):
+        counts[node_of[r]] += n_blocks[r]
+    start = np.zeros(nodes + 1, np.int64)
+    for n in range(nodes):
+        start[n + 1] = start[n] + counts[n]
+    o = 0
+    for r in range(len(node_of)):
+        n = node_of[r]
+        for j in range(n_blocks[r]):
+            out[start[n]] = hashes[o + j]
+            start[n] += 1
+        o += n_blocks[r]
+
+
+def split_by_node(node_of, n_blocks, hashes, nodes):
+    """(hashes sorted by node, stable; blocks of each node)."""
+    out = np.empty_like(hashes)
+    counts = np.zeros(nodes, np.int64)
+    _split(np.asarray(node_of, np.int64), np.asarray(n_blocks, np.int64), hashes, int(nodes),
+           out, counts)
+    return out, counts
+
+
 # ------------------------------------------------------------------ first come, first served
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _fcfs(arrival, service, servers, out):  # pragma: no cover (compiled)
     free = np.zeros(servers)
     for i in range(len(arrival)):

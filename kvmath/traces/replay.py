@@ -349,8 +349,17 @@ class HitCost:
         self._sweep, self._resolve = sweep, resolve_tier
 
     def _tables(self, trace):
-        bt = trace.block_tokens
+        if getattr(self, "_prepared", None) is not None:
+            tables = self._from_prepared(trace)
+            if tables is not None:
+                return tables
         nmax = int(trace.n_blocks.max()) if trace.n_requests else 1
+        rec_blk, reload_blk = self._block_tables(trace.block_tokens, nmax)
+        # each distinct prompt length once (the sweep is elementwise: the same values)
+        lengths, which = np.unique(trace.prompt_tokens, return_inverse=True)
+        return rec_blk, reload_blk, self._prompt_table(lengths)[which.ravel()]
+
+    def _block_tables(self, bt, nmax):
         lengths = np.arange(1, nmax + 1) * bt
         any_tier = self._resolve("host-dram")
         _, rec = self._sweep(self.model, self.gpu, any_tier, lengths, tp=self.tp)
@@ -368,11 +377,36 @@ class HitCost:
                 rl, _ = self._sweep(self.model, self.gpu, tier, lengths, own_step=False, tp=self.tp,
                                     engine=self.engine)
                 reload_blk.append(np.r_[0.0, rl])
-        # each distinct prompt length once (the sweep is elementwise: the same values)
-        lengths, which = np.unique(trace.prompt_tokens, return_inverse=True)
-        _, rec_prompt = self._sweep(self.model, self.gpu, any_tier, lengths.astype(float),
-                                    tp=self.tp)
-        return rec_blk, reload_blk, np.asarray(rec_prompt, dtype=float)[which.ravel()]
+        return rec_blk, reload_blk
+
+    def _prompt_table(self, lengths):
+        _, rec = self._sweep(self.model, self.gpu, self._resolve("host-dram"),
+                             np.asarray(lengths).astype(float), tp=self.tp)
+        return np.asarray(rec, dtype=float)
+
+    def prepare(self, trace):
+        """Tabulate once what pricing the parts of ``trace`` needs (a fleet's nodes, each
+        priced on its own): every block count up to the trace's longest request, and every
+        prompt length it holds (the sweep is elementwise: a part's tables are slices of
+        these). A prepared cost model prices without the expressions (a Dask worker needs
+        none of them)."""
+        nmax = int(trace.n_blocks.max()) if trace.n_requests else 1
+        lengths = np.unique(trace.prompt_tokens)
+        self._prepared = (trace.block_tokens, nmax,
+                          *self._block_tables(trace.block_tokens, nmax),
+                          lengths, self._prompt_table(lengths))
+        return self
+
+    def _from_prepared(self, trace):
+        bt, nmax, rec_blk, reload_blk, lengths, rec_len = self._prepared
+        need = int(trace.n_blocks.max()) if trace.n_requests else 1
+        if bt != trace.block_tokens or need > nmax:
+            return None
+        i = np.searchsorted(lengths, trace.prompt_tokens)
+        if np.any(i >= len(lengths)) or np.any(lengths[np.minimum(i, len(lengths) - 1)]
+                                               != trace.prompt_tokens):
+            return None
+        return rec_blk[:need + 1], [r[:need + 1] for r in reload_blk], rec_len[i]
 
     def price(self, trace, runs, duration, service=False):
         """The replay's savings and demand; with ``service``, also ``service_s``: each request's

@@ -54,10 +54,10 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
     Compiled (:class:`kvmath.traces.compiled.Router`), the trace read a chunk of requests at a
     time (:func:`kvmath.traces.readers.block_chunks`); memory: the nodes' LRUs (bounded by their
     capacity) and a few per-request arrays. parent: the previous turns
-    (:func:`~kvmath.traces.readers.continuations`), computed in the same pass when not given.
+    (:func:`~kvmath.traces.readers.continuations`), computed first when not given.
     spill: called with (first request, end request, hashes, nodes of those requests) after each
     chunk is routed (the fleet sorts the blocks by node there)."""
-    from kvmath.traces.compiled import Continuations, Router
+    from kvmath.traces.compiled import Router
     from kvmath.traces.readers import block_chunks
     if router not in ROUTERS:
         raise ScenarioError(f"unknown router {router!r}; expected one of {', '.join(ROUTERS)}")
@@ -65,16 +65,16 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
         raise ScenarioError(f"a fleet of {nodes} nodes: expected at least 1")
     if trace.sample_rate < 1:
         raise ScenarioError("routing needs the whole trace, not a SHARDS sample")
+    if parent is None:  # a pass of its own: its map is gone before the nodes' LRUs are made
+        from kvmath.traces.readers import continuations
+        parent = continuations(trace)
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, nodes, size=trace.n_requests) if router == "random" else None
     state = Router(nodes, router, capacity_blocks, trace.timestamp_s, trace.n_blocks,
                    trace.prompt_tokens, trace.block_tokens, draws, load_window_s,
                    overlap_weight)
-    turns = Continuations(trace.block_tokens) if parent is None else None
     for a, b, hashes in block_chunks(trace):
-        up = (turns.feed(trace.n_blocks[a:b], trace.prompt_tokens[a:b], hashes)
-              if turns is not None else parent[a:b])
-        state.feed(a, b, hashes, up)
+        state.feed(a, b, hashes, parent[a:b])
         if spill is not None:
             spill(a, b, hashes, state.chosen[a:b])
     del draws
