@@ -3,9 +3,13 @@ then each node replays its own requests through its own tiers (:func:`kvmath.tra
 priced by :class:`~kvmath.traces.replay.HitCost`): per node its hits, traffic, wear and prefill
 demand against its GPUs. After routing the nodes' replays are independent.
 
-The nodes' replays run in this process, or on Dask (``dask="local"``: a local cluster of this
-machine's cores; or the address of a running scheduler, given up on after
-:data:`DASK_TIMEOUT_S`), with the same results.
+The nodes' replays run in this process on a thread per core (the compiled kernels release the
+GIL), or on Dask (``dask="local"``: a local cluster, one worker of a thread per core in this
+process; or the address of a running scheduler, given up on after :data:`DASK_TIMEOUT_S`),
+with the same results. A trace streamed from disk (:class:`~kvmath.traces.readers.TraceFile`)
+is read in order, a chunk at a time: routing writes each node's blocks to a file of its own,
+and each node's replay reads only its own, so memory holds the per-request columns, the
+routers' and one replay per thread's caches, not the trace's blocks.
 
 Counted: prefill (the prompts' misses, lost reloads and every request's own forward pass) and
 reload time, in GPU-seconds per second; decode, the trace's output tokens at the GPU time one
