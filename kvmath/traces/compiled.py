@@ -662,6 +662,7 @@ def _route(r0, r1, base, S, nodes, cap, router, ts, nb, tokens, bt, off, hashes,
     sums: [hit tokens, best tokens]; counts: [continued, followed, holders, reached, the
     first request still in the load window]."""
     match = np.zeros(nodes, np.int64)
+    found = np.empty(max(need, 1), np.int64)
     for r in range(r0, r1):
         if S[_META][0] < need:
             return r
@@ -713,13 +714,29 @@ def _route(r0, r1, base, S, nodes, cap, router, ts, nb, tokens, bt, off, hashes,
         sums[1] += min(best * bt, tokens[r])
         routed[node] += tokens[r]
         load[node] += m
-        for j in range(m):  # the request's blocks are the node's most recent
-            b = hashes[o + j]
-            e = _find(S, b, node)
+        # the request's blocks become the node's most recent: first every lookup (independent
+        # of each other, so their cache misses overlap), then the moves and insertions in order
+        # (an insertion moves no other entry, and a block found again is refreshed)
+        link = S[_LINK]
+        warm = 0
+        for j in range(m):
+            e = _find(S, hashes[o + j], node)
+            found[j] = e
+            if e >= 0:  # its neighbours' links, which the move rewrites
+                warm += link[e, 0]
+                if link[e, 1] >= 0:
+                    warm += link[link[e, 1], 0]
+                if link[e, 2] >= 0:
+                    warm += link[link[e, 2], 0]
+        counts[5] += warm & 1
+        for j in range(m):
+            e = found[j]
+            if e < 0:
+                e = _find(S, hashes[o + j], node)  # (a hash the request repeats)
             if e >= 0:
                 _touch(S, e)
             else:
-                e = _add(S, b, node)
+                e = _add(S, hashes[o + j], node)
                 _link_tail(S, e)
         while S[_CNT][node] > cap:
             old = _pop_head(S, node)
@@ -746,7 +763,7 @@ class Router:
         self.load = np.zeros(self.nodes, np.int64)
         self.routed = np.zeros(self.nodes, np.float64)
         self.sums = np.zeros(2, np.float64)
-        self.counts = np.zeros(5, np.int64)
+        self.counts = np.zeros(6, np.int64)  # (the last: a sink the compiler keeps loads for)
         total = int(np.sum(n_blocks, dtype=np.int64))
         nmax = int(np.max(n_blocks)) if n else 0
         # every node's LRU at its capacity and a request beyond it: no growth when that is
