@@ -261,6 +261,16 @@ def test_the_fleets_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, wor
         assert w in err, err
 
 
+def test_a_dask_scheduler_without_workers_is_refused_in_time(monkeypatch, capsys):
+    """A scheduler that answers but has no worker would hold the replays forever: one line."""
+    from distributed import LocalCluster
+    monkeypatch.setattr(F, "DASK_TIMEOUT_S", 1)
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
+        code, out, err = run(capsys, "fleet", "synthetic", "--model", "llama-3.1-8b", "--nodes",
+                             "2", "--dask", cluster.scheduler_address)
+    assert code == 2 and out == "" and "has no worker after 1 s" in err, err
+
+
 def test_the_dask_timeout_is_stated():
     from kvmath.scenario.options import DASK_TIMEOUT_S
     assert 0 < DASK_TIMEOUT_S <= 60 and math.isfinite(DASK_TIMEOUT_S)

@@ -172,10 +172,17 @@ def _dask_client(dask):
                                    threads_per_worker=os.cpu_count() or 1,
                                    dashboard_address=None))
     try:
-        return Client(dask, timeout=f"{DASK_TIMEOUT_S}s")
+        client = Client(dask, timeout=f"{DASK_TIMEOUT_S}s")
     except (OSError, TimeoutError, ValueError) as exc:
         raise ScenarioError(f"--dask {dask}: no Dask scheduler answered within "
                             f"{DASK_TIMEOUT_S} s ({type(exc).__name__})") from None
+    try:  # a scheduler without workers would hold the replays forever
+        client.wait_for_workers(1, timeout=DASK_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        client.close()
+        raise ScenarioError(f"--dask {dask}: the scheduler has no worker after "
+                            f"{DASK_TIMEOUT_S} s ({type(exc).__name__})") from None
+    return client
 
 
 class NodeBlocks:
