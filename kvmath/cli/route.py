@@ -8,6 +8,8 @@ that ``reuse`` and ``tiers`` take as ``--reach``.
 """
 from __future__ import annotations
 
+import tempfile
+
 from kvmath.cli.output import print_result
 from kvmath.cli.trace import add_trace_command
 from kvmath.errors import UsageError
@@ -23,19 +25,25 @@ def add_parser(subparsers):
 def analyse(args):
     """The JSON-ready result of ``kvmath route``."""
     from kvmath.evaluate.compare import ScenarioError, node_tp
-    from kvmath.evaluate.routing import ROUTERS, reach
-    from kvmath.scenario.engine_config import cache_sizes, engine_of
     from kvmath.tables.rows import resolve_node
     from kvmath.traces import readers as T
-    from kvmath.traces.fleet import check_fleet, node_setup
-    from kvmath.traces.routing import route
 
     node = resolve_node(args.node)
     model = model_of(args)
     tp = args.tp or node_tp(model, node.gpus)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
-    trace = T.load(args.file)
+    with tempfile.TemporaryDirectory(prefix="kvmath-route-") as work:
+        trace = T.stream(args.file, work)  # its blocks on disk, read in order
+        return _analyse_route(args, trace, node, model, tp)
+
+
+def _analyse_route(args, trace, node, model, tp):
+    from kvmath.evaluate.routing import ROUTERS, reach
+    from kvmath.scenario.engine_config import cache_sizes, engine_of
+    from kvmath.traces import readers as T
+    from kvmath.traces.fleet import check_fleet, node_setup
+    from kvmath.traces.routing import route
     check_fleet(trace, args.nodes)
     engine, cfg = engine_of(args)
     batch_context = args.batch_context or T.batch_context_of(trace, model)
@@ -43,12 +51,13 @@ def analyse(args):
                                               batch_context,
                                               **cache_sizes(args, cfg, node, tp, model))
     routers = []
+    parent = T.continuations(trace)
     for name in ROUTERS:
-        r = route(trace, args.nodes, name, blocks)
+        r = route(trace, args.nodes, name, blocks, parent=parent)
         r.pop("routed_prompt_tokens")
         r["reach_analytic"] = reach(name, args.nodes)
         routers.append(r)
-    one = route(trace, 1, "round-robin", blocks * args.nodes)  # the fleet's caches as one
+    one = route(trace, 1, "round-robin", blocks * args.nodes, parent=parent)  # the caches as one
     return {"trace": args.file, "model": model.name, "node": node.name, "tp": tp,
             "nodes": args.nodes, "requests": trace.n_requests,
             "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
@@ -100,20 +109,41 @@ def add_fleet_parser(subparsers):
 
 def analyse_fleet(args):
     """The JSON-ready result of ``kvmath fleet``."""
-    from kvmath.scenario.engine_config import cache_sizes, engine_of
     from kvmath.evaluate.compare import ScenarioError, node_tp
     from kvmath.tables.rows import resolve_node, resolve_pool
     from kvmath.traces import readers as T
-    from kvmath.traces.fleet import fleet, fleet_cost, nodes_needed
     node, model = resolve_node(args.node), model_of(args)
     tp = args.tp or node_tp(model, node.gpus)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
-    trace = T.load(args.file)
+    pool = resolve_pool(args.pool) if args.pool else None  # a bad pool before the trace's read
+    if pool is not None:
+        check_pool_reach(pool, node)
+    with tempfile.TemporaryDirectory(prefix="kvmath-fleet-") as work:
+        # the trace's blocks stay on disk, read in order; each node's go to a file beside them
+        trace = T.stream(args.file, work)
+        return _analyse_fleet(args, trace, node, model, tp, pool)
+
+
+def check_pool_reach(pool, node):
+    """Refuse a pool the node's engines cannot reach as its row deploys it: every pool is read
+    over the network, through ``client_nics`` NICs of each GPU node (nodes.csv ``nics``)."""
+    from kvmath.evaluate.compare import ScenarioError
+    if not node.nics:
+        raise ScenarioError(f"--pool {pool.name}: node {node.name} has no NICs (nics 0), so no "
+                            "engine on it can reach a pool over the network")
+    if node.nics < pool.client_nics:
+        raise ScenarioError(f"--pool {pool.name}: its engines read it over {pool.client_nics} "
+                            f"NICs per GPU node (pools.csv client_nics), and node {node.name} "
+                            f"has {node.nics}")
+
+
+def _analyse_fleet(args, trace, node, model, tp, pool):
+    from kvmath.scenario.engine_config import cache_sizes, engine_of
+    from kvmath.traces.fleet import fleet, fleet_cost, nodes_needed
     engine, cfg = engine_of(args)
     kw = dict(tp=tp, engine=engine, batch_seqs=args.batch_seqs, batch_context=args.batch_context,
               dask=args.dask, writes=args.writes, **cache_sizes(args, cfg, node, tp, model))
-    pool = resolve_pool(args.pool) if args.pool else None
     out = fleet(trace, model, node, args.nodes, args.router, pool=pool, **kw)
     out["trace"] = args.file
     # what the fleet's nodes cost per million tokens served, at the GPU-hour price (a cloud

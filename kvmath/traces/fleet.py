@@ -3,9 +3,13 @@ then each node replays its own requests through its own tiers (:func:`kvmath.tra
 priced by :class:`~kvmath.traces.replay.HitCost`): per node its hits, traffic, wear and prefill
 demand against its GPUs. After routing the nodes' replays are independent.
 
-The nodes' replays run in this process, or on Dask (``dask="local"``: a local cluster of this
-machine's cores; or the address of a running scheduler, given up on after
-:data:`DASK_TIMEOUT_S`), with the same results.
+The nodes' replays run in this process on a thread per core (the compiled kernels release the
+GIL), or on Dask (``dask="local"``: a local cluster, one worker of a thread per core in this
+process; or the address of a running scheduler, given up on after :data:`DASK_TIMEOUT_S`),
+with the same results. A trace streamed from disk (:class:`~kvmath.traces.readers.TraceFile`)
+is read in order, a chunk at a time: routing writes each node's blocks to a file of its own,
+and each node's replay reads only its own, so memory holds the per-request columns, the
+routers' and one replay per thread's caches, not the trace's blocks.
 
 Counted: prefill (the prompts' misses, lost reloads and every request's own forward pass) and
 reload time, in GPU-seconds per second; decode, the trace's output tokens at the GPU time one
@@ -42,15 +46,10 @@ NOT_COUNTED = ("batching several prefills in a step", "a shared pool")
 def ttft_fcfs(arrival_s, service_s, servers):
     """Time to first token of each request, s: first come, first served over ``servers``
     identical replicas, each serving one request at a time (wait for the earliest free one, then
-    its own service time). Requests in order of arrival."""
-    import heapq
-    free = [0.0] * max(int(servers), 1)  # when each replica is next free
-    out = np.empty(len(arrival_s))
-    for i, (a, s) in enumerate(zip(arrival_s.tolist(), service_s.tolist())):
-        start = max(a, heapq.heappop(free))
-        heapq.heappush(free, start + s)
-        out[i] = start + s - a
-    return out
+    its own service time). Requests in order of arrival. Compiled
+    (:func:`kvmath.traces.compiled.fcfs`)."""
+    from kvmath.traces.compiled import fcfs
+    return fcfs(arrival_s, service_s, servers)
 
 
 def check_fleet(trace, nodes):
@@ -129,6 +128,8 @@ def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus, replicas,
     (its output tokens at ``decode_gpu_s_per_token`` GPU-seconds each), and each request's time
     to first token on the node's ``replicas`` (``ttft_s``, an array; None with ``ttft_s_p99``
     when decode alone fills the node's GPUs, the queue then growing without bound)."""
+    if hasattr(sub, "loaded"):  # a node's share whose hashes wait in a file
+        sub = sub.loaded()
     if sub.n_requests == 0:
         return {"node": n, "requests": 0, "token_hit_rate": None, "prompt_tokens": 0,
                 "prefill_gpu_s_per_s": 0.0, "decode_gpu_s_per_s": 0.0,
@@ -156,34 +157,148 @@ def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus, replicas,
 
 
 def _dask_client(dask):
-    """A Dask client: a local cluster (``"local"``) or the scheduler at an address."""
+    """A Dask client: a local cluster (``"local"``: one worker in this process with a thread per
+    core, so the replays share this process's memory and run in parallel, the compiled kernels
+    releasing the GIL) or the scheduler at an address."""
+    import os
+
     from kvmath.evaluate.values import ScenarioError
     try:
         from distributed import Client, LocalCluster
     except ImportError:  # pragma: no cover - pinned in requirements.txt
         raise ScenarioError("--dask needs the distributed package (pip install distributed)")
     if dask == "local":
-        return Client(LocalCluster(processes=True, threads_per_worker=1, dashboard_address=None))
+        return Client(LocalCluster(processes=False, n_workers=1,
+                                   threads_per_worker=os.cpu_count() or 1,
+                                   dashboard_address=None))
     try:
-        return Client(dask, timeout=f"{DASK_TIMEOUT_S}s")
+        client = Client(dask, timeout=f"{DASK_TIMEOUT_S}s")
     except (OSError, TimeoutError, ValueError) as exc:
         raise ScenarioError(f"--dask {dask}: no Dask scheduler answered within "
                             f"{DASK_TIMEOUT_S} s ({type(exc).__name__})") from None
+    try:  # a scheduler without workers would hold the replays forever
+        client.wait_for_workers(1, timeout=DASK_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        client.close()
+        raise ScenarioError(f"--dask {dask}: the scheduler has no worker after "
+                            f"{DASK_TIMEOUT_S} s ({type(exc).__name__})") from None
+    return client
+
+
+class NodeBlocks:
+    """Each node's block hashes as routing assigns its requests, in arrival order: in memory,
+    or (``directory`` given: a trace streamed from disk) appended to a flat file per node."""
+
+    def __init__(self, trace, nodes, directory=None):
+        self.n_blocks, self.nodes, self.directory = trace.n_blocks, nodes, directory
+        self.parts = [[] for _ in range(nodes)]
+        self.files = ([open(self.path(n), "wb") for n in range(nodes)] if directory else None)
+
+    def path(self, n):
+        import os
+        return os.path.join(self.directory, f"node-{n}.u64")
+
+    def add(self, a, b, hashes, chosen):
+        from kvmath.traces.compiled import split_by_node
+        ordered, counts = split_by_node(chosen, self.n_blocks[a:b], hashes, self.nodes)
+        o = 0
+        for n, c in enumerate(counts.tolist()):
+            if self.files:
+                ordered[o:o + c].tofile(self.files[n])
+            else:
+                self.parts[n].append(ordered[o:o + c])
+            o += c
+
+    def of(self, n):
+        """Node n's hashes: an array, or the path of its file."""
+        if self.files:
+            return self.path(n)
+        return (np.concatenate(self.parts[n]) if self.parts[n]
+                else np.zeros(0, np.uint64))
+
+    def close(self):
+        for f in self.files or ():
+            f.close()
+
+
+def _node_requests(trace, where, n, blocks):
+    keep = where == n
+    return T.Requests(name=f"{trace.name}[node {n}]", timestamp_s=trace.timestamp_s[keep],
+                      prompt_tokens=trace.prompt_tokens[keep],
+                      output_tokens=trace.output_tokens[keep], n_blocks=trace.n_blocks[keep],
+                      hashes=blocks.of(n), block_tokens=trace.block_tokens)
+
+
+def _run_jobs(jobs, dask):
+    """replay_node over the jobs (made lazily: a job's arrays exist while it is queued or
+    running): in this process on a thread per core, or on Dask, at most one job more than the
+    workers' threads in flight; answers in node order. On a scheduler given by address each job
+    carries its node's hashes (its workers may not see this machine's files)."""
+    import os
+    if dask is None:
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+        threads, out, running = os.cpu_count() or 1, {}, set()
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            for job in jobs:  # a job is made when a thread is about to take it
+                if len(running) >= threads:
+                    done, running = wait(running, return_when=FIRST_COMPLETED)
+                    out.update((x["node"], x) for x in (d.result() for d in done))
+                running.add(pool.submit(replay_node, *job))
+            out.update((x["node"], x) for x in (d.result() for d in running))
+        return [out[n] for n in sorted(out)]
+    from distributed import as_completed
+    client = _dask_client(dask)
+    try:
+        local = dask == "local"  # a worker in this process reads each node's file itself
+
+        def submit(job):
+            return client.submit(replay_node, job[0], job[1] if local else job[1].loaded(),
+                                 *job[2:], pure=False)
+        threads = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
+        window, out, it = max(threads + 1, 2), {}, iter(jobs)
+        running = as_completed()
+        for job in it:
+            running.add(submit(job))
+            if running.count() >= window:
+                break
+        for done in running:
+            x = done.result()
+            out[x["node"]] = x
+            job = next(it, None)
+            if job is not None:
+                running.add(submit(job))
+        return [out[n] for n in sorted(out)]
+    finally:
+        client.close()
+        if dask == "local":
+            client.cluster.close()
 
 
 def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=None,
           batch_context=None, seed=0, setup=None, dask=None, pool=None, writes="back",
           **cache_kw):
-    """Route ``trace`` over ``nodes`` copies of ``node`` and replay each (here, or on Dask: a
-    local cluster or a scheduler's address); a JSON-ready dict. pool: a
+    """Route ``trace`` over ``nodes`` copies of ``node`` and replay each (here, a thread per
+    core, or on Dask: a local cluster or a scheduler's address); a JSON-ready dict. pool: a
     :class:`~kvmath.tables.rows.Pool` below every node's tiers, shared by the fleet and written
-    through (a pool of the nodes' own DRAM takes its share of each node's host DRAM)."""
+    through (a pool of the nodes' own DRAM takes its share of each node's host DRAM).
+
+    ``trace``: a :class:`~kvmath.traces.readers.Trace`, or a
+    :class:`~kvmath.traces.readers.TraceFile` whose blocks stay on disk: one pass routes it
+    and writes each node's blocks to a file beside it, (with a pool) another simulates the
+    pool, and each node's replay reads its own file."""
+    import os
     check_fleet(trace, nodes)
     if pool is not None:
         cache_kw = {**cache_kw, "pool": pool, "pool_nodes": nodes}
     specs, block_bytes, cost, blocks, tp = setup or node_setup(
         trace, model, node, tp, engine, batch_seqs, batch_context, **cache_kw)
-    routed = route(trace, nodes, router, blocks, seed=seed, assignment=True)
+    streamed = isinstance(trace, T.TraceFile)
+    by_node = NodeBlocks(trace, nodes, os.path.dirname(trace.hashes_path) if streamed else None)
+    try:
+        routed = route(trace, nodes, router, blocks, seed=seed, assignment=True,
+                       spill=by_node.add)
+    finally:
+        by_node.close()
     where = routed.pop("assignment")
     decode = node_decode(trace, model, node, tp, engine, batch_seqs)
     shared = pool_answer = None
@@ -200,23 +315,21 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
                        # said when it cannot)
                        "writes_within_bandwidth": bool(pool_Bps <= spec.write_Bps * nodes),
                        "read_bandwidth_Bps_per_node": spec.read_Bps}
-    jobs = [(n, subtrace(trace, where == n), specs, block_bytes, cost, trace.duration_s,
-             node.gpus, node.gpus // tp, decode["decode_gpu_s_per_token"],
-             None if pool is None else (spec, hits[where == n]), writes) for n in range(nodes)]
-    if dask is None:
-        per_node = [replay_node(*job) for job in jobs]
-    else:
-        client = _dask_client(dask)
-        try:
-            per_node = client.gather([client.submit(replay_node, *job, pure=False)
-                                      for job in jobs])
-        finally:
-            client.close()
-            if dask == "local":
-                client.cluster.close()
+    # the pricing tables once for the fleet (each node's are slices of them)
+    cost = C.HitCost(cost.model, cost.gpu, cost.tiers, cost.tp, cost.gpus,
+                     engine=cost.engine).prepare(trace)
+    jobs = ((n, _node_requests(trace, where, n, by_node), specs, block_bytes, cost,
+             trace.duration_s, node.gpus, node.gpus // tp, decode["decode_gpu_s_per_token"],
+             None if pool is None else (spec, hits[where == n]), writes) for n in range(nodes))
+    per_node = _run_jobs(jobs, dask)
     hit_tokens = sum(x["token_hit_rate"] * x["prompt_tokens"] for x in per_node if x["requests"])
     ttfts = [x.pop("ttft_s") for x in per_node]
     ttft = None if any(t is None for t in ttfts) else np.concatenate(ttfts)
+    del ttfts
+    p50 = p99 = None
+    if ttft is not None:  # both order statistics at once, in place (the same values)
+        p50, p99 = (float(v) for v in np.percentile(ttft, [50, 99], overwrite_input=True))
+    del ttft
     demand = [x["prefill_gpu_s_per_s"] for x in per_node]
     decoding = [x["decode_gpu_s_per_s"] for x in per_node]
     return {"router": router, "nodes": nodes, "node": node.name, "model": model.name, "tp": tp,
@@ -231,8 +344,7 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
             "gpu_s_per_s_max_node": max(a + b for a, b in zip(demand, decoding)),
             "decode": decode,
             "gpus_per_node": node.gpus, "replicas_per_node": node.gpus // tp,
-            "ttft_s_p50": None if ttft is None else float(np.percentile(ttft, 50)),
-            "ttft_s_p99": None if ttft is None else float(np.percentile(ttft, 99)),
+            "ttft_s_p50": p50, "ttft_s_p99": p99,
             "feasible": all(x["feasible"] for x in per_node)
             and (pool_answer is None or pool_answer["writes_within_bandwidth"]),
             "not_counted": [x for x in NOT_COUNTED if pool is None or x != "a shared pool"],
@@ -245,7 +357,8 @@ def _pool_totals(answer, per_node, trace):
     blocks new to it (each of its replicas written)."""
     rows = [t for x in per_node for t in x["tiers"] if t.get("shared")]
     hits = sum(t["hits"] for t in rows)
-    return {**answer, "hits": hits, "hit_rate": hits / max(len(trace.hashes), 1),
+    return {**answer, "hits": hits,
+            "hit_rate": hits / max(int(np.sum(trace.n_blocks, dtype=np.int64)), 1),
             "read_Bps": sum(t["read_Bps"] for t in rows)}
 
 

@@ -325,52 +325,54 @@ def _parquet_columns(con, path):
     return set(cols)
 
 
-def _source_sql(path, fmt, columns=()):
+def _source_sql(path, fmt, columns=(), gz=False):
     """A SELECT normalising the file to ts_s, prompt, output, hashes, bt (columns: a Parquet
-    trace's own, from :func:`_parquet_columns`)."""
+    trace's own, from :func:`_parquet_columns`) and, for JSONL, ``strict_bad``: whether a record
+    holds a field the format does not name or a field of another JSON type than the format
+    documents (DuckDB's typed reader would cast "100" to a number, 1024.5 to an integer and
+    true to 1; nonzero sends the file to the line-by-line check, which names the line and
+    field). JSONL is read as objects and each record's fields extracted in one parse; gz: the
+    file is gzip (by its first bytes, whatever its name: DuckDB goes by the name)."""
     p = str(path).replace("'", "''")
     if fmt == "parquet":
         output = "coalesce(output_tokens, 0)" if "output_tokens" in columns else "0"
         return (f"SELECT timestamp_s::DOUBLE AS ts_s, prompt_tokens::BIGINT AS prompt, "
                 f"{output}::BIGINT AS output, block_hashes::UBIGINT[] AS hashes, "
-                f"block_tokens::BIGINT AS bt FROM read_parquet('{p}')")
-    cols = {**_FORMATS[fmt], **_OPTIONAL[fmt]}
-    spec = ", ".join(f"'{k}': '{t}'" for k, (t, _) in cols.items())
-    src = f"read_json('{p}', format='newline_delimited', columns={{{spec}}})"
+                f"block_tokens::BIGINT AS bt, false AS strict_bad FROM read_parquet('{p}')")
+    fields, optional = _FORMATS[fmt], _OPTIONAL[fmt]
+    names = list(fields) + list(optional)
+    at = {name: f"v[{i + 1}]" for i, name in enumerate(names)}
+    known = ", ".join(f"'{k}'" for k in names)
+    checks = [f"list_bool_and(list_transform(json_keys(json), lambda k: k IN ({known})))"]
+    for name, (_, kind) in {**fields, **optional}.items():
+        if kind == "hashes":  # an array of integers (or empty): its elements' one JSON type
+            ok = (f"json_type({at[name]}) = 'ARRAY' AND json_structure({at[name]}) IN "
+                  "('[\"UBIGINT\"]', '[\"BIGINT\"]', '[\"NULL\"]')")
+        else:
+            ok = f"json_type({at[name]}) IN ({', '.join(repr(t) for t in _JSON_TYPES[kind])})"
+        if name in optional:
+            ok = f"({at[name]} IS NULL OR json_type({at[name]}) = 'NULL' OR {ok})"
+        checks.append(f"coalesce({ok}, false)")
+    strict = f"NOT ({' AND '.join(checks)})"
+    paths = ", ".join(f"'$.{n}'" for n in names)
+    src = (f"(SELECT json, json_extract(json, [{paths}]) AS v "
+           f"FROM read_ndjson_objects('{p}', compression='{'gzip' if gz else 'none'}'))")
     if fmt == "mooncake":
-        return (f"SELECT timestamp / 1000.0 AS ts_s, input_length AS prompt, output_length AS "
-                f"output, hash_ids AS hashes, {MOONCAKE_BLOCK_TOKENS}::BIGINT AS bt FROM {src}")
-    return (f"SELECT timestamp_s AS ts_s, prompt_tokens AS prompt, coalesce(output_tokens, 0) "
-            f"AS output, block_hashes AS hashes, block_tokens AS bt FROM {src}")
+        return (f"SELECT TRY_CAST({at['timestamp']} AS DOUBLE) / 1000.0 AS ts_s, "
+                f"TRY_CAST({at['input_length']} AS BIGINT) AS prompt, "
+                f"TRY_CAST({at['output_length']} AS BIGINT) AS output, "
+                f"TRY_CAST({at['hash_ids']} AS UBIGINT[]) AS hashes, "
+                f"{MOONCAKE_BLOCK_TOKENS}::BIGINT AS bt, {strict} AS strict_bad FROM {src}")
+    return (f"SELECT TRY_CAST({at['timestamp_s']} AS DOUBLE) AS ts_s, "
+            f"TRY_CAST({at['prompt_tokens']} AS BIGINT) AS prompt, "
+            f"coalesce(TRY_CAST({at['output_tokens']} AS BIGINT), 0) AS output, "
+            f"TRY_CAST({at['block_hashes']} AS UBIGINT[]) AS hashes, "
+            f"TRY_CAST({at['block_tokens']} AS BIGINT) AS bt, {strict} AS strict_bad FROM {src}")
 
 
 #: JSON types DuckDB reports for a field of each kind (json_type)
 _JSON_TYPES = {"number": ("UBIGINT", "BIGINT", "DOUBLE"), "integer": ("UBIGINT", "BIGINT"),
                "text": ("VARCHAR", "UBIGINT", "BIGINT")}
-
-
-def _strict_sql(path, fmt):
-    """A count of the JSONL records whose fields do not have the types the format documents
-    (DuckDB's typed reader would cast "100" to a number, 1024.5 to an integer and true to 1)
-    or that hold a field the format does not name: nonzero sends the file to the line-by-line
-    check, which names the line and field."""
-    p = str(path).replace("'", "''")
-    fields, optional = _FORMATS[fmt], _OPTIONAL[fmt]
-    known = ", ".join(f"'{k}'" for k in list(fields) + list(optional))
-    checks = [f"list_bool_and(list_transform(json_keys(json), lambda k: k IN ({known})))"]
-    for name, (_, kind) in {**fields, **optional}.items():
-        where = f"'$.{name}'"
-        if kind == "hashes":
-            ok = (f"json_type(json, {where}) = 'ARRAY' AND coalesce(list_bool_and(list_transform("
-                  f"json_extract(json, '$.{name}[*]'), lambda x: json_type(x) IN "
-                  f"('UBIGINT', 'BIGINT'))), true)")
-        else:
-            ok = f"json_type(json, {where}) IN ({', '.join(repr(t) for t in _JSON_TYPES[kind])})"
-        if name in optional:
-            ok = f"(json_type(json, {where}) IS NULL OR json_type(json, {where}) = 'NULL' OR {ok})"
-        checks.append(f"coalesce({ok}, false)")
-    return (f"SELECT count(*) FROM read_ndjson_objects('{p}') "
-            f"WHERE NOT ({' AND '.join(checks)})")
 
 
 _BAD_ROW = ("ts_s IS NULL OR prompt IS NULL OR hashes IS NULL OR bt IS NULL OR ts_s < 0 "
@@ -404,6 +406,160 @@ def _first_repeat(h, rid, mixed):
 
 #: requests per chunk when block accesses are fetched from DuckDB (bounds numpy's working set)
 CHUNK_REQUESTS = 100_000
+#: DuckDB's memory limit while it parses a trace into a database file on disk
+#: (:func:`stream`): past it, DuckDB spills to that directory
+STREAM_MEMORY_LIMIT = "384MB"
+
+
+class _Parsed:
+    """A trace file parsed once by DuckDB into a table ``t`` (in memory, or in a database file
+    in ``workdir``) and checked: per-request columns in numpy (``ts``, ``prompt``, ``output``,
+    ``n_blocks``: int64, or int32 with ``compact``), block hashes fetched a chunk of requests at
+    a time (:meth:`hashes`). A gzip file is checked whole (:func:`check_gzip`) in a thread while
+    DuckDB parses it. Bad input raises TraceError naming the file, line and field."""
+
+    def __init__(self, name_or_path, workdir=None, compact=False):
+        import threading
+
+        import duckdb
+        self.path = path = resolve_path(name_or_path)
+        gz_error = []
+
+        def check():
+            try:
+                check_gzip(path)
+            except TraceError as exc:
+                gz_error.append(exc)
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == GZIP_MAGIC
+        checker = threading.Thread(target=check, daemon=True) if gz else None
+        if checker:
+            checker.start()
+        try:
+            self.fmt, _ = _detect(path)
+        except TraceError:
+            if checker:
+                checker.join()
+            if gz_error:
+                raise gz_error[0] from None
+            raise
+        self.con = con = duckdb.connect(str(Path(workdir) / "trace.duckdb") if workdir else ":memory:")
+        try:
+            try:  # a progress bar on stdout would corrupt --json output
+                con.execute("SET enable_progress_bar = false")
+            except duckdb.Error:
+                pass  # in Jupyter without ipywidgets DuckDB shows none and refuses the setting
+            if workdir:
+                con.execute(f"SET memory_limit = '{STREAM_MEMORY_LIMIT}'")
+                con.execute(f"SET temp_directory = '{str(workdir).replace(chr(39), chr(39) * 2)}'")
+            self._parse(duckdb, compact, checker, gz_error)
+        except BaseException:
+            if checker:
+                checker.join()
+            self.close()
+            if gz_error:  # a truncated file explains whatever else went wrong
+                raise gz_error[0] from None
+            raise
+
+    def _parse(self, duckdb, compact, checker, gz_error):
+        path, fmt, con = self.path, self.fmt, self.con
+        try:
+            columns = _parquet_columns(con, path) if fmt == "parquet" else ()
+        except duckdb.Error as exc:
+            raise TraceError(path, None, None, f"not a readable trace "
+                             f"({str(exc).splitlines()[0]})") from None
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == GZIP_MAGIC
+        src = _source_sql(path, fmt, columns, gz)
+        cheap_bad = _BAD_ROW.replace(" OR len(list_distinct(hashes)) != len(hashes)", "")
+        try:
+            con.execute(f"CREATE TABLE t AS SELECT ts_s, prompt, output, hashes, bt, "
+                        f"coalesce({cheap_bad}, true) OR strict_bad AS bad FROM ({src})")
+            n_req, any_bad, n_bt, bt = con.execute(
+                "SELECT count(*), coalesce(bool_or(bad), false), count(DISTINCT bt), min(bt) "
+                "FROM t").fetchone()
+            bad = any_bad or n_bt > 1
+        except duckdb.Error as exc:
+            if fmt == "parquet":
+                raise TraceError(path, None, None, f"not a readable trace "
+                                 f"({str(exc).splitlines()[0]})") from None
+            bad = True
+        if checker:
+            checker.join()
+            if gz_error:
+                raise gz_error[0]
+        if bad:
+            if fmt == "parquet":
+                _parquet_problem(con, path, src)
+                raise TraceError(path, None, "block_tokens", "expected one block size")
+            _locate_jsonl(path, fmt)
+            raise TraceError(path, None, None, "not readable as a trace (the reader failed "
+                             "but no bad line was found)")
+        if n_req == 0:
+            raise TraceError(path, None, None, "empty trace (expected at least one request)")
+        self.block_tokens = int(bt)
+        small = np.int32 if compact else np.int64
+        ts = np.empty(n_req, np.float64)
+        prompt, output, n_blocks = (np.empty(n_req, np.int64) for _ in range(3))
+        step = 1_000_000  # rows of per-request columns fetched at once
+        for a in range(0, n_req, step):
+            b = min(a + step, n_req)
+            per = con.execute(f"SELECT ts_s, prompt, output, len(hashes) AS n FROM t "
+                              f"WHERE rowid >= {a} AND rowid < {b}").fetchnumpy()
+            ts[a:b], prompt[a:b] = per["ts_s"], per["prompt"]
+            output[a:b], n_blocks[a:b] = per["output"], per["n"]
+            del per
+        back = np.flatnonzero(np.diff(ts) < 0)
+        if len(back):
+            if fmt == "parquet":
+                raise TraceError(path, int(back[0]) + 2, "timestamp_s",
+                                 "timestamp goes backwards (expected requests in arrival order)")
+            _locate_jsonl(path, fmt)
+        if compact and max(int(prompt.max()), int(output.max()), int(n_blocks.max())) >= 2 ** 31:
+            small = np.int64
+        self.ts, self.prompt = ts, prompt.astype(small, copy=False)
+        self.output, self.n_blocks = output.astype(small, copy=False), \
+            n_blocks.astype(small, copy=False)
+        self.offsets = np.zeros(n_req + 1, np.int64)
+        np.cumsum(self.n_blocks, out=self.offsets[1:])
+
+    @property
+    def n_requests(self):
+        return len(self.ts)
+
+    def hashes(self, a, b):
+        """(hashes, request of each, position in it) of requests a..b, head first, each request's
+        hashes checked distinct."""
+        import duckdb
+        path, fmt = self.path, self.fmt
+        offsets, n_blocks = self.offsets, self.n_blocks
+        try:
+            h = np.asarray(self.con.execute(f"SELECT unnest(hashes) AS h FROM t WHERE rowid >= {a} "
+                                            f"AND rowid < {b}").fetchnumpy()["h"], dtype=np.uint64)
+        except duckdb.Error as exc:
+            raise TraceError(path, None, None, f"not a readable trace "
+                             f"({str(exc).splitlines()[0]})") from None
+        if len(h) != offsets[b] - offsets[a]:
+            raise TraceError(path, None, None, "block hashes read back out of step with "
+                             "their requests")
+        r = np.repeat(np.arange(a, b, dtype=np.int64), n_blocks[a:b])
+        p = (np.arange(offsets[a], offsets[b], dtype=np.int64) - offsets[r]).astype(np.int32)
+        mixed = _mix(h)
+        if len(h):
+            rep = _first_repeat(h, r, mixed)
+            if rep is not None:
+                if fmt == "parquet":
+                    raise TraceError(path, rep + 1, "block_hashes", "expected distinct "
+                                     "hashes within a request (a hash names a whole prefix)")
+                _locate_jsonl(path, fmt)
+                raise TraceError(path, None, "hash_ids", "a request repeats a block hash "
+                                 "(expected distinct hashes within a request)")
+        return h, r, p, mixed
+
+    def close(self):
+        if getattr(self, "con", None) is not None:
+            self.con.close()
+            self.con = None
 
 
 def load(name_or_path, sample_rate=None, full_positions=1):
@@ -414,106 +570,158 @@ def load(name_or_path, sample_rate=None, full_positions=1):
     (see :func:`shards_keep`): the blocks at positions below full_positions of their request
     are all kept, the others only if their hash samples in.
     """
-    import duckdb
-
-    path = resolve_path(name_or_path)
-    with open(path, "rb") as fh:
-        if fh.read(2) == GZIP_MAGIC:
-            check_gzip(path)
     if sample_rate is not None and not 0 < sample_rate <= 1:
         raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
     sampled = sample_rate is not None and sample_rate < 1
-    fmt, _ = _detect(path)
-    con = duckdb.connect()
-    try:  # a progress bar on stdout would corrupt --json output
-        con.execute("SET enable_progress_bar = false")
-    except duckdb.Error:
-        pass  # in Jupyter without ipywidgets DuckDB shows none and refuses the setting
+    parsed = _Parsed(name_or_path)
     try:
-        columns = _parquet_columns(con, path) if fmt == "parquet" else ()
-    except duckdb.Error as exc:
-        con.close()
-        raise TraceError(path, None, None, f"not a readable trace "
-                         f"({str(exc).splitlines()[0]})") from None
-    src = _source_sql(path, fmt, columns)
-    cheap_bad = _BAD_ROW.replace(" OR len(list_distinct(hashes)) != len(hashes)", "")
-    try:
-        try:
-            con.execute(f"CREATE TEMP TABLE t AS SELECT ts_s, prompt, output, hashes, bt, "
-                        f"coalesce({cheap_bad}, true) AS bad FROM ({src})")
-            per = con.execute("SELECT ts_s, prompt, output, len(hashes) AS n, bt, bad "
-                              "FROM t").fetchnumpy()
-            bts = np.unique(np.asarray(per["bt"]))
-            bad = bool(np.asarray(per["bad"]).astype(bool).any()) or len(bts) > 1
-            if not bad and fmt != "parquet":
-                bad = con.execute(_strict_sql(path, fmt)).fetchone()[0] > 0
-        except duckdb.Error as exc:
-            if fmt == "parquet":
-                raise TraceError(path, None, None, f"not a readable trace "
-                                 f"({str(exc).splitlines()[0]})") from None
-            per, bad = None, True
-        if bad:
-            if fmt == "parquet":
-                _parquet_problem(con, path, src)
-                raise TraceError(path, None, "block_tokens", "expected one block size")
-            _locate_jsonl(path, fmt)
-            raise TraceError(path, None, None, "not readable as a trace (the reader failed "
-                             "but no bad line was found)")
-        n_req = len(per["ts_s"])
-        if n_req == 0:
-            raise TraceError(path, None, None, "empty trace (expected at least one request)")
-        block_tokens = int(bts[0])
-        ts = np.asarray(per["ts_s"], dtype=float)
-        back = np.flatnonzero(np.diff(ts) < 0)
-        if len(back):
-            if fmt == "parquet":
-                raise TraceError(path, int(back[0]) + 2, "timestamp_s",
-                                 "timestamp goes backwards (expected requests in arrival order)")
-            _locate_jsonl(path, fmt)
-        n_blocks = np.asarray(per["n"], dtype=np.int64)
-        prompt = np.asarray(per["prompt"], dtype=np.int64)
-        output = np.asarray(per["output"], dtype=np.int64)
-        del per
         rate = 1.0
         if sampled:
             rate = int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS
-        offsets = np.r_[0, np.cumsum(n_blocks)]
+        n_req = parsed.n_requests
         hashes, rid, pos = [], [], []
         for a in range(0, n_req, CHUNK_REQUESTS):
-            b = min(a + CHUNK_REQUESTS, n_req)
-            h = np.asarray(con.execute(f"SELECT unnest(hashes) AS h FROM t WHERE rowid >= {a} "
-                                       f"AND rowid < {b}").fetchnumpy()["h"], dtype=np.uint64)
-            if len(h) != offsets[b] - offsets[a]:
-                raise TraceError(path, None, None, "block hashes read back out of step with "
-                                 "their requests")
-            r = np.repeat(np.arange(a, b, dtype=np.int64), n_blocks[a:b])
-            p = (np.arange(offsets[a], offsets[b], dtype=np.int64) - offsets[r]).astype(np.int32)
-            mixed = _mix(h)
-            if len(h):
-                rep = _first_repeat(h, r, mixed)
-                if rep is not None:
-                    if fmt == "parquet":
-                        raise TraceError(path, rep + 1, "block_hashes", "expected distinct "
-                                         "hashes within a request (a hash names a whole prefix)")
-                    _locate_jsonl(path, fmt)
-                    raise TraceError(path, None, "hash_ids", "a request repeats a block hash "
-                                     "(expected distinct hashes within a request)")
+            h, r, p, mixed = parsed.hashes(a, min(a + CHUNK_REQUESTS, n_req))
             if sampled:
                 keep = mixed < np.uint32(int(rate * SHARDS_MODULUS))
                 keep |= p < full_positions
                 h, r, p = h[keep], r[keep], p[keep]
             hashes.append(h), rid.append(r), pos.append(p)
         hashes, rid, pos = np.concatenate(hashes), np.concatenate(rid), np.concatenate(pos)
-    except duckdb.Error as exc:
-        raise TraceError(path, None, None, f"not a readable trace ({str(exc).splitlines()[0]})"
-                         ) from None
     finally:
-        con.close()
-    return Trace(name=str(name_or_path), timestamp_s=ts,
-                 prompt_tokens=prompt,
-                 output_tokens=output, n_blocks=n_blocks,
-                 rid=rid, pos=pos, hashes=hashes, block_tokens=block_tokens, sample_rate=rate,
-                 full_positions=full_positions if sampled else 0)
+        parsed.close()
+    return Trace(name=str(name_or_path), timestamp_s=parsed.ts,
+                 prompt_tokens=parsed.prompt,
+                 output_tokens=parsed.output, n_blocks=parsed.n_blocks,
+                 rid=rid, pos=pos, hashes=hashes, block_tokens=parsed.block_tokens,
+                 sample_rate=rate, full_positions=full_positions if sampled else 0)
+
+
+@dataclass
+class TraceFile:
+    """A trace too large to hold its block accesses in memory (:func:`stream`): its per-request
+    columns as a :class:`Trace`'s (int32 where they fit), its block hashes (head first, 8 bytes
+    an access) in a flat file, read a chunk of requests at a time (:meth:`block_chunks`). Only
+    what reads requests in order takes it: routing, the fleet's replay, the previous turns."""
+    name: str
+    timestamp_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    n_blocks: np.ndarray
+    block_tokens: int
+    hashes_path: str
+    sample_rate: float = 1.0
+    full_positions: int = 0
+
+    @property
+    def n_requests(self):
+        return len(self.timestamp_s)
+
+    @property
+    def duration_s(self):
+        return float(self.timestamp_s[-1] - self.timestamp_s[0])
+
+    @property
+    def n_accesses(self):
+        return int(np.sum(self.n_blocks, dtype=np.int64))
+
+    def block_chunks(self, requests=CHUNK_REQUESTS):
+        """(first request, end request, their hashes) in order, ``requests`` at a time, read
+        from the file (not mapped: what has been read is not held)."""
+        with open(self.hashes_path, "rb") as fh:
+            for a in range(0, self.n_requests, requests):
+                b = min(a + requests, self.n_requests)
+                count = int(np.sum(self.n_blocks[a:b], dtype=np.int64))
+                yield a, b, np.fromfile(fh, dtype=np.uint64, count=count)
+
+
+@dataclass
+class Requests:
+    """Requests and their block hashes, head first and flat (no per-access request or position):
+    what the replay reads, as a fleet's node gets its share of a routed trace. ``hashes`` may
+    be the path of a flat uint64 file holding them (:meth:`loaded` reads it)."""
+    name: str
+    timestamp_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    n_blocks: np.ndarray
+    hashes: np.ndarray | str
+    block_tokens: int
+    sample_rate: float = 1.0
+
+    @property
+    def n_requests(self):
+        return len(self.timestamp_s)
+
+    @property
+    def duration_s(self):
+        return float(self.timestamp_s[-1] - self.timestamp_s[0])
+
+    def loaded(self):
+        """These requests with their hashes in memory."""
+        if not isinstance(self.hashes, str):
+            return self
+        from dataclasses import replace
+        return replace(self, hashes=np.fromfile(self.hashes, dtype=np.uint64))
+
+
+def stream(name_or_path, workdir):
+    """Read a trace (bundled name or path) as a :class:`TraceFile` in ``workdir`` (a directory
+    the caller removes): the per-request columns in numpy (int32 where they fit), the block
+    hashes checked a chunk of requests at a time and written to a flat file there. Memory: the
+    per-request columns (about 20 bytes a request) and a chunk.
+
+    A JSONL file in the canonical form :mod:`kvmath.traces.jsonl` reads (one object per line,
+    as Mooncake's traces and ``json.dumps`` write them) is parsed by its compiled loop; any
+    other file, and any file that loop gives up on, by DuckDB into a database file in
+    ``workdir`` (its memory limited to :data:`STREAM_MEMORY_LIMIT`), with :func:`load`'s checks
+    and errors. Both give the same columns and hashes (tests hold them to :func:`load`)."""
+    workdir = Path(workdir)
+    path = resolve_path(name_or_path)
+    out = workdir / "hashes.u64"
+    try:
+        fmt, _ = _detect(path)
+    except TraceError:
+        fmt = None  # DuckDB's reading below raises what is wrong, in its order
+    if fmt in ("mooncake", "generic"):
+        from kvmath.traces import jsonl
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == GZIP_MAGIC
+        with open(out, "wb") as fh:
+            cols = jsonl.read(path, fmt, gz, fh)
+        if cols is not None:
+            return TraceFile(name=str(name_or_path), timestamp_s=cols["ts_s"],
+                             prompt_tokens=cols["prompt"], output_tokens=cols["output"],
+                             n_blocks=cols["n_blocks"], block_tokens=cols["block_tokens"],
+                             hashes_path=str(out))
+    parsed = _Parsed(name_or_path, workdir=workdir, compact=True)
+    try:
+        with open(out, "wb") as fh:
+            for a in range(0, parsed.n_requests, CHUNK_REQUESTS):
+                h, *_ = parsed.hashes(a, min(a + CHUNK_REQUESTS, parsed.n_requests))
+                h.tofile(fh)
+    finally:
+        parsed.close()
+    (workdir / "trace.duckdb").unlink(missing_ok=True)
+    return TraceFile(name=str(name_or_path), timestamp_s=parsed.ts,
+                     prompt_tokens=parsed.prompt, output_tokens=parsed.output,
+                     n_blocks=parsed.n_blocks, block_tokens=parsed.block_tokens,
+                     hashes_path=str(out))
+
+
+def block_chunks(trace, requests=None):
+    """(first request, end request, their block hashes head first) of a trace, a chunk of
+    :data:`CHUNK_REQUESTS` requests at a time: the trace's own ``block_chunks`` (a trace
+    streamed from disk), else slices of its hashes."""
+    if hasattr(trace, "block_chunks"):
+        yield from trace.block_chunks(requests or CHUNK_REQUESTS)
+        return
+    offsets = np.zeros(trace.n_requests + 1, np.int64)
+    np.cumsum(trace.n_blocks, out=offsets[1:])
+    step = requests or CHUNK_REQUESTS
+    for a in range(0, trace.n_requests, step):
+        b = min(a + step, trace.n_requests)
+        yield a, b, trace.hashes[offsets[a]:offsets[b]]
 
 
 def from_requests(requests, block_tokens=MOONCAKE_BLOCK_TOKENS, name="in-memory"):
@@ -756,25 +964,21 @@ def decode_context_of(trace, model):
 
 
 def continuations(trace):
-    """The previous turn of each request (an int64 array, -1 for none): the latest earlier request
+    """The previous turn of each request (an int32 array, int64 past 2**31 requests; -1 for
+    none): the latest earlier request
     whose whole prompt (its full blocks) this one's starts with, as a turn repeats the
     conversation so far. A prompt is continued once: the next request that repeats it is the
     conversation's next turn, and a later one repeating the same blocks is not (so a prompt of
-    only a system prompt that every conversation shares does not chain them all)."""
-    offsets = np.r_[0, np.cumsum(trace.n_blocks)]
-    bt = trace.block_tokens
-    last_full = {}  # hash of a prompt's last full block -> the request, until it is continued
-    parent = np.full(trace.n_requests, -1, dtype=np.int64)
-    for r in range(trace.n_requests):
-        blocks = trace.hashes[offsets[r]:offsets[r + 1]].tolist()
-        full = min(int(trace.prompt_tokens[r]) // bt, len(blocks))
-        for j in range(full - 1, -1, -1):  # the longest earlier whole prompt first
-            p = last_full.pop(blocks[j], None)
-            if p is not None:
-                parent[r] = p
-                break
-        if full:
-            last_full[blocks[full - 1]] = r
+    only a system prompt that every conversation shares does not chain them all).
+
+    Compiled (:class:`kvmath.traces.compiled.Continuations`): a map of the prompts not yet
+    continued (16 bytes each at half load: it grows with the prompts a trace never continues),
+    the trace read a chunk of requests at a time."""
+    from kvmath.traces.compiled import Continuations
+    turns = Continuations(trace.block_tokens)
+    parent = np.full(trace.n_requests, -1, np.int32 if trace.n_requests < 2 ** 31 else np.int64)
+    for a, b, h in block_chunks(trace):
+        parent[a:b] = turns.feed(trace.n_blocks[a:b], trace.prompt_tokens[a:b], h)
     return parent
 
 

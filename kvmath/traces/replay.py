@@ -13,12 +13,11 @@ rate at every capacity (Mattson et al. 1970).
 from __future__ import annotations
 
 import math
-from collections import OrderedDict, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from kvmath.traces.readers import Trace, block_ids
+from kvmath.traces.readers import Trace, block_chunks, block_ids
 
 
 # ------------------------------------------------------------------ stack distances
@@ -199,25 +198,12 @@ class TierSpec:
     block_bytes: float | None = None
 
 
-@dataclass
-class _Tier:
-    spec: TierSpec
-    capacity_blocks: int
-    store: OrderedDict = field(default_factory=OrderedDict)
-    hits: int = 0
-    writes: int = 0
-    dropped: int = 0
-    filtered: int = 0
-
-
-#: requests whose block hashes are turned into Python ints at once during a replay
-CHUNK_REQUESTS = 100_000
-
-
 def window_percentile(values, windows, q):
-    """np.percentile (linear) of ``windows`` one-second totals of which ``values`` holds the
-    nonzero ones ({window: bytes}), without building the zeros."""
-    nonzero = np.sort(np.fromiter(values.values(), dtype=float, count=len(values)))
+    """np.percentile (linear) of ``windows`` one-second totals of which ``values`` holds some
+    (an array or a {window: bytes} dict; the others are zero), without building the zeros."""
+    if isinstance(values, dict):
+        values = np.fromiter(values.values(), dtype=float, count=len(values))
+    nonzero = np.sort(np.asarray(values, dtype=float))
     zeros = windows - len(nonzero)
     pos = q / 100 * (windows - 1)
     lo = int(math.floor(pos))
@@ -232,13 +218,17 @@ def shared_prefix_hits(trace: Trace, capacity_blocks):
     """Leading blocks of each request (an int64 array) found in a write-through LRU store of
     ``capacity_blocks`` that every request of ``trace`` writes and reads (a pool the whole fleet
     shares: every request's blocks are written to it, an existing block only refreshed, so its
-    contents are an LRU over the whole trace, whichever node served each request): the blocks
-    whose prefix distance is within the capacity (Mattson: present iff D <= C). Also the
-    blocks written to it (an int, the accesses not present: new blocks only, deduplicated)."""
-    D, E = stack_distances(trace)
-    hits = np.bincount(trace.rid, weights=(E <= capacity_blocks),
-                       minlength=trace.n_requests).astype(np.int64)
-    return hits, int((D > capacity_blocks).sum())
+    contents are an LRU over the whole trace, whichever node served each request), and the
+    blocks written to it (an int, the accesses not present: new blocks only, deduplicated).
+
+    Simulated (:class:`kvmath.traces.compiled.SharedLRU`, memory bounded by the capacity), a
+    chunk of requests at a time; the same as the blocks whose prefix distance is within the
+    capacity (Mattson: present iff D <= C), which tests hold it to."""
+    from kvmath.traces.compiled import SharedLRU
+    lru = SharedLRU(capacity_blocks)
+    hits = np.concatenate([lru.feed(trace.n_blocks[a:b], h) for a, b, h in block_chunks(trace)]
+                          or [np.zeros(0, np.int64)])
+    return hits, lru.written
 
 
 #: how a node's offload tiers are written: "back" (a block reaches host DRAM when HBM evicts it,
@@ -268,6 +258,11 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
     over the whole fleet's trace); a request reads from it the blocks beyond its node's own hit.
     Its row reports its reads; its contents and writes are the fleet's, not the node's. The
     cost model must price ``tiers`` then its spec.
+
+    The replay is compiled (:func:`kvmath.traces.compiled.replay_arrays`): the trace's
+    per-request arrays and its block hashes (8 bytes an access), beside the tiers' contents
+    (a few tens of bytes a block held; with ``ttl`` or ``selective``, a count for every block
+    the trace names).
     """
     if trace.sample_rate < 1:
         raise ValueError("replay needs the whole trace, not a SHARDS sample")
@@ -277,162 +272,60 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
         raise ValueError("policy ttl needs a positive ttl_s")
     if writes not in WRITE_MODES:
         raise ValueError(f"unknown write mode {writes!r}; expected {' or '.join(WRITE_MODES)}")
-    mode, through = writes, writes == "through"  # (the name writes is the traffic's, below)
+    from kvmath.traces.compiled import replay_arrays
     sizes = [t.block_bytes or block_bytes for t in tiers]  # bytes of a block in each tier
-    state = [_Tier(t, int(t.capacity_bytes // b)) for t, b in zip(tiers, sizes)]
-    t0 = float(trace.timestamp_s[0])
+    caps = [int(t.capacity_bytes // b) for t, b in zip(tiers, sizes)]
     windows = int(math.floor(trace.duration_s)) + 1
-    # bytes per 1-s window, only the windows with traffic: memory follows the traffic, not the
-    # trace's span (a timestamp far in the future had allocated one slot per second to it)
-    reads = [defaultdict(float) for _ in tiers]
-    writes = [defaultdict(float) for _ in tiers]
-    # per-block counts only where a policy reads them (selective: uses; ttl: last use): each
-    # holds every block the trace ever names, the replay's largest memory
-    uses, last_use = {}, {}
-    track_uses, track_last = policy == "selective", policy == "ttl"
-    offsets = np.r_[0, np.cumsum(trace.n_blocks)]
-    times = trace.timestamp_s.tolist()
-    chunk, chunk_start, hashes = CHUNK_REQUESTS, 0, []  # Python ints for one chunk at a time
-    ttl = ttl_s if policy == "ttl" else None
-    hit_blocks = np.zeros(trace.n_requests, dtype=np.int64)
-    runs = []  # (request, tier index, first block, end block)
     if shared is not None:
-        shared_spec, shared_hits = shared[0], np.minimum(shared[1], trace.n_blocks).tolist()
+        shared_spec = shared[0]
         shared_size = shared_spec.block_bytes or block_bytes
-    shared_reads, shared_blocks = defaultdict(float), 0
-
-    def offer(k, b, now, w):
-        while k < len(state):
-            tier = state[k]
-            if b in tier.store:
-                tier.store.move_to_end(b)
-                return
-            if policy == "selective" and tier.spec.drive_bytes and uses.get(b, 0) < min_uses:
-                tier.filtered += 1
-                return
-            if writes[k][w] + sizes[k] > tier.spec.write_Bps:
-                tier.dropped += 1
-                return
-            writes[k][w] += sizes[k]
-            tier.writes += 1
-            tier.store[b] = True
-            if ttl is not None and k > 0:
-                while tier.store and now - last_use[next(iter(tier.store))] > ttl:
-                    tier.store.popitem(last=False)
-            if len(tier.store) <= tier.capacity_blocks:
-                return
-            b, _ = tier.store.popitem(last=False)
-            if through:  # every lower tier took its own copy when the block was new
-                return
-            k += 1
-
-    def offer_all(b, now, w):
-        """Write-through: the block into every offload tier that lacks it."""
-        for k in range(1, len(state)):
-            offer(k, b, now, w)
-
-    for r in range(trace.n_requests):
-        if r % chunk == 0:
-            chunk_start = int(offsets[r])
-            hashes = trace.hashes[chunk_start:int(offsets[min(r + chunk, trace.n_requests)])].tolist()
-        now = times[r]
-        w = int(now - t0)
-        blocks = hashes[int(offsets[r]) - chunk_start:int(offsets[r + 1]) - chunk_start]
-        where = []
-        for b in blocks:  # lookup before insert: the leading blocks present somewhere
-            found = -1
-            for k, tier in enumerate(state):
-                if b in tier.store:
-                    if ttl is not None and k > 0 and now - last_use[b] > ttl:
-                        del tier.store[b]
-                        continue
-                    found = k
-                    break
-            if found < 0:
-                break
-            where.append(found)
-        for j, k in enumerate(where):
-            state[k].hits += 1
-            if k > 0:
-                reads[k][w] += sizes[k]
-                state[k].store.move_to_end(blocks[j])
-        hit_blocks[r] = len(where)
-        j = 0
-        while j < len(where):
-            e = j
-            while e < len(where) and where[e] == where[j]:
-                e += 1
-            runs.append((r, where[j], j, e))
-            j = e
-        if shared is not None and shared_hits[r] > len(where):  # the pool serves the rest
-            runs.append((r, len(state), len(where), shared_hits[r]))
-            shared_reads[w] += (shared_hits[r] - len(where)) * shared_size
-            shared_blocks += shared_hits[r] - len(where)
-            hit_blocks[r] = shared_hits[r]
-        if track_uses:
-            for b in blocks:
-                uses[b] = uses.get(b, 0) + 1
-        if track_last:
-            for b in blocks:
-                last_use[b] = now
-        hbm = state[0]
-        for j in range(len(blocks) - 1, -1, -1):  # tail first, head last
-            b = blocks[j]
-            if b in hbm.store:
-                hbm.store.move_to_end(b)
-                continue
-            if writes[0][w] + sizes[0] > hbm.spec.write_Bps:
-                hbm.dropped += 1
-                continue
-            writes[0][w] += sizes[0]
-            hbm.writes += 1
-            hbm.store[b] = True
-            if through:
-                offer_all(b, now, w)
-            while len(hbm.store) > hbm.capacity_blocks:
-                old, _ = hbm.store.popitem(last=False)
-                if not through:
-                    offer(1, old, now, w)
-
-    total_blocks = len(trace.hashes)
+    out = replay_arrays(trace.timestamp_s, trace.n_blocks, trace.hashes, caps, sizes,
+                        [t.write_Bps for t in tiers], [bool(t.drive_bytes) for t in tiers],
+                        policy, ttl_s if policy == "ttl" else None, min_uses, writes == "through",
+                        None if shared is None else shared[1],
+                        shared_size if shared is not None else 0.0)
+    total_blocks = int(np.sum(trace.n_blocks))
     duration = max(trace.duration_s, 1.0)
-    tokens = trace.access_tokens()
     out_tiers = []
-    for k, tier in enumerate(state):
-        rd, wr = reads[k], writes[k]
-        row = {"tier": tier.spec.name, "capacity_bytes": tier.spec.capacity_bytes,
-               "capacity_blocks": tier.capacity_blocks, "hits": tier.hits,
-               "hit_rate": tier.hits / max(total_blocks, 1),
-               "read_Bps_mean": float(sum(rd.values()) / duration),
+    for k, spec in enumerate(tiers):
+        # sum() of the 1-s windows in arrival order, as the Python replay summed its dict
+        rd, wr = out["rd"][k], out["wr"][k]
+        row = {"tier": spec.name, "capacity_bytes": spec.capacity_bytes,
+               "capacity_blocks": caps[k], "hits": int(out["hits"][k]),
+               "hit_rate": int(out["hits"][k]) / max(total_blocks, 1),
+               "read_Bps_mean": float(sum(rd.tolist()) / duration),
                "read_Bps_p99": window_percentile(rd, windows, 99),
-               "write_Bps_mean": float(sum(wr.values()) / duration),
+               "write_Bps_mean": float(sum(wr.tolist()) / duration),
                "write_Bps_p99": window_percentile(wr, windows, 99),
-               "read_bandwidth_Bps": tier.spec.read_Bps, "write_bandwidth_Bps": tier.spec.write_Bps,
-               "writes": tier.writes, "writes_dropped": tier.dropped,
-               "writes_filtered": tier.filtered}
-        if tier.spec.drive_bytes:
-            dwpd = row["write_Bps_mean"] * 86400 / tier.spec.capacity_bytes
+               "read_bandwidth_Bps": spec.read_Bps, "write_bandwidth_Bps": spec.write_Bps,
+               "writes": int(out["writes"][k]), "writes_dropped": int(out["dropped"][k]),
+               "writes_filtered": int(out["filtered"][k])}
+        if spec.drive_bytes:
+            dwpd = row["write_Bps_mean"] * 86400 / spec.capacity_bytes
             row["drive_writes_per_day"] = dwpd
-            row["rated_dwpd"] = tier.spec.rated_dwpd
-            row["lifetime_years"] = (tier.spec.rated_drive_writes / (dwpd * 365.25)
-                                     if tier.spec.rated_drive_writes and dwpd > 0 else math.inf)
+            row["rated_dwpd"] = spec.rated_dwpd
+            row["lifetime_years"] = (spec.rated_drive_writes / (dwpd * 365.25)
+                                     if spec.rated_drive_writes and dwpd > 0 else math.inf)
         out_tiers.append(row)
     if shared is not None:
+        srd, shared_blocks = out["srd"], out["shared_blocks"]
         out_tiers.append({"tier": shared_spec.name, "capacity_bytes": shared_spec.capacity_bytes,
                           "hits": shared_blocks, "hit_rate": shared_blocks / max(total_blocks, 1),
-                          "read_Bps_mean": float(sum(shared_reads.values()) / duration),
-                          "read_Bps_p99": window_percentile(shared_reads, windows, 99),
+                          "read_Bps_mean": float(sum(srd.tolist()) / duration),
+                          "read_Bps_p99": window_percentile(srd, windows, 99),
                           "read_bandwidth_Bps": shared_spec.read_Bps, "shared": True})
-    hit_tokens = np.zeros(trace.n_requests)
-    np.add.at(hit_tokens, trace.rid, np.where(trace.pos < hit_blocks[trace.rid], tokens, 0))
-    result = {"requests": trace.n_requests, "policy": policy, "ttl_s": ttl_s, "writes": mode,
+    # the tokens of each request's hit blocks: its leading blocks' tokens (whole numbers, so
+    # the sum is exact in float64 in any order)
+    hit_tokens = np.minimum(out["hit_blocks"] * trace.block_tokens,
+                            trace.prompt_tokens).astype(float)
+    result = {"requests": trace.n_requests, "policy": policy, "ttl_s": ttl_s, "writes": writes,
               "min_uses": min_uses if policy == "selective" else None,
               "block_bytes": block_bytes, "duration_s": trace.duration_s,
-              "block_hit_rate": float(hit_blocks.sum() / max(total_blocks, 1)),
+              "block_hit_rate": float(out["hit_blocks"].sum() / max(total_blocks, 1)),
               "token_hit_rate": float(hit_tokens.sum() / trace.prompt_tokens.sum()),
               "tiers": out_tiers}
     if cost is not None:
-        result.update(cost.price(trace, runs, duration, service=service))
+        result.update(cost.price(trace, out["runs"], duration, service=service))
     return result
 
 
@@ -456,8 +349,17 @@ class HitCost:
         self._sweep, self._resolve = sweep, resolve_tier
 
     def _tables(self, trace):
-        bt = trace.block_tokens
+        if getattr(self, "_prepared", None) is not None:
+            tables = self._from_prepared(trace)
+            if tables is not None:
+                return tables
         nmax = int(trace.n_blocks.max()) if trace.n_requests else 1
+        rec_blk, reload_blk = self._block_tables(trace.block_tokens, nmax)
+        # each distinct prompt length once (the sweep is elementwise: the same values)
+        lengths, which = np.unique(trace.prompt_tokens, return_inverse=True)
+        return rec_blk, reload_blk, self._prompt_table(lengths)[which.ravel()]
+
+    def _block_tables(self, bt, nmax):
         lengths = np.arange(1, nmax + 1) * bt
         any_tier = self._resolve("host-dram")
         _, rec = self._sweep(self.model, self.gpu, any_tier, lengths, tp=self.tp)
@@ -475,29 +377,47 @@ class HitCost:
                 rl, _ = self._sweep(self.model, self.gpu, tier, lengths, own_step=False, tp=self.tp,
                                     engine=self.engine)
                 reload_blk.append(np.r_[0.0, rl])
-        _, rec_prompt = self._sweep(self.model, self.gpu, any_tier,
-                                    trace.prompt_tokens.astype(float), tp=self.tp)
-        return rec_blk, reload_blk, np.asarray(rec_prompt, dtype=float)
+        return rec_blk, reload_blk
+
+    def _prompt_table(self, lengths):
+        _, rec = self._sweep(self.model, self.gpu, self._resolve("host-dram"),
+                             np.asarray(lengths).astype(float), tp=self.tp)
+        return np.asarray(rec, dtype=float)
+
+    def prepare(self, trace):
+        """Tabulate once what pricing the parts of ``trace`` needs (a fleet's nodes, each
+        priced on its own): every block count up to the trace's longest request, and every
+        prompt length it holds (the sweep is elementwise: a part's tables are slices of
+        these). A prepared cost model prices without the expressions (a Dask worker needs
+        none of them)."""
+        nmax = int(trace.n_blocks.max()) if trace.n_requests else 1
+        lengths = np.unique(trace.prompt_tokens)
+        self._prepared = (trace.block_tokens, nmax,
+                          *self._block_tables(trace.block_tokens, nmax),
+                          lengths, self._prompt_table(lengths))
+        return self
+
+    def _from_prepared(self, trace):
+        bt, nmax, rec_blk, reload_blk, lengths, rec_len = self._prepared
+        need = int(trace.n_blocks.max()) if trace.n_requests else 1
+        if bt != trace.block_tokens or need > nmax:
+            return None
+        i = np.searchsorted(lengths, trace.prompt_tokens)
+        if np.any(i >= len(lengths)) or np.any(lengths[np.minimum(i, len(lengths) - 1)]
+                                               != trace.prompt_tokens):
+            return None
+        return rec_blk[:need + 1], [r[:need + 1] for r in reload_blk], rec_len[i]
 
     def price(self, trace, runs, duration, service=False):
         """The replay's savings and demand; with ``service``, also ``service_s``: each request's
-        own time on its replica (its prefill less what its hits saved, plus their reloads), s."""
+        own time on its replica (its prefill less what its hits saved, plus their reloads), s.
+        runs: the replay's hit runs (arrays of request, tier, first block, end block), priced
+        in order by a compiled loop (:func:`kvmath.traces.compiled.price_runs`)."""
+        from kvmath.traces.compiled import price_runs
         rec_blk, reload_blk, rec_prompt = self._tables(trace)
-        n_blocks = trace.n_blocks
-        saved = np.zeros(len(self.tiers))
-        lost = np.zeros(len(self.tiers), dtype=np.int64)
-        reload_time = 0.0
-        own = np.array(rec_prompt, dtype=float) if service else None
-        for r, k, a, b in runs:
-            rec = (rec_prompt[r] if b == n_blocks[r] else rec_blk[b]) - rec_blk[a]
-            rl = reload_blk[k][b - a]
-            if rl < rec or self.tiers[k].reload_tier is None:  # an HBM hit is never lost
-                saved[k] += rec - rl
-                reload_time += rl
-                if own is not None:
-                    own[r] -= rec - rl
-            else:
-                lost[k] += b - a
+        saved, lost, reload_time, own = price_runs(
+            runs, trace.n_blocks, rec_prompt, rec_blk, reload_blk,
+            [s.reload_tier is None for s in self.tiers], service)
         demand = self.tp * (rec_prompt.sum() - saved.sum()) / duration
         return {"gpu_seconds_saved_per_s": float(self.tp * saved.sum() / duration),
                 "gpu_seconds_saved_per_s_by_tier": {s.name: float(self.tp * v / duration)

@@ -25,12 +25,11 @@ shared prefixes included: the share of the fleet's cache the router captures), `
 the requests whose longest cached prefix was on some node, the share routed to a node holding
 all of it), and
 ``load_imbalance`` (the busiest node's routed prompt tokens over the mean). Memory: the nodes'
-LRUs (bounded by capacity), one entry per block hash for the sessions (affinity only), and
-per-node counters; the trace itself is read once, in order.
+LRUs (bounded by capacity), one entry per prompt not yet continued (the sessions), and
+per-request and per-node counters; the trace's blocks are read once, in order, a chunk at a
+time.
 """
 from __future__ import annotations
-
-from collections import OrderedDict, deque
 
 import numpy as np
 
@@ -48,85 +47,44 @@ LOAD_WINDOW_S = 10.0
 
 
 def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WINDOW_S,
-          overlap_weight=OVERLAP_WEIGHT, assignment=False):
+          overlap_weight=OVERLAP_WEIGHT, assignment=False, parent=None, spill=None):
     """Replay ``trace`` over ``nodes`` nodes under ``router``; the dict described above, with
-    ``assignment`` (the node of each request, an int32 array) when asked for."""
+    ``assignment`` (the node of each request, an int32 array) when asked for.
+
+    Compiled (:class:`kvmath.traces.compiled.Router`), the trace read a chunk of requests at a
+    time (:func:`kvmath.traces.readers.block_chunks`); memory: the nodes' LRUs (bounded by their
+    capacity) and a few per-request arrays. parent: the previous turns
+    (:func:`~kvmath.traces.readers.continuations`), computed first when not given.
+    spill: called with (first request, end request, hashes, nodes of those requests) after each
+    chunk is routed (the fleet sorts the blocks by node there)."""
+    from kvmath.traces.compiled import Router
+    from kvmath.traces.readers import block_chunks
     if router not in ROUTERS:
         raise ScenarioError(f"unknown router {router!r}; expected one of {', '.join(ROUTERS)}")
     if nodes < 1:
         raise ScenarioError(f"a fleet of {nodes} nodes: expected at least 1")
     if trace.sample_rate < 1:
         raise ScenarioError("routing needs the whole trace, not a SHARDS sample")
-    cap = max(int(capacity_blocks), 0)
-    stores = [OrderedDict() for _ in range(nodes)]
+    if parent is None:  # a pass of its own: its map is gone before the nodes' LRUs are made
+        from kvmath.traces.readers import continuations
+        parent = continuations(trace)
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, nodes, size=trace.n_requests) if router == "random" else None
-    offsets = np.r_[0, np.cumsum(trace.n_blocks)]
-    hashes = trace.hashes
-    times = trace.timestamp_s
-    tokens = trace.prompt_tokens
-    bt = trace.block_tokens
-    recent = deque()  # (time, node, blocks) of the requests routed in the load window
-    load = np.zeros(nodes, dtype=np.int64)  # active blocks per node
-    routed_tokens = np.zeros(nodes, dtype=np.float64)
-    from kvmath.traces.readers import continuations
-    parent = continuations(trace)
-    chosen = np.empty(trace.n_requests, dtype=np.int32)  # the node of each request
-    continued = followed = 0
-    hit_tokens = best_tokens = 0.0
-    holder_requests = reached = 0
-    for r in range(trace.n_requests):
-        now = float(times[r])
-        while recent and now - recent[0][0] > load_window_s:
-            _, n_old, k_old = recent.popleft()
-            load[n_old] -= k_old
-        blocks = hashes[offsets[r]:offsets[r + 1]].tolist()
-        # the longest cached prefix on each node (hash ids chain the prefix: block i's id names
-        # blocks 0..i, so the match is the leading run present in the node's store)
-        match = np.zeros(nodes, dtype=np.int64)
-        for n, store in enumerate(stores):
-            m = 0
-            for b in blocks:
-                if b not in store:
-                    break
-                m += 1
-            match[n] = m
-        best = int(match.max()) if nodes else 0
-        if router == "random":
-            node = int(draws[r])
-        elif router == "round-robin":
-            node = r % nodes
-        elif router == "affinity":  # the previous turn's node, else the least loaded
-            node = int(chosen[parent[r]]) if parent[r] >= 0 else int(np.argmin(load))
-        else:  # kv-aware
-            cost = overlap_weight * (len(blocks) - match) + load
-            cands = np.flatnonzero(cost == cost.min())
-            node = int(cands[np.argmin(load[cands])])
-        if best > 0:
-            holder_requests += 1
-            reached += int(match[node] == best)
-        chosen[r] = node
-        if parent[r] >= 0:
-            continued += 1
-            followed += int(chosen[parent[r]] == node)
-        m = int(match[node])
-        hit_tokens += min(m * bt, int(tokens[r]))
-        best_tokens += min(best * bt, int(tokens[r]))
-        routed_tokens[node] += int(tokens[r])
-        load[node] += len(blocks)
-        recent.append((now, node, len(blocks)))
-        store = stores[node]
-        for b in blocks:  # the request's blocks are the node's most recent
-            if b in store:
-                store.move_to_end(b)
-            else:
-                store[b] = True
-        while len(store) > cap:
-            store.popitem(last=False)
+    state = Router(nodes, router, capacity_blocks, trace.timestamp_s, trace.n_blocks,
+                   trace.prompt_tokens, trace.block_tokens, draws, load_window_s,
+                   overlap_weight)
+    for a, b, hashes in block_chunks(trace):
+        state.feed(a, b, hashes, parent[a:b])
+        if spill is not None:
+            spill(a, b, hashes, state.chosen[a:b])
+    del draws
+    continued, followed, holder_requests, reached = (int(x) for x in state.counts[:4])
+    hit_tokens, best_tokens = float(state.sums[0]), float(state.sums[1])
+    routed_tokens, tokens = state.routed, trace.prompt_tokens
     mean = routed_tokens.mean() if nodes else 0.0
-    out = {"assignment": chosen} if assignment else {}
+    out = {"assignment": state.chosen} if assignment else {}
     return out | {"router": router, "nodes": nodes, "requests": trace.n_requests,
-            "capacity_blocks_per_node": cap,
+            "capacity_blocks_per_node": state.cap,
             "token_hit_rate": float(hit_tokens / max(float(tokens.sum()), 1.0)),
             "reach_continuation": float(followed / continued) if continued else None,
             "continuations": continued,
