@@ -130,3 +130,27 @@ def test_int4s_scale_is_shared_by_one_head_of_the_models_own_width():
         r = compare(m, CAT.gpus["h200"], T, 8192, kv_dtype="int4")
         assert r["kv_bytes_per_token"] == pytest.approx(
             plain["kv_bytes_per_token"] * (0.5 + 32 / 8 / width) / 2, rel=1e-12), name
+
+
+def test_reuse_stores_and_moves_the_encoded_bytes(capsys):
+    """reuse --codec (issue 22 item 3): the tier holds 1/ratio of the KV (what the capacity and
+    the writes are priced on) and the reload is compare's with the codec."""
+    import json
+    from kvmath.book import reuse, pauses
+    cat = bundled()
+    m, g, t = cat.models["mistral-7b"], cat.gpus["h100-sxm"], cat.tiers["rdma"]
+    c = codecs()["cachegen"]
+    plain = reuse(m, g, t, 25000, pauses()["conversation-fitted"])
+    coded = reuse(m, g, t, 25000, pauses()["conversation-fitted"], codec=c)
+    assert coded["kv_bytes"] == pytest.approx(plain["kv_bytes"] / c.compression_ratio, rel=1e-12)
+    assert coded["reload_s"] == pytest.approx(compare(m, g, t, 25000, codec=c)["reload_s"], rel=1e-12)
+    assert coded["codec"] == "cachegen" and plain["codec"] is None
+    # cheaper to hold: the break-even return probability falls
+    assert coded["p_breakeven"] < plain["p_breakeven"]
+    argv = ["reuse", "--model", "mistral-7b", "--gpu", "h100-sxm", "--tier", "rdma", "--tokens",
+            "25000", "--codec", "cachegen"]
+    assert main(argv + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kv_bytes"] == pytest.approx(coded["kv_bytes"])
+    # the node plan stores caches uncoded: refused together, in words
+    assert main(argv + ["--resume-rate", "1"]) == 2
+    assert "--codec with --resume-rate" in capsys.readouterr().err

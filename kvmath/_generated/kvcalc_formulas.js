@@ -2,7 +2,6 @@
 window.KVCALC_FORMULAS = {
   formulas: {
     "derive.kv_bytes_per_token": {args: ["L_chunk", "L_full", "L_win", "b_aux", "b_kv", "e_aux", "e_kv"], f: function(v) { const {L_chunk, L_full, L_win, b_aux, b_kv, e_aux, e_kv} = v; return ((b_aux*e_aux + b_kv*e_kv)*(L_chunk + L_full + L_win)); }},
-    "derive.kv_bytes_attention": {args: ["C_ch", "L_chunk", "L_full", "L_win", "T", "W", "b_aux", "b_kv", "e_aux", "e_kv"], f: function(v) { const {C_ch, L_chunk, L_full, L_win, T, W, b_aux, b_kv, e_aux, e_kv} = v; return ((b_aux*e_aux + b_kv*e_kv)*(L_chunk*Math.min(C_ch, T) + L_full*T + L_win*Math.min(T, W))); }},
     "derive.state_bytes": {args: ["L_rec", "b_st", "d_rk", "d_rv", "k_conv", "n_rk", "n_rv"], f: function(v) { const {L_rec, b_st, d_rk, d_rv, k_conv, n_rk, n_rv} = v; return (L_rec*b_st*(d_rk*d_rv*n_rv + (k_conv - 1)*(2*d_rk*n_rk + d_rv*n_rv))); }},
     "derive.state_checkpoint_tokens": {args: ["b_aux", "b_kv", "b_st", "d_rk", "d_rv", "e_aux", "e_kv", "k_conv", "n_rk", "n_rv", "rho"], f: function(v) { const {b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho} = v; return (Math.ceil(b_st*(d_rk*d_rv*n_rv + (k_conv - 1)*(2*d_rk*n_rk + d_rv*n_rv))/(rho*(b_aux*e_aux + b_kv*e_kv)))); }},
     "derive.kv_bytes_unique": {args: ["C_ch", "L_chunk", "L_full", "L_rec", "L_win", "T", "W", "b_aux", "b_kv", "b_st", "d_rk", "d_rv", "e_aux", "e_kv", "k_conv", "n_rk", "n_rv"], f: function(v) { const {C_ch, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv} = v; return (L_rec*b_st*(d_rk*d_rv*n_rv + (k_conv - 1)*(2*d_rk*n_rk + d_rv*n_rv)) + (b_aux*e_aux + b_kv*e_kv)*(L_chunk*Math.min(C_ch, T) + L_full*T + L_win*Math.min(T, W))); }},
@@ -36,6 +35,7 @@ window.KVCALC_FORMULAS = {
 : (
    (d_qs + d_vs)*(k_sel*(T - Math.min(T, k_sel)) + (1/2)*(Math.min(T, k_sel) + 1)*Math.min(T, k_sel))
 )) + (d_qk + d_v)*(L_chunk*((1/2)*C_ch*(C_ch + 1)*Math.floor(T/C_ch) + (1/2)*(-C_ch*Math.floor(T/C_ch) + T)*(-C_ch*Math.floor(T/C_ch) + T + 1)) + L_win*(W*(T - Math.min(T, W)) + (1/2)*(Math.min(T, W) + 1)*Math.min(T, W)))))/K)/(P*eta))); }},
+    "derive.kv_bytes_stored": {args: ["C_ch", "L_chunk", "L_full", "L_rec", "L_win", "T", "W", "b_aux", "b_kv", "b_st", "d_rk", "d_rv", "e_aux", "e_kv", "k_conv", "n_rk", "n_rv", "r_c", "rho_s"], f: function(v) { const {C_ch, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, r_c, rho_s} = v; return (L_rec*b_st*(d_rk*d_rv*n_rv + (k_conv - 1)*(2*d_rk*n_rk + d_rv*n_rv)) + rho_s*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*Math.min(C_ch, T) + L_full*T + L_win*Math.min(T, W))/r_c); }},
     "derive.context_scaled": {args: ["T_native", "f_rope"], f: function(v) { const {T_native, f_rope} = v; return (T_native*f_rope); }},
     "derive.default_concurrent_reloads": {args: ["K", "N_node"], f: function(v) { const {K, N_node} = v; return (Math.max(1, N_node/K)); }},
     "derive.node_copies": {args: ["K", "N_node", "rho", "rho_n"], f: function(v) { const {K, N_node, rho, rho_n} = v; return (Math.min(rho*Math.min(K, N_node)/K, rho_n*Math.max(rho, Math.min(K, N_node))/K)); }},

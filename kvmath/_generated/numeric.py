@@ -209,6 +209,10 @@ def _derive_eta_implied(C_ch, H_I, K, K_e, L_chunk, L_full, L_rec, L_win, N_lin,
     _x34 = 2*k_sel
     return numpy.where(numpy.less_equal(T, k_sel), _x28*(K_e*(T*_x5*(_x3 + _x4 + d_qk + d_v) + _x27) + _x2), _x28*(K_e*(_x27 + _x5*(-_x30*_x34 + _x30 - _x31*_x34 + _x31 + _x32*d_qs + _x32*d_vs + _x33*d_qs + _x33*d_vs)) + _x2))
 
+def _derive_kv_bytes_stored(C_ch, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, r_c, rho_s):
+    _x0 = d_rv*n_rv
+    return L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho_s*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))/r_c
+
 def _derive_context_scaled(T_native, f_rope):
     return T_native*f_rope
 
@@ -2079,6 +2083,7 @@ FUNCS = {
     'derive.t_recompute': (_derive_t_recompute, ('B_hbm', 'C_ch', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'eta', 'k_sel', 'n_q', 'n_rv')),
     'derive.t_recompute_batch': (_derive_t_recompute_batch, ('B_hbm', 'C_ch', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_tot', 'N_xa', 'N_xs', 'P', 'T', 'W', 'b_w', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'eta', 'k_sel', 'n_q', 'n_rv', 'n_seq')),
     'derive.eta_implied': (_derive_eta_implied, ('C_ch', 'H_I', 'K', 'K_e', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'T', 'W', 'd_I', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'k_sel', 'n_q', 'n_rv', 't_meas')),
+    'derive.kv_bytes_stored': (_derive_kv_bytes_stored, ('C_ch', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r_c', 'rho_s')),
     'derive.context_scaled': (_derive_context_scaled, ('T_native', 'f_rope')),
     'derive.default_concurrent_reloads': (_derive_default_concurrent_reloads, ('K', 'N_node')),
     'derive.node_copies': (_derive_node_copies, ('K', 'N_node', 'rho', 'rho_n')),

@@ -268,6 +268,10 @@ def _reuse_human(r):
             ("hit probability", f"{r['hit_probability']:.3f} of returning conversations"),
             ("break-even p", _p_text(r["p_breakeven"], r)),
             ("value per offload", f"${r['value_usd']:.3g}")]
+    if r.get("codec"):  # what the tier holds and writes, and what a reload decodes
+        rows.insert(1, ("codec", f"{r['codec']}: the tier holds {fmt_bytes(r['kv_bytes'])} per "
+                                 f"cache; a reload decodes it ({fmt_time(r['reload_s'])} "
+                                 "reload; encoding not charged)"))
     if r["reach"] < 1 or r.get("pool"):  # several nodes: the share of returns that find it
         rows.insert(4, ("reach", f"{r['reach']:.3g} of returns reach the cache's node "
                                  f"({r['reach_from']})"))
@@ -452,7 +456,11 @@ def _run_reuse(args):
     kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype,
               engine=engine, price_overrides=_price_overrides(args), reach=h,
               price_tier=pool_price_tier(pool) if pool else None,
-              turn_new_tokens=args.turn_new_tokens)
+              turn_new_tokens=args.turn_new_tokens,
+              codec=resolve_codec(args.codec) if args.codec else None)
+    if kw["codec"] is not None and args.resume_rate is not None:
+        raise ScenarioError("--codec with --resume-rate: the node plan that prices holding at "
+                            "opportunity cost stores caches uncoded; give one or the other")
     result = reuse(model, gpu, tier, args.tokens, pause, drive=drive, **kw)
     result.update(reach=h, reach_from=h_from, pool=pool.name if pool else None,
                   pool_nodes=pool_nodes)

@@ -33,7 +33,7 @@ from kvmath.derive.symbols import (
 )
 from kvmath.derive.symbols import B_dec, B_wire, g_s, n_bits, r_c, s_bits
 from kvmath.derive.symbols import C_ch, H_I, L_chunk, b_aux, d_I, d_qs, d_vs, e_aux, k_sel, n_gpu
-from kvmath.derive.symbols import T_native, f_rope
+from kvmath.derive.symbols import T_native, f_rope, rho_s
 
 # ---------------------------------------------------------------- KV size
 #: layers with attention (full, sliding-window and chunked-local): each has projections and a KV
@@ -154,6 +154,10 @@ t_recompute = sp.Max(t_compute, t_weights)
 t_recompute_batch = sp.Max(n_seq * t_compute, t_weights)
 #: the prefill efficiency a measured compute-bound prefill time implies
 eta_implied = C.solve(sp.Eq(t_compute, t_meas), eta)[0]
+#: bytes one offloaded cache occupies in a tier: rho_s copies of its KV, encoded by a codec
+#: (1/r_c of them; r_c = 1 without one), and its recurrent state (never replicated, not
+#: encoded: CacheGen codes KV tensors), B
+kv_bytes_stored = rho_s * kv_bytes_attention / r_c + state_bytes
 #: the context window of a model served with RoPE scaling (YaRN and kin): its pre-training
 #: window stretched by the factor, tokens; KV bytes and FLOPs per token do not change with it
 context_scaled = f_rope * T_native

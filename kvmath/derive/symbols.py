@@ -71,6 +71,7 @@ K_e = sp.Symbol("K_e", **_pos_int)  #: GPUs the routed experts are spread over (
 N_node = sp.Symbol("N_node", **_pos_int)  #: GPUs per node (they share the node's hops)
 n_conc = sp.Symbol("n_c", positive=True)  #: replicas reloading at once through one node's shared hops
 n_gpu = sp.Symbol("n_g", positive=True)  #: reloads at once through one replica's own (per-GPU) hops
+rho_s = sp.Symbol("rho_s", positive=True)  #: copies of the KV a stored cache holds (1: stored once)
 f_rope = sp.Symbol("f_rope", positive=True)  #: RoPE scaling factor (YaRN's factor)
 T_native = sp.Symbol("T_native", positive=True)  #: the window a model was pre-trained at, tokens
 rho_n = sp.Symbol("rho_n", positive=True)  #: KV copies a replica reads through node hops (1: read once)
@@ -193,6 +194,7 @@ MEANING = {
     N_node: ("GPUs per node", "GPUs"),
     n_conc: ("replicas reloading at once through one node's shared hops", "replicas"),
     n_gpu: ("reloads at once through one replica's own per-GPU hops", "reloads"),
+    rho_s: ("copies of the KV a stored cache holds (1 where the engine stores it once)", "1"),
     f_rope: ("RoPE scaling factor", "1"),
     T_native: ("context window the model was pre-trained at", "tokens"),
     rho_n: ("KV copies a replica reads through node-shared hops", "1"),

@@ -1055,8 +1055,8 @@ def compare_at(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency
         "kv_replication": v["rho"], "node_hop_copies": float(formula("derive.node_copies", at)),
         **state_keys(model, v, at, layout),
         # a stored cache holds rho_s copies of the KV and one state (never replicated)
-        "kv_bytes_stored": v["rho_s"] * float(formula("derive.kv_bytes_attention", at))
-        + float(formula("derive.state_bytes", at)),
+        "kv_bytes_stored": float(formula("derive.kv_bytes_stored",
+                                         {**at, "rho_s": v["rho_s"], "r_c": v.get("r_c", 1.0)})),
         "kv_stored_copies": v["rho_s"],
         "weights_bytes_per_gpu": fit[1],
         "hbm_fit_bytes_per_gpu": hbm_fit_fraction(eng) * own_value(own, "C_hbm",

@@ -164,20 +164,24 @@ def held_caches(pause, tau, resume_rate, reach=1.0):
 
 def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtype=None,
           c_cap=None, drive=None, engine=None, price_overrides=(), reach=1.0, price_tier=None,
-          turn_new_tokens=None):
+          turn_new_tokens=None, codec=None):
     """Break-even return probability and the best TTL for offloading one conversation.
 
     reach: h_route, the probability the returning turn reaches the node holding the cache (1
     for a pool every node reads); the break-even p is then the return probability needed with
     that reach. price_tier: the tier whose price the capacity is held at (a pool: its medium's).
     turn_new_tokens: tokens a returning turn adds, all a cache whose previous version the tier
-    holds writes (default plan_defaults.csv's, as the node plan).
+    holds writes (default plan_defaults.csv's, as the node plan). codec: a codecs.csv row the
+    cache is stored and moved in: the tier holds and the drives write 1/ratio of the KV bytes
+    (kvmath.derive.kv.kv_bytes_stored) and the reload decodes them (compare's codec); encoding
+    is not charged (no published rate).
 
     c_cap: price of holding a byte for a second ($); default the tier's amortised purchase
     price (a node being built); pass :func:`opportunity_price` for a node already bought.
     price_overrides: ((name, Price row), ...) in place of prices.csv's rows they name.
     """
-    r = compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype, engine=engine)
+    r = compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype, engine=engine,
+                codec=codec)
     tp = r["tp"]
     saving = r["gpus"] * saved_s(r)  # GPU-seconds one reuse saves
     c_cap_buy, c_wear = tier_prices(price_tier or tier.name, drive, price_overrides)
@@ -196,7 +200,7 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
                                                price_overrides)),
            "capacity_usd_per_byte_s": c_cap,
            "write_usd_per_byte": c_wear, "return_probability": pause.return_probability,
-           "new_fraction": v["f_new"]}
+           "new_fraction": v["f_new"], "codec": r.get("codec")}
     if saving <= 0:
         out.update(ttl_s=0.0, p_breakeven=None, offload_can_pay=False, value_usd=0.0,
                    hit_probability=0.0, verdict="do not offload: reload is not faster than recompute")

@@ -264,8 +264,8 @@ OPTIONS = (
            "endurance allows", (TIERS,), default=False),
     Option("codec", TEXT, "a KV codec the cache moves encoded in: bundled name (codecs.csv: "
            "cachegen) or path to a codecs CSV row; each hop carries 1/ratio of the bytes and the "
-           "GPU decodes them at the codec's measured rate (16-bit KV only)", (COMPARE,),
-           path=True),
+           "GPU decodes them at the codec's measured rate (16-bit KV only); reuse: the tier "
+           "also holds and writes 1/ratio of the bytes", (COMPARE, REUSE), path=True),
     Option("pool", TEXT, "a KV store shared by several GPU nodes: bundled name (pools.csv: "
            "mooncake-store-dram, 3fs-nvme, lustre-gcp) or path to a pools CSV row; compare and "
            "reuse reload from it (instead of --tier), tiers puts it below the node's tiers",
