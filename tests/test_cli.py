@@ -429,18 +429,26 @@ def test_review_fixes_of_the_node_and_engine_rules(capsys):
 def test_one_scenario_gives_the_same_per_request_numbers_in_every_command(capsys, tmp_path):
     """issue 19, item 1: one scenario file, the same per-request numbers: compare, reuse and
     tiers agree on the recompute and on each tier's reload, tiers pricing a tier's reload at
-    its own share of the stated resumes (compare --resume-rate of that share), as the path is
-    split by the reloads really in flight."""
+    its own share of the stated resumes and the writes it carries on its node hops, and at
+    every tier's reads on the GPUs' own links (compare's resume_rate and gpu_resume_rate), as
+    the path is split by the reloads really in flight."""
+    from kvmath.book import bundled, compare, node_nvme_tier, resolve_model, resolve_tier
+    from kvmath.tables.rows import resolve_node
     f = tmp_path / "s.toml"
     f.write_text('model = "llama-3.1-70b"\nnode = "dgx-h100"\ntp = 8\ntokens = 32768\n')
     code, out, err = run(capsys, "tiers", "--scenario", str(f), "--resume-rate", "0.6", "--json")
     plan = json.loads(out)
+    node, model = resolve_node("dgx-h100"), resolve_model("llama-3.1-70b")
+    reads = 0.6 * sum(t["resume_fraction"] for t in plan["tiers"] if t["tier"] != "hbm")
     for tier in ("host-dram", "nvme"):
         row = next(t for t in plan["tiers"] if t["tier"] == tier)
         assert row["reload_load_from"] == "the tier's own resumes and offload writes"
-        code, out, err = run(capsys, "compare", "--scenario", str(f), "--tier", tier,
-                             "--resume-rate", repr(row["reload_load_per_s"]), "--json")
-        r = json.loads(out)
+        # the GPUs' links carry every tier's reads, not the writes (their duplex share does)
+        assert row["reload_gpu_load_per_s"] == pytest.approx(reads, rel=1e-12)
+        path = node_nvme_tier(node) if tier == "nvme" else resolve_tier(tier)
+        r = compare(model, bundled().gpus[node.gpu], path, 32768, tp=8,
+                    resume_rate=row["reload_load_per_s"],
+                    gpu_resume_rate=row["reload_gpu_load_per_s"])
         assert r["reload_s"] == pytest.approx(row["reload_s"], rel=1e-12), tier
         assert r["recompute_s"] == pytest.approx(plan["recompute_s"], rel=1e-12)
         code, out, err = run(capsys, "reuse", "--scenario", str(f), "--tier", tier, "--json")

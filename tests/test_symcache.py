@@ -118,3 +118,17 @@ def test_the_derivations_results_are_made_of_allowed_classes():
     for value in symcache._store.values():
         names |= set(re.findall(r"([A-Za-z_]\w*)\(", sp.srepr(value)))
     assert names <= set(symcache._CALLABLE), names - set(symcache._CALLABLE)
+
+
+@pytest.mark.parametrize("text", [
+    "Float('1.5', 1000000000)",  # a billion-digit Float
+    "Float('1.5', precision=100000000)",
+    "Pow(Pow(Pow(Integer(10), Integer(1000)), Integer(1000)), Integer(100))",  # nested powers
+    "Mul(" + ", ".join(["Integer(10**29)"] * 200) + ")",  # a product past any result's size
+])
+def test_an_entry_that_would_take_long_to_build_is_refused(text):
+    # the review found these ran past 20 s: bounded bits and precision, refused before the
+    # number is built
+    from kvmath.derive.symcache import UnsafeCache, parse_srepr
+    with pytest.raises(UnsafeCache):
+        parse_srepr(text.replace("10**29", str(10 ** 29)))

@@ -37,6 +37,15 @@
     return R.join("|", R.list([model.attention, model.layers, model.window_layers, model.window, model.hidden_size, model.num_attention_heads, model.num_key_value_heads, model.head_dim, model.kv_lora_rank, model.qk_rope_head_dim, model.qk_nope_head_dim, model.v_head_dim, model.q_lora_rank, model.intermediate_size, model.moe_intermediate_size, model.num_experts, model.experts_per_token, model.shared_experts, model.dense_layers, model.vocab_size, model.tie_word_embeddings, model.weight_dtype, model.kv_dtype, model.chunk_layers, model.chunk_tokens, model.index_n_heads, model.index_head_dim, model.index_topk, model.aux_kv_dtype]).map((x) => R.str(x)));
   }
 
+  function round_up(x) {
+    let scale;
+    if (!((x > 0))) {
+      return x;
+    }
+    scale = (10 ** (Math.floor(Math.log10(x)) - 3));
+    return (Math.ceil((x / scale)) * scale);
+  }
+
   function sign(x) {
     if ((x > 0)) {
       return 1;
@@ -62,15 +71,19 @@
   }
 
   function served_model(model, rope_scaling) {
-    let rows, stated, with_any, row, window;
+    let entry, rows, stated, with_any, row, window;
     if ((rope_scaling == null)) {
       return model;
     }
-    rows = R.get(R.DATA.rope_scaling, model.name, ({}));
+    entry = R.get(R.DATA.rope_scaling, model.name);
+    rows = ((entry == null) ? ({}) : entry["methods"]);
     if (!R.contains(rows, rope_scaling)) {
       stated = ((R.len(rows) > 0) ? R.join(", ", R.list(rows)) : "none");
       with_any = R.join(", ", R.sorted(R.list(R.DATA.rope_scaling)));
       throw new R.ScenarioError(`--rope-scaling ${R.fmt(rope_scaling, "")}: rope_scaling.csv states no ${R.fmt(rope_scaling, "")} scaling for ${R.fmt(model.name, "")} (its methods: ${R.fmt(stated, "")}; the models with one: ${R.fmt(with_any, "")})`);
+    }
+    if ((model.max_context_tokens !== entry["config_context_tokens"])) {
+      throw new R.ScenarioError(`--rope-scaling ${R.fmt(rope_scaling, "")}: this ${R.fmt(model.name, "")} row's window (${R.fmt(model.max_context_tokens, ",")} tokens) is not the bundled config's (${R.fmt(entry["config_context_tokens"], ",")}) the card's scaling applies to; a row of your own states the window it is served at in max_context_tokens`);
     }
     row = rows[rope_scaling];
     window = Number(R.formula("derive.context_scaled", ({"f_rope": row.factor, "T_native": row.native_context_tokens})));
@@ -78,10 +91,13 @@
   }
 
   function rope_hint(model) {
-    let out, rows, method, window;
+    let out, entry, method, window;
     out = "";
-    rows = R.get(R.DATA.rope_scaling, model.name, ({}));
-    for (const method of R.list(rows)) {
+    entry = R.get(R.DATA.rope_scaling, model.name);
+    if (((entry == null) || (model.max_context_tokens !== entry["config_context_tokens"]))) {
+      return out;
+    }
+    for (const method of R.list(entry["methods"])) {
       window = served_model(model, method).max_context_tokens;
       if ((window > model.max_context_tokens)) {
         out = (out + `; its card's ${R.fmt(method, "")} scaling serves ${R.fmt(window, ",")} (--rope-scaling ${R.fmt(method, "")})`);
@@ -101,6 +117,9 @@
     let drives;
     if ((tier.name.startsWith("nvme") && !((node.nvme_drives > 0)))) {
       throw new R.ScenarioError(`node ${R.fmt(node.name, "")} has no NVMe drives: --tier ${R.fmt(tier.name, "")} has nothing to read`);
+    }
+    if ((tier.name.startsWith("nvme") && (tier.name !== "nvme"))) {
+      throw new R.ScenarioError(`--tier ${R.fmt(tier.name, "")} names drives of its own (${R.fmt(tier.description, "")}); node ${R.fmt(node.name, "")} has ${R.fmt(node.nvme_drives, "")} ${R.fmt(node.nvme_drive_link, "")} drives: use --tier nvme on the node, or a nodes CSV row with the drives you mean`);
     }
     if ((tier.name !== "nvme")) {
       return tier;
@@ -409,7 +428,7 @@
     return R.min_of(rates, null, undefined);
   }
 
-  function coded_values(codec, tier, kv_dtype, wire_Bps, pipelined = null) {
+  function coded_values(codec, tier, kv_dtype, wire_Bps, pipelined = null, sharers = 1.0) {
     let at, over;
     if ((R.len(tier.hops) === 0)) {
       throw new R.ScenarioError(`--codec ${R.fmt(codec.name, "")}: a prefix in HBM moves nothing to decode`);
@@ -417,8 +436,9 @@
     if (!R.contains(CODEC_KV_DTYPES, kv_dtype)) {
       throw new R.ScenarioError(`--codec ${R.fmt(codec.name, "")} encodes 16-bit KV (its ratio is measured against FP16), not ${R.fmt(kv_dtype, "")}; drop --codec or --kv-dtype`);
     }
-    at = ({"B_wire": wire_Bps, "r_c": codec.compression_ratio, "B_dec": codec.decode_Bps});
+    at = ({"B_wire": wire_Bps, "r_c": codec.compression_ratio, "B_dec": Number(R.formula("derive.B_dec_at_load", ({"B_dec": codec.decode_Bps, "n_g": sharers})))});
     over = ((pipelined == null) ? codec.pipelined : pipelined);
+    at["codec_pipelined"] = (R.truthy(over) ? 1.0 : 0.0);
     at["B"] = Number(R.formula((R.truthy(over) ? "derive.B_coded_pipelined" : "derive.B_coded"), at));
     return at;
   }
@@ -468,7 +488,7 @@
       v["B_state"] = bandwidth_Bps;
     }
     if ((codec != null)) {
-      Object.assign(v, coded_values(codec, tier, layout.kv_dtype, v["B"]));
+      Object.assign(v, coded_values(codec, tier, layout.kv_dtype, v["B"], null, v["n_g"]));
     }
     v["copy_bytes"] = copy;
     v["layout"] = layout;
@@ -480,8 +500,8 @@
     return Object.fromEntries(R.list(R.list(v).filter((k) => ((k !== "layout") && (k !== "engine") && (k !== "copy_bytes")))).map((k) => [k, v[k]]));
   }
 
-  function concurrent_at_load(values, hops, tokens, resume_rate) {
-    let at, worst, name, hold, busiest, i, h, c, hop_at, u, gpu_hops, narrow, gpu_at, node, own_links;
+  function load_shares(values, hops, tokens, resume_rate, gpu_rate = null) {
+    let at, worst, name, hold, busiest, i, h, c, hop_at, u, gpu_hops, narrow, gpu_at, rate, b_gpu, node, own_links;
     if (!(((resume_rate > 0) && Number.isFinite(resume_rate)))) {
       throw new R.ScenarioError(`--resume-rate must be a positive number, got ${R.fmt(resume_rate, "")}`);
     }
@@ -508,20 +528,34 @@
     narrow = R.min_of(gpu_hops, ((h) => h.effective_Bps), null);
     gpu_at = null;
     if ((narrow != null)) {
-      gpu_at = ({...at, "B_gpu": (narrow.effective_Bps * R.get(values, "r_c", 1.0))});
+      rate = ((gpu_rate == null) ? resume_rate : gpu_rate);
+      b_gpu = narrow.effective_Bps;
+      if (R.contains(values, "B_dec")) {
+        b_gpu = Number(R.formula((R.truthy(values["codec_pipelined"]) ? "derive.B_coded_pipelined" : "derive.B_coded"), ({"B_wire": b_gpu, "r_c": values["r_c"], "B_dec": values["B_dec"]})));
+      }
+      gpu_at = ({...at, "r": Number(rate), "B_gpu": b_gpu});
       u = Number(R.formula("derive.gpu_hop_utilisation", gpu_at));
       if ((u > worst)) {
         worst = u;
-        name = (narrow.link + " (each replica's own)");
+        name = ((narrow.link + (R.contains(values, "B_dec") ? " and the GPU's decoder" : "")) + " (each replica's own)");
         hold = Number(R.formula("derive.t_gpu_hop_alone", gpu_at));
       }
     }
     if ((worst >= 1)) {
-      throw new R.ScenarioError(`--resume-rate ${R.fmt(resume_rate, "g")}/s saturates ${R.fmt(name, "")}: each reload holds it for ${R.fmt(hold, ".3g")} s, so at most ${R.fmt((resume_rate / worst), ".3g")} reloads per second fit at the node`);
+      return ({"saturated": true, "utilisation": worst, "hop": name, "hold_s": hold});
     }
     node = ((busiest == null) ? 1.0 : Number(R.formula("derive.concurrent_reloads_at_load", busiest)));
     own_links = ((gpu_at == null) ? 1.0 : Number(R.formula("derive.gpu_reloads_at_load", gpu_at)));
-    return [node, own_links];
+    return ({"saturated": false, "utilisation": worst, "hop": name, "hold_s": hold, "loads": [node, own_links]});
+  }
+
+  function concurrent_at_load(values, hops, tokens, resume_rate, gpu_rate = null) {
+    let shares;
+    shares = load_shares(values, hops, tokens, resume_rate, gpu_rate);
+    if (R.truthy(shares["saturated"])) {
+      throw new R.ScenarioError(`--resume-rate ${R.fmt(resume_rate, "g")}/s saturates ${R.fmt(shares["hop"], "")}: each reload holds it for ${R.fmt(shares["hold_s"], ".3g")} s, so fewer than ${R.fmt(round_up((resume_rate / shares["utilisation"])), ".4g")} reloads per second fit at the node`);
+    }
+    return shares["loads"];
   }
 
   function calibrated_values(model, gpu, tp = 1, ep = null, dp_attention = false, compute_dtype = "bf16", batch = 1, tp_attn = 1, imbalance = DEFAULT_IMBALANCE, own = null) {
@@ -691,10 +725,9 @@
     return ({"state_bytes": state, "state_bytes_per_gpu": (state / layout.tp), "state_share_of_reload_bytes": (state / total), "state_load_s": ((state / layout.tp) / v["B"]), "state_dtype": R.or_(model.state_dtype, () => model.weight_dtype), "state_layers": model.recurrent_layers, "state_checkpoint_tokens": Number(R.formula("derive.state_checkpoint_tokens", at))});
   }
 
-  function codec_keys(codec, v, at) {
-    let per_gpu;
-    per_gpu = Number(R.formula("derive.kv_bytes_per_gpu", at));
-    return ({"codec": codec.name, "codec_compression_ratio": v["r_c"], "codec_decode_Bps": v["B_dec"], "codec_pipelined": codec.pipelined, "codec_decode_s": (per_gpu / v["B_dec"]), "kv_bytes_moved_per_gpu": (per_gpu / v["r_c"]), "reload_wire_bandwidth_Bps": v["B_wire"]});
+  function codec_keys(codec, tier, v, at) {
+    at = ({...at, "B_dec": v["B_dec"], "r_c": v["r_c"], "n_g": 1.0});
+    return ({"codec": codec.name, "codec_compression_ratio": v["r_c"], "codec_decode_Bps": v["B_dec"], "codec_pipelined": codec.pipelined, "codec_decode_s": Number(R.formula("derive.t_decode", at)), "kv_bytes_moved_per_gpu": Number(R.formula("derive.gpu_hop_bytes", at)), "reload_wire_bandwidth_Bps": v["B_wire"], "codec_what_if": !(((tier.name === "rdma") || tier.name.startsWith("pool:")))});
   }
 
   function finite(result, what) {
@@ -708,14 +741,14 @@
     return result;
   }
 
-  function load_values(model, gpu, tier, tokens, tp = null, bandwidth_Bps = null, efficiency = null, kv_dtype = null, compute_dtype = null, engine = null, concurrent_reloads = null, ep = null, batch = 1, new_tokens = 1, token_ids = false, resume_rate = null, codec = null, own = null) {
+  function load_values(model, gpu, tier, tokens, tp = null, bandwidth_Bps = null, efficiency = null, kv_dtype = null, compute_dtype = null, engine = null, concurrent_reloads = null, ep = null, batch = 1, new_tokens = 1, token_ids = false, resume_rate = null, codec = null, own = null, gpu_resume_rate = null) {
     let alone, gpu_reloads, fit_tokens, loads, sv;
     alone = null;
     gpu_reloads = null;
     fit_tokens = ((tokens + new_tokens) - 1);
     if ((resume_rate != null)) {
       alone = scenario_values(model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, 1.0, ep, batch, fit_tokens, true, null, new_tokens, token_ids, codec, own);
-      loads = concurrent_at_load(alone[0], alone[1], tokens, resume_rate);
+      loads = concurrent_at_load(alone[0], alone[1], tokens, resume_rate, gpu_resume_rate);
       concurrent_reloads = loads[0];
       gpu_reloads = loads[1];
     }
@@ -723,8 +756,8 @@
     return [sv, alone];
   }
 
-  function compare_at(model, gpu, tier, tokens, tp = null, bandwidth_Bps = null, efficiency = null, kv_dtype = null, compute_dtype = null, engine = null, concurrent_reloads = null, ep = null, batch = 1, allow_beyond_context = false, prefill = "calibrated", new_tokens = 1, token_ids = false, resume_rate = null, codec = null, own = null) {
-    let given, loaded, sv, alone, layout, eng, copy, v, hops, replicas, rec_fn, rec, at, recompute, reload, ttft_cold, ttft_hit, saved, min_bw, cross, queue, v1, fit, path, i, h, c, carried, load_from, result;
+  function compare_at(model, gpu, tier, tokens, tp = null, bandwidth_Bps = null, efficiency = null, kv_dtype = null, compute_dtype = null, engine = null, concurrent_reloads = null, ep = null, batch = 1, allow_beyond_context = false, prefill = "calibrated", new_tokens = 1, token_ids = false, resume_rate = null, codec = null, own = null, gpu_resume_rate = null) {
+    let given, loaded, sv, alone, layout, eng, copy, v, hops, replicas, rec_fn, rec, at, recompute, reload, ttft_cold, ttft_hit, saved, min_bw, cross, queue, v1, fit, inflight, one, coded, path, i, h, c, carried, load_from, result;
     if (!((tokens >= MIN_PREFIX_TOKENS))) {
       throw new R.ScenarioError(`--tokens must be at least ${R.fmt(MIN_PREFIX_TOKENS, "g")}, got ${R.fmt(tokens, "")}: a one-token prefix leaves nothing to reload beyond the request's own forward pass`);
     }
@@ -737,11 +770,17 @@
     if (((((tokens + new_tokens) - 1) > model.max_context_tokens) && !(R.truthy(allow_beyond_context)))) {
       throw new R.ScenarioError(`--tokens ${R.fmt(tokens, ",")} with --new-tokens ${R.fmt(new_tokens, ",")} exceeds ${R.fmt(model.name, "")}'s context window of ${R.fmt(model.max_context_tokens, ",")} tokens${R.fmt(rope_hint(model), "")} ${R.fmt(BEYOND_CONTEXT_HINT, "")}`);
     }
+    if (R.truthy(R.and_((codec != null), () => model.recurrent_layers))) {
+      throw new R.ScenarioError(`--codec ${R.fmt(codec.name, "")} codes attention KV (its ratio and decode rate are measured on it); ${R.fmt(model.name, "")}'s recurrent state has no measured coding: drop --codec for a hybrid model`);
+    }
+    if (((bandwidth_Bps != null) && (resume_rate != null))) {
+      throw new R.ScenarioError("--bandwidth replaces the whole path with one rate, and --resume-rate shares the path's hops: give one or the other");
+    }
     if (((resume_rate != null) && (concurrent_reloads != null))) {
       throw new R.ScenarioError("give --resume-rate or --concurrent-reloads, not both (the load sets the reloads in flight; --concurrent-reloads overrides it)");
     }
     given = concurrent_reloads;
-    loaded = load_values(model, gpu, tier, tokens, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, concurrent_reloads, ep, batch, new_tokens, token_ids, resume_rate, codec, own);
+    loaded = load_values(model, gpu, tier, tokens, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, concurrent_reloads, ep, batch, new_tokens, token_ids, resume_rate, codec, own, gpu_resume_rate);
     sv = loaded[0];
     alone = loaded[1];
     layout = sv[0]["layout"];
@@ -782,14 +821,19 @@
       queue = (reload - Number(R.formula("derive.t_reload", time_step(v1, rec, Number(tokens)))));
     }
     fit = hbm_slack(model, gpu, layout, tokens, batch, hbm_fit_fraction(eng), own);
+    inflight = Number(R.formula("derive.hbm_inflight_bytes", at));
+    if (((v["n_g"] > 1) && (inflight > fit[0]))) {
+      one = Number(R.formula("derive.kv_bytes_per_gpu", at));
+      throw new R.ScenarioError(`--resume-rate ${R.fmt(resume_rate, "g")}/s: ${R.fmt(v["n_g"], ".3g")} reloads in flight on each replica would hold ${R.fmt(((inflight + one) / 1000000000.0), ".3g")} GB of KV per GPU, more than the ${R.fmt(((R.max(fit[0], 0.0) + one) / 1000000000.0), ".3g")} GB its HBM holds beside the weights: the load overflows HBM`);
+    }
+    coded = ({...at, "r_c": R.get(v, "r_c", 1.0)});
     path = [];
     for (const [i, h] of R.list(R.enumerate(hops))) {
       c = v["hop_copies"][i];
-      carried = (v["n_g"] * Number(R.formula("derive.kv_bytes_per_gpu", at)));
+      carried = Number(R.formula("derive.gpu_hop_bytes", coded));
       if ((c != null)) {
-        carried = (v["n_c"] * Number(R.formula("derive.node_bytes", ({...at, "rho_n": c}))));
+        carried = Number(R.formula("derive.node_hop_bytes", ({...coded, "rho_n": c})));
       }
-      carried = (carried / R.get(v, "r_c", 1.0));
       path.push(({"link": h.link, "count": h.count, "scope": h.scope, "effective_Bps": h.effective_Bps, "latency_s": h.latency_s, "bytes": carried, "time_s": (carried / h.effective_Bps)}));
     }
     load_from = "every replica at once";
@@ -798,13 +842,13 @@
     } else if ((concurrent_reloads != null)) {
       load_from = "given";
     }
-    result = ({"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "context_window_tokens": model.max_context_tokens, "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention, "gpus": layout.gpus, "layout_from": layout.reason, "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype, "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": rec_fn[0], "batch": batch, "concurrent_reloads": v["n_c"], "gpu_reloads": v["n_g"], "gpus_per_node": v["N_node"], "resume_rate_per_s": resume_rate, "reload_queue_s": queue, "load_from": load_from, "kv_bytes_per_token": Number(R.formula("derive.kv_bytes_per_token", v)), "kv_bytes": Number(R.formula("derive.kv_bytes_total", at)), "kv_bytes_unique": Number(R.formula("derive.kv_bytes_unique", at)), "kv_bytes_per_gpu": Number(R.formula("derive.kv_bytes_per_gpu", at)), "kv_replication": v["rho"], "node_hop_copies": Number(R.formula("derive.node_copies", at)), ...state_keys(model, v, at, layout), "kv_bytes_stored": Number(R.formula("derive.kv_bytes_stored", ({...at, "rho_s": v["rho_s"], "r_c": R.get(v, "r_c", 1.0)}))), "kv_stored_copies": v["rho_s"], "weights_bytes_per_gpu": fit[1], "hbm_fit_bytes_per_gpu": (hbm_fit_fraction(eng) * own_value(own, "C_hbm", gpu.hbm_capacity_bytes)), "hbm_free_bytes_per_gpu": fit[0], "prefill_flops": Number(R.formula("derive.flops_prefill", at)), "prefill_efficiency": v["eta"], "compute_s": Number(R.formula("derive.t_compute", at)), "weights_read_s": Number(R.formula("derive.t_weights", at)), "recompute_s": recompute, "reload_s": reload, "new_tokens": new_tokens, "token_ids": R.truthy(token_ids), "ttft_recompute_s": ttft_cold, "ttft_reload_s": ttft_hit, "request_s": Number(R.formula("derive.t_request", at)), "request_fixed_s": v["t_req"], "hash_token_s": v["c_hash"], "tokenize_token_s": v["c_tokz"], "hit_token_s": v["c_hit"], "hit_cost_s": (v["c_hit"] * tokens), "engine_costs_calibrated": engine_costs_calibrated(eng), "reload_bandwidth_Bps": (Number.isFinite(v["B"]) ? v["B"] : null), "reload_latency_s": v["t_lat"], "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"], "overlap_hidden_s": Number(R.formula("derive.t_overlap_hidden", at)), "copy_bytes": copy, ...((codec != null) ? codec_keys(codec, v, at) : ({})), "load_kernel": R.and_((R.len(tier.hops) > 0), () => load_kernel(eng, copy, gpu.platform)), "path": path, "winner": ((ttft_hit < ttft_cold) ? "reload" : "recompute"), "speedup": (R.max(ttft_hit, ttft_cold) / R.min(ttft_hit, ttft_cold)), "breakeven_tokens": cross, "min_reload_bandwidth_Bps": min_bw, "model_flops_per_kv_byte": Number(R.formula("derive.model_flops_per_kv_byte", v)), "model_flops_per_kv_byte_at_tokens": Number(R.formula("derive.model_flops_per_kv_byte_at_T", at)), "gpu_flops_per_link_byte": (Number.isFinite(v["B"]) ? Number(R.formula("derive.gpu_flops_per_link_byte", v)) : 0.0)});
+    result = ({"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "context_window_tokens": model.max_context_tokens, "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention, "gpus": layout.gpus, "layout_from": layout.reason, "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype, "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": rec_fn[0], "batch": batch, "concurrent_reloads": v["n_c"], "gpu_reloads": v["n_g"], "gpus_per_node": v["N_node"], "resume_rate_per_s": resume_rate, "reload_queue_s": queue, "load_from": load_from, "kv_bytes_per_token": Number(R.formula("derive.kv_bytes_per_token", v)), "kv_bytes": Number(R.formula("derive.kv_bytes_total", at)), "kv_bytes_unique": Number(R.formula("derive.kv_bytes_unique", at)), "kv_bytes_per_gpu": Number(R.formula("derive.kv_bytes_per_gpu", at)), "kv_replication": v["rho"], "node_hop_copies": Number(R.formula("derive.node_copies", at)), ...state_keys(model, v, at, layout), "kv_bytes_stored": Number(R.formula("derive.kv_bytes_stored", ({...at, "rho_s": v["rho_s"], "r_c": R.get(v, "r_c", 1.0)}))), "kv_stored_copies": v["rho_s"], "weights_bytes_per_gpu": fit[1], "hbm_fit_bytes_per_gpu": (hbm_fit_fraction(eng) * own_value(own, "C_hbm", gpu.hbm_capacity_bytes)), "hbm_free_bytes_per_gpu": fit[0], "prefill_flops": Number(R.formula("derive.flops_prefill", at)), "prefill_efficiency": v["eta"], "compute_s": Number(R.formula("derive.t_compute", at)), "weights_read_s": Number(R.formula("derive.t_weights", at)), "recompute_s": recompute, "reload_s": reload, "new_tokens": new_tokens, "token_ids": R.truthy(token_ids), "ttft_recompute_s": ttft_cold, "ttft_reload_s": ttft_hit, "request_s": Number(R.formula("derive.t_request", at)), "request_fixed_s": v["t_req"], "hash_token_s": v["c_hash"], "tokenize_token_s": v["c_tokz"], "hit_token_s": v["c_hit"], "hit_cost_s": (v["c_hit"] * tokens), "engine_costs_calibrated": engine_costs_calibrated(eng), "reload_bandwidth_Bps": (Number.isFinite(v["B"]) ? v["B"] : null), "reload_latency_s": v["t_lat"], "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"], "overlap_hidden_s": Number(R.formula("derive.t_overlap_hidden", at)), "copy_bytes": copy, ...((codec != null) ? codec_keys(codec, tier, v, at) : ({})), "load_kernel": R.and_((R.len(tier.hops) > 0), () => load_kernel(eng, copy, gpu.platform)), "path": path, "winner": ((ttft_hit < ttft_cold) ? "reload" : "recompute"), "speedup": (R.max(ttft_hit, ttft_cold) / R.min(ttft_hit, ttft_cold)), "breakeven_tokens": cross, "min_reload_bandwidth_Bps": min_bw, "model_flops_per_kv_byte": Number(R.formula("derive.model_flops_per_kv_byte", v)), "model_flops_per_kv_byte_at_tokens": Number(R.formula("derive.model_flops_per_kv_byte_at_T", at)), "gpu_flops_per_link_byte": (Number.isFinite(v["B"]) ? Number(R.formula("derive.gpu_flops_per_link_byte", v)) : 0.0)});
     return finite(result, `${R.fmt(model.name, "")} on ${R.fmt(gpu.name, "")}`);
   }
 
-  function compare(model, gpu, tier, tokens, tp = null, bandwidth_Bps = null, efficiency = null, kv_dtype = null, compute_dtype = null, engine = null, concurrent_reloads = null, ep = null, batch = 1, allow_beyond_context = false, prefill = "calibrated", new_tokens = 1, token_ids = false, resume_rate = null, codec = null, own = null) {
+  function compare(model, gpu, tier, tokens, tp = null, bandwidth_Bps = null, efficiency = null, kv_dtype = null, compute_dtype = null, engine = null, concurrent_reloads = null, ep = null, batch = 1, allow_beyond_context = false, prefill = "calibrated", new_tokens = 1, token_ids = false, resume_rate = null, codec = null, own = null, gpu_resume_rate = null) {
     let r, c, at, first;
-    r = compare_at(model, gpu, tier, tokens, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, concurrent_reloads, ep, batch, allow_beyond_context, prefill, new_tokens, token_ids, resume_rate, codec, own);
+    r = compare_at(model, gpu, tier, tokens, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, concurrent_reloads, ep, batch, allow_beyond_context, prefill, new_tokens, token_ids, resume_rate, codec, own, gpu_resume_rate);
     if (!(R.truthy(model.recurrent_layers))) {
       return r;
     }
@@ -815,7 +859,7 @@
     }
     if ((at < tokens)) {
       first = r;
-      r = compare_at(model, gpu, tier, at, first["tp"], bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, concurrent_reloads, ((first["ep"] > 1) ? first["ep"] : null), batch, allow_beyond_context, prefill, ((new_tokens + tokens) - at), token_ids, resume_rate, codec, own);
+      r = compare_at(model, gpu, tier, at, first["tp"], bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, concurrent_reloads, ((first["ep"] > 1) ? first["ep"] : null), batch, allow_beyond_context, prefill, ((new_tokens + tokens) - at), token_ids, resume_rate, codec, own, gpu_resume_rate);
       r["tokens"] = tokens;
       r["new_tokens"] = new_tokens;
       r["layout_from"] = first["layout_from"];
@@ -863,9 +907,19 @@
     return R.list(R.list(limits["known_limits"]).filter((k) => ((k["shape"] === arch) && (k["gpu"] === gpu_name) && (k["gpus"] === r["gpus"]) && (k["ep"] === ep) && (k["dp_attention"] === R.truthy(r["dp_attention"]))))).map((k) => k);
   }
 
-  function band(model, gpu, tier, tokens, tp = null, bandwidth_Bps = null, efficiency = null, kv_dtype = null, compute_dtype = null, engine = null, concurrent_reloads = null, ep = null, batch = 1, allow_beyond_context = false, prefill = "calibrated", new_tokens = 1, token_ids = false, resume_rate = null, codec = null, own = null, limits = null) {
-    let nominal, layout, conc, gpu_reloads, sv, v, hops, eng, at, fastest, b_lo, b_hi, spread, quiet, alone, dma, reload, own_fit, e, ideal, floor, lo, hi, f, recompute, missed, step_ratios, k, step, step_lo, step_hi, cold_add, hit_add, ttft_recompute, hidden, ends, kv, layers, ttft_reload, winners, rc, rl, w;
-    nominal = compare(model, gpu, tier, tokens, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, concurrent_reloads, ep, batch, allow_beyond_context, prefill, new_tokens, token_ids, resume_rate, codec, own);
+  function variant_loads(model, gpu, tier, tokens, layout, bandwidth_Bps, eng, codec, own, resume_rate, gpu_resume_rate, fallback) {
+    let alone, shares;
+    if ((resume_rate == null)) {
+      return fallback;
+    }
+    alone = scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, eng, 1.0, null, 1, 1, false, layout, 1, false, codec, own, null);
+    shares = load_shares(alone[0], alone[1], tokens, resume_rate, gpu_resume_rate);
+    return (R.truthy(shares["saturated"]) ? fallback : shares["loads"]);
+  }
+
+  function band(model, gpu, tier, tokens, tp = null, bandwidth_Bps = null, efficiency = null, kv_dtype = null, compute_dtype = null, engine = null, concurrent_reloads = null, ep = null, batch = 1, allow_beyond_context = false, prefill = "calibrated", new_tokens = 1, token_ids = false, resume_rate = null, codec = null, own = null, limits = null, gpu_resume_rate = null) {
+    let nominal, layout, conc, gpu_reloads, sv, v, hops, eng, at, fastest, b_lo, b_hi, spread, quiet, q_loads, alone, driver, d_loads, dma, reload, own_fit, e, ideal, floor, lo, hi, f, recompute, missed, step_ratios, k, step, step_lo, step_hi, cold_add, hit_add, ttft_recompute, hidden, ends, kv, layers, ttft_reload, winners, rc, rl, w;
+    nominal = compare(model, gpu, tier, tokens, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, concurrent_reloads, ep, batch, allow_beyond_context, prefill, new_tokens, token_ids, resume_rate, codec, own, gpu_resume_rate);
     layout = R.Layout(({"tp": nominal["tp"], "ep": nominal["ep"], "dp_attention": nominal["dp_attention"], "weight_dtype": nominal["weight_dtype"], "compute_dtype": nominal["compute_dtype"], "kv_dtype": nominal["kv_dtype"], "reason": nominal["layout_from"]}));
     conc = nominal["concurrent_reloads"];
     gpu_reloads = nominal["gpu_reloads"];
@@ -884,17 +938,20 @@
       b_lo = spread[0];
       b_hi = spread[1];
       if ((codec != null)) {
-        b_lo = coded_values(codec, tier, nominal["kv_dtype"], b_lo, false)["B"];
-        b_hi = coded_values(codec, tier, nominal["kv_dtype"], b_hi, true)["B"];
+        b_lo = coded_values(codec, tier, nominal["kv_dtype"], b_lo, false, gpu_reloads)["B"];
+        b_hi = coded_values(codec, tier, nominal["kv_dtype"], b_hi, true, gpu_reloads)["B"];
       }
       if (R.truthy(R.or_(eng.writes_overlap, () => eng.copy_batched))) {
         quiet = R.with_fields(eng, ({"writes_overlap": false, "fast_copies": true}));
-        alone = scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, quiet, conc, null, 1, 1, false, layout, 1, false, codec, own, gpu_reloads)[0];
+        q_loads = variant_loads(model, gpu, tier, tokens, layout, bandwidth_Bps, quiet, codec, own, resume_rate, gpu_resume_rate, [conc, gpu_reloads]);
+        alone = scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, quiet, q_loads[0], null, 1, 1, false, layout, 1, false, codec, own, q_loads[1])[0];
         b_hi = R.max(b_hi, alone["B"]);
         fastest = R.min(fastest, Number(R.formula("derive.t_reload", ({...at, "B": alone["B"]}))));
       }
       if (R.truthy(load_kernel(eng, v["copy_bytes"], gpu.platform))) {
-        dma = scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, R.with_fields(eng, ({"driver_copies": true})), conc, null, 1, 1, false, layout, 1, false, codec, own, gpu_reloads)[0];
+        driver = R.with_fields(eng, ({"driver_copies": true}));
+        d_loads = variant_loads(model, gpu, tier, tokens, layout, bandwidth_Bps, driver, codec, own, resume_rate, gpu_resume_rate, [conc, gpu_reloads]);
+        dma = scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, driver, d_loads[0], null, 1, 1, false, layout, 1, false, codec, own, d_loads[1])[0];
         b_lo = R.min(b_lo, dma["B"]);
       }
       reload = [Number(R.formula("derive.t_reload", ({...at, "B": b_hi}))), Number(R.formula("derive.t_reload", ({...at, "B": b_lo})))];
@@ -1021,5 +1078,5 @@
     return longest_prompt(model, gpu, v["layout"], hbm_fit_fraction(v["engine"]), R.get(opts, "batch", 1), R.get(opts, "allow_beyond_context", false), own);
   }
 
-  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, CROSSING_POINTS, CROSSING_ITERATIONS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, MAY_BE_INF, SHAPE_FIELDS, own_value, is_moe, latent, shape_key, sign, dense_flops, served_model, rope_hint, node_gpu, node_tier, tier_exists_on, check_tier_gpu, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, choose_layout, deployment_values, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, concurrent_at_load, calibrated_values, prefill_parts, recompute_fn, suffix_values, time_step, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, load_values, compare_at, compare, binding_hop, reload_bandwidth_range, reload_floor, known_limits, band, band_of, values_of, curve_of, longest_prompt, limit_of};
+  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, CROSSING_POINTS, CROSSING_ITERATIONS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, MAY_BE_INF, SHAPE_FIELDS, own_value, is_moe, latent, shape_key, round_up, sign, dense_flops, served_model, rope_hint, node_gpu, node_tier, tier_exists_on, check_tier_gpu, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, choose_layout, deployment_values, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, load_shares, concurrent_at_load, calibrated_values, prefill_parts, recompute_fn, suffix_values, time_step, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, load_values, compare_at, compare, binding_hop, reload_bandwidth_range, reload_floor, known_limits, variant_loads, band, band_of, values_of, curve_of, longest_prompt, limit_of};
 })(window.KVCALC_RUNTIME);

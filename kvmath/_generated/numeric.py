@@ -217,7 +217,7 @@ def _derive_context_scaled(T_native, f_rope):
     return T_native*f_rope
 
 def _derive_default_concurrent_reloads(K, N_node):
-    return numpy.maximum(1, N_node/K)
+    return numpy.maximum(1, numpy.floor(N_node/K))
 
 def _derive_node_copies(K, N_node, rho, rho_n):
     _x0 = K**(-1.0)
@@ -230,6 +230,13 @@ def _derive_node_bytes(C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_a
     _x2 = numpy.minimum(K, N_node)
     _x3 = _x1*_x2
     return L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + (b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho))
+
+def _derive_node_hop_bytes(C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_c, n_rk, n_rv, r_c, rho, rho_n):
+    _x0 = d_rv*n_rv
+    _x1 = K**(-1.0)
+    _x2 = numpy.minimum(K, N_node)
+    _x3 = _x1*_x2
+    return n_c*(L_rec*_x3*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + (b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W))*numpy.minimum(_x3*rho, _x1*rho_n*numpy.maximum(_x2, rho)))/r_c
 
 def _derive_t_node_hop(B_node, C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_c, n_rk, n_rv, rho, rho_n):
     _x0 = d_rv*n_rv
@@ -263,6 +270,14 @@ def _derive_t_gpu_hop(B_gpu, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux
     _x0 = d_rv*n_rv
     return n_g*(L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_gpu*K)
 
+def _derive_gpu_hop_bytes(C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_g, n_rk, n_rv, r_c, rho):
+    _x0 = d_rv*n_rv
+    return n_g*(L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(K*r_c)
+
+def _derive_hbm_inflight_bytes(C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_g, n_rk, n_rv, rho):
+    _x0 = d_rv*n_rv
+    return (n_g - 1)*(L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/K
+
 def _derive_t_gpu_hop_alone(B_gpu, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho):
     _x0 = d_rv*n_rv
     return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_gpu*K)
@@ -270,12 +285,12 @@ def _derive_t_gpu_hop_alone(B_gpu, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W,
 def _derive_gpu_hop_utilisation(B_gpu, C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, r, rho):
     _x0 = K**(-1.0)
     _x1 = d_rv*n_rv
-    return _x0*r*(L_rec*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_gpu*numpy.maximum(1, N_node*_x0))
+    return _x0*r*(L_rec*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_gpu*numpy.maximum(1, numpy.floor(N_node*_x0)))
 
 def _derive_gpu_reloads_at_load(B_gpu, C_ch, K, L_chunk, L_full, L_rec, L_win, N_node, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, r, rho):
     _x0 = K**(-1.0)
     _x1 = d_rv*n_rv
-    return (1 - _x0*r*(L_rec*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_gpu*numpy.maximum(1, N_node*_x0)))**(-1.0)
+    return (1 - _x0*r*(L_rec*b_st*(_x1*d_rk + (_x1 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_gpu*numpy.maximum(1, numpy.floor(N_node*_x0))))**(-1.0)
 
 def _derive_fixed_cost(n_step, t_lat, t_step):
     return n_step*t_step + t_lat
@@ -322,6 +337,13 @@ def _derive_B_coded(B_dec, B_wire, r_c):
 
 def _derive_B_coded_pipelined(B_dec, B_wire, r_c):
     return numpy.minimum(B_dec, B_wire*r_c)
+
+def _derive_B_dec_at_load(B_dec, n_g):
+    return B_dec/n_g
+
+def _derive_t_decode(B_dec, C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho):
+    _x0 = d_rv*n_rv
+    return (L_rec*b_st*(_x0*d_rk + (_x0 + 2*d_rk*n_rk)*(k_conv - 1)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*numpy.minimum(C_ch, T) + L_full*T + L_win*numpy.minimum(T, W)))/(B_dec*K)
 
 def _derive_codec_breakeven_wire(B_dec, r_c):
     return B_dec - B_dec/r_c
@@ -2088,11 +2110,14 @@ FUNCS = {
     'derive.default_concurrent_reloads': (_derive_default_concurrent_reloads, ('K', 'N_node')),
     'derive.node_copies': (_derive_node_copies, ('K', 'N_node', 'rho', 'rho_n')),
     'derive.node_bytes': (_derive_node_bytes, ('C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 'rho_n')),
+    'derive.node_hop_bytes': (_derive_node_hop_bytes, ('C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_c', 'n_rk', 'n_rv', 'r_c', 'rho', 'rho_n')),
     'derive.t_node_hop': (_derive_t_node_hop, ('B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_c', 'n_rk', 'n_rv', 'rho', 'rho_n')),
     'derive.t_node_hop_alone': (_derive_t_node_hop_alone, ('B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho', 'rho_n')),
     'derive.hop_utilisation': (_derive_hop_utilisation, ('B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho', 'rho_n')),
     'derive.concurrent_reloads_at_load': (_derive_concurrent_reloads_at_load, ('B_node', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho', 'rho_n')),
     'derive.t_gpu_hop': (_derive_t_gpu_hop, ('B_gpu', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_g', 'n_rk', 'n_rv', 'rho')),
+    'derive.gpu_hop_bytes': (_derive_gpu_hop_bytes, ('C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_g', 'n_rk', 'n_rv', 'r_c', 'rho')),
+    'derive.hbm_inflight_bytes': (_derive_hbm_inflight_bytes, ('C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_g', 'n_rk', 'n_rv', 'rho')),
     'derive.t_gpu_hop_alone': (_derive_t_gpu_hop_alone, ('B_gpu', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
     'derive.gpu_hop_utilisation': (_derive_gpu_hop_utilisation, ('B_gpu', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho')),
     'derive.gpu_reloads_at_load': (_derive_gpu_reloads_at_load, ('B_gpu', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'N_node', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'r', 'rho')),
@@ -2106,6 +2131,8 @@ FUNCS = {
     'derive.dtype_bytes': (_derive_dtype_bytes, ('g_s', 'n_bits', 's_bits')),
     'derive.B_coded': (_derive_B_coded, ('B_dec', 'B_wire', 'r_c')),
     'derive.B_coded_pipelined': (_derive_B_coded_pipelined, ('B_dec', 'B_wire', 'r_c')),
+    'derive.B_dec_at_load': (_derive_B_dec_at_load, ('B_dec', 'n_g')),
+    'derive.t_decode': (_derive_t_decode, ('B_dec', 'C_ch', 'K', 'L_chunk', 'L_full', 'L_rec', 'L_win', 'T', 'W', 'b_aux', 'b_kv', 'b_st', 'd_rk', 'd_rv', 'e_aux', 'e_kv', 'k_conv', 'n_rk', 'n_rv', 'rho')),
     'derive.codec_breakeven_wire': (_derive_codec_breakeven_wire, ('B_dec', 'r_c')),
     'derive.codec_wire_for': (_derive_codec_wire_for, ('B', 'B_dec', 'r_c')),
     'derive.codec_wire_for_pipelined': (_derive_codec_wire_for_pipelined, ('B', 'r_c')),

@@ -143,8 +143,13 @@ def _human(r):
         ("scenario", f"{r['model']}, tier {r['tier']}, {r['tokens']:,} tokens, KV {r['kv_dtype']}"
                      f" (window {r['context_window_tokens']:,})"),
         ("deployment", _layout(r)),
-        ("engine", f"{r['engine']}, {r['concurrent_reloads']:.3g} replica(s) reloading at once "
-                   f"per node of {r['gpus_per_node']:g} GPUs ({_load_text(r)})"),
+        ("engine", f"{r['engine']}, " + (
+            f"at {r['resume_rate_per_s']:g} resumes/s on a node of {r['gpus_per_node']:g} GPUs: "
+            f"{r['concurrent_reloads']:.3g} reload(s) in flight on its shared hops, "
+            f"{r['gpu_reloads']:.3g} on each replica's own links; sharing adds "
+            f"{fmt_time(r['reload_queue_s'])}" if r["load_from"] == "resume rate" else
+            f"{r['concurrent_reloads']:.3g} replica(s) reloading at once per node of "
+            f"{r['gpus_per_node']:g} GPUs ({_load_text(r)})")),
         ("KV per token", f"{r['kv_bytes_per_token']:,.0f} B"),
         ("KV moved", f"{fmt_bytes(r['kv_bytes'], 4)} ({fmt_bytes(r['kv_bytes_per_gpu'], 4)} per GPU)"),
         *([("codec", f"{r['codec']}: {r['codec_compression_ratio']:.3g}x fewer bytes on the path "
@@ -153,7 +158,9 @@ def _human(r):
                      f"{r['codec_decode_Bps'] / 1e9:.3g} GB/s per GPU: "
                      f"{fmt_time(r['codec_decode_s'])}"
                      + (" overlapped with the transfer" if r["codec_pipelined"]
-                        else " after the transfer"))] if r.get("codec") else []),
+                        else " after the transfer")
+                     + ("; a what-if on this tier (LMCache codes remote backends only)"
+                        if r["codec_what_if"] else ""))] if r.get("codec") else []),
         ("recompute", f"{fmt_time(r['recompute_s'])} {_band(r['recompute_s_band'])}  "
                       f"({r['prefill_model']} prefill of {r['prefill_flops']:.3g} FLOP)"),
         ("reload", f"{fmt_time(r['reload_s'])} {_band(r['reload_s_band'])}  "
@@ -271,7 +278,9 @@ def _reuse_human(r):
     if r.get("codec"):  # what the tier holds and writes, and what a reload decodes
         rows.insert(1, ("codec", f"{r['codec']}: the tier holds {fmt_bytes(r['kv_bytes'])} per "
                                  f"cache; a reload decodes it ({fmt_time(r['reload_s'])} "
-                                 "reload; encoding not charged)"))
+                                 "reload; encoding not charged)"
+                                 + ("; a what-if on this tier (LMCache codes remote backends "
+                                    "only)" if r.get("codec_what_if") else "")))
     if r["reach"] < 1 or r.get("pool"):  # several nodes: the share of returns that find it
         rows.insert(4, ("reach", f"{r['reach']:.3g} of returns reach the cache's node "
                                  f"({r['reach_from']})"))
@@ -447,8 +456,8 @@ def _run_reuse(args):
     tier = pool_tier(pool, pool_nodes) if pool else resolve_tier(args.tier)
     node, gpu = _node_and_gpu(args, need_node=args.resume_rate is not None)
     drive = node_drive(node) if node is not None and tier.name == "nvme" else None
-    if node is not None and pool is None:  # the node's own drives, as compare --node
-        tier = _node_tier(node, tier)
+    if node is not None and pool is None and (args.node or tier.name == "nvme"):
+        tier = _node_tier(node, tier)  # the node's own drives, as compare --node
     # every node reaches a pool; the node's own tier only the returns routed to it
     h, h_from = (1.0, "a pool every node reads") if pool else _reach_of(args)
     engine, cfg = engine_of(args)

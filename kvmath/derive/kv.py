@@ -162,7 +162,7 @@ kv_bytes_stored = rho_s * kv_bytes_attention / r_c + state_bytes
 #: window stretched by the factor, tokens; KV bytes and FLOPs per token do not change with it
 context_scaled = f_rope * T_native
 #: replicas reloading at once through one node's shared hops when every replica is busy
-default_concurrent_reloads = sp.Max(1, N_node / K)
+default_concurrent_reloads = sp.Max(1, sp.floor(N_node / K))
 #: KV copies (in units of the replica's unique KV) one replica's reload carries through a
 #: node-shared hop. The replica's min(K, N_node) GPUs on this node hold rho min(K, N_node) / K
 #: copies; read once (rho_n = 1) it carries only the distinct bytes among them,
@@ -172,6 +172,8 @@ node_copies = sp.Min(rho_n * sp.Max(sp.Min(K, N_node), rho) / K, rho * sp.Min(K,
 #: bytes one replica's reload carries through a node-shared hop: its copies of the KV, and the
 #: state its ranks on this node hold (split by head, never replicated)
 node_bytes = node_copies * kv_bytes_attention + state_bytes * sp.Min(K, N_node) / K
+#: bytes crossing a node-shared hop for the n_c reloads in flight there, encoded by a codec, B
+node_hop_bytes = n_conc * node_bytes / r_c
 #: time of the node-shared hops: n_c replicas each move their bytes, s
 t_node_hop = n_conc * node_bytes / B_node
 #: one reload's time alone on a node-shared hop (n_c = 1), s: the hop's service time
@@ -186,6 +188,12 @@ concurrent_reloads_at_load = 1 / (1 - hop_utilisation)
 #: time of the per-GPU hops: each GPU moves its own bytes, for each of the n_g reloads its
 #: replica has in flight, s
 t_gpu_hop = n_gpu * kv_bytes_per_gpu / B_gpu
+#: bytes crossing each per-GPU hop for the n_g reloads in flight there, encoded by a codec
+#: (1/r_c of them; r_c = 1 without one), B
+gpu_hop_bytes = n_gpu * kv_bytes_per_gpu / r_c
+#: HBM the other reloads in flight on a replica hold beside this one's KV, B per GPU: each
+#: lands in blocks the engine allocates before it loads
+hbm_inflight_bytes = (n_gpu - 1) * kv_bytes_per_gpu
 #: one reload's time alone on a replica's per-GPU hops (n_g = 1), s
 t_gpu_hop_alone = t_gpu_hop.subs(n_gpu, 1)
 #: utilisation of a replica's per-GPU hops when r_res reloads per second arrive at the node,
@@ -226,6 +234,10 @@ dtype_bytes = (n_bits + s_bits / g_s) / 8
 B_coded = 1 / (1 / (r_c * B_wire) + 1 / B_dec)
 #: the same when decode and transfer pipeline chunk by chunk (the codec's fast end), B/s
 B_coded_pipelined = sp.Min(r_c * B_wire, B_dec)
+#: a GPU's decoder shared by the n_g reloads its replica has in flight, decoded B/s each
+B_dec_at_load = B_dec / n_gpu
+#: the time a GPU's decoder takes over one reload's KV at the decoded rate it has, s
+t_decode = kv_bytes_per_gpu / B_dec
 #: the path rate below which a codec (decode after transfer) speeds the reload: where
 #: B_coded = B_wire, B/s; a faster path loses to its decoding
 codec_breakeven_wire = sp.solve(sp.Eq(B_coded, B_wire), B_wire)[0]

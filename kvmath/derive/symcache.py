@@ -11,7 +11,8 @@ The cache cannot run code (issue 20: it was a pickle, and a crafted file ran cod
 it is JSON holding each result's ``srepr``, read back by :func:`parse_srepr`, which builds only
 the arithmetic the derivations produce (:data:`ALLOWED`: sums, products, powers, numbers,
 symbols, Min, Max, Piecewise, relationals, floor, ceiling, exp, log, erf) from literals of a
-bounded size, so no entry can make the import hang (a factorial of 10^8, 10^(10^10)); an entry
+bounded size, numbers of bounded bits and Floats of bounded precision, so no entry can make
+the import hang (a factorial of 10^8, 10^(10^10), nested powers, a billion-digit Float); an entry
 that is not what its function returns (solve: a list of expressions) is recomputed. It is used
 only when the file and its directory belong to this user and no one else may write them, so
 another user cannot plant values. A value planted by this user's own account is not detected:
@@ -54,6 +55,13 @@ ALLOWED = ("Add", "Mul", "Pow", "Symbol", "Dummy", "Integer", "Rational", "Float
 MAX_INTEGER = 10 ** 30
 #: the largest numeric exponent of a numeric power it may ask for (10^(10^10) would not end)
 MAX_EXPONENT = 1000
+#: the most bits a number built from an entry may have (numerator or denominator)
+MAX_BITS = 4096
+
+
+def _bits(x):
+    """Bits of a rational number's larger part (0 for a Float or an irrational)."""
+    return max(int(x.p).bit_length(), int(x.q).bit_length()) if isinstance(x, sp.Rational) else 0
 
 
 def _constructors():
@@ -125,9 +133,17 @@ def parse_srepr(text):
             if named and func is sp.Float and not _DIGITS.fullmatch(args[0]):
                 raise UnsafeCache("a Float whose text is not a number")
             if func is sp.Pow and len(args) == 2 and all(isinstance(a, sp.Number) for a in args) \
-                    and abs(args[1]) > MAX_EXPONENT:
+                    and (abs(args[1]) > MAX_EXPONENT or _bits(args[0]) * abs(args[1]) > MAX_BITS):
                 raise UnsafeCache("a numeric power too large to compute")
-            return func(*args, **kwargs)
+            if func is sp.Float and (any(isinstance(a, int) and a > MAX_EXPONENT
+                                         for a in args[1:]) or
+                                     kwargs.get("precision", 0) > MAX_BITS or
+                                     kwargs.get("dps", 0) > MAX_EXPONENT):
+                raise UnsafeCache("a Float of a precision no derivation produces")
+            out = func(*args, **kwargs)
+            if isinstance(out, sp.Rational) and _bits(out) > MAX_BITS:
+                raise UnsafeCache("a number larger than a derivation's result")
+            return out
         raise UnsafeCache(f"{type(node).__name__} is not part of an srepr")
     try:
         tree = ast.parse(text, mode="eval")

@@ -132,14 +132,15 @@ _KW = ("tp", "bandwidth_Bps", "efficiency", "kv_dtype", "compute_dtype", "engine
 def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
             kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None, ep=None,
             batch=1, allow_beyond_context=False, prefill="calibrated", new_tokens=1,
-            token_ids=False, resume_rate=None, codec=None):
+            token_ids=False, resume_rate=None, codec=None, gpu_resume_rate=None):
     """Reload against recompute for one scenario; a dict of plain numbers (units in keys)
     (logic.compare: a hybrid model reloads its last state checkpoint). The engine and the codec
-    may be named."""
+    may be named. gpu_resume_rate: reloads per second over the GPUs' own links where they
+    differ from resume_rate's through the node's hops (the tier plan's)."""
     return logic.compare(model, gpu, tier, tokens, tp, bandwidth_Bps, efficiency, kv_dtype,
                          compute_dtype, _engine(engine), concurrent_reloads, ep, batch,
                          allow_beyond_context, prefill, new_tokens, token_ids, resume_rate,
-                         _codec(codec))
+                         _codec(codec), None, gpu_resume_rate)
 
 
 def compare_at(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,

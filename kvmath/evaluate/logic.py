@@ -95,6 +95,14 @@ def shape_key(model):
         model.index_topk, model.aux_kv_dtype]])
 
 
+def round_up(x):
+    """x rounded up to four significant figures: "fewer than" it stays true."""
+    if not x > 0:
+        return x
+    scale = 10 ** (math.floor(math.log10(x)) - 3)
+    return math.ceil(x / scale) * scale
+
+
 def sign(x):
     """1, -1 or 0 (0 also for NaN: no sign change there)."""
     if x > 0:
@@ -125,16 +133,24 @@ def served_model(model, rope_scaling):
     """The model as served: under a RoPE scaling method (``"yarn"``) its context window is the
     one its card states for it, factor x native window (rope_scaling.csv,
     kvmath.derive.kv.context_scaled); None: its config's window. ScenarioError when the card
-    states no such scaling for the model."""
+    states no such scaling for the model, or the row is not the bundled one the card's scaling
+    applies to (a models CSV row of its own states the window it is served at)."""
     if rope_scaling is None:
         return model
-    rows = DATA.rope_scaling.get(model.name, {})
+    entry = DATA.rope_scaling.get(model.name)
+    rows = {} if entry is None else entry["methods"]
     if rope_scaling not in rows:
         stated = ", ".join(list(rows)) if len(rows) > 0 else "none"
         with_any = ", ".join(sorted(list(DATA.rope_scaling)))
         raise ScenarioError(f"--rope-scaling {rope_scaling}: rope_scaling.csv states no "
                             f"{rope_scaling} scaling for {model.name} (its methods: {stated}; "
                             f"the models with one: {with_any})")
+    if model.max_context_tokens != entry["config_context_tokens"]:
+        raise ScenarioError(f"--rope-scaling {rope_scaling}: this {model.name} row's window "
+                            f"({model.max_context_tokens:,} tokens) is not the bundled config's "
+                            f"({entry['config_context_tokens']:,}) the card's scaling applies to; "
+                            "a row of your own states the window it is served at in "
+                            "max_context_tokens")
     row = rows[rope_scaling]
     window = float(formula("derive.context_scaled", {"f_rope": row.factor,
                                                       "T_native": row.native_context_tokens}))
@@ -143,10 +159,12 @@ def served_model(model, rope_scaling):
 
 def rope_hint(model):
     """Words offering the RoPE scaling the model's card states, where it serves a longer window
-    than the model has now ("" where none does)."""
+    than the model has now ("" where none does, or the row is not the bundled one)."""
     out = ""
-    rows = DATA.rope_scaling.get(model.name, {})
-    for method in rows:
+    entry = DATA.rope_scaling.get(model.name)
+    if entry is None or model.max_context_tokens != entry["config_context_tokens"]:
+        return out
+    for method in entry["methods"]:
         window = served_model(model, method).max_context_tokens
         if window > model.max_context_tokens:
             out = out + (f"; its card's {method} scaling serves {window:,} "
@@ -167,11 +185,17 @@ def node_gpu(node, node_gpu_row, gpu):
 def node_tier(node, tier):
     """A tier on a node: the nvme tier striped over the node's own drives (nodes.csv: their link
     and count) before the bundled path's later hops (host memory, the GPU's host link); any
-    other tier as it is. ScenarioError for a drive tier on a node without drives (it would be
-    priced on drives the node does not have)."""
+    other tier as it is. ScenarioError for a drive tier on a node without drives, or one that
+    names drives of its own (nvme-gen5, nvme-1drive): each would be priced on drives the node
+    does not have."""
     if tier.name.startswith("nvme") and not node.nvme_drives > 0:
         raise ScenarioError(f"node {node.name} has no NVMe drives: --tier {tier.name} has "
                             "nothing to read")
+    if tier.name.startswith("nvme") and tier.name != "nvme":
+        raise ScenarioError(f"--tier {tier.name} names drives of its own ({tier.description}); "
+                            f"node {node.name} has {node.nvme_drives} {node.nvme_drive_link} "
+                            "drives: use --tier nvme on the node, or a nodes CSV row with the "
+                            "drives you mean")
     if tier.name != "nvme":
         return tier
     drives = with_fields(tier.hops[0], {"link": node.nvme_drive_link, "count": node.nvme_drives})
@@ -588,16 +612,21 @@ def state_path_rate(hops, n_node, tp, concurrent, gpu_reloads=1.0):
     return min(rates)
 
 
-def coded_values(codec, tier, kv_dtype, wire_Bps, pipelined=None):
-    """{B, B_wire, r_c, B_dec}: the path's bandwidth in decoded bytes when the KV moves encoded
-    by codec (decode after transfer, or overlapped when pipelined: the codec row's default)."""
+def coded_values(codec, tier, kv_dtype, wire_Bps, pipelined=None, sharers=1.0):
+    """{B, B_wire, r_c, B_dec, codec_pipelined}: the path's bandwidth in decoded bytes when the
+    KV moves encoded by codec (decode after transfer, or overlapped when pipelined: the codec
+    row's default), the GPU's decoder shared by the ``sharers`` reloads its replica has in
+    flight (kvmath.derive.kv.B_dec_at_load)."""
     if len(tier.hops) == 0:
         raise ScenarioError(f"--codec {codec.name}: a prefix in HBM moves nothing to decode")
     if kv_dtype not in CODEC_KV_DTYPES:
         raise ScenarioError(f"--codec {codec.name} encodes 16-bit KV (its ratio is measured "
                             f"against FP16), not {kv_dtype}; drop --codec or --kv-dtype")
-    at = {"B_wire": wire_Bps, "r_c": codec.compression_ratio, "B_dec": codec.decode_Bps}
+    at = {"B_wire": wire_Bps, "r_c": codec.compression_ratio,
+          "B_dec": float(formula("derive.B_dec_at_load", {"B_dec": codec.decode_Bps,
+                                                          "n_g": sharers}))}
     over = codec.pipelined if pipelined is None else pipelined
+    at["codec_pipelined"] = 1.0 if over else 0.0
     at["B"] = float(formula("derive.B_coded_pipelined" if over else "derive.B_coded", at))
     return at
 
@@ -665,7 +694,7 @@ def scenario_values(model, gpu, tier, tp=None, bandwidth_Bps=None, efficiency=No
         v["B"] = bandwidth_Bps
         v["B_state"] = bandwidth_Bps
     if codec is not None:
-        v.update(coded_values(codec, tier, layout.kv_dtype, v["B"]))
+        v.update(coded_values(codec, tier, layout.kv_dtype, v["B"], None, v["n_g"]))
     v["copy_bytes"] = copy
     v["layout"] = layout
     v["engine"] = eng
@@ -677,12 +706,19 @@ def plain_values(v):
     return {k: v[k] for k in v if k != "layout" and k != "engine" and k != "copy_bytes"}
 
 
-def concurrent_at_load(values, hops, tokens, resume_rate):
-    """[reloads sharing the node's busiest shared hop, reloads sharing one replica's own per-GPU
+def load_shares(values, hops, tokens, resume_rate, gpu_rate=None):
+    """{saturated, utilisation, hop, hold_s, loads}: the busiest hop at the load and
+    loads = [reloads sharing the node's busiest shared hop, reloads sharing one replica's own per-GPU
     hops] as one arrives, when resume_rate reloads per second arrive at the node (spread over its
     replicas): concurrent_reloads_at_load on the node hop whose one-reload time is longest (1
     when the path has none), gpu_reloads_at_load on the replica's narrowest per-GPU hop (1 when
-    none). ScenarioError when the load saturates a hop (utilisation at or above 1)."""
+    none). gpu_rate: the reloads per second that cross the replicas' own links, where they
+    differ from those through the node's hops (the tier plan: a tier's offload writes load its
+    node hops, and every tier's reads the GPUs' links; None: resume_rate). A codec's decoding
+    is the GPU's own work: it joins the per-GPU hops (the coded rate of the narrowest link and
+    the decoder). The queue is processor sharing (an assumption: in-flight reloads share each
+    hop evenly, M/G/1-PS, the time of 1 / (1 - u) equal sharers). saturated: a hop's
+    utilisation is at or above 1 (no loads then)."""
     if not (resume_rate > 0 and math.isfinite(resume_rate)):
         raise ScenarioError(f"--resume-rate must be a positive number, got {resume_rate}")
     at = {**values, "T": float(tokens), "r": float(resume_rate)}
@@ -706,19 +742,38 @@ def concurrent_at_load(values, hops, tokens, resume_rate):
     narrow = min(gpu_hops, key=lambda h: h.effective_Bps, default=None)
     gpu_at = None
     if narrow is not None:
-        gpu_at = {**at, "B_gpu": narrow.effective_Bps * values.get("r_c", 1.0)}
+        rate = resume_rate if gpu_rate is None else gpu_rate
+        b_gpu = narrow.effective_Bps
+        if "B_dec" in values:  # the wire's encoded bytes, then the GPU decoding them
+            b_gpu = float(formula("derive.B_coded_pipelined" if values["codec_pipelined"]
+                                  else "derive.B_coded",
+                                  {"B_wire": b_gpu, "r_c": values["r_c"],
+                                   "B_dec": values["B_dec"]}))
+        gpu_at = {**at, "r": float(rate), "B_gpu": b_gpu}
         u = float(formula("derive.gpu_hop_utilisation", gpu_at))
         if u > worst:
             worst = u
-            name = narrow.link + " (each replica's own)"
+            name = narrow.link + (" and the GPU's decoder" if "B_dec" in values else "") + \
+                " (each replica's own)"
             hold = float(formula("derive.t_gpu_hop_alone", gpu_at))
     if worst >= 1:
-        raise ScenarioError(f"--resume-rate {resume_rate:g}/s saturates {name}: each reload "
-                            f"holds it for {hold:.3g} s, so at most {resume_rate / worst:.3g} "
-                            "reloads per second fit at the node")
+        return {"saturated": True, "utilisation": worst, "hop": name, "hold_s": hold}
     node = 1.0 if busiest is None else float(formula("derive.concurrent_reloads_at_load", busiest))
     own_links = 1.0 if gpu_at is None else float(formula("derive.gpu_reloads_at_load", gpu_at))
-    return [node, own_links]
+    return {"saturated": False, "utilisation": worst, "hop": name, "hold_s": hold,
+            "loads": [node, own_links]}
+
+
+def concurrent_at_load(values, hops, tokens, resume_rate, gpu_rate=None):
+    """[node, per-GPU] reloads in flight at the load (:func:`load_shares`); ScenarioError when
+    the load saturates a hop, naming it, the time one reload holds it and the most that fit."""
+    shares = load_shares(values, hops, tokens, resume_rate, gpu_rate)
+    if shares["saturated"]:
+        raise ScenarioError(f"--resume-rate {resume_rate:g}/s saturates {shares['hop']}: each "
+                            f"reload holds it for {shares['hold_s']:.3g} s, so fewer than "
+                            f"{round_up(resume_rate / shares['utilisation']):.4g} reloads per "
+                            "second fit at the node")
+    return shares["loads"]
 
 
 # ------------------------------------------------------------------ the prefill model
@@ -896,14 +951,17 @@ def state_keys(model, v, at, layout):
             "state_checkpoint_tokens": float(formula("derive.state_checkpoint_tokens", at))}
 
 
-def codec_keys(codec, v, at):
-    """compare's keys for a KV codec: what the KV is encoded in and what decoding costs."""
-    per_gpu = float(formula("derive.kv_bytes_per_gpu", at))
+def codec_keys(codec, tier, v, at):
+    """compare's keys for a KV codec: what the KV is encoded in and what decoding costs, and
+    whether the tier is one an engine codes (LMCache codes its remote backends only: a remote
+    DRAM pool or a shared pool; elsewhere the codec is a what-if)."""
+    at = {**at, "B_dec": v["B_dec"], "r_c": v["r_c"], "n_g": 1.0}
     return {"codec": codec.name, "codec_compression_ratio": v["r_c"],
             "codec_decode_Bps": v["B_dec"], "codec_pipelined": codec.pipelined,
-            "codec_decode_s": per_gpu / v["B_dec"],
-            "kv_bytes_moved_per_gpu": per_gpu / v["r_c"],
-            "reload_wire_bandwidth_Bps": v["B_wire"]}
+            "codec_decode_s": float(formula("derive.t_decode", at)),
+            "kv_bytes_moved_per_gpu": float(formula("derive.gpu_hop_bytes", at)),
+            "reload_wire_bandwidth_Bps": v["B_wire"],
+            "codec_what_if": not (tier.name == "rdma" or tier.name.startswith("pool:"))}
 
 
 def finite(result, what):
@@ -918,7 +976,8 @@ def finite(result, what):
 
 def load_values(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
                 kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None, ep=None,
-                batch=1, new_tokens=1, token_ids=False, resume_rate=None, codec=None, own=None):
+                batch=1, new_tokens=1, token_ids=False, resume_rate=None, codec=None, own=None,
+                gpu_resume_rate=None):
     """[[values, hops] at the stated load, [values, hops] of one reload alone or None]: the
     scenario as compare evaluates it, its layout holding the prefix and the new turn. At a
     resume rate the reloads in flight on the shared hops follow from the load
@@ -930,7 +989,7 @@ def load_values(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficienc
         alone = scenario_values(model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype,
                                 compute_dtype, engine, 1.0, ep, batch, fit_tokens, True, None,
                                 new_tokens, token_ids, codec, own)
-        loads = concurrent_at_load(alone[0], alone[1], tokens, resume_rate)
+        loads = concurrent_at_load(alone[0], alone[1], tokens, resume_rate, gpu_resume_rate)
         concurrent_reloads = loads[0]
         gpu_reloads = loads[1]
     sv = scenario_values(model, gpu, tier, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype,
@@ -942,7 +1001,7 @@ def load_values(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficienc
 def compare_at(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
                kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None, ep=None,
                batch=1, allow_beyond_context=False, prefill="calibrated", new_tokens=1,
-               token_ids=False, resume_rate=None, codec=None, own=None):
+               token_ids=False, resume_rate=None, codec=None, own=None, gpu_resume_rate=None):
     """Reload against recompute for one scenario at exactly ``tokens`` reloaded (a hybrid
     model's state there, wherever its checkpoints lie); a dict of plain numbers.
 
@@ -976,13 +1035,20 @@ def compare_at(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency
         raise ScenarioError(f"--tokens {tokens:,} with --new-tokens {new_tokens:,} exceeds "
                             f"{model.name}'s context window of {model.max_context_tokens:,} "
                             f"tokens{rope_hint(model)} {BEYOND_CONTEXT_HINT}")
+    if codec is not None and model.recurrent_layers:
+        raise ScenarioError(f"--codec {codec.name} codes attention KV (its ratio and decode rate "
+                            f"are measured on it); {model.name}'s recurrent state has no "
+                            "measured coding: drop --codec for a hybrid model")
+    if bandwidth_Bps is not None and resume_rate is not None:
+        raise ScenarioError("--bandwidth replaces the whole path with one rate, and --resume-rate "
+                            "shares the path's hops: give one or the other")
     if resume_rate is not None and concurrent_reloads is not None:
         raise ScenarioError("give --resume-rate or --concurrent-reloads, not both (the load "
                             "sets the reloads in flight; --concurrent-reloads overrides it)")
     given = concurrent_reloads
     loaded = load_values(model, gpu, tier, tokens, tp, bandwidth_Bps, efficiency, kv_dtype,
                          compute_dtype, engine, concurrent_reloads, ep, batch, new_tokens,
-                         token_ids, resume_rate, codec, own)
+                         token_ids, resume_rate, codec, own, gpu_resume_rate)
     sv = loaded[0]
     alone = loaded[1]
     layout = sv[0]["layout"]
@@ -1024,13 +1090,20 @@ def compare_at(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency
         v1 = plain_values(alone[0])
         queue = reload - float(formula("derive.t_reload", time_step(v1, rec, float(tokens))))
     fit = hbm_slack(model, gpu, layout, tokens, batch, hbm_fit_fraction(eng), own)
+    inflight = float(formula("derive.hbm_inflight_bytes", at))
+    if v["n_g"] > 1 and inflight > fit[0]:  # each reload in flight lands in HBM held for it
+        one = float(formula("derive.kv_bytes_per_gpu", at))
+        raise ScenarioError(f"--resume-rate {resume_rate:g}/s: {v['n_g']:.3g} reloads in flight "
+                            f"on each replica would hold {(inflight + one) / 1e9:.3g} GB of KV "
+                            f"per GPU, more than the {(max(fit[0], 0.0) + one) / 1e9:.3g} GB its "
+                            "HBM holds beside the weights: the load overflows HBM")
+    coded = {**at, "r_c": v.get("r_c", 1.0)}  # a codec's hops carry 1/ratio of the bytes
     path = []
     for i, h in enumerate(hops):
         c = v["hop_copies"][i]
-        carried = v["n_g"] * float(formula("derive.kv_bytes_per_gpu", at))
+        carried = float(formula("derive.gpu_hop_bytes", coded))
         if c is not None:
-            carried = v["n_c"] * float(formula("derive.node_bytes", {**at, "rho_n": c}))
-        carried = carried / v.get("r_c", 1.0)  # encoded by a codec: 1/ratio of the bytes cross
+            carried = float(formula("derive.node_hop_bytes", {**coded, "rho_n": c}))
         path.append({"link": h.link, "count": h.count, "scope": h.scope,
                      "effective_Bps": h.effective_Bps, "latency_s": h.latency_s,
                      "bytes": carried, "time_s": carried / h.effective_Bps})
@@ -1078,7 +1151,7 @@ def compare_at(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency
         "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"],
         "overlap_hidden_s": float(formula("derive.t_overlap_hidden", at)),
         "copy_bytes": copy,
-        **(codec_keys(codec, v, at) if codec is not None else {}),
+        **(codec_keys(codec, tier, v, at) if codec is not None else {}),
         # the engine's copy kernel loads these copies (no per-copy cost: an assumption)
         "load_kernel": len(tier.hops) > 0 and load_kernel(eng, copy, gpu.platform),
         "path": path,
@@ -1098,7 +1171,7 @@ def compare_at(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency
 def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
             kv_dtype=None, compute_dtype=None, engine=None, concurrent_reloads=None, ep=None,
             batch=1, allow_beyond_context=False, prefill="calibrated", new_tokens=1,
-            token_ids=False, resume_rate=None, codec=None, own=None):
+            token_ids=False, resume_rate=None, codec=None, own=None, gpu_resume_rate=None):
     """Reload against recompute for one scenario; a dict of plain numbers (units in keys)
     (:func:`compare_at`).
 
@@ -1108,7 +1181,7 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
     (state_tail_tokens); below the first checkpoint nothing can be reloaded."""
     r = compare_at(model, gpu, tier, tokens, tp, bandwidth_Bps, efficiency, kv_dtype,
                    compute_dtype, engine, concurrent_reloads, ep, batch, allow_beyond_context,
-                   prefill, new_tokens, token_ids, resume_rate, codec, own)
+                   prefill, new_tokens, token_ids, resume_rate, codec, own, gpu_resume_rate)
     if not model.recurrent_layers:
         return r
     c = r["state_checkpoint_tokens"]
@@ -1122,7 +1195,8 @@ def compare(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=No
         r = compare_at(model, gpu, tier, at, first["tp"], bandwidth_Bps, efficiency, kv_dtype,
                        compute_dtype, engine, concurrent_reloads,
                        first["ep"] if first["ep"] > 1 else None, batch, allow_beyond_context,
-                       prefill, new_tokens + tokens - at, token_ids, resume_rate, codec, own)
+                       prefill, new_tokens + tokens - at, token_ids, resume_rate, codec, own,
+                       gpu_resume_rate)
         r["tokens"] = tokens
         r["new_tokens"] = new_tokens
         r["layout_from"] = first["layout_from"]
@@ -1180,10 +1254,24 @@ def known_limits(model, gpu_name, r, limits, own=None):
             and k["ep"] == ep and k["dp_attention"] == bool(r["dp_attention"])]
 
 
+def variant_loads(model, gpu, tier, tokens, layout, bandwidth_Bps, eng, codec, own, resume_rate,
+                  gpu_resume_rate, fallback):
+    """[node, per-GPU] reloads in flight at the stated load for one of the band's engine
+    variants, each holding the hops for its own time (:func:`concurrent_at_load`); ``fallback``
+    (the nominal's) without a load, or where this variant's own hold saturates a hop (the band
+    then takes the nominal's sharing: its slow end is a floor, not a bound)."""
+    if resume_rate is None:
+        return fallback
+    alone = scenario_values(model, gpu, tier, None, bandwidth_Bps, None, None, None, eng, 1.0,
+                            None, 1, 1, False, layout, 1, False, codec, own, None)
+    shares = load_shares(alone[0], alone[1], tokens, resume_rate, gpu_resume_rate)
+    return fallback if shares["saturated"] else shares["loads"]
+
+
 def band(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None, kv_dtype=None,
          compute_dtype=None, engine=None, concurrent_reloads=None, ep=None, batch=1,
          allow_beyond_context=False, prefill="calibrated", new_tokens=1, token_ids=False,
-         resume_rate=None, codec=None, own=None, limits=None):
+         resume_rate=None, codec=None, own=None, limits=None, gpu_resume_rate=None):
     """Nominal comparison plus its range: recompute and reload times at the ends of their bands,
     whether the verdict flips inside them. ``limits``: the measured factors (by link, GPU and
     engine) and the known limits, kvmath.evaluate.bands.band_data.
@@ -1198,7 +1286,7 @@ def band(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
     """
     nominal = compare(model, gpu, tier, tokens, tp, bandwidth_Bps, efficiency, kv_dtype,
                       compute_dtype, engine, concurrent_reloads, ep, batch, allow_beyond_context,
-                      prefill, new_tokens, token_ids, resume_rate, codec, own)
+                      prefill, new_tokens, token_ids, resume_rate, codec, own, gpu_resume_rate)
     layout = Layout(tp=nominal["tp"], ep=nominal["ep"], dp_attention=nominal["dp_attention"],
                     weight_dtype=nominal["weight_dtype"], compute_dtype=nominal["compute_dtype"],
                     kv_dtype=nominal["kv_dtype"], reason=nominal["layout_from"])
@@ -1222,22 +1310,29 @@ def band(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
         b_hi = spread[1]
         if codec is not None:  # in decoded bytes: decode after the slow end's transfer, and
             # overlapped with the fast end's (chunk by chunk, as a pipelined engine does)
-            b_lo = coded_values(codec, tier, nominal["kv_dtype"], b_lo, False)["B"]
-            b_hi = coded_values(codec, tier, nominal["kv_dtype"], b_hi, True)["B"]
+            b_lo = coded_values(codec, tier, nominal["kv_dtype"], b_lo, False, gpu_reloads)["B"]
+            b_hi = coded_values(codec, tier, nominal["kv_dtype"], b_hi, True, gpu_reloads)["B"]
         if eng.writes_overlap or eng.copy_batched:  # the fast end: nothing else offloading
             # meanwhile (the host link without the duplex share other requests' writes leave),
             # and a batched call's copies at the driver's per-descriptor cost
             quiet = with_fields(eng, {"writes_overlap": False, "fast_copies": True})
+            q_loads = variant_loads(model, gpu, tier, tokens, layout, bandwidth_Bps, quiet,
+                                    codec, own, resume_rate, gpu_resume_rate,
+                                    [conc, gpu_reloads])
             alone = scenario_values(model, gpu, tier, None, bandwidth_Bps, None, None, None,
-                                    quiet, conc, None, 1, 1, False, layout, 1, False, codec,
-                                    own, gpu_reloads)[0]
+                                    quiet, q_loads[0], None, 1, 1, False, layout, 1, False, codec,
+                                    own, q_loads[1])[0]
             b_hi = max(b_hi, alone["B"])
             fastest = min(fastest, float(formula("derive.t_reload", {**at, "B": alone["B"]})))
         if load_kernel(eng, v["copy_bytes"], gpu.platform):  # the slow end: the driver
             # copies the kernel replaced
+            driver = with_fields(eng, {"driver_copies": True})
+            d_loads = variant_loads(model, gpu, tier, tokens, layout, bandwidth_Bps, driver,
+                                    codec, own, resume_rate, gpu_resume_rate,
+                                    [conc, gpu_reloads])
             dma = scenario_values(model, gpu, tier, None, bandwidth_Bps, None, None, None,
-                                  with_fields(eng, {"driver_copies": True}), conc, None, 1, 1,
-                                  False, layout, 1, False, codec, own, gpu_reloads)[0]
+                                  driver, d_loads[0], None, 1, 1, False, layout, 1, False, codec,
+                                  own, d_loads[1])[0]
             b_lo = min(b_lo, dma["B"])
         reload = [float(formula("derive.t_reload", {**at, "B": b_hi})),
                   float(formula("derive.t_reload", {**at, "B": b_lo}))]

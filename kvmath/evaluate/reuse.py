@@ -32,12 +32,15 @@ def rfn(name):
 
 
 @lru_cache(maxsize=512, typed=True)
-def _compared(model, gpu, tier, tokens, tp, compute_dtype, engine=None, resume_rate=None):
+def _compared(model, gpu, tier, tokens, tp, compute_dtype, engine=None, resume_rate=None,
+              gpu_resume_rate=None):
     """:func:`kvmath.evaluate.compare.compare` of one scenario, once per process and read-only: a plan,
     and each step of the search for its compute limit, ask for the same few scenarios.
-    resume_rate: reloads per second from the tier (compare's --resume-rate)."""
+    resume_rate: reloads per second through the tier's node hops (compare's --resume-rate);
+    gpu_resume_rate: those through the GPUs' own links, where they differ."""
     return MappingProxyType(compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype,
-                                    engine=engine, resume_rate=resume_rate))
+                                    engine=engine, resume_rate=resume_rate,
+                                    gpu_resume_rate=gpu_resume_rate))
 
 
 def saved_s(r, reload_s=None):
@@ -200,7 +203,8 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
                                                price_overrides)),
            "capacity_usd_per_byte_s": c_cap,
            "write_usd_per_byte": c_wear, "return_probability": pause.return_probability,
-           "new_fraction": v["f_new"], "codec": r.get("codec")}
+           "new_fraction": v["f_new"], "codec": r.get("codec"),
+           "codec_what_if": r.get("codec_what_if")}
     if saving <= 0:
         out.update(ttl_s=0.0, p_breakeven=None, offload_can_pay=False, value_usd=0.0,
                    hit_probability=0.0, verdict="do not offload: reload is not faster than recompute")
@@ -536,7 +540,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
     bandwidths = {name: (t["read_Bps"], t["write_Bps"]) for name, t in nc["tiers"].items()}
     bandwidths["hbm"] = (math.inf, math.inf)  # a hit in HBM moves nothing
     c_gpu = gpu_second_price(gpu, gpu_price)
-    rows, tau_prev, node_full = [], 0.0, False
+    rows, pending, tau_prev, node_full = [], [], 0.0, False
     for name, cap in capacities.items():
         if (name == "nvme" and not node.nvme_drives) or (node_full and name != "pool"):
             continue
@@ -597,36 +601,11 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                        write_demand_Bps=float(rfn(f"tier_writes{w}").take(at)),
                        dropped_write_Bps=float(rfn(f"tier_writes{w}_dropped").take(at)),
                        headroom=float(rfn(f"tier_headroom{w}").take(at)), admitted_fraction=admitted)
-            # a reload shares the tier's path with the traffic in flight at the stated load:
-            # this tier's own resumes, resume_rate x its share, and the offload writes it
-            # carries, counted as that many more reloads' bytes (compare --resume-rate of them)
-            rate = resume_rate * row["resume_fraction"]
-            row["reload_resumes_per_s"] = rate
-            row["reload_load_from"] = "no resumes reach it"
-            if rate > 0 and at_load and row["headroom"] >= 1:
-                traffic = (row["read_Bps"] + row["write_Bps"]) / max(row["read_Bps"], 1e-300)
-                row["reload_load_per_s"] = rate * traffic  # compare --resume-rate of it
-                try:
-                    loaded = _compared(model, gpu, path, tokens, tp, compute_dtype, engine,
-                                       rate * traffic)
-                    row["reload_s"] = loaded["reload_s"]
-                    row["reload_load_from"] = "the tier's own resumes and offload writes"
-                except ScenarioError:  # that traffic fills the path
-                    row["reload_load_from"] = ("saturated: its traffic fills the path, so a "
-                                               "reload waits without bound (reload_s: every "
-                                               "replica at once, a floor)")
-            elif rate > 0 and row["headroom"] < 1:
-                row["reload_load_from"] = ("saturated: the tier admits only what its bandwidth "
-                                           "carries (reload_s: every replica at once, a floor)")
-            elif rate > 0:
-                row["reload_load_from"] = "every replica at once (not priced at the load)"
         row["bandwidth_limited"] = row["headroom"] < 1
         row.update(_endurance(name, node, drive, row["write_Bps"]))
         c_buy, _ = tier_prices(price_name, drive if name != "pool" else None, price_overrides)
-        saving = tp * saved_s(base, row["reload_s"])
         row["capacity_usd_per_byte_s_purchase"] = c_buy
-        row["capacity_usd_per_byte_s_opportunity"] = opportunity_price(
-            pause, tau, max(saving, 0.0), c_gpu, q_tier, resume_rate, h)
+        pending.append((row, path, tau, q_tier, h))
         rows.append(row)
         if through and not node_through:  # the pool's ages are its own: the cascade's end
             break
@@ -635,6 +614,17 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
             if pool is None or pool_writes != "through":  # write-through pool is left
                 break
             node_full = True
+    # every tier's reads cross the GPUs' own links (HBM hits move nothing); a tier's offload
+    # writes load its node hops only (on the GPU's link they run the other way, which the
+    # link's measured duplex share already charges the reloads)
+    gpu_rate = resume_rate * sum(row["resume_fraction"] for row in rows if row["tier"] != "hbm")
+    for row, path, tau, q_tier, h in pending:
+        if row["tier"] != "hbm":
+            _reload_at_load(row, model, gpu, path, tokens, tp, compute_dtype, engine,
+                            resume_rate, gpu_rate, at_load)
+        saving = tp * saved_s(base, row["reload_s"])
+        row["capacity_usd_per_byte_s_opportunity"] = opportunity_price(
+            pause, tau, max(saving, 0.0), c_gpu, q_tier, resume_rate, h)
     served = sum(row["resume_fraction"] for row in rows)
     plan = {"model": model.name, "node": node.name, "gpu": gpu.name, "gpus": node.gpus,
             "tp": tp, "tokens": tokens, "compute_dtype": compute_dtype,
@@ -667,6 +657,35 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                   pool_writes=pool_writes, turn_new_tokens=turn_new, writes=writes)
         plan["compute_limit_resume_rate_per_s"] = compute_limit(node, model, tokens, pause, **kw)
     return plan
+
+
+def _reload_at_load(row, model, gpu, path, tokens, tp, compute_dtype, engine, resume_rate,
+                    gpu_rate, at_load):
+    """A tier row's reload at the stated load: it shares the tier's node hops with the traffic
+    in flight there (this tier's own resumes, resume_rate x its share, and the offload writes
+    it carries, counted as that many more reloads' bytes) and the GPUs' own links with every
+    tier's reads (gpu_rate per second at the node)."""
+    rate = resume_rate * row["resume_fraction"]
+    row["reload_resumes_per_s"] = rate
+    row["reload_load_from"] = "no resumes reach it"
+    if rate > 0 and at_load and row["headroom"] >= 1:
+        traffic = (row["read_Bps"] + row["write_Bps"]) / max(row["read_Bps"], 1e-300)
+        row["reload_load_per_s"] = rate * traffic  # compare --resume-rate of it
+        row["reload_gpu_load_per_s"] = gpu_rate
+        try:
+            loaded = _compared(model, gpu, path, tokens, tp, compute_dtype, engine,
+                               rate * traffic, gpu_rate)
+            row["reload_s"] = loaded["reload_s"]
+            row["reload_load_from"] = "the tier's own resumes and offload writes"
+        except ScenarioError:  # that traffic fills the path
+            row["reload_load_from"] = ("saturated: its traffic fills the path, so a "
+                                       "reload waits without bound (reload_s: every "
+                                       "replica at once, a floor)")
+    elif rate > 0 and row["headroom"] < 1:
+        row["reload_load_from"] = ("saturated: the tier admits only what its bandwidth "
+                                   "carries (reload_s: every replica at once, a floor)")
+    elif rate > 0:
+        row["reload_load_from"] = "every replica at once (not priced at the load)"
 
 
 def d_turn_new(turn_new_tokens=None):

@@ -205,9 +205,10 @@ def portable_data():
     deps = {}
     for (model, gpu), d in deployments().items():
         deps.setdefault(model, {})[gpu] = d
-    rope = {}
+    rope = {}  # by model: its bundled config window (the row a card's scaling applies to)
     for (model, method), r in rope_scalings().items():
-        rope.setdefault(model, {})[method] = r
+        rope.setdefault(model, {"config_context_tokens": cat.models[model].max_context_tokens,
+                                "methods": {}})["methods"][method] = r
     efficiency = {}
     for (item, quantity), e in cat.efficiencies.items():
         if quantity.startswith("prefill-"):

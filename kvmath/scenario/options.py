@@ -221,7 +221,7 @@ OPTIONS = (
            "window", (COMPARE,), default=False, label="beyond the context window"),
     Option("rope-scaling", choice(*sorted({m for _, m in rope_scalings()})), "serve the model "
            "at the context window its card states under this RoPE scaling (rope_scaling.csv: "
-           "Qwen3's yarn, factor 4 on 32,768 tokens); default: its config's window", COMMANDS,
+           "the factor and the pre-training window); default: its config's window", COMMANDS,
            label="RoPE scaling"),
     Option("allow-projection", FLAG, "evaluate rows of kind projection (announced parts: "
            "gpus.csv rubin, links such as cxl-gen6-x8) as a what-if; without it a command "

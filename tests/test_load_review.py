@@ -1,0 +1,65 @@
+"""The load model as an independent review of it found it (stop 30): each finding a test that
+failed before its fix."""
+from dataclasses import replace
+
+import pytest
+
+from kvmath.book import band, bundled, compare, served_model
+from kvmath.evaluate.compare import ScenarioError
+from kvmath.evaluate.logic import node_tier
+from kvmath.tables.rows import codecs, nodes
+
+CAT = bundled()
+M, G, HOST = CAT.models["llama-3.1-8b"], CAT.gpus["h100-sxm"], CAT.tiers["host-dram"]
+
+
+def test_the_bands_fast_end_shares_the_link_at_its_own_load():
+    # the fast engine holds the link for less time, so fewer of its reloads are in flight: its
+    # end had taken the nominal engine's sharing (0.52 s where about 0.3 s is its own)
+    b = band(M, G, HOST, 32768, resume_rate=20)
+    assert b["reload_s"][0] < b["nominal"]["reload_s"] / 4
+    assert b["reload_s"][0] >= band(M, G, HOST, 32768)["reload_s"][0]  # a load never speeds it
+
+
+def test_reloads_in_flight_must_fit_in_hbm():
+    # 53 reloads of 4.3 GB in flight on one 80 GB H100: refused, where it had been answered
+    with pytest.raises(ScenarioError, match="overflows HBM"):
+        compare(M, G, HOST, 32768, resume_rate=25)
+    assert compare(M, G, HOST, 32768, resume_rate=20)["gpu_reloads"] > 1
+
+
+def test_the_most_that_fits_is_never_overstated():
+    with pytest.raises(ScenarioError) as e:
+        compare(M, G, HOST, 32768, resume_rate=25.48)
+    limit = float(str(e.value).split("fewer than ")[1].split()[0])
+    assert limit <= 25.48  # "fewer than" a rate that is refused
+    compare(M, G, HOST, 32768, resume_rate=25.47 * 0.78)  # well inside: answered
+
+
+def test_a_node_refuses_a_tier_that_names_drives_of_its_own():
+    tray = nodes()["gb200-nvl72-tray"]
+    for name in ("nvme-gen5", "nvme-1drive"):
+        with pytest.raises(ScenarioError, match="names drives of its own"):
+            node_tier(tray, CAT.tiers[name])
+    assert node_tier(tray, CAT.tiers["nvme"]).hops[0].count == tray.nvme_drives
+
+
+def test_rope_scaling_applies_to_the_bundled_row_only():
+    q = CAT.models["qwen3-8b"]
+    with pytest.raises(ScenarioError, match="not the bundled config"):
+        served_model(replace(q, max_context_tokens=8192), "yarn")
+
+
+def test_a_codec_on_a_hybrid_model_and_bandwidth_at_a_load_are_refused():
+    with pytest.raises(ScenarioError, match="recurrent state has no measured coding"):
+        compare(CAT.models["qwen3-next-80b-a3b"], G, CAT.tiers["rdma"], 4096,
+                codec=codecs()["cachegen"])
+    with pytest.raises(ScenarioError, match="--bandwidth replaces the whole path"):
+        compare(M, G, HOST, 4096, bandwidth_Bps=200e9, resume_rate=5)
+
+
+def test_replicas_are_whole():
+    # a 6-GPU node at TP 4 holds one replica, not 1.5: the load is spread over one
+    six = replace(G, gpus_per_node=6)
+    r = compare(CAT.models["llama-3.1-70b"], six, HOST, 8192, tp=4)
+    assert r["concurrent_reloads"] == 1
