@@ -404,6 +404,17 @@ def _first_repeat(h, rid, mixed):
     return int(rid[o][1:][dup].min()) if dup.any() else None
 
 
+def _interrupt(exc):
+    """Raise KeyboardInterrupt if a DuckDB error is an interrupt (SIGINT while a query ran), so
+    the CLI ends as on any interrupt ("kvmath: interrupted", status 130) and no handler below
+    takes it for a bad file. DuckDB raises its InterruptException, or a plain RuntimeError
+    "Query interrupted" from a statement it was running (issue 20: a traceback)."""
+    import duckdb
+    if isinstance(exc, duckdb.InterruptException) or (
+            type(exc) is RuntimeError and str(exc).strip() == "Query interrupted"):
+        raise KeyboardInterrupt from None
+
+
 #: requests per chunk when block accesses are fetched from DuckDB (bounds numpy's working set)
 CHUNK_REQUESTS = 100_000
 #: DuckDB's memory limit while it parses a trace into a database file on disk
@@ -447,16 +458,18 @@ class _Parsed:
         try:
             try:  # a progress bar on stdout would corrupt --json output
                 con.execute("SET enable_progress_bar = false")
-            except duckdb.Error:
+            except duckdb.Error as exc:
+                _interrupt(exc)
                 pass  # in Jupyter without ipywidgets DuckDB shows none and refuses the setting
             if workdir:
                 con.execute(f"SET memory_limit = '{STREAM_MEMORY_LIMIT}'")
                 con.execute(f"SET temp_directory = '{str(workdir).replace(chr(39), chr(39) * 2)}'")
             self._parse(duckdb, compact, checker, gz_error)
-        except BaseException:
+        except BaseException as exc:
             if checker:
                 checker.join()
             self.close()
+            _interrupt(exc)
             if gz_error:  # a truncated file explains whatever else went wrong
                 raise gz_error[0] from None
             raise
@@ -466,6 +479,7 @@ class _Parsed:
         try:
             columns = _parquet_columns(con, path) if fmt == "parquet" else ()
         except duckdb.Error as exc:
+            _interrupt(exc)
             raise TraceError(path, None, None, f"not a readable trace "
                              f"({str(exc).splitlines()[0]})") from None
         with open(path, "rb") as fh:
@@ -480,6 +494,7 @@ class _Parsed:
                 "FROM t").fetchone()
             bad = any_bad or n_bt > 1
         except duckdb.Error as exc:
+            _interrupt(exc)
             if fmt == "parquet":
                 raise TraceError(path, None, None, f"not a readable trace "
                                  f"({str(exc).splitlines()[0]})") from None
@@ -536,7 +551,8 @@ class _Parsed:
         try:
             h = np.asarray(self.con.execute(f"SELECT unnest(hashes) AS h FROM t WHERE rowid >= {a} "
                                             f"AND rowid < {b}").fetchnumpy()["h"], dtype=np.uint64)
-        except duckdb.Error as exc:
+        except (duckdb.Error, RuntimeError) as exc:
+            _interrupt(exc)
             raise TraceError(path, None, None, f"not a readable trace "
                              f"({str(exc).splitlines()[0]})") from None
         if len(h) != offsets[b] - offsets[a]:

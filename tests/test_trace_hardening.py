@@ -1,0 +1,95 @@
+"""Hostile trace files and the trace commands' bounds (issue 20, the failures verify-20 left):
+each bad file gets exactly one stderr line naming the file, line (or row) and field, exit 2, no
+traceback, no hang and bounded memory; sampling reads a sample; an interrupt ends quietly.
+
+Big inputs are built in tmp_path (sparse files, gzip of repeated bytes), so the file runs in
+well under a minute."""
+import gzip
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kvmath.cli.main import main
+from kvmath.traces import readers as T
+
+ROOT = Path(__file__).resolve().parent.parent
+GOOD = {"timestamp": 0, "input_length": 1024, "output_length": 5, "hash_ids": [1, 2]}
+
+
+def rows(n=4, **change):
+    """n valid Mooncake records, 1 s apart, distinct hashes."""
+    return [dict(GOOD, timestamp=1000 * i, hash_ids=[2 * i + 1, 2 * i + 2], **change)
+            for i in range(n)]
+
+
+def write(path, lines, gz=False):
+    text = "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines).encode()
+    path.write_bytes(gzip.compress(text) if gz else text)
+    return str(path)
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_error(code, out, err, path, *expected):
+    """The contract: exit 2, nothing on stdout, one stderr line naming the file and each of
+    expected."""
+    assert code == 2 and out == "", (code, out, err)
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"kvmath: error: {path}"), err
+    for x in expected:
+        assert x in err, (x, err)
+    assert "nan" not in err.lower().replace("nanosecond", "") and "inf " not in err
+
+
+def child(code, timeout=120, memory_bytes=None):
+    """Run Python code in a fresh interpreter on this tree (peak memory from VmHWM: the last
+    line it prints); (returncode, stdout, stderr)."""
+    pre = ""
+    if memory_bytes:  # a runaway allocation fails here instead of exhausting the machine
+        pre = (f"import resource; resource.setrlimit(resource.RLIMIT_AS, ({memory_bytes}, "
+               f"{memory_bytes}))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-c", pre + textwrap.dedent(code)], capture_output=True,
+                       text=True, timeout=timeout, env=env, cwd=ROOT)
+    return p.returncode, p.stdout, p.stderr
+
+
+# ------------------------------------------------------------------ F12: an interrupt
+def test_sigint_during_a_duckdb_read_is_interrupted_not_a_traceback(tmp_path):
+    """issue 20 F12: SIGINT while DuckDB parsed a trace ended in a RuntimeError("Query
+    interrupted") traceback (DuckDB turns the signal into its own error). A real SIGINT is sent
+    while DuckDB runs the parse (a file the compiled path does not take: a key escape)."""
+    path = tmp_path / "big.jsonl"
+    with open(path, "w") as fh:
+        for i in range(150_000):
+            fh.write(f'{{"timestamp": {i}, "input_lengt\\u0068": 1024, "output_length": 5, '
+                     f'"hash_ids": [{2 * i + 1}, {2 * i + 2}]}}\n')
+    code = f"""
+        import os, signal, sys, threading
+        import duckdb
+        real = duckdb.connect
+
+        class Con:  # DuckDB's connection, signalling this process once the parse has begun
+            def __init__(self, *a, **k):
+                self.con = real(*a, **k)
+            def execute(self, sql, *a):
+                if sql.startswith("CREATE TABLE"):
+                    threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+                return self.con.execute(sql, *a)
+            def __getattr__(self, name):
+                return getattr(self.con, name)
+        duckdb.connect = Con
+        from kvmath.cli.main import main
+        sys.exit(main(["trace", {str(path)!r}, "--model", "llama-3.1-8b"]))
+    """
+    rc, out, err = child(code)
+    assert rc == 130 and err == "kvmath: interrupted\n", (rc, err[-2000:])
