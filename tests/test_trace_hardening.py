@@ -93,3 +93,16 @@ def test_sigint_during_a_duckdb_read_is_interrupted_not_a_traceback(tmp_path):
     """
     rc, out, err = child(code)
     assert rc == 130 and err == "kvmath: interrupted\n", (rc, err[-2000:])
+
+
+# ------------------------------------------------------------------ F10: fleet, no block
+def test_fleet_on_prompts_shorter_than_a_block_answers_in_words(capsys, tmp_path):
+    """issue 20 F10: no prompt fills a block, so no turn continues another and the reach is
+    undefined: the fleet's summary had formatted None (a TypeError traceback)."""
+    path = write(tmp_path / "short.jsonl", [
+        {"timestamp": 1000 * i, "input_length": 100, "output_length": 10, "hash_ids": []}
+        for i in range(6)])
+    code, out, err = run(capsys, "fleet", path, "--model", "llama-3.1-8b", "--nodes", "2")
+    assert code == 0 and err == "", err
+    assert "no turn continues an earlier one" in out and "None" not in out
+    assert "nan" not in out.lower().replace("nanosecond", "")
