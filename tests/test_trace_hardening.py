@@ -106,3 +106,19 @@ def test_fleet_on_prompts_shorter_than_a_block_answers_in_words(capsys, tmp_path
     assert code == 0 and err == "", err
     assert "no turn continues an earlier one" in out and "None" not in out
     assert "nan" not in out.lower().replace("nanosecond", "")
+
+
+# ------------------------------------------------------------------ F5: a key given twice
+@pytest.mark.parametrize("command", ["trace", "route"])
+@pytest.mark.parametrize("first", ['"x"', "2000"])
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_field_given_twice_names_its_line_and_field(capsys, tmp_path, command, first, gz):
+    """issue 20 F5: {"timestamp": "x", "timestamp": 2000, ...} got "the reader failed but no bad
+    line was found" (DuckDB reads the first value, json.loads the last); the same value twice
+    was read without a word."""
+    lines = [json.dumps(r) for r in rows()]
+    lines[2] = lines[2].replace('{"timestamp": 2000', '{"timestamp": ' + first + ', "timestamp": 2000')
+    path = write(tmp_path / ("t.jsonl.gz" if gz else "t.jsonl"), lines, gz)
+    extra = ["--nodes", "2"] if command == "route" else []
+    code, out, err = run(capsys, command, path, "--model", "llama-3.1-8b", *extra)
+    one_error(code, out, err, path, "line 3, field 'timestamp'", "twice")

@@ -184,6 +184,38 @@ def check_gzip(path, chunk=1 << 20):
                          "marker")
 
 
+class _Repeated(ValueError):
+    def __init__(self, key):
+        self.key = key
+
+
+def _no_repeats(pairs):
+    """A JSON object's pairs as a dict; a key given twice is an error (json.loads would keep
+    the last value and DuckDB the first, so neither may be used)."""
+    obj = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _Repeated(key)
+        obj[key] = value
+    return obj
+
+
+def _record(path, i, line):
+    """Line i of a JSONL trace parsed as one JSON object, or TraceError naming the line (and
+    the field given twice)."""
+    try:
+        obj = json.loads(line, object_pairs_hook=_no_repeats)
+    except _Repeated as exc:
+        raise TraceError(path, i, exc.key, "given twice in one record (expected each field "
+                         "once)") from None
+    except ValueError:
+        raise TraceError(path, i, None, "malformed JSON (expected one object per line)") \
+            from None
+    if not isinstance(obj, dict):
+        raise TraceError(path, i, None, "expected a JSON object")
+    return obj
+
+
 def _detect(path):
     """(format, first line number) from the first non-blank line of a JSONL file."""
     if path.suffix == ".parquet":
@@ -192,13 +224,7 @@ def _detect(path):
         with _open_text(path) as fh:
             for i, line in enumerate(fh, start=1):
                 if line.strip():
-                    try:
-                        obj = json.loads(line)
-                    except ValueError:
-                        raise TraceError(path, i, None, "malformed JSON (expected one object "
-                                         "per line)") from None
-                    if not isinstance(obj, dict):
-                        raise TraceError(path, i, None, "expected a JSON object")
+                    obj = _record(path, i, line)
                     if "hash_ids" in obj:
                         return "mooncake", i
                     if "block_hashes" in obj:
@@ -274,13 +300,7 @@ def _locate_jsonl(path, fmt):
         for i, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                raise TraceError(path, i, None, "malformed JSON (expected one object per line)") \
-                    from None
-            if not isinstance(obj, dict):
-                raise TraceError(path, i, None, "expected a JSON object")
+            obj = _record(path, i, line)
             problem = _record_problem(fmt, obj, prev_ts, bt_seen)
             if problem:
                 raise TraceError(path, i, *problem)
@@ -343,7 +363,9 @@ def _source_sql(path, fmt, columns=(), gz=False):
     names = list(fields) + list(optional)
     at = {name: f"v[{i + 1}]" for i, name in enumerate(names)}
     known = ", ".join(f"'{k}'" for k in names)
-    checks = [f"list_bool_and(list_transform(json_keys(json), lambda k: k IN ({known})))"]
+    checks = [f"list_bool_and(list_transform(json_keys(json), lambda k: k IN ({known})))",
+              # a field given twice: DuckDB would read the first, json.loads the last
+              "len(json_keys(json)) = len(list_distinct(json_keys(json)))"]
     for name, (_, kind) in {**fields, **optional}.items():
         if kind == "hashes":  # an array of integers (or empty): its elements' one JSON type
             ok = (f"json_type({at[name]}) = 'ARRAY' AND json_structure({at[name]}) IN "
