@@ -122,3 +122,30 @@ def test_a_field_given_twice_names_its_line_and_field(capsys, tmp_path, command,
     extra = ["--nodes", "2"] if command == "route" else []
     code, out, err = run(capsys, command, path, "--model", "llama-3.1-8b", *extra)
     one_error(code, out, err, path, "line 3, field 'timestamp'", "twice")
+
+
+# ------------------------------------------------------------------ F19: session_id
+def generic(n=4, **extra):
+    return [dict({"timestamp_s": float(i), "prompt_tokens": 1024, "block_hashes": [2 * i + 1, 2 * i + 2],
+                  "block_tokens": 512}, **extra) for i in range(n)]
+
+
+@pytest.mark.parametrize("command", ["trace", "route"])
+@pytest.mark.parametrize("form", ["jsonl", "jsonl.gz", "parquet"])
+def test_a_session_id_is_refused_in_words_not_dropped(capsys, tmp_path, command, form):
+    """issue 20 F19: a generic trace's session_id was type-checked, then dropped without a word
+    (the same answer with or without it). Every column a reader is given is used or refused:
+    the routers match turns by prefix hashes, so it is refused, naming the field and why."""
+    recs = generic(session_id="s1")
+    src = write(tmp_path / "g.jsonl", recs, gz=form == "jsonl.gz")
+    path = src
+    if form == "parquet":
+        import duckdb
+        path = str(tmp_path / "g.parquet")
+        duckdb.sql(f"COPY (SELECT timestamp_s, prompt_tokens, block_hashes::UBIGINT[] AS "
+                   f"block_hashes, block_tokens, session_id FROM read_json('{src}')) TO "
+                   f"'{path}' (FORMAT parquet)")
+    extra = ["--nodes", "2"] if command == "route" else []
+    code, out, err = run(capsys, command, path, "--model", "llama-3.1-8b", *extra)
+    expected = ["field 'session_id'", "not used"] + (["line 1"] if form != "parquet" else [])
+    one_error(code, out, err, path, *expected)

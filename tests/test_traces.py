@@ -343,8 +343,8 @@ def test_bad_input_one_line_exit_2(capsys, tmp_path, lines, expected, gz):
 
 def test_generic_jsonl_and_parquet(tmp_path):
     import duckdb
-    rows = [{"timestamp_s": t, "prompt_tokens": p, "block_hashes": h, "block_tokens": 512,
-             "session_id": "a"} for t, p, h in TINY]
+    rows = [{"timestamp_s": t, "prompt_tokens": p, "block_hashes": h, "block_tokens": 512}
+            for t, p, h in TINY]
     path = write_lines(tmp_path / "g.jsonl", [json.dumps(r) for r in rows])
     tr = T.load(path)
     assert tr.hashes.tolist() == [1, 2, 1, 3, 1, 2, 4] and tr.prompt_tokens.tolist() == [1024, 1000, 1500]

@@ -4,7 +4,7 @@ a narrow, canonical form of the formats' records (one object per line; only the 
 each once; integers without sign, fraction or exponent; hashes as arrays of such integers,
 distinct within a request;
 timestamps as non-negative decimals whose value one IEEE operation gives correctly rounded, as
-DuckDB's parser gives it: see :func:`_number`; strings of printable ASCII without escapes).
+DuckDB's parser gives it: see :func:`_number`).
 Anything else, a file that
 is not canonical, a problem any check finds (a count of hashes that does not fit the prompt, a
 repeated hash, a timestamp going backwards, a truncated gzip file) or a file without requests,
@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 # field kinds
-NUMBER, INTEGER, HASHES, TEXT = 0, 1, 2, 3
+NUMBER, INTEGER, HASHES = 0, 1, 2
 _POW10 = np.array([10.0 ** k for k in range(23)])  # exact doubles
 _TWO53 = np.uint64(2 ** 53)
 _U64MAX_DIV10 = np.uint64((2 ** 64 - 1) // 10)
@@ -254,22 +254,8 @@ def _parse(buf, start, end, final, keys, klen, kinds, required, column, nums, in
                     return p, 2
                 if not _distinct(hashes[h0:h0 + nh]):  # a hash names a whole prefix
                     return p, 2
-            else:  # text: a plain string, or an integer
-                if buf[a] == 34:
-                    a += 1
-                    while a < q and buf[a] != 34:
-                        if buf[a] == 92 or buf[a] < 32 or buf[a] >= 128:
-                            return p, 2
-                        a += 1
-                    if a >= q:
-                        return p, 2
-                    a += 1
-                else:
-                    if buf[a] == 45:
-                        a += 1
-                    a = _uint(buf, a, q, u)
-                    if a < 0:
-                        return p, 2
+            else:
+                return p, 2
             a = _ws(buf, a, q)
             if a < q and buf[a] == 44:
                 a = _ws(buf, a + 1, q)
@@ -296,7 +282,7 @@ FIELDS = {
                  ("output_length", INTEGER, True, 1), ("hash_ids", HASHES, True, -1)),
     "generic": (("timestamp_s", NUMBER, True, -1), ("prompt_tokens", INTEGER, True, 0),
                 ("block_hashes", HASHES, True, -1), ("block_tokens", INTEGER, True, 1),
-                ("output_tokens", INTEGER, False, 2), ("session_id", TEXT, False, -1)),
+                ("output_tokens", INTEGER, False, 2)),
 }
 #: decompressed bytes parsed at once
 CHUNK_BYTES = 16 << 20

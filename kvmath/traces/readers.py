@@ -8,8 +8,9 @@ Two formats are read, gzipped or not:
 * **Generic** (JSONL or Parquet, one request per line/row): ``timestamp_s`` (s),
   ``prompt_tokens``, ``block_hashes`` (non-negative 64-bit integers, head first; a block's hash
   must identify its whole prefix, as vLLM's and SGLang's chained block hashes do),
-  ``block_tokens`` (tokens per block, the same on every row), optional ``output_tokens`` and
-  ``session_id``.
+  ``block_tokens`` (tokens per block, the same on every row), optional ``output_tokens``. A
+  ``session_id`` is refused, not dropped: kvmath matches a turn to the one it continues by its
+  prefix hashes (:func:`continuations`), so a session id would change no answer.
 
 A trace needs ``ceil`` or ``floor`` of prompt_tokens / block_tokens hashes (the last, partial
 block hashed or not), distinct within a request, and non-decreasing timestamps. Fields have the
@@ -65,8 +66,12 @@ _FORMATS = {
     "generic": {"timestamp_s": ("DOUBLE", "number"), "prompt_tokens": ("BIGINT", "integer"),
                 "block_hashes": ("UBIGINT[]", "hashes"), "block_tokens": ("BIGINT", "integer")},
 }
-_OPTIONAL = {"mooncake": {}, "generic": {"output_tokens": ("BIGINT", "integer"),
-                                          "session_id": ("VARCHAR", "text")}}
+_OPTIONAL = {"mooncake": {}, "generic": {"output_tokens": ("BIGINT", "integer")}}
+#: fields a trace may hold that kvmath refuses by name, and why: every field a reader is given
+#: is used or refused (issue 20), never dropped without a word
+_REFUSED = {"session_id": ("not used: kvmath matches a turn to the one it continues by its "
+                           "prefix hashes, not by session, so a session id would change no "
+                           "answer (remove the field)")}
 
 
 class TraceError(DataError):
@@ -247,8 +252,6 @@ def _check_value(kind, value):
     if kind == "integer":
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
         return None if ok else "a non-negative integer"
-    if kind == "text":
-        return None if isinstance(value, (str, int)) else "text"
     ok = isinstance(value, list) and all(isinstance(h, int) and not isinstance(h, bool)
                                          and 0 <= h < 2 ** 64 for h in value)
     return None if ok else "a list of non-negative 64-bit integer hashes"
@@ -257,6 +260,9 @@ def _check_value(kind, value):
 def _record_problem(fmt, obj, prev_ts, block_tokens_seen):
     """(field, message) of the first problem with one parsed record, or None."""
     fields, optional = _FORMATS[fmt], _OPTIONAL[fmt]
+    refused = sorted(set(obj) & set(_REFUSED))
+    if refused:
+        return refused[0], _REFUSED[refused[0]]
     unknown = sorted(set(obj) - set(fields) - set(optional))
     if unknown:  # every field a reader is given is used or refused (issue 20)
         return unknown[0], ("unknown field; expected only "
@@ -321,8 +327,7 @@ _PARQUET_TYPES = {"timestamp_s": ("DOUBLE", "FLOAT", "BIGINT", "INTEGER", "UBIGI
                                    "USMALLINT", "TINYINT", "UTINYINT"),
                   "output_tokens": ("BIGINT", "INTEGER", "UBIGINT", "UINTEGER", "SMALLINT",
                                     "USMALLINT", "TINYINT", "UTINYINT"),
-                  "block_hashes": ("UBIGINT[]", "BIGINT[]", "UINTEGER[]", "INTEGER[]"),
-                  "session_id": ("VARCHAR", "BIGINT", "UBIGINT", "INTEGER", "UINTEGER")}
+                  "block_hashes": ("UBIGINT[]", "BIGINT[]", "UINTEGER[]", "INTEGER[]")}
 
 
 def _parquet_columns(con, path):
@@ -332,6 +337,8 @@ def _parquet_columns(con, path):
     cols = {name: typ for name, typ, *_ in
             con.execute(f"DESCRIBE SELECT * FROM read_parquet('{p}')").fetchall()}
     for name, typ in cols.items():
+        if name in _REFUSED:
+            raise TraceError(path, None, name, _REFUSED[name])
         if name not in _PARQUET_TYPES:
             raise TraceError(path, None, name, "unknown column; expected only "
                              + ", ".join(_PARQUET_TYPES))
@@ -393,8 +400,7 @@ def _source_sql(path, fmt, columns=(), gz=False):
 
 
 #: JSON types DuckDB reports for a field of each kind (json_type)
-_JSON_TYPES = {"number": ("UBIGINT", "BIGINT", "DOUBLE"), "integer": ("UBIGINT", "BIGINT"),
-               "text": ("VARCHAR", "UBIGINT", "BIGINT")}
+_JSON_TYPES = {"number": ("UBIGINT", "BIGINT", "DOUBLE"), "integer": ("UBIGINT", "BIGINT")}
 
 
 _BAD_ROW = ("ts_s IS NULL OR prompt IS NULL OR hashes IS NULL OR bt IS NULL OR ts_s < 0 "
