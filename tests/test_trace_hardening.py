@@ -149,3 +149,38 @@ def test_a_session_id_is_refused_in_words_not_dropped(capsys, tmp_path, command,
     code, out, err = run(capsys, command, path, "--model", "llama-3.1-8b", *extra)
     expected = ["field 'session_id'", "not used"] + (["line 1"] if form != "parquet" else [])
     one_error(code, out, err, path, *expected)
+
+
+# ------------------------------------------------------------------ F22: Parquet rows
+PARQUET_GOOD = {"timestamp_s": "i::DOUBLE", "prompt_tokens": "1024::BIGINT",
+                "block_hashes": "[2 * i + 1, 2 * i + 2]::UBIGINT[]", "block_tokens": "512::BIGINT",
+                "output_tokens": "5::BIGINT"}
+
+
+@pytest.mark.parametrize("column, value, expected", [
+    ("output_tokens", "CASE WHEN i = 2 THEN -5 ELSE 5 END::BIGINT", "expected a non-negative integer"),
+    ("timestamp_s", "CASE WHEN i = 2 THEN 'nan'::DOUBLE ELSE i END", "expected a non-negative number"),
+    ("timestamp_s", "CASE WHEN i = 2 THEN 'inf'::DOUBLE ELSE i END", "not finite"),
+    ("block_tokens", "CASE WHEN i = 2 THEN 256 ELSE 512 END::BIGINT", "same block size"),
+    ("block_hashes", "CASE WHEN i = 2 THEN [5, -3] ELSE [2 * i + 1, 2 * i + 2] END::BIGINT[]",
+     "non-negative 64-bit integer hashes"),
+    ("prompt_tokens", "CASE WHEN i = 2 THEN 0 ELSE 1024 END::BIGINT", "positive number of prompt"),
+    ("prompt_tokens", "CASE WHEN i = 2 THEN 18446744073709551615 ELSE 1024 END::UBIGINT",
+     "below 2^63"),
+    ("block_hashes", "CASE WHEN i = 2 THEN [5, 5] ELSE [2 * i + 1, 2 * i + 2] END::UBIGINT[]",
+     "distinct"),
+    ("block_hashes", "CASE WHEN i = 2 THEN [5] ELSE [2 * i + 1, 2 * i + 2] END::UBIGINT[]",
+     "block hashes for 1024 tokens"),
+    ("timestamp_s", "CASE WHEN i = 2 THEN 0.5 ELSE i END::DOUBLE", "backwards"),
+])
+def test_parquet_errors_name_the_row_and_field(capsys, tmp_path, column, value, expected):
+    """issue 20 F22: a bad Parquet value got "line 1: bad row: expected ..." naming no field (and
+    for output_tokens not mentioning it), and a negative value in a BIGINT[] block_hashes got
+    DuckDB's conversion error, naming no row."""
+    import duckdb
+    cols = dict(PARQUET_GOOD, **{column: value})
+    path = str(tmp_path / "t.parquet")
+    duckdb.sql(f"COPY (SELECT {', '.join(f'{v} AS {k}' for k, v in cols.items())} "
+               f"FROM range(4) r(i) ORDER BY i) TO '{path}' (FORMAT parquet)")
+    code, out, err = run(capsys, "trace", path, "--model", "llama-3.1-8b")
+    one_error(code, out, err, path, f"row 3, field '{column}'", expected)

@@ -359,7 +359,7 @@ def test_generic_parquet_bad_row(tmp_path):
     pq = str(tmp_path / "bad.parquet")
     duckdb.sql(f"COPY (SELECT 1.0 AS timestamp_s, 1200 AS prompt_tokens, [1]::UBIGINT[] AS "
                f"block_hashes, 512 AS block_tokens) TO '{pq}' (FORMAT parquet)")
-    with pytest.raises(T.TraceError, match="line 1: bad row"):
+    with pytest.raises(T.TraceError, match="row 1, field .block_hashes.: expected 3 .or 2. block"):
         T.load(pq)
 
 

@@ -75,13 +75,14 @@ _REFUSED = {"session_id": ("not used: kvmath matches a turn to the one it contin
 
 
 class TraceError(DataError):
-    """A trace that cannot be read: file, line (1 = first line), field and what was expected."""
+    """A trace that cannot be read: file, line (1 = first line; a Parquet file's row, with
+    unit="row"), field and what was expected."""
 
-    def __init__(self, path, line, field_name, message):
+    def __init__(self, path, line, field_name, message, unit="line"):
         self.path, self.row, self.field, self.message = str(path), line, field_name, message
         where = str(path)
         if line is not None:
-            where += f", line {line}"
+            where += f", {unit} {line}"
         if field_name is not None:
             where += f", field '{field_name}'"
         ValueError.__init__(self, f"{where}: {message}")
@@ -249,12 +250,23 @@ def _check_value(kind, value):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
             math.isfinite(value) and value >= 0
         return None if ok else "a non-negative number"
-    if kind == "integer":
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        return None if ok else "a non-negative integer"
+    if kind == "integer":  # a 64-bit signed integer, as the readers hold it
+        ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 63
+        return None if ok else "a non-negative integer below 2^63"
     ok = isinstance(value, list) and all(isinstance(h, int) and not isinstance(h, bool)
                                          and 0 <= h < 2 ** 64 for h in value)
     return None if ok else "a list of non-negative 64-bit integer hashes"
+
+
+def _shown(value):
+    """A field's value as an error message quotes it: JSON, at most 60 characters; a number
+    that is not finite is said in words (no nan or inf is printed)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "a number that is not finite"
+    try:
+        return json.dumps(value, allow_nan=False)[:60]
+    except ValueError:  # a list holding a number that is not finite
+        return "a list holding a number that is not finite"
 
 
 def _record_problem(fmt, obj, prev_ts, block_tokens_seen):
@@ -272,19 +284,20 @@ def _record_problem(fmt, obj, prev_ts, block_tokens_seen):
             return name, "missing field"
         expected = _check_value(kind, obj[name])
         if expected:
-            return name, f"expected {expected}, got {json.dumps(obj[name])[:60]}"
+            return name, f"expected {expected}, got {_shown(obj[name])}"
     for name, (_, kind) in optional.items():
         if obj.get(name) is not None:
             expected = _check_value(kind, obj[name])
             if expected:
-                return name, f"expected {expected}, got {json.dumps(obj[name])[:60]}"
+                return name, f"expected {expected}, got {_shown(obj[name])}"
     ts_f, prompt_f, hash_f = (("timestamp", "input_length", "hash_ids") if fmt == "mooncake"
                               else ("timestamp_s", "prompt_tokens", "block_hashes"))
     bt = MOONCAKE_BLOCK_TOKENS if fmt == "mooncake" else obj["block_tokens"]
     if bt <= 0:
         return "block_tokens", "expected a positive integer"
     if block_tokens_seen is not None and bt != block_tokens_seen:
-        return "block_tokens", f"expected the same block size on every line ({block_tokens_seen})"
+        return "block_tokens", (f"expected the same block size on every record "
+                                f"({block_tokens_seen}), got {bt}")
     if obj[prompt_f] <= 0:
         return prompt_f, "expected a positive number of prompt tokens"
     n, p = len(obj[hash_f]), obj[prompt_f]
@@ -363,9 +376,15 @@ def _source_sql(path, fmt, columns=(), gz=False):
     p = str(path).replace("'", "''")
     if fmt == "parquet":
         output = "coalesce(output_tokens, 0)" if "output_tokens" in columns else "0"
-        return (f"SELECT timestamp_s::DOUBLE AS ts_s, prompt_tokens::BIGINT AS prompt, "
-                f"{output}::BIGINT AS output, block_hashes::UBIGINT[] AS hashes, "
-                f"block_tokens::BIGINT AS bt, false AS strict_bad FROM read_parquet('{p}')")
+        # TRY_CAST: a value the cast cannot hold (a negative hash in a BIGINT[] column, a
+        # UBIGINT past 2^63) is NULL, a bad row that _locate_parquet names, not a conversion
+        # error naming no row
+        return (f"SELECT TRY_CAST(timestamp_s AS DOUBLE) AS ts_s, "
+                f"TRY_CAST(prompt_tokens AS BIGINT) AS prompt, "
+                f"TRY_CAST({output} AS BIGINT) AS output, "
+                f"TRY_CAST(block_hashes AS UBIGINT[]) AS hashes, "
+                f"TRY_CAST(block_tokens AS BIGINT) AS bt, false AS strict_bad "
+                f"FROM read_parquet('{p}')")
     fields, optional = _FORMATS[fmt], _OPTIONAL[fmt]
     names = list(fields) + list(optional)
     at = {name: f"v[{i + 1}]" for i, name in enumerate(names)}
@@ -410,14 +429,30 @@ _BAD_ROW = ("ts_s IS NULL OR prompt IS NULL OR hashes IS NULL OR bt IS NULL OR t
             "OR len(list_distinct(hashes)) != len(hashes)")
 
 
-def _parquet_problem(con, path, src):
-    """Raise TraceError at the first bad row of a Parquet trace, if any."""
-    row = con.execute(f"SELECT i FROM (SELECT row_number() OVER () AS i, * FROM ({src})) "
-                      f"WHERE {_BAD_ROW} LIMIT 1").fetchone()
-    if row:
-        raise TraceError(path, row[0], None, "bad row: expected non-negative timestamp_s, "
-                         "positive prompt_tokens and block_tokens, and ceil or floor of "
-                         "prompt_tokens / block_tokens distinct non-negative block_hashes")
+def _locate_parquet(con, path, batch=10_000):
+    """Raise TraceError at the first bad row of a Parquet trace, naming its row (1 = first) and
+    field: its rows read in order, a batch at a time (bounded memory), each checked as a JSONL
+    record is (:func:`_record_problem`: types, values, the block size of every row, hashes
+    that fit the prompt and are distinct, timestamps in order)."""
+    import decimal
+    p = str(path).replace("'", "''")
+    cur = con.execute(f"SELECT * FROM read_parquet('{p}')")
+    names = [d[0] for d in cur.description]
+    prev_ts, bt_seen, i = None, None, 0
+    while True:
+        chunk = cur.fetchmany(batch)
+        if not chunk:
+            return
+        for values in chunk:
+            i += 1
+            obj = {k: float(v) if isinstance(v, decimal.Decimal) else v
+                   for k, v in zip(names, values)}
+            if obj.get("output_tokens", 0) is None:
+                del obj["output_tokens"]  # null: no output, as the reader takes it
+            problem = _record_problem("generic", obj, prev_ts, bt_seen)
+            if problem:
+                raise TraceError(path, i, *problem, unit="row")
+            prev_ts, bt_seen = obj["timestamp_s"], obj["block_tokens"]
 
 
 def _first_repeat(h, rid, mixed):
@@ -524,6 +559,7 @@ class _Parsed:
         except duckdb.Error as exc:
             _interrupt(exc)
             if fmt == "parquet":
+                _locate_parquet(con, path)
                 raise TraceError(path, None, None, f"not a readable trace "
                                  f"({str(exc).splitlines()[0]})") from None
             bad = True
@@ -533,8 +569,9 @@ class _Parsed:
                 raise gz_error[0]
         if bad:
             if fmt == "parquet":
-                _parquet_problem(con, path, src)
-                raise TraceError(path, None, "block_tokens", "expected one block size")
+                _locate_parquet(con, path)
+                raise TraceError(path, None, None, "not readable as a trace (the reader "
+                                 "failed but no bad row was found)")
             _locate_jsonl(path, fmt)
             raise TraceError(path, None, None, "not readable as a trace (the reader failed "
                              "but no bad line was found)")
@@ -556,7 +593,8 @@ class _Parsed:
         if len(back):
             if fmt == "parquet":
                 raise TraceError(path, int(back[0]) + 2, "timestamp_s",
-                                 "timestamp goes backwards (expected requests in arrival order)")
+                                 "timestamp goes backwards (expected requests in arrival order)",
+                                 unit="row")
             _locate_jsonl(path, fmt)
         if compact and max(int(prompt.max()), int(output.max()), int(n_blocks.max())) >= 2 ** 31:
             small = np.int64
@@ -594,7 +632,8 @@ class _Parsed:
             if rep is not None:
                 if fmt == "parquet":
                     raise TraceError(path, rep + 1, "block_hashes", "expected distinct "
-                                     "hashes within a request (a hash names a whole prefix)")
+                                     "hashes within a request (a hash names a whole prefix)",
+                                     unit="row")
                 _locate_jsonl(path, fmt)
                 raise TraceError(path, None, "hash_ids", "a request repeats a block hash "
                                  "(expected distinct hashes within a request)")
