@@ -184,3 +184,82 @@ def test_parquet_errors_name_the_row_and_field(capsys, tmp_path, column, value, 
                f"FROM range(4) r(i) ORDER BY i) TO '{path}' (FORMAT parquet)")
     code, out, err = run(capsys, "trace", path, "--model", "llama-3.1-8b")
     one_error(code, out, err, path, f"row 3, field '{column}'", expected)
+
+
+# ------------------------------------------------------------------ F4, F6: long lines, bombs
+def test_the_line_cap_holds_the_longest_prompt_a_bundled_model_takes():
+    """MAX_LINE_BYTES is the stated reason's size: the longest context window of a bundled model
+    in vLLM's default 16-token blocks, each hash 20 digits and a separator, fits one line."""
+    from kvmath.tables.rows import bundled
+    longest = max(m.max_context_tokens for m in bundled().models.values())
+    record = len(json.dumps(dict(GOOD, input_length=longest, hash_ids=[])))
+    assert record + -(-longest // 16) * len(str(2 ** 64 - 1) + ", ") <= T.MAX_LINE_BYTES
+
+
+def padded(n_bytes):
+    """Mooncake records whose third line is exactly n_bytes long (spaces inside the object)."""
+    lines = [json.dumps(r) for r in rows()]
+    lines[2] = lines[2][:-1] + " " * (n_bytes - len(lines[2])) + "}"
+    assert len(lines[2]) == n_bytes
+    return lines
+
+
+@pytest.mark.parametrize("command", ["trace", "route"])
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_line_at_the_cap_is_read_and_one_past_it_is_named(capsys, tmp_path, command, gz):
+    """issue 20 F4: a 100 MB line got "the reader failed but no bad line was found". A line of
+    MAX_LINE_BYTES is read (by DuckDB's reader for trace, the compiled one for route); one byte
+    more is one line naming the line, that it is too long, and the cap."""
+    extra = ["--nodes", "2"] if command == "route" else []
+    name = "t.jsonl.gz" if gz else "t.jsonl"
+    ok = write(tmp_path / ("ok-" + name), padded(T.MAX_LINE_BYTES), gz)
+    code, out, err = run(capsys, command, ok, "--model", "llama-3.1-8b", "--json", *extra)
+    assert code == 0 and err == "" and json.loads(out)["requests"] == 4, err
+    bad = write(tmp_path / ("long-" + name), padded(T.MAX_LINE_BYTES + 1), gz)
+    code, out, err = run(capsys, command, bad, "--model", "llama-3.1-8b", *extra)
+    one_error(code, out, err, bad, "line 3", f"longer than {T.MAX_LINE_BYTES:,} bytes")
+
+
+def _gzip_of(parts):
+    """A gzip file of concatenated members (valid gzip): each part (bytes, repeat) compressed
+    once and repeated, so gigabytes of data are built in a fraction of a second."""
+    return b"".join(gzip.compress(data, 1) * repeat for data, repeat in parts)
+
+
+CHILD_RUNS = """
+import contextlib, io, json, sys
+from kvmath.cli.main import main
+out = []
+for argv in {argvs!r}:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = main(argv)
+    out.append([rc, err.getvalue()])
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
+print(json.dumps({{"runs": out, "peak_rss_bytes": int(hwm) * 1024}}))
+"""
+
+
+def test_endless_lines_and_gzip_bombs_stop_at_the_cap_in_bounded_memory(tmp_path):
+    """issue 20 F6: a 5 GB sparse file without a newline took 10.6 GB of memory before its
+    error; a gzip bomb (2 GB of zeros in 8.7 MB) took 4 GB and 59 s; a gzip holding a 1 GB
+    whitespace-padded line took 2.9 GB. Each is now read to the line cap and refused naming
+    the file, the line, how far the read got and the cap, by every trace command, in bounded
+    memory (one fresh process for all of them; an address-space limit guards the machine)."""
+    sparse = tmp_path / "sparse.jsonl"
+    with open(sparse, "wb") as fh:
+        fh.truncate(5 << 30)  # 5 GiB of NUL bytes, no newline, no disk used
+    zeros = tmp_path / "bomb.jsonl.gz"
+    zeros.write_bytes(_gzip_of([(b"\0" * (64 << 20), 32)]))  # 2 GiB of zeros
+    spaces = tmp_path / "bomb2.jsonl.gz"
+    head = json.dumps(GOOD)[:-1].encode()
+    spaces.write_bytes(_gzip_of([(head, 1), (b" " * (64 << 20), 16), (b"}\n", 1)]))  # 1 GiB line
+    argvs = [[command, str(path), "--model", "llama-3.1-8b"] + (["--nodes", "2"] if command != "trace" else [])
+             for path in (sparse, zeros, spaces) for command in ("trace", "route", "fleet")]
+    rc, out, err = child(CHILD_RUNS.format(argvs=argvs), timeout=300, memory_bytes=4 << 30)
+    assert rc == 0, err[-3000:]
+    result = json.loads(out)
+    for argv, (code, message) in zip(argvs, result["runs"]):
+        one_error(code, "", message, argv[1], "line 1", f"longer than {T.MAX_LINE_BYTES:,} bytes",
+                  "the read stopped after")
+    assert result["peak_rss_bytes"] < 1 << 30, result["peak_rss_bytes"]

@@ -431,4 +431,4 @@ def test_compressed_input_is_checked_as_it_is_read(capsys, tmp_path):
         assert code == 2 and words in err and err.count("\n") == 1 and str(path) in err, err
     two = tmp_path / "two.jsonl.gz"
     two.write_bytes(data + data)
-    T.check_gzip(two)  # two members: whole
+    T.check_lines(two)  # two members: whole

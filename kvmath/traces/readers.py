@@ -23,9 +23,9 @@ Blank lines in JSONL are not records and are passed over, as JSONL readers do.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,52 +142,136 @@ def resolve_path(name_or_path):
     return path
 
 
-def _open_text(path):
-    with open(path, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")
-
-
 GZIP_MAGIC = b"\x1f\x8b"
+#: the longest line a JSONL trace may hold, bytes (DuckDB's default largest JSON object): about
+#: 760,000 hashes of 20 digits, the prompt of the longest context window a bundled model takes
+#: (Llama 4 Scout's 10,485,760 tokens) in vLLM's default 16-token blocks, with room to spare
+#: (tests/test_trace_hardening.py holds it to the models). A longer line is refused by number,
+#: so no reader ever holds an unbounded line (issue 20: a 5 GB file without a newline took
+#: 10.6 GB, a gzip bomb 4 GB)
+MAX_LINE_BYTES = 16 << 20
+#: bytes read, or decompressed, at a time while a file is checked or searched line by line
+READ_BYTES = 1 << 20
+#: bytes JSON counts as whitespace: a line of only these is blank (no record)
+_WS = np.zeros(256, dtype=bool)
+_WS[[9, 10, 13, 32]] = True
 
 
-def check_gzip(path, chunk=1 << 20):
-    """Raise TraceError unless a gzip file decompresses whole: a truncated file (no end marker)
-    or bytes after the last member, each named with how far the data got. Streams the file
-    once (O(1) memory); concatenated members are valid gzip and read on."""
-    import zlib
-    d, lines, read, member_end = zlib.decompressobj(wbits=31), 0, 0, 0
+def is_gzip(path):
+    """Whether a file is gzip data, by its first two bytes (whatever its name says)."""
     with open(path, "rb") as fh:
+        return fh.read(2) == GZIP_MAGIC
+
+
+def file_data(path, gz, progress, chunk=READ_BYTES):
+    """A file's bytes a chunk at a time, decompressed if gz: at most ``chunk`` bytes of output a
+    step, so a gzip bomb inflates no further than one chunk ahead of its reader. A gzip file
+    must decompress whole: corrupt data, a file cut before a member's end marker, or bytes
+    after the last member raise TraceError saying how far the data got
+    (``progress["lines"]``: the lines the caller has counted); concatenated members are valid
+    gzip and read on."""
+    import zlib
+    with open(path, "rb") as fh:
+        if not gz:
+            while True:
+                block = fh.read(chunk)
+                if not block:
+                    return
+                yield block
+        size = os.fstat(fh.fileno()).st_size
+        d, taken, member_end, pending, more = zlib.decompressobj(wbits=31), 0, 0, b"", False
         while True:
-            block = fh.read(chunk)
-            if not block:
-                break
-            data = block
-            while data:
-                try:
-                    out = d.decompress(data)
-                except zlib.error as exc:
-                    raise TraceError(path, None, None, f"corrupt gzip data after {read:,} "
-                                     f"compressed bytes and {lines:,} lines ({exc})") from None
-                lines += out.count(b"\n")
-                if not d.eof:
-                    read += len(data)
+            if not pending and not more:
+                pending = fh.read(chunk)
+                if not pending:
                     break
-                rest = d.unused_data
-                read += len(data) - len(rest)
-                member_end = read
-                if not rest:
-                    break
-                if not rest.startswith(GZIP_MAGIC[:len(rest)]):
-                    raise TraceError(path, None, None, f"{len(rest) + len(fh.read()):,} bytes "
-                                     f"after the gzip data (which ends at byte {member_end:,}, "
-                                     f"{lines:,} lines): not a gzip member")
-                d = zlib.decompressobj(wbits=31)  # another member follows
-                data = rest
-    if not d.eof and read > member_end:
-        raise TraceError(path, None, None, f"truncated gzip file: the compressed data ends "
-                         f"after {read:,} bytes and {lines:,} complete lines, before its end "
-                         "marker")
+                taken += len(pending)
+            if d.eof:  # a member ended: another must follow
+                if not pending.startswith(GZIP_MAGIC[:len(pending)]):
+                    raise TraceError(path, None, None, f"{size - member_end:,} bytes after the "
+                                     f"gzip data (which ends at byte {member_end:,}, "
+                                     f"{progress['lines']:,} lines): not a gzip member")
+                d = zlib.decompressobj(wbits=31)
+            try:
+                out = d.decompress(pending, chunk)
+            except zlib.error as exc:
+                raise TraceError(path, None, None, f"corrupt gzip data after "
+                                 f"{taken - len(pending):,} compressed bytes and "
+                                 f"{progress['lines']:,} lines ({exc})") from None
+            if out:
+                yield out
+            if d.eof:
+                pending, more = d.unused_data, False
+                member_end = taken - len(pending)
+            else:  # input left over, or output held back for want of room
+                pending, more = d.unconsumed_tail, len(out) == chunk
+        if not d.eof:
+            raise TraceError(path, None, None, f"truncated gzip file: the compressed data ends "
+                             f"after {taken:,} bytes and {progress['lines']:,} complete lines, "
+                             "before its end marker")
+
+
+def _too_long(path, line, done, gz):
+    return TraceError(path, line, None, f"longer than {MAX_LINE_BYTES:,} bytes, the most one "
+                      f"trace record may take (the read stopped after {done:,} "
+                      f"{'decompressed ' if gz else ''}bytes)")
+
+
+def check_lines(path, chunk=READ_BYTES):
+    """Raise TraceError unless a JSONL trace reads whole: a gzip file decompresses whole
+    (:func:`file_data`), and no line is longer than :data:`MAX_LINE_BYTES` (the first that is
+    named, with how far the read got). One pass, a chunk at a time: bounded memory."""
+    gz = is_gzip(path)
+    progress, line, done = {"lines": 0}, 0, 0
+    for data in file_data(path, gz, progress, chunk):
+        n = data.count(b"\n")
+        if n:  # the lines between the first and last newline are shorter than a chunk
+            if line + data.find(b"\n") > MAX_LINE_BYTES:
+                raise _too_long(path, progress["lines"] + 1, done + data.find(b"\n"), gz)
+            line = len(data) - data.rfind(b"\n") - 1
+        else:
+            line += len(data)
+        progress["lines"] += n
+        done += len(data)
+        if line > MAX_LINE_BYTES:
+            raise _too_long(path, progress["lines"] + 1, done, gz)
+
+
+def _lines(path):
+    """(number, bytes) of each non-blank line of a JSONL file (1 = the first line), gzip or
+    not: read a chunk at a time, a line longer than :data:`MAX_LINE_BYTES` refused by number
+    (memory stays bounded), and blank lines found by numpy, a chunk at once."""
+    gz = is_gzip(path)
+    progress, parts, size, blank, done = {"lines": 0}, [], 0, True, 0
+    for data in file_data(path, gz, progress):
+        arr = np.frombuffer(data, np.uint8)
+        nl = np.flatnonzero(arr == 10)
+        if not len(nl):
+            size += len(data)
+            if size > MAX_LINE_BYTES:
+                raise _too_long(path, progress["lines"] + 1, done + len(data), gz)
+            parts.append(data)
+            blank = blank and bool(_WS[arr].all())
+            done += len(data)
+            continue
+        first = int(nl[0])
+        if size + first > MAX_LINE_BYTES:
+            raise _too_long(path, progress["lines"] + 1, done + first, gz)
+        if not (blank and _WS[arr[:first]].all()):  # the line the last chunk left open
+            yield progress["lines"] + 1, b"".join(parts) + data[:first]
+        nonws = np.zeros(len(arr) + 1, np.int32)
+        np.cumsum(~_WS[arr], out=nonws[1:])
+        starts, ends = nl[:-1] + 1, nl[1:]
+        for k in np.flatnonzero(nonws[ends] > nonws[starts]):
+            yield progress["lines"] + 2 + int(k), data[starts[k]:ends[k]]
+        del nonws
+        progress["lines"] += len(nl)
+        tail = int(nl[-1]) + 1
+        parts, size = [data[tail:]], len(data) - tail
+        blank = bool(_WS[arr[tail:]].all())
+        done += len(data)
+    if parts and not blank:
+        yield progress["lines"] + 1, b"".join(parts)
 
 
 class _Repeated(ValueError):
@@ -211,6 +295,9 @@ def _record(path, i, line):
     the field given twice)."""
     try:
         obj = json.loads(line, object_pairs_hook=_no_repeats)
+    except UnicodeDecodeError:
+        raise TraceError(path, i, None, "not UTF-8 text (expected one JSON object per "
+                         "line)") from None
     except _Repeated as exc:
         raise TraceError(path, i, exc.key, "given twice in one record (expected each field "
                          "once)") from None
@@ -227,19 +314,17 @@ def _detect(path):
     if path.suffix == ".parquet":
         return "parquet", None
     try:
-        with _open_text(path) as fh:
-            for i, line in enumerate(fh, start=1):
-                if line.strip():
-                    obj = _record(path, i, line)
-                    if "hash_ids" in obj:
-                        return "mooncake", i
-                    if "block_hashes" in obj:
-                        return "generic", i
-                    raise TraceError(path, i, None, "unknown format: expected Mooncake fields "
-                                     "(timestamp, input_length, output_length, hash_ids) or "
-                                     "generic ones (timestamp_s, prompt_tokens, block_hashes, "
-                                     "block_tokens)")
-    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
+        for i, line in _lines(path):
+            obj = _record(path, i, line)
+            if "hash_ids" in obj:
+                return "mooncake", i
+            if "block_hashes" in obj:
+                return "generic", i
+            raise TraceError(path, i, None, "unknown format: expected Mooncake fields "
+                             "(timestamp, input_length, output_length, hash_ids) or "
+                             "generic ones (timestamp_s, prompt_tokens, block_hashes, "
+                             "block_tokens)")
+    except OSError as exc:
         raise TraceError(path, None, None, f"cannot read file ({exc})") from None
     raise TraceError(path, None, None, "empty trace (expected at least one request)")
 
@@ -313,19 +398,17 @@ def _record_problem(fmt, obj, prev_ts, block_tokens_seen):
 
 
 def _locate_jsonl(path, fmt):
-    """Stream a JSONL file and raise TraceError at its first bad line (O(1) memory)."""
+    """Stream a JSONL file and raise TraceError at its first bad line (memory bounded by
+    :data:`MAX_LINE_BYTES`)."""
     prev_ts, bt_seen, any_row = None, None, False
-    with _open_text(path) as fh:
-        for i, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            obj = _record(path, i, line)
-            problem = _record_problem(fmt, obj, prev_ts, bt_seen)
-            if problem:
-                raise TraceError(path, i, *problem)
-            any_row = True
-            prev_ts = obj["timestamp"] / 1000.0 if fmt == "mooncake" else obj["timestamp_s"]
-            bt_seen = MOONCAKE_BLOCK_TOKENS if fmt == "mooncake" else obj["block_tokens"]
+    for i, line in _lines(path):
+        obj = _record(path, i, line)
+        problem = _record_problem(fmt, obj, prev_ts, bt_seen)
+        if problem:
+            raise TraceError(path, i, *problem)
+        any_row = True
+        prev_ts = obj["timestamp"] / 1000.0 if fmt == "mooncake" else obj["timestamp_s"]
+        bt_seen = MOONCAKE_BLOCK_TOKENS if fmt == "mooncake" else obj["block_tokens"]
     if not any_row:
         raise TraceError(path, None, None, "empty trace (expected at least one request)")
 
@@ -404,7 +487,8 @@ def _source_sql(path, fmt, columns=(), gz=False):
     strict = f"NOT ({' AND '.join(checks)})"
     paths = ", ".join(f"'$.{n}'" for n in names)
     src = (f"(SELECT json, json_extract(json, [{paths}]) AS v "
-           f"FROM read_ndjson_objects('{p}', compression='{'gzip' if gz else 'none'}'))")
+           f"FROM read_ndjson_objects('{p}', compression='{'gzip' if gz else 'none'}', "
+           f"maximum_object_size={MAX_LINE_BYTES + 2}))")  # a line and its end (check_lines)
     if fmt == "mooncake":
         return (f"SELECT TRY_CAST({at['timestamp']} AS DOUBLE) / 1000.0 AS ts_s, "
                 f"TRY_CAST({at['input_length']} AS BIGINT) AS prompt, "
@@ -489,24 +573,24 @@ class _Parsed:
     """A trace file parsed once by DuckDB into a table ``t`` (in memory, or in a database file
     in ``workdir``) and checked: per-request columns in numpy (``ts``, ``prompt``, ``output``,
     ``n_blocks``: int64, or int32 with ``compact``), block hashes fetched a chunk of requests at
-    a time (:meth:`hashes`). A gzip file is checked whole (:func:`check_gzip`) in a thread while
-    DuckDB parses it. Bad input raises TraceError naming the file, line and field."""
+    a time (:meth:`hashes`). A JSONL file is checked whole (:func:`check_lines`: its gzip data
+    whole, no line too long) in a thread while DuckDB parses it. Bad input raises TraceError
+    naming the file, line and field."""
 
     def __init__(self, name_or_path, workdir=None, compact=False):
         import threading
 
         import duckdb
         self.path = path = resolve_path(name_or_path)
-        gz_error = []
+        gz_error = []  # what check_lines found: it explains whatever else went wrong
 
         def check():
             try:
-                check_gzip(path)
+                check_lines(path)
             except TraceError as exc:
                 gz_error.append(exc)
-        with open(path, "rb") as fh:
-            gz = fh.read(2) == GZIP_MAGIC
-        checker = threading.Thread(target=check, daemon=True) if gz else None
+        checker = (threading.Thread(target=check, daemon=True) if path.suffix != ".parquet"
+                   else None)
         if checker:
             checker.start()
         try:
@@ -533,7 +617,7 @@ class _Parsed:
                 checker.join()
             self.close()
             _interrupt(exc)
-            if gz_error:  # a truncated file explains whatever else went wrong
+            if gz_error:  # a truncated file or a line too long explains whatever else failed
                 raise gz_error[0] from None
             raise
 
@@ -545,9 +629,7 @@ class _Parsed:
             _interrupt(exc)
             raise TraceError(path, None, None, f"not a readable trace "
                              f"({str(exc).splitlines()[0]})") from None
-        with open(path, "rb") as fh:
-            gz = fh.read(2) == GZIP_MAGIC
-        src = _source_sql(path, fmt, columns, gz)
+        src = _source_sql(path, fmt, columns, is_gzip(path))
         cheap_bad = _BAD_ROW.replace(" OR len(list_distinct(hashes)) != len(hashes)", "")
         try:
             con.execute(f"CREATE TABLE t AS SELECT ts_s, prompt, output, hashes, bt, "
@@ -768,10 +850,8 @@ def stream(name_or_path, workdir):
         fmt = None  # DuckDB's reading below raises what is wrong, in its order
     if fmt in ("mooncake", "generic"):
         from kvmath.traces import jsonl
-        with open(path, "rb") as fh:
-            gz = fh.read(2) == GZIP_MAGIC
         with open(out, "wb") as fh:
-            cols = jsonl.read(path, fmt, gz, fh)
+            cols = jsonl.read(path, fmt, is_gzip(path), fh)
         if cols is not None:
             return TraceFile(name=str(name_or_path), timestamp_s=cols["ts_s"],
                              prompt_tokens=cols["prompt"], output_tokens=cols["output"],
