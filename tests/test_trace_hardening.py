@@ -263,3 +263,27 @@ def test_endless_lines_and_gzip_bombs_stop_at_the_cap_in_bounded_memory(tmp_path
         one_error(code, "", message, argv[1], "line 1", f"longer than {T.MAX_LINE_BYTES:,} bytes",
                   "the read stopped after")
     assert result["peak_rss_bytes"] < 1 << 30, result["peak_rss_bytes"]
+
+
+# ------------------------------------------------------------------ F2, F3: names that lie
+@pytest.mark.parametrize("command", ["trace", "route"])
+@pytest.mark.parametrize("name, gz", [("plain.jsonl.gz", False), ("gzip.json", True),
+                                      ("gzip.jsonl", True)])
+@pytest.mark.parametrize("escaped", [False, True])
+def test_gzip_is_told_by_its_bytes_not_its_name(capsys, tmp_path, command, name, gz, escaped):
+    """issue 20 F2, F3: plain JSONL named .gz, or gzip data named .json, got "the reader failed
+    but no bad line was found" (DuckDB took the compression from the name). Both are read, by
+    the compiled reader and (a key spelt with an escape) by DuckDB's, as the same file named
+    right."""
+    lines = [json.dumps(r) for r in rows(6)]
+    if escaped:
+        lines = [x.replace('"output_length"', '"output_lengt\\u0068"') for x in lines]
+    path = write(tmp_path / name, lines, gz)
+    right = write(tmp_path / ("right.jsonl.gz" if gz else "right.jsonl"), lines, gz)
+    extra = ["--nodes", "2"] if command == "route" else []
+    answers = []
+    for p in (path, right):
+        code, out, err = run(capsys, command, p, "--model", "llama-3.1-8b", "--json", *extra)
+        assert code == 0 and err == "", err
+        answers.append({k: v for k, v in json.loads(out).items() if k != "trace"})
+    assert answers[0] == answers[1]
