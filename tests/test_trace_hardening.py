@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kvmath.cli.main import main
@@ -287,3 +288,37 @@ def test_gzip_is_told_by_its_bytes_not_its_name(capsys, tmp_path, command, name,
         assert code == 0 and err == "", err
         answers.append({k: v for k, v in json.loads(out).items() if k != "trace"})
     assert answers[0] == answers[1]
+
+
+# ------------------------------------------------------------------ F1, F8: sampling
+def same_sample(a, b):
+    for f in ("timestamp_s", "prompt_tokens", "output_tokens", "n_blocks", "rid", "pos", "hashes"):
+        x, y = getattr(a, f), getattr(b, f)
+        assert np.array_equal(x, y) and x.dtype == y.dtype, f
+    assert (a.block_tokens, a.sample_rate, a.full_positions) == \
+        (b.block_tokens, b.sample_rate, b.full_positions)
+
+
+@pytest.mark.parametrize("form", ["bundled", "escaped", "parquet"])
+def test_a_sample_read_as_the_file_is_read_is_the_sample_of_the_whole(tmp_path, form):
+    """load(R) samples while reading (the compiled reader, or DuckDB into a file on disk for
+    what it does not take): the same accesses, weights and columns as sampling the whole."""
+    path = "synthetic"
+    if form != "bundled":
+        src = T.resolve_path("synthetic")
+        text = gzip.decompress(src.read_bytes()).decode()
+        path = tmp_path / "t.jsonl"  # an escaped key: the compiled reader leaves it to DuckDB
+        path.write_text(text.replace('"output_length"', '"output_lengt\\u0068"'))
+        path = str(path)
+        if form == "parquet":
+            import duckdb
+            pq = str(tmp_path / "t.parquet")
+            duckdb.sql(f"COPY (SELECT timestamp / 1000.0 AS timestamp_s, input_length AS "
+                       f"prompt_tokens, hash_ids::UBIGINT[] AS block_hashes, 512 AS block_tokens, "
+                       f"output_length AS output_tokens FROM read_json('{src}')) TO '{pq}' "
+                       f"(FORMAT parquet)")
+            path = pq
+    whole = T.load(path)
+    for rate, full in ((0.05, 1), (0.3, 2)):
+        same_sample(T.load(path, sample_rate=rate, full_positions=full),
+                    T.sample(whole, rate, full_positions=full))

@@ -287,14 +287,23 @@ FIELDS = {
                 ("block_hashes", HASHES, True, -1), ("block_tokens", INTEGER, True, 1),
                 ("output_tokens", INTEGER, False, 2)),
 }
-#: decompressed bytes parsed at once
+#: decompressed bytes parsed at once (the chunks the caller hands :func:`read`)
 CHUNK_BYTES = 16 << 20
 
 
-def read(path, fmt, gz, hashes_out):
+class GiveUp(Exception):
+    """Raised by the data a caller hands :func:`read` when the file cannot be read whole (a
+    gzip file cut short): the fast path gives up, and the caller's other reader names it."""
+
+
+def read(chunks, fmt, sink, max_line):
     """Per-request columns {ts_s, prompt, output, n_blocks, block_tokens} (int32 where they fit)
-    of a JSONL trace in canonical form, its hashes written to the open file ``hashes_out``; or
-    None (not canonical, or a check failed: the caller reads it with DuckDB)."""
+    of a JSONL trace in canonical form, from its bytes ``chunks`` (an iterable of the file's
+    data, decompressed, a bounded chunk at a time; it may raise :class:`GiveUp`), its hashes
+    handed a chunk of requests at a time, in order, to ``sink(hashes, n_blocks)`` (the caller
+    writes them to a file, or keeps a sample); or None (not canonical, a line longer than
+    ``max_line`` bytes, or a check failed: the caller drops what the sink was given and reads
+    the file with DuckDB)."""
     spec = FIELDS[fmt]
     K = len(spec)
     width = max(len(name) for name, *_ in spec)
@@ -309,10 +318,8 @@ def read(path, fmt, gz, hashes_out):
     cols = _Columns()
     carry = b""
     last_ts, bt_seen = -np.inf, None
-    from kvmath.traces.readers import MAX_LINE_BYTES, TraceError, file_data
     try:
-        # at most CHUNK_BYTES decompressed a step: a gzip bomb inflates no further
-        chunks = file_data(path, gz, {"lines": 0}, CHUNK_BYTES)
+        chunks = iter(chunks)
         while True:
             data = next(chunks, None)
             final = data is None
@@ -326,7 +333,7 @@ def read(path, fmt, gz, hashes_out):
             nblk = np.zeros(lines, np.int64)
             hashes = np.empty(len(buf) // 2 + 1, np.uint64)
             counts = np.zeros(2, np.int64)
-            pos, status = _parse(arr, 0, len(arr), final, MAX_LINE_BYTES, keys, klen, kinds,
+            pos, status = _parse(arr, 0, len(arr), final, max_line, keys, klen, kinds,
                                  required, column, nums, ints, nblk, hashes, counts)
             if status != 0:
                 return None
@@ -348,14 +355,14 @@ def read(path, fmt, gz, hashes_out):
                 if not ok:
                     return None
                 last_ts = float(ts[-1])
-                h.tofile(hashes_out)
+                sink(h, nb)
                 cols.add(ts, prompt, output, nb)
             carry = buf[pos:] if not final else b""
-            if len(carry) > MAX_LINE_BYTES:  # a line too long: bounded here, named by DuckDB's
+            if len(carry) > max_line:  # a line too long: bounded here, named by DuckDB's
                 return None
             if final:
                 break
-    except TraceError:  # a gzip file that is not whole: DuckDB's reader names it
+    except GiveUp:  # a gzip file that is not whole: DuckDB's reader names it
         return None
     if cols.n == 0:
         return None

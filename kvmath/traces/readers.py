@@ -211,6 +211,17 @@ def file_data(path, gz, progress, chunk=READ_BYTES):
                              "before its end marker")
 
 
+def _canonical_chunks(path):
+    """The file's data for the compiled JSONL reader (:func:`kvmath.traces.jsonl.read`), its
+    chunks at most ``CHUNK_BYTES`` decompressed (a gzip bomb inflates no further); a file that
+    is not whole gives it up (DuckDB's reader, and :func:`check_lines`, then name it)."""
+    from kvmath.traces import jsonl
+    try:
+        yield from file_data(path, is_gzip(path), {"lines": 0}, jsonl.CHUNK_BYTES)
+    except TraceError:
+        raise jsonl.GiveUp from None
+
+
 def _too_long(path, line, done, gz):
     return TraceError(path, line, None, f"longer than {MAX_LINE_BYTES:,} bytes, the most one "
                       f"trace record may take (the read stopped after {done:,} "
@@ -727,30 +738,32 @@ class _Parsed:
             self.con = None
 
 
+def shards_rate(sample_rate):
+    """The rate a SHARDS sample at ``sample_rate`` really keeps: a block is kept iff the 32-bit
+    mix of its hash is below floor(R x 2^32), so the rate is that over 2^32 (0 below 2^-32:
+    then no hash samples in)."""
+    return int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS
+
+
 def load(name_or_path, sample_rate=None, full_positions=1):
     """Read a trace (bundled name or path) into a :class:`Trace`.
 
     The file is parsed once, into a DuckDB table; block accesses reach numpy in chunks of
     :data:`CHUNK_REQUESTS` requests. sample_rate R in (0, 1): a *stratified* SHARDS sample
     (see :func:`shards_keep`): the blocks at positions below full_positions of their request
-    are all kept, the others only if their hash samples in.
+    are all kept, the others only if their hash samples in; the sample is taken as the file is
+    read (:func:`_load_sampled`), so memory holds the kept accesses, never every access.
     """
     if sample_rate is not None and not 0 < sample_rate <= 1:
         raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
-    sampled = sample_rate is not None and sample_rate < 1
+    if sample_rate is not None and sample_rate < 1:
+        return _load_sampled(name_or_path, shards_rate(sample_rate), full_positions)
     parsed = _Parsed(name_or_path)
     try:
-        rate = 1.0
-        if sampled:
-            rate = int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS
         n_req = parsed.n_requests
         hashes, rid, pos = [], [], []
         for a in range(0, n_req, CHUNK_REQUESTS):
-            h, r, p, mixed = parsed.hashes(a, min(a + CHUNK_REQUESTS, n_req))
-            if sampled:
-                keep = mixed < np.uint32(int(rate * SHARDS_MODULUS))
-                keep |= p < full_positions
-                h, r, p = h[keep], r[keep], p[keep]
+            h, r, p, _ = parsed.hashes(a, min(a + CHUNK_REQUESTS, n_req))
             hashes.append(h), rid.append(r), pos.append(p)
         hashes, rid, pos = np.concatenate(hashes), np.concatenate(rid), np.concatenate(pos)
     finally:
@@ -758,8 +771,75 @@ def load(name_or_path, sample_rate=None, full_positions=1):
     return Trace(name=str(name_or_path), timestamp_s=parsed.ts,
                  prompt_tokens=parsed.prompt,
                  output_tokens=parsed.output, n_blocks=parsed.n_blocks,
-                 rid=rid, pos=pos, hashes=hashes, block_tokens=parsed.block_tokens,
-                 sample_rate=rate, full_positions=full_positions if sampled else 0)
+                 rid=rid, pos=pos, hashes=hashes, block_tokens=parsed.block_tokens)
+
+
+class _Sample:
+    """The accesses a stratified SHARDS sample keeps (:func:`shards_keep`), gathered a chunk of
+    requests at a time, in order: what :func:`_load_sampled` holds instead of every access."""
+
+    def __init__(self, rate, full_positions):
+        self.threshold = np.uint32(int(rate * SHARDS_MODULUS))
+        self.full_positions = full_positions
+        self.parts, self.requests = [], 0
+
+    def __call__(self, h, n_blocks):
+        """A chunk of requests from the compiled reader: their hashes, head first, and blocks."""
+        n = len(n_blocks)
+        r = np.repeat(np.arange(self.requests, self.requests + n, dtype=np.int64), n_blocks)
+        starts = np.zeros(n, np.int64)
+        np.cumsum(n_blocks[:-1], out=starts[1:])
+        p = (np.arange(len(h), dtype=np.int64) - starts[r - self.requests]).astype(np.int32)
+        self.requests += n
+        self.add(h, r, p, _mix(h))
+
+    def add(self, h, r, p, mixed):
+        keep = (mixed < self.threshold) | (p < self.full_positions)
+        self.parts.append((h[keep], r[keep], p[keep]))
+
+    def arrays(self):
+        """(hashes, rid, pos) of the kept accesses."""
+        if not self.parts:
+            return np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int32)
+        return tuple(np.concatenate([part[k] for part in self.parts]) for k in range(3))
+
+
+def _load_sampled(name_or_path, rate, full_positions):
+    """:func:`load` at a SHARDS rate below 1, sampling as the file is read: JSONL in the
+    compiled reader's canonical form through it (:func:`kvmath.traces.jsonl.read`), any other
+    file (and one it gives up on) parsed by DuckDB into a database file in a temporary
+    directory (its memory limited to :data:`STREAM_MEMORY_LIMIT`, as :func:`stream`'s) and read
+    a chunk of requests at a time. Memory: the per-request columns and the kept accesses (issue
+    20: the whole trace had been loaded before it was sampled). The same Trace as sampling the
+    whole one (tests hold it to :func:`sample`)."""
+    import tempfile
+    path = resolve_path(name_or_path)
+    sample, cols = _Sample(rate, full_positions), None
+    try:
+        fmt, _ = _detect(path)
+    except TraceError:
+        fmt = None  # DuckDB's reading below raises what is wrong, in its order
+    if fmt in ("mooncake", "generic"):
+        from kvmath.traces import jsonl
+        cols = jsonl.read(_canonical_chunks(path), fmt, sample, MAX_LINE_BYTES)
+        if cols is None:
+            sample = _Sample(rate, full_positions)  # what it was given before it gave up
+    if cols is None:
+        with tempfile.TemporaryDirectory(prefix="kvmath-trace-") as work:
+            parsed = _Parsed(name_or_path, workdir=work)
+            try:
+                for a in range(0, parsed.n_requests, CHUNK_REQUESTS):
+                    sample.add(*parsed.hashes(a, min(a + CHUNK_REQUESTS, parsed.n_requests)))
+            finally:
+                parsed.close()
+        cols = {"ts_s": parsed.ts, "prompt": parsed.prompt, "output": parsed.output,
+                "n_blocks": parsed.n_blocks, "block_tokens": parsed.block_tokens}
+    hashes, rid, pos = sample.arrays()
+    wide = {k: np.asarray(cols[k], dtype=np.int64) for k in ("prompt", "output", "n_blocks")}
+    return Trace(name=str(name_or_path), timestamp_s=cols["ts_s"], prompt_tokens=wide["prompt"],
+                 output_tokens=wide["output"], n_blocks=wide["n_blocks"], rid=rid, pos=pos,
+                 hashes=hashes, block_tokens=int(cols["block_tokens"]), sample_rate=rate,
+                 full_positions=full_positions)
 
 
 @dataclass
@@ -851,7 +931,8 @@ def stream(name_or_path, workdir):
     if fmt in ("mooncake", "generic"):
         from kvmath.traces import jsonl
         with open(out, "wb") as fh:
-            cols = jsonl.read(path, fmt, is_gzip(path), fh)
+            cols = jsonl.read(_canonical_chunks(path), fmt, lambda h, nb: h.tofile(fh),
+                              MAX_LINE_BYTES)
         if cols is not None:
             return TraceFile(name=str(name_or_path), timestamp_s=cols["ts_s"],
                              prompt_tokens=cols["prompt"], output_tokens=cols["output"],
@@ -918,7 +999,7 @@ def sample(trace, sample_rate, full_positions=1):
     keep = shards_keep(trace.hashes, sample_rate, trace.pos, full_positions)
     return Trace(trace.name, trace.timestamp_s, trace.prompt_tokens, trace.output_tokens,
                  trace.n_blocks, trace.rid[keep], trace.pos[keep], trace.hashes[keep],
-                 trace.block_tokens, int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS,
+                 trace.block_tokens, shards_rate(sample_rate),
                  full_positions)
 
 
