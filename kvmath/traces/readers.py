@@ -182,7 +182,7 @@ def file_data(path, gz, progress, chunk=READ_BYTES):
         d, taken, member_end, pending, more = zlib.decompressobj(wbits=31), 0, 0, b"", False
         while True:
             if not pending and not more:
-                pending = fh.read(chunk)
+                pending = fh.read(max(chunk // 4, 1 << 16))  # about a chunk once inflated
                 if not pending:
                     break
                 taken += len(pending)
