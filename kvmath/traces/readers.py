@@ -15,11 +15,15 @@ Two formats are read, gzipped or not:
 A trace needs ``ceil`` or ``floor`` of prompt_tokens / block_tokens hashes (the last, partial
 block hashed or not), distinct within a request, and non-decreasing timestamps. Fields have the
 JSON (or Parquet) types documented here, never cast (a string timestamp, a fractional token
-count or a boolean hash is an error), and a field or column the format does not name is refused. A file is
-parsed once, by DuckDB, into a table (DuckDB spills to disk past its memory limit); per-request
-columns, then block accesses in chunks of requests, reach numpy, where the accesses are checked
-and optionally sampled (stratified SHARDS, :func:`shards_keep`), so only the kept ones stay. A bad file raises :class:`TraceError` naming the file, line and field.
-Blank lines in JSONL are not records and are passed over, as JSONL readers do.
+count or a boolean hash is an error), a field given twice in a record is an error, and a field
+or column the format does not name is refused. A line holds at most :data:`MAX_LINE_BYTES`, and
+gzip is told by its bytes (not the file's name) and inflated a bounded chunk at a time, so no
+reader's memory grows with a line. :func:`load` parses a file once, by DuckDB, into a table;
+per-request columns, then block accesses in chunks of requests, reach numpy, where the accesses
+are checked. A sample (stratified SHARDS, :func:`shards_keep`) is taken as the file is read, so
+only the kept accesses are held; :func:`stream` keeps the accesses in a file on disk. A bad file
+raises :class:`TraceError` naming the file, line (a Parquet file's row) and field. Blank lines
+in JSONL are not records and are passed over, as JSONL readers do.
 """
 from __future__ import annotations
 
