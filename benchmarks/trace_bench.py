@@ -11,7 +11,10 @@
    SHARDS's resolution of 1/R blocks (a sample cannot see distances shorter than that). The exact curve of the tiled trace is computed
    exactly without simulating it: no block crosses a tile, so each tile's stack distances are
    the original ones and the curve is the access-weighted mix of whole and cut tiles;
-3. the same file through the whole exact ``kvmath trace`` (every access: reuse statistics, the
+3. the same file through ``kvmath trace --sample-rate R`` (the sample taken as the file is
+   read: the LRU curve and one LRU of each of the node's tiers' capacities) in a fresh
+   subprocess: seconds and peak resident memory (target 1 GiB, issue 20);
+4. the same file through the whole exact ``kvmath trace`` (every access: reuse statistics, the
    exact LRU curve and the tiered replay, Llama-3.1-70B on a DGX H100) in a fresh subprocess:
    seconds and peak resident memory (target 2 GiB, issue 20), unless ``--no-exact``.
 
@@ -58,7 +61,7 @@ print(json.dumps({{"seconds": t3 - t0, "import_s": t1 - t0, "load_s": t2 - t1,
 """
 
 
-CHILD_EXACT = """
+CHILD_CLI = """
 import contextlib, io, json, os, sys, time
 sys.path.insert(0, {root!r})
 t0 = time.perf_counter()
@@ -66,7 +69,7 @@ from kvmath.cli.main import main
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
     try:
-        rc = main(["trace", {path!r}, "--model", "llama-3.1-70b", "--json"])
+        rc = main(["trace", {path!r}, "--model", "llama-3.1-70b", "--json"] + {extra!r})
     except SystemExit as exc:
         rc = exc.code
 t1 = time.perf_counter()
@@ -74,7 +77,9 @@ r = json.loads(out.getvalue())
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]
 cpu = os.times()
 print(json.dumps({{"seconds": t1 - t0, "cpu_s": cpu.user + cpu.system, "rc": rc,
-                  "requests": r["requests"], "token_hit_rate": r["token_hit_rate"],
+                  "requests": r["requests"], "token_hit_rate": r.get("token_hit_rate"),
+                  "sampled_accesses": r.get("sampled_accesses"),
+                  "max_token_hit_rate": r["max_token_hit_rate"],
                   "peak_rss_bytes": int(hwm) * 1024}}))
 """
 
@@ -146,10 +151,19 @@ def main():
                                                                   caps=caps)],
                              capture_output=True, text=True, check=True)
         child = json.loads(out.stdout)
+        run = subprocess.run([sys.executable, "-c", CHILD_CLI.format(
+            root=str(ROOT), path=path, extra=["--sample-rate", str(args.rate)])],
+            capture_output=True, text=True, check=True)
+        c = json.loads(run.stdout)
+        sampled_cli = {"requests": c["requests"], "sample_rate": args.rate,
+                       "sampled_accesses": c["sampled_accesses"],
+                       "seconds": round(c["seconds"], 1), "cpu_s": round(c["cpu_s"], 1),
+                       "peak_rss_bytes": c["peak_rss_bytes"], "target_bytes": 2 ** 30,
+                       "max_token_hit_rate": c["max_token_hit_rate"]}
         exact = None
         if not args.no_exact:
-            run = subprocess.run([sys.executable, "-c", CHILD_EXACT.format(root=str(ROOT),
-                                                                            path=path)],
+            run = subprocess.run([sys.executable, "-c", CHILD_CLI.format(root=str(ROOT),
+                                                                          path=path, extra=[])],
                                  capture_output=True, text=True, check=True)
             e = json.loads(run.stdout)
             exact = {"requests": e["requests"], "seconds": round(e["seconds"], 1),
@@ -178,6 +192,7 @@ def main():
                          "max_abs_error_token_above_resolution": float(np.abs(
                              np.array(child["token"]) - t_exact_curve)[np.array(caps) >= 1 / args.rate].max()),
                          "target_error": 0.01},
+        "sampled_trace_tiled": sampled_cli,
         "exact_trace_tiled": exact,
         "load_average_1min": os.getloadavg()[0], "cores": os.cpu_count(),
         "peak_rss_parent_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,

@@ -177,8 +177,12 @@ def _fleet_human(r):
     dec = r["decode"]
     lines = [f"{r['trace']}: {r['requests']:,} requests on {r['nodes']} x {r['node']} "
              f"({r['model']}, TP {r['tp']}), routed {r['router']}",
-             f"tokens hit: {r['token_hit_rate']:.1%}; {r['reach_continuation']:.1%} of turns reach "
-             f"their previous turn's node; load imbalance {r['load_imbalance']:.2f}",
+             f"tokens hit: {r['token_hit_rate']:.1%}; " + (
+                 f"{r['reach_continuation']:.1%} of turns reach their previous turn's node"
+                 if r["reach_continuation"] is not None else  # issue 20: None was formatted
+                 "no turn continues an earlier one (no prompt repeats an earlier one's full "
+                 "blocks), so no reach") + "; load imbalance " + (
+                 f"{r['load_imbalance']:.2f}" if r["load_imbalance"] is not None else "-"),
              f"prefill: {r['prefill_gpu_s_per_s']:.3g} GPU-s/s in all; decode: "
              f"{r['decode_gpu_s_per_s']:.3g} GPU-s/s ({dec['decode_batch_seqs']} sequence(s) "
              f"per replica at {dec['decode_context_tokens']:,.0f} tokens of context, "

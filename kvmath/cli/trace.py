@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
+
 from kvmath.cli.output import print_result
 from kvmath.scenario.read import model_of
 
@@ -41,9 +43,11 @@ def analyse(args):
     tp = args.tp or node_tp(model, node.gpus)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+    if args.sample_rate:
+        return analyse_sampled(args, node, model, tp)
     trace = T.load(args.file)
     stats = T.reuse_stats(trace)
-    curve = C.lru_curve(T.load(args.file, args.sample_rate) if args.sample_rate else trace)
+    curve = C.lru_curve(trace)
     from kvmath.scenario.engine_config import cache_sizes, engine_of
     engine, cfg = engine_of(args)
     block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens, engine=engine)
@@ -98,7 +102,94 @@ def analyse(args):
     }
 
 
+#: what a sample leaves out, in words (the JSON's ``not_computed`` and the human answer's)
+SAMPLED_LEAVES_OUT = ("the reuse statistics, the pause fit and the tier replay need every block "
+                      "access: run without --sample-rate for them")
+
+
+def analyse_sampled(args, node, model, tp):
+    """The JSON-ready result of ``kvmath trace --sample-rate R``: the trace read as a stratified
+    SHARDS sample, taken as the file is read (:func:`kvmath.traces.readers.load`: memory holds
+    the kept accesses, never every access), and what a sample answers: the LRU hit-rate curve,
+    and the hit rate of one LRU of each of the node's tiers' capacities added up (HBM, then
+    HBM and host DRAM, ...: what ``route`` gives each node). A rate that keeps no block of the
+    hashed stratum is refused, naming --sample-rate."""
+    from kvmath.evaluate.compare import ScenarioError
+    from kvmath.scenario.engine_config import cache_sizes, engine_of
+    from kvmath.traces import readers as T
+    from kvmath.traces import replay as C
+    from kvmath.traces.fleet import node_setup
+    rate = T.shards_rate(args.sample_rate)
+    if rate == 0:
+        raise ScenarioError(f"--sample-rate {args.sample_rate:g} keeps no block: SHARDS keeps a "
+                            "block when a 32-bit hash of it falls below R x 2^32, so a rate below "
+                            f"2^-32 ({1 / T.SHARDS_MODULUS:.3g}) keeps none")
+    trace = T.load(args.file, args.sample_rate)
+    full = trace.full_positions
+    hashed = int(np.maximum(trace.n_blocks - full, 0).sum())  # the hash-sampled stratum
+    kept = int((trace.pos >= full).sum())
+    if hashed and not kept:
+        raise ScenarioError(f"--sample-rate {args.sample_rate:g} kept none of the trace's "
+                            f"{hashed:,} block accesses past each request's {_first(full)}, "
+                            "and a sample of none estimates nothing (a rate R keeps about R x "
+                            f"{hashed:,} of them)")
+    curve = C.lru_curve(trace)
+    engine, cfg = engine_of(args)
+    batch_context = args.batch_context or T.batch_context_of(trace, model)
+    specs, block_bytes, _, _, _ = node_setup(trace, model, node, tp, engine, args.batch_seqs,
+                                             batch_context,
+                                             **cache_sizes(args, cfg, node, tp, model))
+    at_tiers, names, blocks, size = [], [], 0, 0.0
+    for spec in specs:  # one LRU of the tiers' capacities added up, top down
+        names.append(spec.name)
+        blocks += int(spec.capacity_bytes // (spec.block_bytes or block_bytes))
+        size += spec.capacity_bytes
+        b, t = curve.at([blocks])
+        at_tiers.append({"tiers": list(names), "capacity_bytes": size, "capacity_blocks": blocks,
+                         "block_hit_rate": float(b[0]), "token_hit_rate": float(t[0])})
+    any_block = bool(trace.n_blocks.sum())
+    return {
+        "trace": args.file, "model": model.name, "node": node.name, "tp": tp,
+        "requests": trace.n_requests, "prompt_tokens": int(trace.prompt_tokens.sum()),
+        "duration_s": trace.duration_s, "block_tokens": trace.block_tokens,
+        "block_bytes": block_bytes, "batch_context_tokens": batch_context,
+        "sample_rate": rate, "full_positions": full,
+        "block_accesses": int(trace.n_blocks.sum()), "sampled_accesses": len(trace.hashes),
+        "max_token_hit_rate": curve.max_token_hit_rate,
+        "max_block_hit_rate": curve.max_block_hit_rate if any_block else None,
+        "lru_curve_sample_rate": curve.sample_rate, "lru_curve": curve.rows(),
+        "lru_at_tier_capacity": at_tiers, "not_computed": SAMPLED_LEAVES_OUT,
+        **({"engine": engine.name} if engine is not None else {}),
+        **({"engine_config": cfg.summary()} if cfg is not None else {}),
+    }
+
+
+def _first(n):
+    return "first block" if n == 1 else f"first {n} blocks"
+
+
+def _sampled_human(r):
+    from kvmath.present.format import fmt_bytes
+    lines = [f"{r['trace']}: {r['requests']:,} requests over {r['duration_s']:,.0f} s, "
+             f"{r['prompt_tokens']:,} prompt tokens; {r['model']} on {r['node']} (TP {r['tp']})",
+             f"a stratified SHARDS sample at rate {r['sample_rate']:.3g}: "
+             f"{r['sampled_accesses']:,} of {r['block_accesses']:,} block accesses kept (every "
+             f"request's {_first(r['full_positions'])}, the others by hash, weighted by 1/R)",
+             f"unlimited LRU cache: {r['max_token_hit_rate']:.1%} of tokens, "
+             + (f"{r['max_block_hit_rate']:.1%} of blocks" if r["max_block_hit_rate"] is not None
+                else "no prompt fills a block"),
+             f"{'one LRU of the capacity of':<28} {'capacity':>10} {'tokens hit':>10} "
+             f"{'blocks hit':>10}"]
+    for x in r["lru_at_tier_capacity"]:
+        lines.append(f"{' + '.join(x['tiers']):<28} {fmt_bytes(x['capacity_bytes'], 4):>10} "
+                     f"{x['token_hit_rate']:>10.1%} {x['block_hit_rate']:>10.1%}")
+    lines.append(f"not computed from a sample: {r['not_computed']}")
+    return "\n".join(lines)
+
+
 def _human(r):
+    if "not_computed" in r:
+        return _sampled_human(r)
     from kvmath.present.format import fmt_bytes, fmt_time
     lines = [f"{r['trace']}: {r['requests']:,} requests over {r['duration_s']:,.0f} s, "
              f"{r['prompt_tokens']:,} prompt tokens; {r['model']} on {r['node']} (TP {r['tp']})",

@@ -129,6 +129,9 @@ class Option:
     needs: str | None = None        #: an option without which this one means nothing ("pool"),
     #:                                 or the value it must have ("policy=ttl"): given without
     #:                                 it, this one is refused (never silently ignored)
+    excludes: tuple = ()            #: options that mean nothing beside this one, refused when
+    #:                                 given with it (never silently ignored), for the reason
+    excludes_why: str = ""          #: ... given here
 
     @property
     def key(self) -> str:
@@ -320,8 +323,13 @@ OPTIONS = (
            needs="policy=selective"),
     Option("remote-bytes", POSITIVE, "add a remote pool of this many bytes over RDMA", (TRACE,),
            unit="B", metavar="B"),
-    Option("sample-rate", SAMPLE, "SHARDS sampling rate for the LRU curve (0 < R < 1; default "
-           "exact)", (TRACE,), metavar="R"),
+    Option("sample-rate", SAMPLE, "answer from a SHARDS sample of the trace's blocks at this "
+           "rate, taken as the file is read: the LRU hit-rate curve and the hit rates of one LRU "
+           "of the node's tiers' capacity, without the reuse statistics and the tier replay, "
+           "which need every block (0 < R < 1; default: the whole trace)", (TRACE,),
+           metavar="R", excludes=("policy", "ttl", "min-uses", "writes"),
+           excludes_why="a sample answers with the LRU curve alone, and the tier replay this "
+           "option sets needs every block access (drop --sample-rate for the replay)"),
 )
 BY_NAME = {o.name: o for o in OPTIONS}
 
@@ -385,6 +393,24 @@ def needless(args, command: str):
         if given is None or (value and given != value):
             return o
     return None
+
+
+def excluded(args, command: str):
+    """(the option given, the option it means nothing beside) for the first such pair of
+    ``command``'s options given (on the line or in the file), or None."""
+    for o in of(command):
+        if not o.excludes or getattr(args, o.key, None) is None:
+            continue
+        for name in o.excludes:
+            if getattr(args, name.replace("-", "_"), None) is not None:
+                return BY_NAME[name], o
+    return None
+
+
+def excluded_message(pair) -> str:
+    """The refusal of an option given beside one that leaves it out."""
+    alone, beside = pair
+    return f"--{alone.name} means nothing with --{beside.name}: {beside.excludes_why}"
 
 
 def needs_message(o) -> str:

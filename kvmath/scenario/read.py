@@ -16,8 +16,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from kvmath.scenario.options import (BY_KEY, apply_defaults, check_toml, keys, missing, needless,
-                                     needs_message, required_message)
+from kvmath.scenario.options import (BY_KEY, apply_defaults, check_toml, excluded,
+                                     excluded_message, keys, missing, needless, needs_message,
+                                     required_message)
 from kvmath.errors import UsageError
 from kvmath.tables.schema import regular_file
 from kvmath.tables.rows import DataError, allow_projections
@@ -126,6 +127,9 @@ def read_scenario(args, command):
     alone = needless(args, command)
     if alone is not None:
         raise UsageError(needs_message(alone))
+    pair = excluded(args, command)
+    if pair is not None:
+        raise UsageError(excluded_message(pair))
     args = apply_defaults(args, command)
     # projection rows: refused unless asked for, and then recorded for the output to name
     allow_projections(bool(getattr(args, "allow_projection", False)))

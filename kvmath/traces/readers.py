@@ -8,23 +8,28 @@ Two formats are read, gzipped or not:
 * **Generic** (JSONL or Parquet, one request per line/row): ``timestamp_s`` (s),
   ``prompt_tokens``, ``block_hashes`` (non-negative 64-bit integers, head first; a block's hash
   must identify its whole prefix, as vLLM's and SGLang's chained block hashes do),
-  ``block_tokens`` (tokens per block, the same on every row), optional ``output_tokens`` and
-  ``session_id``.
+  ``block_tokens`` (tokens per block, the same on every row), optional ``output_tokens``. A
+  ``session_id`` is refused, not dropped: kvmath matches a turn to the one it continues by its
+  prefix hashes (:func:`continuations`), so a session id would change no answer.
 
 A trace needs ``ceil`` or ``floor`` of prompt_tokens / block_tokens hashes (the last, partial
 block hashed or not), distinct within a request, and non-decreasing timestamps. Fields have the
 JSON (or Parquet) types documented here, never cast (a string timestamp, a fractional token
-count or a boolean hash is an error), and a field or column the format does not name is refused. A file is
-parsed once, by DuckDB, into a table (DuckDB spills to disk past its memory limit); per-request
-columns, then block accesses in chunks of requests, reach numpy, where the accesses are checked
-and optionally sampled (stratified SHARDS, :func:`shards_keep`), so only the kept ones stay. A bad file raises :class:`TraceError` naming the file, line and field.
-Blank lines in JSONL are not records and are passed over, as JSONL readers do.
+count or a boolean hash is an error), a field given twice in a record is an error, and a field
+or column the format does not name is refused. A line holds at most :data:`MAX_LINE_BYTES`, and
+gzip is told by its bytes (not the file's name) and inflated a bounded chunk at a time, so no
+reader's memory grows with a line. :func:`load` parses a file once, by DuckDB, into a table;
+per-request columns, then block accesses in chunks of requests, reach numpy, where the accesses
+are checked. A sample (stratified SHARDS, :func:`shards_keep`) is taken as the file is read, so
+only the kept accesses are held; :func:`stream` keeps the accesses in a file on disk. A bad file
+raises :class:`TraceError` naming the file, line (a Parquet file's row) and field. Blank lines
+in JSONL are not records and are passed over, as JSONL readers do.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,18 +70,23 @@ _FORMATS = {
     "generic": {"timestamp_s": ("DOUBLE", "number"), "prompt_tokens": ("BIGINT", "integer"),
                 "block_hashes": ("UBIGINT[]", "hashes"), "block_tokens": ("BIGINT", "integer")},
 }
-_OPTIONAL = {"mooncake": {}, "generic": {"output_tokens": ("BIGINT", "integer"),
-                                          "session_id": ("VARCHAR", "text")}}
+_OPTIONAL = {"mooncake": {}, "generic": {"output_tokens": ("BIGINT", "integer")}}
+#: fields a trace may hold that kvmath refuses by name, and why: every field a reader is given
+#: is used or refused (issue 20), never dropped without a word
+_REFUSED = {"session_id": ("not used: kvmath matches a turn to the one it continues by its "
+                           "prefix hashes, not by session, so a session id would change no "
+                           "answer (remove the field)")}
 
 
 class TraceError(DataError):
-    """A trace that cannot be read: file, line (1 = first line), field and what was expected."""
+    """A trace that cannot be read: file, line (1 = first line; a Parquet file's row, with
+    unit="row"), field and what was expected."""
 
-    def __init__(self, path, line, field_name, message):
+    def __init__(self, path, line, field_name, message, unit="line"):
         self.path, self.row, self.field, self.message = str(path), line, field_name, message
         where = str(path)
         if line is not None:
-            where += f", line {line}"
+            where += f", {unit} {line}"
         if field_name is not None:
             where += f", field '{field_name}'"
         ValueError.__init__(self, f"{where}: {message}")
@@ -136,52 +146,182 @@ def resolve_path(name_or_path):
     return path
 
 
-def _open_text(path):
-    with open(path, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rt", encoding="utf-8") if gz else open(path, encoding="utf-8")
-
-
 GZIP_MAGIC = b"\x1f\x8b"
+#: the longest line a JSONL trace may hold, bytes (DuckDB's default largest JSON object): about
+#: 760,000 hashes of 20 digits, the prompt of the longest context window a bundled model takes
+#: (Llama 4 Scout's 10,485,760 tokens) in vLLM's default 16-token blocks, with room to spare
+#: (tests/test_trace_hardening.py holds it to the models). A longer line is refused by number,
+#: so no reader ever holds an unbounded line (issue 20: a 5 GB file without a newline took
+#: 10.6 GB, a gzip bomb 4 GB)
+MAX_LINE_BYTES = 16 << 20
+#: bytes read, or decompressed, at a time while a file is checked or searched line by line
+READ_BYTES = 1 << 20
+#: bytes JSON counts as whitespace: a line of only these is blank (no record)
+_WS = np.zeros(256, dtype=bool)
+_WS[[9, 10, 13, 32]] = True
 
 
-def check_gzip(path, chunk=1 << 20):
-    """Raise TraceError unless a gzip file decompresses whole: a truncated file (no end marker)
-    or bytes after the last member, each named with how far the data got. Streams the file
-    once (O(1) memory); concatenated members are valid gzip and read on."""
-    import zlib
-    d, lines, read, member_end = zlib.decompressobj(wbits=31), 0, 0, 0
+def is_gzip(path):
+    """Whether a file is gzip data, by its first two bytes (whatever its name says)."""
     with open(path, "rb") as fh:
+        return fh.read(2) == GZIP_MAGIC
+
+
+def file_data(path, gz, progress, chunk=READ_BYTES):
+    """A file's bytes a chunk at a time, decompressed if gz: at most ``chunk`` bytes of output a
+    step, so a gzip bomb inflates no further than one chunk ahead of its reader. A gzip file
+    must decompress whole: corrupt data, a file cut before a member's end marker, or bytes
+    after the last member raise TraceError saying how far the data got
+    (``progress["lines"]``: the lines the caller has counted); concatenated members are valid
+    gzip and read on."""
+    import zlib
+    with open(path, "rb") as fh:
+        if not gz:
+            while True:
+                block = fh.read(chunk)
+                if not block:
+                    return
+                yield block
+        size = os.fstat(fh.fileno()).st_size
+        d, taken, member_end, pending, more = zlib.decompressobj(wbits=31), 0, 0, b"", False
         while True:
-            block = fh.read(chunk)
-            if not block:
-                break
-            data = block
-            while data:
-                try:
-                    out = d.decompress(data)
-                except zlib.error as exc:
-                    raise TraceError(path, None, None, f"corrupt gzip data after {read:,} "
-                                     f"compressed bytes and {lines:,} lines ({exc})") from None
-                lines += out.count(b"\n")
-                if not d.eof:
-                    read += len(data)
+            if not pending and not more:
+                pending = fh.read(max(chunk // 4, 1 << 16))  # about a chunk once inflated
+                if not pending:
                     break
-                rest = d.unused_data
-                read += len(data) - len(rest)
-                member_end = read
-                if not rest:
-                    break
-                if not rest.startswith(GZIP_MAGIC[:len(rest)]):
-                    raise TraceError(path, None, None, f"{len(rest) + len(fh.read()):,} bytes "
-                                     f"after the gzip data (which ends at byte {member_end:,}, "
-                                     f"{lines:,} lines): not a gzip member")
-                d = zlib.decompressobj(wbits=31)  # another member follows
-                data = rest
-    if not d.eof and read > member_end:
-        raise TraceError(path, None, None, f"truncated gzip file: the compressed data ends "
-                         f"after {read:,} bytes and {lines:,} complete lines, before its end "
-                         "marker")
+                taken += len(pending)
+            if d.eof:  # a member ended: another must follow
+                if not pending.startswith(GZIP_MAGIC[:len(pending)]):
+                    raise TraceError(path, None, None, f"{size - member_end:,} bytes after the "
+                                     f"gzip data (which ends at byte {member_end:,}, "
+                                     f"{progress['lines']:,} lines): not a gzip member")
+                d = zlib.decompressobj(wbits=31)
+            try:
+                out = d.decompress(pending, chunk)
+            except zlib.error as exc:
+                raise TraceError(path, None, None, f"corrupt gzip data after "
+                                 f"{taken - len(pending):,} compressed bytes and "
+                                 f"{progress['lines']:,} lines ({exc})") from None
+            if out:
+                yield out
+            if d.eof:
+                pending, more = d.unused_data, False
+                member_end = taken - len(pending)
+            else:  # input left over, or output held back for want of room
+                pending, more = d.unconsumed_tail, len(out) == chunk
+        if not d.eof:
+            raise TraceError(path, None, None, f"truncated gzip file: the compressed data ends "
+                             f"after {taken:,} bytes and {progress['lines']:,} complete lines, "
+                             "before its end marker")
+
+
+def _canonical_chunks(path):
+    """The file's data for the compiled JSONL reader (:func:`kvmath.traces.jsonl.read`), its
+    chunks at most ``CHUNK_BYTES`` decompressed (a gzip bomb inflates no further); a file that
+    is not whole gives it up (DuckDB's reader, and :func:`check_lines`, then name it)."""
+    from kvmath.traces import jsonl
+    try:
+        yield from file_data(path, is_gzip(path), {"lines": 0}, jsonl.CHUNK_BYTES)
+    except TraceError:
+        raise jsonl.GiveUp from None
+
+
+def _too_long(path, line, done, gz):
+    return TraceError(path, line, None, f"longer than {MAX_LINE_BYTES:,} bytes, the most one "
+                      f"trace record may take (the read stopped after {done:,} "
+                      f"{'decompressed ' if gz else ''}bytes)")
+
+
+def check_lines(path, chunk=READ_BYTES):
+    """Raise TraceError unless a JSONL trace reads whole: a gzip file decompresses whole
+    (:func:`file_data`), and no line is longer than :data:`MAX_LINE_BYTES` (the first that is
+    named, with how far the read got). One pass, a chunk at a time: bounded memory."""
+    gz = is_gzip(path)
+    progress, line, done = {"lines": 0}, 0, 0
+    for data in file_data(path, gz, progress, chunk):
+        n = data.count(b"\n")
+        if n:  # the lines between the first and last newline are shorter than a chunk
+            if line + data.find(b"\n") > MAX_LINE_BYTES:
+                raise _too_long(path, progress["lines"] + 1, done + data.find(b"\n"), gz)
+            line = len(data) - data.rfind(b"\n") - 1
+        else:
+            line += len(data)
+        progress["lines"] += n
+        done += len(data)
+        if line > MAX_LINE_BYTES:
+            raise _too_long(path, progress["lines"] + 1, done, gz)
+
+
+def _lines(path):
+    """(number, bytes) of each non-blank line of a JSONL file (1 = the first line), gzip or
+    not: read a chunk at a time, a line longer than :data:`MAX_LINE_BYTES` refused by number
+    (memory stays bounded), and blank lines found by numpy, a chunk at once."""
+    gz = is_gzip(path)
+    progress, parts, size, blank, done = {"lines": 0}, [], 0, True, 0
+    for data in file_data(path, gz, progress):
+        arr = np.frombuffer(data, np.uint8)
+        nl = np.flatnonzero(arr == 10)
+        if not len(nl):
+            size += len(data)
+            if size > MAX_LINE_BYTES:
+                raise _too_long(path, progress["lines"] + 1, done + len(data), gz)
+            parts.append(data)
+            blank = blank and bool(_WS[arr].all())
+            done += len(data)
+            continue
+        first = int(nl[0])
+        if size + first > MAX_LINE_BYTES:
+            raise _too_long(path, progress["lines"] + 1, done + first, gz)
+        if not (blank and _WS[arr[:first]].all()):  # the line the last chunk left open
+            yield progress["lines"] + 1, b"".join(parts) + data[:first]
+        nonws = np.zeros(len(arr) + 1, np.int32)
+        np.cumsum(~_WS[arr], out=nonws[1:])
+        starts, ends = nl[:-1] + 1, nl[1:]
+        for k in np.flatnonzero(nonws[ends] > nonws[starts]):
+            yield progress["lines"] + 2 + int(k), data[starts[k]:ends[k]]
+        del nonws
+        progress["lines"] += len(nl)
+        tail = int(nl[-1]) + 1
+        parts, size = [data[tail:]], len(data) - tail
+        blank = bool(_WS[arr[tail:]].all())
+        done += len(data)
+    if parts and not blank:
+        yield progress["lines"] + 1, b"".join(parts)
+
+
+class _Repeated(ValueError):
+    def __init__(self, key):
+        self.key = key
+
+
+def _no_repeats(pairs):
+    """A JSON object's pairs as a dict; a key given twice is an error (json.loads would keep
+    the last value and DuckDB the first, so neither may be used)."""
+    obj = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _Repeated(key)
+        obj[key] = value
+    return obj
+
+
+def _record(path, i, line):
+    """Line i of a JSONL trace parsed as one JSON object, or TraceError naming the line (and
+    the field given twice)."""
+    try:
+        obj = json.loads(line, object_pairs_hook=_no_repeats)
+    except UnicodeDecodeError:
+        raise TraceError(path, i, None, "not UTF-8 text (expected one JSON object per "
+                         "line)") from None
+    except _Repeated as exc:
+        raise TraceError(path, i, exc.key, "given twice in one record (expected each field "
+                         "once)") from None
+    except ValueError:
+        raise TraceError(path, i, None, "malformed JSON (expected one object per line)") \
+            from None
+    if not isinstance(obj, dict):
+        raise TraceError(path, i, None, "expected a JSON object")
+    return obj
 
 
 def _detect(path):
@@ -189,25 +329,17 @@ def _detect(path):
     if path.suffix == ".parquet":
         return "parquet", None
     try:
-        with _open_text(path) as fh:
-            for i, line in enumerate(fh, start=1):
-                if line.strip():
-                    try:
-                        obj = json.loads(line)
-                    except ValueError:
-                        raise TraceError(path, i, None, "malformed JSON (expected one object "
-                                         "per line)") from None
-                    if not isinstance(obj, dict):
-                        raise TraceError(path, i, None, "expected a JSON object")
-                    if "hash_ids" in obj:
-                        return "mooncake", i
-                    if "block_hashes" in obj:
-                        return "generic", i
-                    raise TraceError(path, i, None, "unknown format: expected Mooncake fields "
-                                     "(timestamp, input_length, output_length, hash_ids) or "
-                                     "generic ones (timestamp_s, prompt_tokens, block_hashes, "
-                                     "block_tokens)")
-    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
+        for i, line in _lines(path):
+            obj = _record(path, i, line)
+            if "hash_ids" in obj:
+                return "mooncake", i
+            if "block_hashes" in obj:
+                return "generic", i
+            raise TraceError(path, i, None, "unknown format: expected Mooncake fields "
+                             "(timestamp, input_length, output_length, hash_ids) or "
+                             "generic ones (timestamp_s, prompt_tokens, block_hashes, "
+                             "block_tokens)")
+    except OSError as exc:
         raise TraceError(path, None, None, f"cannot read file ({exc})") from None
     raise TraceError(path, None, None, "empty trace (expected at least one request)")
 
@@ -218,19 +350,31 @@ def _check_value(kind, value):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
             math.isfinite(value) and value >= 0
         return None if ok else "a non-negative number"
-    if kind == "integer":
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        return None if ok else "a non-negative integer"
-    if kind == "text":
-        return None if isinstance(value, (str, int)) else "text"
+    if kind == "integer":  # a 64-bit signed integer, as the readers hold it
+        ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 63
+        return None if ok else "a non-negative integer below 2^63"
     ok = isinstance(value, list) and all(isinstance(h, int) and not isinstance(h, bool)
                                          and 0 <= h < 2 ** 64 for h in value)
     return None if ok else "a list of non-negative 64-bit integer hashes"
 
 
+def _shown(value):
+    """A field's value as an error message quotes it: JSON, at most 60 characters; a number
+    that is not finite is said in words (no nan or inf is printed)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "a number that is not finite"
+    try:
+        return json.dumps(value, allow_nan=False)[:60]
+    except ValueError:  # a list holding a number that is not finite
+        return "a list holding a number that is not finite"
+
+
 def _record_problem(fmt, obj, prev_ts, block_tokens_seen):
     """(field, message) of the first problem with one parsed record, or None."""
     fields, optional = _FORMATS[fmt], _OPTIONAL[fmt]
+    refused = sorted(set(obj) & set(_REFUSED))
+    if refused:
+        return refused[0], _REFUSED[refused[0]]
     unknown = sorted(set(obj) - set(fields) - set(optional))
     if unknown:  # every field a reader is given is used or refused (issue 20)
         return unknown[0], ("unknown field; expected only "
@@ -240,19 +384,20 @@ def _record_problem(fmt, obj, prev_ts, block_tokens_seen):
             return name, "missing field"
         expected = _check_value(kind, obj[name])
         if expected:
-            return name, f"expected {expected}, got {json.dumps(obj[name])[:60]}"
+            return name, f"expected {expected}, got {_shown(obj[name])}"
     for name, (_, kind) in optional.items():
         if obj.get(name) is not None:
             expected = _check_value(kind, obj[name])
             if expected:
-                return name, f"expected {expected}, got {json.dumps(obj[name])[:60]}"
+                return name, f"expected {expected}, got {_shown(obj[name])}"
     ts_f, prompt_f, hash_f = (("timestamp", "input_length", "hash_ids") if fmt == "mooncake"
                               else ("timestamp_s", "prompt_tokens", "block_hashes"))
     bt = MOONCAKE_BLOCK_TOKENS if fmt == "mooncake" else obj["block_tokens"]
     if bt <= 0:
         return "block_tokens", "expected a positive integer"
     if block_tokens_seen is not None and bt != block_tokens_seen:
-        return "block_tokens", f"expected the same block size on every line ({block_tokens_seen})"
+        return "block_tokens", (f"expected the same block size on every record "
+                                f"({block_tokens_seen}), got {bt}")
     if obj[prompt_f] <= 0:
         return prompt_f, "expected a positive number of prompt tokens"
     n, p = len(obj[hash_f]), obj[prompt_f]
@@ -268,25 +413,17 @@ def _record_problem(fmt, obj, prev_ts, block_tokens_seen):
 
 
 def _locate_jsonl(path, fmt):
-    """Stream a JSONL file and raise TraceError at its first bad line (O(1) memory)."""
+    """Stream a JSONL file and raise TraceError at its first bad line (memory bounded by
+    :data:`MAX_LINE_BYTES`)."""
     prev_ts, bt_seen, any_row = None, None, False
-    with _open_text(path) as fh:
-        for i, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                raise TraceError(path, i, None, "malformed JSON (expected one object per line)") \
-                    from None
-            if not isinstance(obj, dict):
-                raise TraceError(path, i, None, "expected a JSON object")
-            problem = _record_problem(fmt, obj, prev_ts, bt_seen)
-            if problem:
-                raise TraceError(path, i, *problem)
-            any_row = True
-            prev_ts = obj["timestamp"] / 1000.0 if fmt == "mooncake" else obj["timestamp_s"]
-            bt_seen = MOONCAKE_BLOCK_TOKENS if fmt == "mooncake" else obj["block_tokens"]
+    for i, line in _lines(path):
+        obj = _record(path, i, line)
+        problem = _record_problem(fmt, obj, prev_ts, bt_seen)
+        if problem:
+            raise TraceError(path, i, *problem)
+        any_row = True
+        prev_ts = obj["timestamp"] / 1000.0 if fmt == "mooncake" else obj["timestamp_s"]
+        bt_seen = MOONCAKE_BLOCK_TOKENS if fmt == "mooncake" else obj["block_tokens"]
     if not any_row:
         raise TraceError(path, None, None, "empty trace (expected at least one request)")
 
@@ -301,8 +438,7 @@ _PARQUET_TYPES = {"timestamp_s": ("DOUBLE", "FLOAT", "BIGINT", "INTEGER", "UBIGI
                                    "USMALLINT", "TINYINT", "UTINYINT"),
                   "output_tokens": ("BIGINT", "INTEGER", "UBIGINT", "UINTEGER", "SMALLINT",
                                     "USMALLINT", "TINYINT", "UTINYINT"),
-                  "block_hashes": ("UBIGINT[]", "BIGINT[]", "UINTEGER[]", "INTEGER[]"),
-                  "session_id": ("VARCHAR", "BIGINT", "UBIGINT", "INTEGER", "UINTEGER")}
+                  "block_hashes": ("UBIGINT[]", "BIGINT[]", "UINTEGER[]", "INTEGER[]")}
 
 
 def _parquet_columns(con, path):
@@ -312,6 +448,8 @@ def _parquet_columns(con, path):
     cols = {name: typ for name, typ, *_ in
             con.execute(f"DESCRIBE SELECT * FROM read_parquet('{p}')").fetchall()}
     for name, typ in cols.items():
+        if name in _REFUSED:
+            raise TraceError(path, None, name, _REFUSED[name])
         if name not in _PARQUET_TYPES:
             raise TraceError(path, None, name, "unknown column; expected only "
                              + ", ".join(_PARQUET_TYPES))
@@ -336,14 +474,22 @@ def _source_sql(path, fmt, columns=(), gz=False):
     p = str(path).replace("'", "''")
     if fmt == "parquet":
         output = "coalesce(output_tokens, 0)" if "output_tokens" in columns else "0"
-        return (f"SELECT timestamp_s::DOUBLE AS ts_s, prompt_tokens::BIGINT AS prompt, "
-                f"{output}::BIGINT AS output, block_hashes::UBIGINT[] AS hashes, "
-                f"block_tokens::BIGINT AS bt, false AS strict_bad FROM read_parquet('{p}')")
+        # TRY_CAST: a value the cast cannot hold (a negative hash in a BIGINT[] column, a
+        # UBIGINT past 2^63) is NULL, a bad row that _locate_parquet names, not a conversion
+        # error naming no row
+        return (f"SELECT TRY_CAST(timestamp_s AS DOUBLE) AS ts_s, "
+                f"TRY_CAST(prompt_tokens AS BIGINT) AS prompt, "
+                f"TRY_CAST({output} AS BIGINT) AS output, "
+                f"TRY_CAST(block_hashes AS UBIGINT[]) AS hashes, "
+                f"TRY_CAST(block_tokens AS BIGINT) AS bt, false AS strict_bad "
+                f"FROM read_parquet('{p}')")
     fields, optional = _FORMATS[fmt], _OPTIONAL[fmt]
     names = list(fields) + list(optional)
     at = {name: f"v[{i + 1}]" for i, name in enumerate(names)}
     known = ", ".join(f"'{k}'" for k in names)
-    checks = [f"list_bool_and(list_transform(json_keys(json), lambda k: k IN ({known})))"]
+    checks = [f"list_bool_and(list_transform(json_keys(json), lambda k: k IN ({known})))",
+              # a field given twice: DuckDB would read the first, json.loads the last
+              "len(json_keys(json)) = len(list_distinct(json_keys(json)))"]
     for name, (_, kind) in {**fields, **optional}.items():
         if kind == "hashes":  # an array of integers (or empty): its elements' one JSON type
             ok = (f"json_type({at[name]}) = 'ARRAY' AND json_structure({at[name]}) IN "
@@ -356,7 +502,8 @@ def _source_sql(path, fmt, columns=(), gz=False):
     strict = f"NOT ({' AND '.join(checks)})"
     paths = ", ".join(f"'$.{n}'" for n in names)
     src = (f"(SELECT json, json_extract(json, [{paths}]) AS v "
-           f"FROM read_ndjson_objects('{p}', compression='{'gzip' if gz else 'none'}'))")
+           f"FROM read_ndjson_objects('{p}', compression='{'gzip' if gz else 'none'}', "
+           f"maximum_object_size={MAX_LINE_BYTES + 2}))")  # a line and its end (check_lines)
     if fmt == "mooncake":
         return (f"SELECT TRY_CAST({at['timestamp']} AS DOUBLE) / 1000.0 AS ts_s, "
                 f"TRY_CAST({at['input_length']} AS BIGINT) AS prompt, "
@@ -371,8 +518,7 @@ def _source_sql(path, fmt, columns=(), gz=False):
 
 
 #: JSON types DuckDB reports for a field of each kind (json_type)
-_JSON_TYPES = {"number": ("UBIGINT", "BIGINT", "DOUBLE"), "integer": ("UBIGINT", "BIGINT"),
-               "text": ("VARCHAR", "UBIGINT", "BIGINT")}
+_JSON_TYPES = {"number": ("UBIGINT", "BIGINT", "DOUBLE"), "integer": ("UBIGINT", "BIGINT")}
 
 
 _BAD_ROW = ("ts_s IS NULL OR prompt IS NULL OR hashes IS NULL OR bt IS NULL OR ts_s < 0 "
@@ -382,14 +528,30 @@ _BAD_ROW = ("ts_s IS NULL OR prompt IS NULL OR hashes IS NULL OR bt IS NULL OR t
             "OR len(list_distinct(hashes)) != len(hashes)")
 
 
-def _parquet_problem(con, path, src):
-    """Raise TraceError at the first bad row of a Parquet trace, if any."""
-    row = con.execute(f"SELECT i FROM (SELECT row_number() OVER () AS i, * FROM ({src})) "
-                      f"WHERE {_BAD_ROW} LIMIT 1").fetchone()
-    if row:
-        raise TraceError(path, row[0], None, "bad row: expected non-negative timestamp_s, "
-                         "positive prompt_tokens and block_tokens, and ceil or floor of "
-                         "prompt_tokens / block_tokens distinct non-negative block_hashes")
+def _locate_parquet(con, path, batch=10_000):
+    """Raise TraceError at the first bad row of a Parquet trace, naming its row (1 = first) and
+    field: its rows read in order, a batch at a time (bounded memory), each checked as a JSONL
+    record is (:func:`_record_problem`: types, values, the block size of every row, hashes
+    that fit the prompt and are distinct, timestamps in order)."""
+    import decimal
+    p = str(path).replace("'", "''")
+    cur = con.execute(f"SELECT * FROM read_parquet('{p}')")
+    names = [d[0] for d in cur.description]
+    prev_ts, bt_seen, i = None, None, 0
+    while True:
+        chunk = cur.fetchmany(batch)
+        if not chunk:
+            return
+        for values in chunk:
+            i += 1
+            obj = {k: float(v) if isinstance(v, decimal.Decimal) else v
+                   for k, v in zip(names, values)}
+            if obj.get("output_tokens", 0) is None:
+                del obj["output_tokens"]  # null: no output, as the reader takes it
+            problem = _record_problem("generic", obj, prev_ts, bt_seen)
+            if problem:
+                raise TraceError(path, i, *problem, unit="row")
+            prev_ts, bt_seen = obj["timestamp_s"], obj["block_tokens"]
 
 
 def _first_repeat(h, rid, mixed):
@@ -404,6 +566,17 @@ def _first_repeat(h, rid, mixed):
     return int(rid[o][1:][dup].min()) if dup.any() else None
 
 
+def _interrupt(exc):
+    """Raise KeyboardInterrupt if a DuckDB error is an interrupt (SIGINT while a query ran), so
+    the CLI ends as on any interrupt ("kvmath: interrupted", status 130) and no handler below
+    takes it for a bad file. DuckDB raises its InterruptException, or a plain RuntimeError
+    "Query interrupted" from a statement it was running (issue 20: a traceback)."""
+    import duckdb
+    if isinstance(exc, duckdb.InterruptException) or (
+            type(exc) is RuntimeError and str(exc).strip() == "Query interrupted"):
+        raise KeyboardInterrupt from None
+
+
 #: requests per chunk when block accesses are fetched from DuckDB (bounds numpy's working set)
 CHUNK_REQUESTS = 100_000
 #: DuckDB's memory limit while it parses a trace into a database file on disk
@@ -415,24 +588,24 @@ class _Parsed:
     """A trace file parsed once by DuckDB into a table ``t`` (in memory, or in a database file
     in ``workdir``) and checked: per-request columns in numpy (``ts``, ``prompt``, ``output``,
     ``n_blocks``: int64, or int32 with ``compact``), block hashes fetched a chunk of requests at
-    a time (:meth:`hashes`). A gzip file is checked whole (:func:`check_gzip`) in a thread while
-    DuckDB parses it. Bad input raises TraceError naming the file, line and field."""
+    a time (:meth:`hashes`). A JSONL file is checked whole (:func:`check_lines`: its gzip data
+    whole, no line too long) in a thread while DuckDB parses it. Bad input raises TraceError
+    naming the file, line and field."""
 
     def __init__(self, name_or_path, workdir=None, compact=False):
         import threading
 
         import duckdb
         self.path = path = resolve_path(name_or_path)
-        gz_error = []
+        gz_error = []  # what check_lines found: it explains whatever else went wrong
 
         def check():
             try:
-                check_gzip(path)
+                check_lines(path)
             except TraceError as exc:
                 gz_error.append(exc)
-        with open(path, "rb") as fh:
-            gz = fh.read(2) == GZIP_MAGIC
-        checker = threading.Thread(target=check, daemon=True) if gz else None
+        checker = (threading.Thread(target=check, daemon=True) if path.suffix != ".parquet"
+                   else None)
         if checker:
             checker.start()
         try:
@@ -447,17 +620,19 @@ class _Parsed:
         try:
             try:  # a progress bar on stdout would corrupt --json output
                 con.execute("SET enable_progress_bar = false")
-            except duckdb.Error:
+            except duckdb.Error as exc:
+                _interrupt(exc)
                 pass  # in Jupyter without ipywidgets DuckDB shows none and refuses the setting
             if workdir:
                 con.execute(f"SET memory_limit = '{STREAM_MEMORY_LIMIT}'")
                 con.execute(f"SET temp_directory = '{str(workdir).replace(chr(39), chr(39) * 2)}'")
             self._parse(duckdb, compact, checker, gz_error)
-        except BaseException:
+        except BaseException as exc:
             if checker:
                 checker.join()
             self.close()
-            if gz_error:  # a truncated file explains whatever else went wrong
+            _interrupt(exc)
+            if gz_error:  # a truncated file or a line too long explains whatever else failed
                 raise gz_error[0] from None
             raise
 
@@ -466,11 +641,10 @@ class _Parsed:
         try:
             columns = _parquet_columns(con, path) if fmt == "parquet" else ()
         except duckdb.Error as exc:
+            _interrupt(exc)
             raise TraceError(path, None, None, f"not a readable trace "
                              f"({str(exc).splitlines()[0]})") from None
-        with open(path, "rb") as fh:
-            gz = fh.read(2) == GZIP_MAGIC
-        src = _source_sql(path, fmt, columns, gz)
+        src = _source_sql(path, fmt, columns, is_gzip(path))
         cheap_bad = _BAD_ROW.replace(" OR len(list_distinct(hashes)) != len(hashes)", "")
         try:
             con.execute(f"CREATE TABLE t AS SELECT ts_s, prompt, output, hashes, bt, "
@@ -480,7 +654,9 @@ class _Parsed:
                 "FROM t").fetchone()
             bad = any_bad or n_bt > 1
         except duckdb.Error as exc:
+            _interrupt(exc)
             if fmt == "parquet":
+                _locate_parquet(con, path)
                 raise TraceError(path, None, None, f"not a readable trace "
                                  f"({str(exc).splitlines()[0]})") from None
             bad = True
@@ -490,8 +666,9 @@ class _Parsed:
                 raise gz_error[0]
         if bad:
             if fmt == "parquet":
-                _parquet_problem(con, path, src)
-                raise TraceError(path, None, "block_tokens", "expected one block size")
+                _locate_parquet(con, path)
+                raise TraceError(path, None, None, "not readable as a trace (the reader "
+                                 "failed but no bad row was found)")
             _locate_jsonl(path, fmt)
             raise TraceError(path, None, None, "not readable as a trace (the reader failed "
                              "but no bad line was found)")
@@ -513,7 +690,8 @@ class _Parsed:
         if len(back):
             if fmt == "parquet":
                 raise TraceError(path, int(back[0]) + 2, "timestamp_s",
-                                 "timestamp goes backwards (expected requests in arrival order)")
+                                 "timestamp goes backwards (expected requests in arrival order)",
+                                 unit="row")
             _locate_jsonl(path, fmt)
         if compact and max(int(prompt.max()), int(output.max()), int(n_blocks.max())) >= 2 ** 31:
             small = np.int64
@@ -536,7 +714,8 @@ class _Parsed:
         try:
             h = np.asarray(self.con.execute(f"SELECT unnest(hashes) AS h FROM t WHERE rowid >= {a} "
                                             f"AND rowid < {b}").fetchnumpy()["h"], dtype=np.uint64)
-        except duckdb.Error as exc:
+        except (duckdb.Error, RuntimeError) as exc:
+            _interrupt(exc)
             raise TraceError(path, None, None, f"not a readable trace "
                              f"({str(exc).splitlines()[0]})") from None
         if len(h) != offsets[b] - offsets[a]:
@@ -550,7 +729,8 @@ class _Parsed:
             if rep is not None:
                 if fmt == "parquet":
                     raise TraceError(path, rep + 1, "block_hashes", "expected distinct "
-                                     "hashes within a request (a hash names a whole prefix)")
+                                     "hashes within a request (a hash names a whole prefix)",
+                                     unit="row")
                 _locate_jsonl(path, fmt)
                 raise TraceError(path, None, "hash_ids", "a request repeats a block hash "
                                  "(expected distinct hashes within a request)")
@@ -562,30 +742,32 @@ class _Parsed:
             self.con = None
 
 
+def shards_rate(sample_rate):
+    """The rate a SHARDS sample at ``sample_rate`` really keeps: a block is kept iff the 32-bit
+    mix of its hash is below floor(R x 2^32), so the rate is that over 2^32 (0 below 2^-32:
+    then no hash samples in)."""
+    return int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS
+
+
 def load(name_or_path, sample_rate=None, full_positions=1):
     """Read a trace (bundled name or path) into a :class:`Trace`.
 
     The file is parsed once, into a DuckDB table; block accesses reach numpy in chunks of
     :data:`CHUNK_REQUESTS` requests. sample_rate R in (0, 1): a *stratified* SHARDS sample
     (see :func:`shards_keep`): the blocks at positions below full_positions of their request
-    are all kept, the others only if their hash samples in.
+    are all kept, the others only if their hash samples in; the sample is taken as the file is
+    read (:func:`_load_sampled`), so memory holds the kept accesses, never every access.
     """
     if sample_rate is not None and not 0 < sample_rate <= 1:
         raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate}")
-    sampled = sample_rate is not None and sample_rate < 1
+    if sample_rate is not None and sample_rate < 1:
+        return _load_sampled(name_or_path, shards_rate(sample_rate), full_positions)
     parsed = _Parsed(name_or_path)
     try:
-        rate = 1.0
-        if sampled:
-            rate = int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS
         n_req = parsed.n_requests
         hashes, rid, pos = [], [], []
         for a in range(0, n_req, CHUNK_REQUESTS):
-            h, r, p, mixed = parsed.hashes(a, min(a + CHUNK_REQUESTS, n_req))
-            if sampled:
-                keep = mixed < np.uint32(int(rate * SHARDS_MODULUS))
-                keep |= p < full_positions
-                h, r, p = h[keep], r[keep], p[keep]
+            h, r, p, _ = parsed.hashes(a, min(a + CHUNK_REQUESTS, n_req))
             hashes.append(h), rid.append(r), pos.append(p)
         hashes, rid, pos = np.concatenate(hashes), np.concatenate(rid), np.concatenate(pos)
     finally:
@@ -593,8 +775,75 @@ def load(name_or_path, sample_rate=None, full_positions=1):
     return Trace(name=str(name_or_path), timestamp_s=parsed.ts,
                  prompt_tokens=parsed.prompt,
                  output_tokens=parsed.output, n_blocks=parsed.n_blocks,
-                 rid=rid, pos=pos, hashes=hashes, block_tokens=parsed.block_tokens,
-                 sample_rate=rate, full_positions=full_positions if sampled else 0)
+                 rid=rid, pos=pos, hashes=hashes, block_tokens=parsed.block_tokens)
+
+
+class _Sample:
+    """The accesses a stratified SHARDS sample keeps (:func:`shards_keep`), gathered a chunk of
+    requests at a time, in order: what :func:`_load_sampled` holds instead of every access."""
+
+    def __init__(self, rate, full_positions):
+        self.threshold = np.uint32(int(rate * SHARDS_MODULUS))
+        self.full_positions = full_positions
+        self.parts, self.requests = [], 0
+
+    def __call__(self, h, n_blocks):
+        """A chunk of requests from the compiled reader: their hashes, head first, and blocks."""
+        n = len(n_blocks)
+        r = np.repeat(np.arange(self.requests, self.requests + n, dtype=np.int64), n_blocks)
+        starts = np.zeros(n, np.int64)
+        np.cumsum(n_blocks[:-1], out=starts[1:])
+        p = (np.arange(len(h), dtype=np.int64) - starts[r - self.requests]).astype(np.int32)
+        self.requests += n
+        self.add(h, r, p, _mix(h))
+
+    def add(self, h, r, p, mixed):
+        keep = (mixed < self.threshold) | (p < self.full_positions)
+        self.parts.append((h[keep], r[keep], p[keep]))
+
+    def arrays(self):
+        """(hashes, rid, pos) of the kept accesses."""
+        if not self.parts:
+            return np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int32)
+        return tuple(np.concatenate([part[k] for part in self.parts]) for k in range(3))
+
+
+def _load_sampled(name_or_path, rate, full_positions):
+    """:func:`load` at a SHARDS rate below 1, sampling as the file is read: JSONL in the
+    compiled reader's canonical form through it (:func:`kvmath.traces.jsonl.read`), any other
+    file (and one it gives up on) parsed by DuckDB into a database file in a temporary
+    directory (its memory limited to :data:`STREAM_MEMORY_LIMIT`, as :func:`stream`'s) and read
+    a chunk of requests at a time. Memory: the per-request columns and the kept accesses (issue
+    20: the whole trace had been loaded before it was sampled). The same Trace as sampling the
+    whole one (tests hold it to :func:`sample`)."""
+    import tempfile
+    path = resolve_path(name_or_path)
+    sample, cols = _Sample(rate, full_positions), None
+    try:
+        fmt, _ = _detect(path)
+    except TraceError:
+        fmt = None  # DuckDB's reading below raises what is wrong, in its order
+    if fmt in ("mooncake", "generic"):
+        from kvmath.traces import jsonl
+        cols = jsonl.read(_canonical_chunks(path), fmt, sample, MAX_LINE_BYTES)
+        if cols is None:
+            sample = _Sample(rate, full_positions)  # what it was given before it gave up
+    if cols is None:
+        with tempfile.TemporaryDirectory(prefix="kvmath-trace-") as work:
+            parsed = _Parsed(name_or_path, workdir=work)
+            try:
+                for a in range(0, parsed.n_requests, CHUNK_REQUESTS):
+                    sample.add(*parsed.hashes(a, min(a + CHUNK_REQUESTS, parsed.n_requests)))
+            finally:
+                parsed.close()
+        cols = {"ts_s": parsed.ts, "prompt": parsed.prompt, "output": parsed.output,
+                "n_blocks": parsed.n_blocks, "block_tokens": parsed.block_tokens}
+    hashes, rid, pos = sample.arrays()
+    wide = {k: np.asarray(cols[k], dtype=np.int64) for k in ("prompt", "output", "n_blocks")}
+    return Trace(name=str(name_or_path), timestamp_s=cols["ts_s"], prompt_tokens=wide["prompt"],
+                 output_tokens=wide["output"], n_blocks=wide["n_blocks"], rid=rid, pos=pos,
+                 hashes=hashes, block_tokens=int(cols["block_tokens"]), sample_rate=rate,
+                 full_positions=full_positions)
 
 
 @dataclass
@@ -685,10 +934,9 @@ def stream(name_or_path, workdir):
         fmt = None  # DuckDB's reading below raises what is wrong, in its order
     if fmt in ("mooncake", "generic"):
         from kvmath.traces import jsonl
-        with open(path, "rb") as fh:
-            gz = fh.read(2) == GZIP_MAGIC
         with open(out, "wb") as fh:
-            cols = jsonl.read(path, fmt, gz, fh)
+            cols = jsonl.read(_canonical_chunks(path), fmt, lambda h, nb: h.tofile(fh),
+                              MAX_LINE_BYTES)
         if cols is not None:
             return TraceFile(name=str(name_or_path), timestamp_s=cols["ts_s"],
                              prompt_tokens=cols["prompt"], output_tokens=cols["output"],
@@ -755,7 +1003,7 @@ def sample(trace, sample_rate, full_positions=1):
     keep = shards_keep(trace.hashes, sample_rate, trace.pos, full_positions)
     return Trace(trace.name, trace.timestamp_s, trace.prompt_tokens, trace.output_tokens,
                  trace.n_blocks, trace.rid[keep], trace.pos[keep], trace.hashes[keep],
-                 trace.block_tokens, int(sample_rate * SHARDS_MODULUS) / SHARDS_MODULUS,
+                 trace.block_tokens, shards_rate(sample_rate),
                  full_positions)
 
 
