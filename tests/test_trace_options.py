@@ -33,3 +33,19 @@ def test_equal_pauses_are_answered_and_the_fit_refused_in_words(capsys, tmp_path
     assert main(["trace", str(f), "--model", "llama-3.1-8b", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["pause_fit"] is None and "no spread" in out["pause_fit_refused"]
+
+
+def test_prompts_beyond_the_served_window_are_counted_and_said(capsys):
+    # a trace's prompts longer than the model's window (an engine refuses them) had been
+    # replayed without a word; --rope-scaling's longer window leaves fewer of them
+    for cmd in (["trace", "conversation"], ["route", "conversation", "--nodes", "2"],
+                ["fleet", "conversation", "--nodes", "2"]):
+        assert main(cmd + ["--model", "qwen3-8b", "--json"]) == 0
+        plain = json.loads(capsys.readouterr().out)
+        assert plain["context_window_tokens"] == 40960 and plain["prompts_beyond_window"] > 0
+        assert main(cmd + ["--model", "qwen3-8b", "--rope-scaling", "yarn", "--json"]) == 0
+        scaled = json.loads(capsys.readouterr().out)
+        assert scaled["context_window_tokens"] == 131072
+        assert scaled["prompts_beyond_window"] < plain["prompts_beyond_window"]
+    assert main(["trace", "conversation", "--model", "qwen3-8b"]) == 0
+    assert "longer than qwen3-8b's window of 40,960 tokens" in capsys.readouterr().out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 
 from kvmath.cli.output import print_result
-from kvmath.cli.trace import add_trace_command
+from kvmath.cli.trace import add_trace_command, window_keys, window_line
 from kvmath.errors import UsageError
 from kvmath.scenario.read import model_of
 
@@ -63,7 +63,7 @@ def _analyse_route(args, trace, node, model, tp):
             "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
             "capacity_blocks_per_node": blocks,
             "shared_cache_token_hit_rate": one["token_hit_rate"],
-            "routers": routers,
+            "routers": routers, **window_keys(trace, model),
             **({"engine": engine.name} if engine is not None else {}),
             **({"engine_config": cfg.summary()} if cfg is not None else {})}
 
@@ -87,6 +87,8 @@ def _human(r):
                  "as --reach); of cached: the tokens hit over those cached anywhere in the fleet, "
                  "shared prefixes included; imbalance: the busiest node's prompt tokens over the "
                  "mean")
+    if window_line(r):
+        lines.append(window_line(r))
     return "\n".join(lines)
 
 
@@ -146,6 +148,7 @@ def _analyse_fleet(args, trace, node, model, tp, pool):
               dask=args.dask, writes=args.writes, **cache_sizes(args, cfg, node, tp, model))
     out = fleet(trace, model, node, args.nodes, args.router, pool=pool, **kw)
     out["trace"] = args.file
+    out.update(window_keys(trace, model), requests=trace.n_requests, model=model.name)
     # what the fleet's nodes cost per million tokens served, at the GPU-hour price (a cloud
     # node's, its host included); the network between nodes is not priced
     out.update(fleet_cost(trace, node, args.nodes, args.gpu_price))
@@ -230,6 +233,8 @@ def _fleet_human(r):
             f"{n}, ${r['cost_per_million_tokens_usd_nodes_needed_without_pool']:.3g} per million "
             "tokens (the pool itself not priced)" if n else "more than --max-nodes"))
     lines.append("not counted: " + (", ".join(r["not_counted"]) or "-"))
+    if window_line(r):
+        lines.append(window_line(r))
     return "\n".join(lines)
 
 

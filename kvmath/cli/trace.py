@@ -94,6 +94,7 @@ def analyse(args):
                                "node_gpu_s_per_s")},
         # the running batch must fit HBM too, as tiers says (issue 20: it had set HBM to 0 B)
         "hbm_free_bytes": hbm_free, "hbm_feasible": hbm_free >= 0,
+        **window_keys(trace, model),
         # decode shares the GPUs with prefill (issue 21: feasibility had counted prefill alone)
         "decode_gpu_s_per_s": decode_demand, "decode": decode,
         "compute_feasible": compute_feasible, "feasible": compute_feasible and hbm_free >= 0,
@@ -159,9 +160,29 @@ def analyse_sampled(args, node, model, tp):
         "max_block_hit_rate": curve.max_block_hit_rate if any_block else None,
         "lru_curve_sample_rate": curve.sample_rate, "lru_curve": curve.rows(),
         "lru_at_tier_capacity": at_tiers, "not_computed": SAMPLED_LEAVES_OUT,
+        **window_keys(trace, model),
         **({"engine": engine.name} if engine is not None else {}),
         **({"engine_config": cfg.summary()} if cfg is not None else {}),
     }
+
+
+def window_keys(trace, model):
+    """{context_window_tokens, prompts_beyond_window}: the model's served window (under
+    --rope-scaling the card's) and how many of the trace's prompts are longer: an engine
+    refuses those, while the replay counts them as the trace gives them."""
+    return {"context_window_tokens": model.max_context_tokens,
+            "prompts_beyond_window": int((trace.prompt_tokens > model.max_context_tokens).sum())}
+
+
+def window_line(r):
+    """The output's line for prompts beyond the window, or None when every prompt fits."""
+    n = r["prompts_beyond_window"]
+    if not n:
+        return None
+    return (f"{n:,} of {r['requests']:,} prompts are longer than {r['model']}'s window of "
+            f"{r['context_window_tokens']:,} tokens: an engine refuses them, and this replay "
+            "counts them as the trace gives them (--rope-scaling serves a longer window where "
+            "the model's card states one)")
 
 
 def _first(n):
@@ -184,6 +205,8 @@ def _sampled_human(r):
         lines.append(f"{' + '.join(x['tiers']):<28} {fmt_bytes(x['capacity_bytes'], 4):>10} "
                      f"{x['token_hit_rate']:>10.1%} {x['block_hit_rate']:>10.1%}")
     lines.append(f"not computed from a sample: {r['not_computed']}")
+    if window_line(r):
+        lines.append(window_line(r))
     return "\n".join(lines)
 
 
@@ -223,6 +246,8 @@ def _human(r):
     if not r["hbm_feasible"]:
         lines.append(f"HBM: INFEASIBLE, the running batch overfills HBM by "
                      f"{fmt_bytes(-r['hbm_free_bytes'], 4)}")
+    if window_line(r):
+        lines.append(window_line(r))
     return "\n".join(lines)
 
 
