@@ -93,26 +93,14 @@ class TraceError(DataError):
 
 
 @dataclass
-class Trace:
-    """Requests and their block accesses, head first within a request.
-
-    Per request (length n_requests): ``timestamp_s``, ``prompt_tokens``, ``output_tokens``,
-    ``n_blocks`` (hashes in the request before sampling). Per kept access: ``rid`` (request
-    index), ``pos`` (block position in its request), ``hashes``. ``sample_rate`` < 1 means
-    the accesses are a stratified SHARDS sample: blocks at positions below ``full_positions``
-    all kept (weight 1), the others hash-sampled at sample_rate (weight 1 / sample_rate).
-    """
+class Requests:
+    """A trace's requests: per request (length n_requests) ``timestamp_s``, ``prompt_tokens``,
+    ``output_tokens`` and ``n_blocks`` (hashes in the request before sampling)."""
     name: str
     timestamp_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     n_blocks: np.ndarray
-    rid: np.ndarray
-    pos: np.ndarray
-    hashes: np.ndarray
-    block_tokens: int
-    sample_rate: float = 1.0
-    full_positions: int = 0
 
     @property
     def n_requests(self):
@@ -121,6 +109,24 @@ class Trace:
     @property
     def duration_s(self):
         return float(self.timestamp_s[-1] - self.timestamp_s[0])
+
+
+@dataclass
+class Trace(Requests):
+    """Requests and their block accesses, head first within a request.
+
+    Per request (length n_requests): ``timestamp_s``, ``prompt_tokens``, ``output_tokens``,
+    ``n_blocks`` (hashes in the request before sampling). Per kept access: ``rid`` (request
+    index), ``pos`` (block position in its request), ``hashes``. ``sample_rate`` < 1 means
+    the accesses are a stratified SHARDS sample: blocks at positions below ``full_positions``
+    all kept (weight 1), the others hash-sampled at sample_rate (weight 1 / sample_rate).
+    """
+    rid: np.ndarray
+    pos: np.ndarray
+    hashes: np.ndarray
+    block_tokens: int
+    sample_rate: float = 1.0
+    full_positions: int = 0
 
     def weights(self):
         """Accesses each kept access stands for (1, or 1 / sample_rate in the sampled stratum)."""
@@ -847,28 +853,15 @@ def _load_sampled(name_or_path, rate, full_positions):
 
 
 @dataclass
-class TraceFile:
+class TraceFile(Requests):
     """A trace too large to hold its block accesses in memory (:func:`stream`): its per-request
     columns as a :class:`Trace`'s (int32 where they fit), its block hashes (head first, 8 bytes
     an access) in a flat file, read a chunk of requests at a time (:meth:`block_chunks`). Only
     what reads requests in order takes it: routing, the fleet's replay, the previous turns."""
-    name: str
-    timestamp_s: np.ndarray
-    prompt_tokens: np.ndarray
-    output_tokens: np.ndarray
-    n_blocks: np.ndarray
     block_tokens: int
     hashes_path: str
     sample_rate: float = 1.0
     full_positions: int = 0
-
-    @property
-    def n_requests(self):
-        return len(self.timestamp_s)
-
-    @property
-    def duration_s(self):
-        return float(self.timestamp_s[-1] - self.timestamp_s[0])
 
     @property
     def n_accesses(self):
