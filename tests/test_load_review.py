@@ -63,3 +63,17 @@ def test_replicas_are_whole():
     six = replace(G, gpus_per_node=6)
     r = compare(CAT.models["llama-3.1-70b"], six, HOST, 8192, tp=4)
     assert r["concurrent_reloads"] == 1
+
+
+def test_a_pool_needs_the_nodes_nics_in_every_command(capsys):
+    # the review: fleet and tiers refused a GB200 tray (4 NICs) a pool read over 8 NICs per
+    # node, while compare, reuse and the calculator answered it at 8 NICs' rate
+    from kvmath.cli.main import main
+    from kvmath.tables.rows import pool_tiers
+    tray = nodes()["gb200-nvl72-tray"]
+    with pytest.raises(ScenarioError, match="8 NICs per GPU node"):
+        node_tier(tray, pool_tiers()["pool:mooncake-store-dram"])
+    for cmd in (["compare"], ["reuse"]):
+        assert main(cmd + ["--model", "llama-3.1-70b", "--node", "gb200-nvl72-tray", "--pool",
+                           "mooncake-store-dram", "--tokens", "32768"]) == 2
+        assert "8 NICs per GPU node" in capsys.readouterr().err

@@ -114,7 +114,16 @@
   }
 
   function node_tier(node, tier) {
-    let drives;
+    let pool, h, drives;
+    pool = (tier.name.startsWith("pool:") ? tier.name.slice(R.len("pool:")) : tier.name);
+    for (const h of R.list(tier.hops)) {
+      if (((h.requests != null) && (h.scope === "per-node") && !((h.count <= node.nics)))) {
+        if (!((node.nics > 0))) {
+          throw new R.ScenarioError(`--pool ${R.fmt(pool, "")}: node ${R.fmt(node.name, "")} has no NICs (nics 0), so no engine on it can reach a pool over the network`);
+        }
+        throw new R.ScenarioError(`--pool ${R.fmt(pool, "")}: its engines read it over ${R.fmt(h.count, "")} NICs per GPU node (pools.csv client_nics), and node ${R.fmt(node.name, "")} has ${R.fmt(node.nics, "")}`);
+      }
+    }
     if ((tier.name.startsWith("nvme") && !((node.nvme_drives > 0)))) {
       throw new R.ScenarioError(`node ${R.fmt(node.name, "")} has no NVMe drives: --tier ${R.fmt(tier.name, "")} has nothing to read`);
     }

@@ -456,8 +456,8 @@ def _run_reuse(args):
     tier = pool_tier(pool, pool_nodes) if pool else resolve_tier(args.tier)
     node, gpu = _node_and_gpu(args, need_node=args.resume_rate is not None)
     drive = node_drive(node) if node is not None and tier.name == "nvme" else None
-    if node is not None and pool is None and (args.node or tier.name == "nvme"):
-        tier = _node_tier(node, tier)  # the node's own drives, as compare --node
+    if node is not None and (args.node or (pool is None and tier.name == "nvme")):
+        tier = _node_tier(node, tier)  # the node's own drives, and NICs for a pool
     # every node reaches a pool; the node's own tier only the returns routed to it
     h, h_from = (1.0, "a pool every node reads") if pool else _reach_of(args)
     engine, cfg = engine_of(args)
@@ -605,7 +605,7 @@ def _command(args):
         tier = _compare_tier(args.tier)
     if args.node:  # the node's GPU and count, and an nvme tier of its own drives
         node, gpu = _node_and_gpu(args)
-        tier = tier if pool is not None else _node_tier(node, tier)
+        tier = _node_tier(node, tier)
     engine, cfg = engine_of(args)
     check_tier(cfg, tier.name)
     b = band(model_of(args), gpu, tier,

@@ -129,15 +129,11 @@ def analyse_fleet(args):
 
 def check_pool_reach(pool, node):
     """Refuse a pool the node's engines cannot reach as its row deploys it: every pool is read
-    over the network, through ``client_nics`` NICs of each GPU node (nodes.csv ``nics``)."""
-    from kvmath.evaluate.compare import ScenarioError
-    if not node.nics:
-        raise ScenarioError(f"--pool {pool.name}: node {node.name} has no NICs (nics 0), so no "
-                            "engine on it can reach a pool over the network")
-    if node.nics < pool.client_nics:
-        raise ScenarioError(f"--pool {pool.name}: its engines read it over {pool.client_nics} "
-                            f"NICs per GPU node (pools.csv client_nics), and node {node.name} "
-                            f"has {node.nics}")
+    over the network, through ``client_nics`` NICs of each GPU node (nodes.csv ``nics``;
+    :func:`kvmath.evaluate.logic.node_tier`)."""
+    from kvmath.evaluate.logic import node_tier
+    from kvmath.tables.rows import pool_tier
+    node_tier(node, pool_tier(pool, pool.gpu_nodes))
 
 
 def _analyse_fleet(args, trace, node, model, tp, pool):

@@ -187,7 +187,16 @@ def node_tier(node, tier):
     and count) before the bundled path's later hops (host memory, the GPU's host link); any
     other tier as it is. ScenarioError for a drive tier on a node without drives, or one that
     names drives of its own (nvme-gen5, nvme-1drive): each would be priced on drives the node
-    does not have."""
+    does not have; and for a pool read over more NICs per GPU node than the node has."""
+    pool = tier.name[len("pool:"):] if tier.name.startswith("pool:") else tier.name
+    for h in tier.hops:  # a pool's client hop: the NICs each GPU node reads it over
+        if h.requests is not None and h.scope == "per-node" and not h.count <= node.nics:
+            if not node.nics > 0:
+                raise ScenarioError(f"--pool {pool}: node {node.name} has no NICs (nics 0), so "
+                                    "no engine on it can reach a pool over the network")
+            raise ScenarioError(f"--pool {pool}: its engines read it over {h.count} NICs per "
+                                f"GPU node (pools.csv client_nics), and node {node.name} has "
+                                f"{node.nics}")
     if tier.name.startswith("nvme") and not node.nvme_drives > 0:
         raise ScenarioError(f"node {node.name} has no NVMe drives: --tier {tier.name} has "
                             "nothing to read")
