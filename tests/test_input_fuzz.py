@@ -6,7 +6,7 @@ import csv
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kvmath.cli.main import main
@@ -33,6 +33,7 @@ KEYS = st.sampled_from(["model", "gpu", "tier", "tokens", "tp", "ep", "batch", "
 
 @given(pairs=st.lists(st.tuples(KEYS, TOML_VALUES), max_size=6, unique_by=lambda p: p[0]),
        command=st.sampled_from(["compare", "reuse", "tiers", "trace"]))
+@example(pairs=[("batch", "1112")], command="compare")  # no TP holds the batch: names --batch
 @FUZZ
 def test_scenario_files(tmp_path_factory, capsys, pairs, command):
     base = {"model": '"llama-3.1-8b"', "gpu": '"h100-sxm"', "tier": '"host-dram"',

@@ -337,7 +337,7 @@
           }
         }
         if ((layout == null)) {
-          throw new R.ScenarioError(`${R.fmt(model.name, "")} does not fit ${R.fmt(TP_CANDIDATES.at((-1)), "")} ${R.fmt(gpu.name, "")} GPUs with ${R.fmt(batch, "")} x ${R.fmt(tokens, ",")} tokens of KV`);
+          throw new R.ScenarioError(`${R.fmt(model.name, "")} does not fit ${R.fmt(TP_CANDIDATES.at((-1)), "")} ${R.fmt(gpu.name, "")} GPUs (the largest TP tried) with --batch ${R.fmt(batch, "")} x --tokens ${R.fmt(tokens, ",")} tokens of KV`);
         }
       }
     }

@@ -480,7 +480,8 @@ def choose_layout(model, gpu, tokens=1, tp=None, ep=None, batch=1, compute_dtype
                     break
             if layout is None:
                 raise ScenarioError(f"{model.name} does not fit {TP_CANDIDATES[-1]} {gpu.name} "
-                                    f"GPUs with {batch} x {tokens:,} tokens of KV")
+                                    f"GPUs (the largest TP tried) with --batch {batch} x "
+                                    f"--tokens {tokens:,} tokens of KV")
     if layout.ep > 1 and ((layout.tp % layout.ep) if layout.ep <= layout.tp
                           else (layout.ep % layout.tp)):
         raise ScenarioError(f"--ep {layout.ep} and --tp {layout.tp}: one must divide the other "
