@@ -543,7 +543,7 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
         cost = C.HitCost(cost.model, cost.gpu, [*specs, spec], cost.tp, cost.gpus,
                          engine=cost.engine)
         pool_Bps = written * block_bytes / max(trace.duration_s, 1.0)  # each block once
-        pool_answer = {"pool": pool.name, "capacity_bytes": spec.capacity_bytes,
+        pool_answer = {"pool": pool.name, "writes": "through", "capacity_bytes": spec.capacity_bytes,
                        **pool_cost(trace, pool, nodes, pool_Bps * pool.replicas),
                        "replicas": pool.replicas, "write_Bps": pool_Bps * pool.replicas,
                        "write_bandwidth_Bps": spec.write_Bps * nodes,

@@ -141,8 +141,10 @@ def _analyse_fleet(args, trace, node, model, tp, pool):
     from kvmath.traces.fleet import fleet, fleet_cost, nodes_needed
     engine, cfg = engine_of(args)
     kw = dict(tp=tp, engine=engine, batch_seqs=args.batch_seqs, batch_context=args.batch_context,
-              dask=args.dask, writes=args.writes, **cache_sizes(args, cfg, node, tp, model))
-    out = fleet(trace, model, node, args.nodes, args.router, pool=pool, **kw)
+              dask=None if args.dask == "none" else args.dask, writes=args.writes,
+              **cache_sizes(args, cfg, node, tp, model))
+    out = fleet(trace, model, node, args.nodes, args.router, pool=pool,
+                pool_writes=args.pool_writes, **kw)
     out["trace"] = args.file
     out.update(window_keys(trace, model), requests=trace.n_requests, model=model.name)
     # what the fleet's nodes cost per million tokens served, at the GPU-hour price (a cloud
@@ -155,7 +157,8 @@ def _analyse_fleet(args, trace, node, model, tp, pool):
             return (fleet_cost(trace, node, n, args.gpu_price)["cost_per_million_tokens_usd"]
                     if n else None)
         need, _ = nodes_needed(trace, model, node, args.router, max_nodes=args.max_nodes,
-                               slo_ttft_p99_s=args.slo_ttft_p99, pool=pool, **kw)
+                               slo_ttft_p99_s=args.slo_ttft_p99, pool=pool,
+                               pool_writes=args.pool_writes, **kw)
         out["nodes_needed"] = need
         out["cost_per_million_tokens_usd_nodes_needed"] = cost(need)
         if pool is not None:  # the same search without the pool, to set against it
@@ -215,8 +218,9 @@ def _fleet_human(r):
             "million tokens" if r["nodes_needed"] else "more than --max-nodes"))
     if "pool" in r:
         p = r["pool"]
-        lines.append(f"pool {p['pool']} ({fmt_bytes(p['capacity_bytes'], 4)}), written through by "
-                     f"the {r['nodes']} nodes: {p['hit_rate']:.1%} of blocks served from it, read "
+        lines.append(f"pool {p['pool']} ({fmt_bytes(p['capacity_bytes'], 4)}), written "
+                     + ("through by the" if p["writes"] == "through" else "back (evictions) by the")
+                     + f" {r['nodes']} nodes: {p['hit_rate']:.1%} of blocks served from it, read "
                      f"{fmt_bytes(p['read_Bps'], 3)}/s, written {fmt_bytes(p['write_Bps'], 3)}/s "
                      f"over {p['replicas']} replica(s); its media "
                      f"${p['pool_cost_per_million_tokens_usd']:.3g} per million tokens at "

@@ -274,8 +274,8 @@ OPTIONS = (
            "reuse reload from it (instead of --tier), tiers puts it below the node's tiers",
            (COMPARE, REUSE, TIERS, FLEET), path=True,
            help_for={FLEET: "a KV store below every node's tiers, shared by the fleet's --nodes "
-                     "and written through: bundled name (pools.csv) or path to a pools CSV row; "
-                     "with --max-nodes the fleet is also sized without it"}),
+                     "and written as --pool-writes says: bundled name (pools.csv) or path to a "
+                     "pools CSV row; with --max-nodes the fleet is also sized without it"}),
     Option("pool-nodes", POSITIVE_INT, "GPU nodes sharing the pool, whose reloads split its "
            "servers' media and NICs (default: --nodes when given, else the pool row's "
            "gpu_nodes)", (COMPARE, REUSE, TIERS),
@@ -283,7 +283,12 @@ OPTIONS = (
     Option("pool-writes", choice("through", "back"), "through: every offload is also written to "
            "the pool, which serves the returns the node's tiers miss (LMCache writes each chunk "
            "to every backend); back: a cache reaches the pool when it ages out of the node's "
-           "tiers (default through)", (TIERS,), default="through", needs="pool"),
+           "tiers (default through)", (TIERS, FLEET), default="through", needs="pool",
+           help_for={FLEET: "through: every request's new blocks are also written to the pool, "
+                     "which serves what a node's own tiers miss (LMCache writes each chunk to "
+                     "every backend); back: a block reaches the pool when its node lets it go "
+                     "(evicted from the node's last tier: HiCache's write_back), so it serves "
+                     "only what the nodes evicted (default through)"}),
     Option("writes", choice("back", "through"), "how the node's offload tiers are written: back "
            "(a block reaches host DRAM when HBM evicts it, the drives when DRAM does: vLLM's "
            "offloading connector, SGLang HiCache's write_back) or through (every new block "
@@ -300,10 +305,11 @@ OPTIONS = (
            "holder has room; kvmath route measures it on a trace) (default kv-aware)",
            (REUSE, TIERS, FLEET), default="kv-aware", needs="nodes",
            help_for={FLEET: "routing policy of the fleet (default kv-aware)"}),
-    Option("dask", TEXT, "replay the nodes on Dask: 'local' (a local cluster of this machine's "
-           "cores) or a scheduler's address such as tcp://host:8786 (refused if it does not "
-           f"answer within {DASK_TIMEOUT_S} s); default: in this process", (FLEET,),
-           metavar="ADDRESS"),
+    Option("dask", TEXT, "where the nodes' replays run: 'local' (a local Dask cluster of this "
+           "machine's cores, the default), a Dask scheduler's address such as tcp://host:8786 "
+           f"(refused if it does not answer within {DASK_TIMEOUT_S} s), or 'none' (threads in "
+           "this process, no Dask: the same answer)", (FLEET,), metavar="ADDRESS",
+           default="local"),
     Option("max-nodes", POSITIVE_INT, "also find the fewest nodes, up to this many, whose every "
            "node's prefill and decode demand fit its GPUs", (FLEET,), metavar="N"),
     Option("slo-ttft-p99", POSITIVE, "with --max-nodes, the fewest nodes must also keep the "

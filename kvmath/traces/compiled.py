@@ -241,9 +241,12 @@ POLICIES = {"lru": 0, "ttl": 1, "selective": 2}
 
 @njit(cache=True, nogil=True)
 def _offer(S, k, b, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses, through, nwr,
-           dropped, filtered, wr):  # pragma: no cover (compiled)
+           dropped, filtered, wr, r, ex_r, ex_h, counters):  # pragma: no cover (compiled)
     """Block b offered to tier k (an eviction from the tier above, or a write-through): the
-    Python replay's offer(), line for line."""
+    Python replay's offer(), line for line. A block that leaves the node (written back:
+    filtered, dropped, or evicted from its last tier; written through: evicted from its last
+    tier) is recorded in ex_r / ex_h (request r, hash) when they have room for it (the caller
+    sizes them: see :func:`_replay`), counters[2] counting them."""
     while k < T:
         e = _find(S, b, k)
         if e >= 0:
@@ -254,9 +257,13 @@ def _offer(S, k, b, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses, th
             u = S[_IVAL][s] if s >= 0 else 0
             if u < min_uses:
                 filtered[k] += 1
+                if not through:  # written through, the tiers above still hold it
+                    _exit(r, b, ex_r, ex_h, counters)
                 return
         if wr[k, w] + size[k] > wbps[k]:
             dropped[k] += 1
+            if not through:
+                _exit(r, b, ex_r, ex_h, counters)
             return
         wr[k, w] += size[k]
         nwr[k] += 1
@@ -277,17 +284,32 @@ def _offer(S, k, b, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses, th
         b = S[_KEY][old]
         _remove(S, old)
         if through:
+            if k == T - 1:  # the last tier, the node's largest, lets it go
+                _exit(r, b, ex_r, ex_h, counters)
             return
         k += 1
+    _exit(r, b, ex_r, ex_h, counters)
+
+
+@njit(cache=True, nogil=True)
+def _exit(r, b, ex_r, ex_h, counters):  # pragma: no cover (compiled)
+    """Record block b leaving the node at request r (when recording: ex_r has room)."""
+    q = counters[2]
+    if q < len(ex_r):
+        ex_r[q] = r
+        ex_h[q] = b
+        counters[2] = q + 1
 
 
 @njit(cache=True, nogil=True)
 def _replay(r0, S, ts, wid, off, hashes, cap, size, wbps, drive, policy, ttl, min_uses,
             through, sh, shared_size, hits, nwr, dropped, filtered, rd, wr, srd, counters,
-            hit_blocks, run_r, run_k, run_a, run_b, need):  # pragma: no cover (compiled)
+            hit_blocks, run_r, run_k, run_a, run_b, ex_r, ex_h, need):  # pragma: no cover
     """Requests r0.. through the tiers; returns the request it stopped before (len(ts) when
-    done; earlier when the store has fewer than ``need`` free entries or the run arrays could
-    fill). counters: [blocks read from the shared store, runs written]."""
+    done; earlier when the store has fewer than ``need`` free entries, or the run or exit
+    arrays could fill). counters: [blocks read from the shared store, runs written, exits
+    recorded]. ex_r / ex_h: the blocks leaving the node (request, hash), recorded when they are
+    not empty: at most one a block the request writes (an eviction chain ends in one exit)."""
     T = len(cap)
     n = len(ts)
     nmax = 0
@@ -300,7 +322,8 @@ def _replay(r0, S, ts, wid, off, hashes, cap, size, wbps, drive, policy, ttl, mi
     for r in range(r0, n):
         o = off[r]
         m = off[r + 1] - o
-        if S[_META][0] < need or counters[1] + m + 2 > len(run_r):
+        if S[_META][0] < need or counters[1] + m + 2 > len(run_r) or (
+                len(ex_r) > 0 and counters[2] + m > len(ex_r)):
             return r
         now = ts[r]
         w = wid[r]
@@ -385,14 +408,16 @@ def _replay(r0, S, ts, wid, off, hashes, cap, size, wbps, drive, policy, ttl, mi
             if through:
                 for k in range(1, T):
                     _offer(S, k, b, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses,
-                           through, nwr, dropped, filtered, wr)
+                           through, nwr, dropped, filtered, wr, r, ex_r, ex_h, counters)
             while S[_CNT][0] > cap[0]:
                 old = _pop_head(S, 0)
                 ob = S[_KEY][old]
                 _remove(S, old)
                 if not through:
                     _offer(S, 1, ob, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses,
-                           through, nwr, dropped, filtered, wr)
+                           through, nwr, dropped, filtered, wr, r, ex_r, ex_h, counters)
+                elif T == 1:  # no tier below HBM: it leaves the node
+                    _exit(r, ob, ex_r, ex_h, counters)
     return n
 
 
@@ -408,13 +433,20 @@ def windows_of(timestamp_s):
     return wid, int(wid[-1]) + 1 if len(wid) else 0
 
 
+#: blocks leaving a node held before they are handed on (16 bytes each)
+EXIT_BUFFER = 1 << 18
+
+
 def replay_arrays(timestamp_s, n_blocks, hashes, cap, size, wbps, drive, policy, ttl,
-                  min_uses, through, shared_hits=None, shared_size=0.0):
+                  min_uses, through, shared_hits=None, shared_size=0.0, exits=None):
     """Run the compiled replay over requests (arrival times, block counts, their hashes head
     first, flat) through tiers (capacity in blocks, block bytes, write bandwidth B/s, drive or
     not). Returns a dict of arrays: per tier hits, writes, dropped, filtered and the bytes of
     each 1-s window with requests (``rd``, ``wr``: [tier, window]); ``srd`` the shared store's
-    reads per window; per request ``hit_blocks``; the hit runs (``runs``: r, k, a, b)."""
+    reads per window; per request ``hit_blocks``; the hit runs (``runs``: r, k, a, b).
+    exits: called with (request indices, hashes) of the blocks leaving the node (evicted from
+    its last tier, or refused by a tier below the first), in order, a bounded buffer at a
+    time (the arrays are reused after the call returns)."""
     n = len(timestamp_s)
     T = len(cap)
     off = np.zeros(n + 1, np.int64)
@@ -430,7 +462,9 @@ def replay_arrays(timestamp_s, n_blocks, hashes, cap, size, wbps, drive, policy,
     hits = np.zeros(T, np.int64)
     nwr, dropped, filtered = np.zeros(T, np.int64), np.zeros(T, np.int64), np.zeros(T, np.int64)
     rd, wr, srd = np.zeros((T, W)), np.zeros((T, W)), np.zeros(W)
-    counters = np.zeros(2, np.int64)
+    counters = np.zeros(3, np.int64)
+    ex_n = max(EXIT_BUFFER, nmax + 1) if exits is not None else 0
+    ex_r, ex_h = np.empty(ex_n, np.int64), np.empty(ex_n, np.uint64)
     hit_blocks = np.zeros(n, np.int64)
     runs = [np.empty(max(2 * n, 16), np.int64) for _ in range(4)]
     sh = (np.empty(0, np.int64) if shared_hits is None
@@ -441,7 +475,10 @@ def replay_arrays(timestamp_s, n_blocks, hashes, cap, size, wbps, drive, policy,
                     np.asarray(size, np.float64), np.asarray(wbps, np.float64),
                     np.asarray(drive, np.bool_), p, float(ttl or 0.0), int(min_uses),
                     bool(through), sh, float(shared_size), hits, nwr, dropped, filtered, rd, wr,
-                    srd, counters, hit_blocks, *runs, need)
+                    srd, counters, hit_blocks, *runs, ex_r, ex_h, need)
+        if exits is not None and counters[2]:
+            exits(ex_r[:counters[2]], ex_h[:counters[2]])
+            counters[2] = 0
         if r >= n:
             break
         store.ensure(need)
@@ -546,6 +583,70 @@ class SharedLRU:
         while r < n:
             self.store.ensure(need)
             r = _shared_lru(r, self.store.S, self.cap, off, hashes, hits, self.counters, need)
+        return hits
+
+
+# ------------------------------------------------------------------ a shared write-back LRU
+@njit(cache=True, nogil=True)
+def _back_lru(r0, S, cap, off, hashes, node_hit, node_of, n_exits, seg, cursor, hits, counters,
+              need):  # pragma: no cover (compiled)
+    """Requests r0.. (offsets local to the hashes given) against one LRU that the nodes' evicted
+    blocks are written to: each request first reads from it the blocks beyond its node's own
+    hit (node_hit) that it holds, in order, touching them (hits: its node's and the store's
+    leading blocks together), then the n_exits[r] blocks its node evicted while serving it
+    (seg from cursor[node_of[r]] on) are written, an existing one only refreshed;
+    counters[0]: blocks written (absent when offered)."""
+    n = len(off) - 1
+    for r in range(r0, n):
+        if S[_META][0] < need:
+            return r
+        o = off[r]
+        m = off[r + 1] - o
+        h = node_hit[r]
+        while h < m:
+            e = _find(S, hashes[o + h], 0)
+            if e < 0:
+                break
+            _touch(S, e)
+            h += 1
+        hits[r] = h
+        nd = node_of[r]
+        c = cursor[nd]
+        for i in range(n_exits[r]):
+            b = seg[c + i]
+            e = _find(S, b, 0)
+            if e >= 0:
+                _touch(S, e)
+                continue
+            e = _add(S, b, 0)
+            _link_tail(S, e)
+            counters[0] += 1
+            if S[_CNT][0] > cap:
+                old = _pop_head(S, 0)
+                _remove(S, old)
+        cursor[nd] = c + n_exits[r]
+    return n
+
+
+class BackLRU(SharedLRU):
+    """A write-back LRU of ``capacity`` blocks that the fleet shares (a pool the nodes write
+    their evicted blocks to), fed a chunk of requests at a time."""
+
+    def feed_back(self, n_blocks, hashes, node_hit, node_of, n_exits, seg, starts):
+        """Leading blocks of each request its node and the store hold (int64), the requests in
+        order; seg: the exits of the chunk's requests, each node's together from starts[node]."""
+        n = len(n_blocks)
+        off = np.zeros(n + 1, np.int64)
+        np.cumsum(n_blocks, out=off[1:])
+        hits = np.zeros(n, np.int64)
+        need = int(np.max(n_exits)) + 1 if n else 1
+        cursor = np.asarray(starts, np.int64).copy()
+        r = 0
+        while r < n:
+            self.store.ensure(need)
+            r = _back_lru(r, self.store.S, self.cap, off, hashes,
+                          np.asarray(node_hit, np.int64), np.asarray(node_of, np.int64),
+                          np.asarray(n_exits, np.int64), seg, cursor, hits, self.counters, need)
         return hits
 
 

@@ -3,10 +3,11 @@ then each node replays its own requests through its own tiers (:func:`kvmath.tra
 priced by :class:`~kvmath.traces.replay.HitCost`): per node its hits, traffic, wear and prefill
 demand against its GPUs. After routing the nodes' replays are independent.
 
-The nodes' replays run in this process on a thread per core (the compiled kernels release the
-GIL), or on Dask (``dask="local"``: a local cluster, one worker of a thread per core in this
-process; or the address of a running scheduler, given up on after :data:`DASK_TIMEOUT_S`),
-with the same results. A trace streamed from disk (:class:`~kvmath.traces.readers.TraceFile`)
+The nodes' replays run on Dask (``dask="local"``, the command's default: a local cluster, one
+worker of a thread per core in this process, started once per process; or the address of a
+running scheduler, given up on after :data:`DASK_TIMEOUT_S`), or in this process on a thread
+per core (``dask=None``, the function's default; the compiled kernels release the GIL), with
+the same results. A trace streamed from disk (:class:`~kvmath.traces.readers.TraceFile`)
 is read in order, a chunk at a time: routing writes each node's blocks to a file of its own,
 and each node's replay reads only its own, so memory holds the per-request columns, the
 routers' and one replay per thread's caches, not the trace's blocks.
@@ -22,11 +23,16 @@ replicas, each serving one prefill at a time) plus its own prefill and reloads, 
 share of the GPUs decode leaves (ASSUMED: prefill runs in the time decode steps leave free). Not
 counted (stated in every answer): the engine's batching of several prefills into one step.
 
-A pool (``pool=``) sits below every node's tiers, shared by the fleet and written through: every
-request's new blocks are written to it, so its contents are an LRU over the whole trace, and
-each request's leading blocks in it come from the whole trace's stack distances
-(:func:`kvmath.traces.replay.shared_prefix_hits`) before the nodes' replays; each node then
-reads from it what its own tiers miss, over its share of the pool's servers and NICs.
+A pool (``pool=``) sits below every node's tiers, shared by the fleet. Written through (the
+default), every request's new blocks are written to it, so its contents are an LRU over the
+whole trace, and each request's leading blocks in it come from the whole trace's stack
+distances (:func:`kvmath.traces.replay.shared_prefix_hits`) before the nodes' replays. Written
+back (``pool_writes="back"``), it takes the blocks the nodes let go: a first pass over the
+nodes records, per request, the blocks leaving each node's last tier (a node's tiers hold the
+same blocks whatever the pool serves), and the pool's LRU replays the whole trace in arrival
+order, each request reading what its node lacks, then taking its node's evictions
+(:func:`pool_write_back`). Either way each node then reads from it what its own tiers miss,
+over its share of the pool's servers and NICs.
 """
 from __future__ import annotations
 
@@ -106,19 +112,89 @@ def node_decode(trace, model, node, tp, engine=None, batch_seqs=None):
     return {**out, "batch_seqs_per_node": seqs}
 
 
-def pool_setup(trace, model, node, nodes, pool, tp, block_bytes, engine=None):
-    """(TierSpec, leading blocks of each request it holds, blocks written to it) of ``pool``
-    shared by the fleet's ``nodes`` GPU nodes, written through (every request's blocks, new ones
-    only): its whole capacity (:meth:`~kvmath.tables.rows.Pool.capacity`), read by each node
-    over its share of the pool's servers and NICs (:func:`~kvmath.tables.rows.pool_tier`)."""
+def pool_spec(node, nodes, pool):
+    """The TierSpec of ``pool`` shared by the fleet's ``nodes`` GPU nodes: its whole capacity
+    (:meth:`~kvmath.tables.rows.Pool.capacity`), read by each node over its share of the pool's
+    servers and NICs (:func:`~kvmath.tables.rows.pool_tier`)."""
     from kvmath.evaluate.compare import path_values
     from kvmath.tables.rows import bundled, pool_tier
     gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)
     path = pool_tier(pool, nodes)
     bw = path_values(path, gpu, node.gpus)[0] * node.gpus
-    spec = C.TierSpec(f"pool:{pool.name}", pool.capacity(nodes), bw, bw / pool.replicas, path)
+    return C.TierSpec(f"pool:{pool.name}", pool.capacity(nodes), bw, bw / pool.replicas, path)
+
+
+def pool_setup(trace, model, node, nodes, pool, tp, block_bytes, engine=None):
+    """(TierSpec, leading blocks of each request it holds, blocks written to it) of ``pool``
+    shared by the fleet's ``nodes`` GPU nodes, written through (every request's blocks, new ones
+    only: :func:`kvmath.traces.replay.shared_prefix_hits`)."""
+    spec = pool_spec(node, nodes, pool)
     hits, written = C.shared_prefix_hits(trace, int(spec.capacity_bytes // block_bytes))
     return spec, hits, written
+
+
+def node_exits(n, sub, specs, block_bytes, writes, path=None):
+    """Node n's first pass below a write-back pool: its own tiers' hit of each request
+    (``hit_blocks``) and the blocks that leave them while it serves each (``n_exits``), their
+    hashes appended to the file ``path`` in order (or returned, ``exit_hashes``, when path is
+    None: a worker that may not see this machine's files). The node's tiers hold the same
+    blocks whatever the pool serves (every request's blocks end in HBM either way), so this
+    pass and the priced one agree on them."""
+    if hasattr(sub, "loaded"):
+        sub = sub.loaded()
+    counts = np.zeros(sub.n_requests, np.int64)
+    parts = []
+    fh = open(path, "wb") if path else None
+
+    def sink(r, h):
+        counts[:] += np.bincount(r, minlength=len(counts))
+        if fh is not None:
+            h.tofile(fh)
+        else:
+            parts.append(h.copy())
+    try:
+        hit = (C.replay(sub, specs, block_bytes, writes=writes, exits=sink)["hit_blocks"]
+               if sub.n_requests else np.zeros(0, np.int64))
+    finally:
+        if fh is not None:
+            fh.close()
+    return {"node": n, "hit_blocks": hit, "n_exits": counts,
+            "exit_hashes": None if path else (np.concatenate(parts) if parts
+                                              else np.zeros(0, np.uint64))}
+
+
+def pool_write_back(trace, where, first, paths, capacity_blocks):
+    """(leading blocks of each request its node and the pool hold, blocks written to the pool)
+    of a pool of ``capacity_blocks`` that the nodes write their evicted blocks to (written
+    back: Mooncake Store's and LMCache's remote backends under HiCache's write_back, a block
+    reaching the pool when its node lets it go), over the whole trace in arrival order: each
+    request reads what its node lacks from the pool, then the blocks its node evicted while
+    serving it are written (:class:`kvmath.traces.compiled.BackLRU`). first: each node's
+    :func:`node_exits`, in node order, their hashes in the files ``paths``; read a chunk of
+    requests at a time, so memory holds the per-request columns and the pool's blocks."""
+    from kvmath.traces.compiled import BackLRU
+    n, nodes = trace.n_requests, len(first)
+    node_hit, n_exits = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for k, x in enumerate(first):
+        mine = np.flatnonzero(where == k)
+        node_hit[mine], n_exits[mine] = x["hit_blocks"], x["n_exits"]
+    lru = BackLRU(capacity_blocks)
+    handles = [open(p, "rb") for p in paths]
+    try:
+        hits = []
+        for a, b, h in T.block_chunks(trace):
+            w, ne = where[a:b].astype(np.int64), n_exits[a:b]
+            counts = np.zeros(nodes, np.int64)
+            np.add.at(counts, w, ne)
+            seg = np.concatenate([np.fromfile(handles[k], dtype=np.uint64, count=int(c))
+                                  for k, c in enumerate(counts.tolist())]
+                                 or [np.zeros(0, np.uint64)])
+            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            hits.append(lru.feed_back(trace.n_blocks[a:b], h, node_hit[a:b], w, ne, seg, starts))
+    finally:
+        for fh in handles:
+            fh.close()
+    return np.concatenate(hits or [np.zeros(0, np.int64)]), lru.written
 
 
 def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus, replicas,
@@ -156,6 +232,17 @@ def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus, replicas,
                           if "drive_writes_per_day" in t else {})} for t in rep["tiers"]]}
 
 
+#: the local Dask cluster's client, started on first use and closed as the process ends
+_LOCAL = None
+
+
+def _close_local():
+    global _LOCAL
+    if _LOCAL is not None:
+        cluster, _LOCAL = _LOCAL.cluster, None
+        cluster.close()
+
+
 def _dask_client(dask):
     """A Dask client: a local cluster (``"local"``: one worker in this process with a thread per
     core, so the replays share this process's memory and run in parallel, the compiled kernels
@@ -167,10 +254,18 @@ def _dask_client(dask):
         from distributed import Client, LocalCluster
     except ImportError:  # pragma: no cover - pinned in requirements.txt
         raise ScenarioError("--dask needs the distributed package (pip install distributed)")
-    if dask == "local":
-        return Client(LocalCluster(processes=False, n_workers=1,
-                                   threads_per_worker=os.cpu_count() or 1,
-                                   dashboard_address=None))
+    if dask == "local":  # one for the process: a fleet search replays many fleets
+        global _LOCAL
+        if _LOCAL is None or _LOCAL.status != "running":
+            import atexit
+            import logging
+            # its scheduler's notes (a worker leaving as the process ends) are not the answer's
+            logging.getLogger("distributed").setLevel(logging.ERROR)
+            _LOCAL = Client(LocalCluster(processes=False, n_workers=1,
+                                         threads_per_worker=os.cpu_count() or 1,
+                                         dashboard_address=None))
+            atexit.register(_close_local)
+        return _LOCAL
     try:
         client = Client(dask, timeout=f"{DASK_TIMEOUT_S}s")
     except (OSError, TimeoutError, ValueError) as exc:
@@ -229,12 +324,31 @@ def _node_requests(trace, where, n, blocks):
                       hashes=blocks.of(n), block_tokens=trace.block_tokens)
 
 
-def _run_jobs(jobs, dask):
-    """replay_node over the jobs (made lazily: a job's arrays exist while it is queued or
+def _pool_back(trace, where, by_node, specs, block_bytes, writes, nodes, capacity, dask):
+    """A write-back pool's hits and writes: each node's first pass (:func:`node_exits`, run as
+    the replays are), its evicted blocks in a file per node in a temporary directory (16 bytes
+    a block in flight at most; 8 a block on disk), then :func:`pool_write_back`."""
+    import os
+    import tempfile
+    remote = dask not in (None, "local")  # its workers may not see this machine's files
+    with tempfile.TemporaryDirectory(prefix="kvmath-exits-") as tmp:
+        paths = [os.path.join(tmp, f"exits-{n}.u64") for n in range(nodes)]
+        jobs = ((n, _node_requests(trace, where, n, by_node), specs, block_bytes, writes,
+                 None if remote else paths[n]) for n in range(nodes))
+        first = _run_jobs(jobs, dask, node_exits)
+        for n, x in enumerate(first):
+            if x["exit_hashes"] is not None:
+                x["exit_hashes"].tofile(paths[n])
+        return pool_write_back(trace, where, first, paths, capacity)
+
+
+def _run_jobs(jobs, dask, fn=None):
+    """``fn`` (default :func:`replay_node`) over the jobs (made lazily: a job's arrays exist while it is queued or
     running): in this process on a thread per core, or on Dask, at most one job more than the
     workers' threads in flight; answers in node order. On a scheduler given by address each job
     carries its node's hashes (its workers may not see this machine's files)."""
     import os
+    fn = fn or replay_node
     if dask is None:
         from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
         threads, out, running = os.cpu_count() or 1, {}, set()
@@ -243,7 +357,7 @@ def _run_jobs(jobs, dask):
                 if len(running) >= threads:
                     done, running = wait(running, return_when=FIRST_COMPLETED)
                     out.update((x["node"], x) for x in (d.result() for d in done))
-                running.add(pool.submit(replay_node, *job))
+                running.add(pool.submit(fn, *job))
             out.update((x["node"], x) for x in (d.result() for d in running))
         return [out[n] for n in sorted(out)]
     from distributed import as_completed
@@ -252,7 +366,7 @@ def _run_jobs(jobs, dask):
         local = dask == "local"  # a worker in this process reads each node's file itself
 
         def submit(job):
-            return client.submit(replay_node, job[0], job[1] if local else job[1].loaded(),
+            return client.submit(fn, job[0], job[1] if local else job[1].loaded(),
                                  *job[2:], pure=False)
         threads = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values())
         window, out, it = max(threads + 1, 2), {}, iter(jobs)
@@ -263,24 +377,26 @@ def _run_jobs(jobs, dask):
                 break
         for done in running:
             x = done.result()
+            done.release()  # its result is ours now: the worker need not keep it
             out[x["node"]] = x
             job = next(it, None)
             if job is not None:
                 running.add(submit(job))
         return [out[n] for n in sorted(out)]
     finally:
-        client.close()
-        if dask == "local":
-            client.cluster.close()
+        if dask != "local":  # the local cluster stays for the process's next fleet
+            client.close()
 
 
 def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=None,
           batch_context=None, seed=0, setup=None, dask=None, pool=None, writes="back",
-          **cache_kw):
+          pool_writes="through", **cache_kw):
     """Route ``trace`` over ``nodes`` copies of ``node`` and replay each (here, a thread per
     core, or on Dask: a local cluster or a scheduler's address); a JSON-ready dict. pool: a
-    :class:`~kvmath.tables.rows.Pool` below every node's tiers, shared by the fleet and written
-    through (a pool of the nodes' own DRAM takes its share of each node's host DRAM).
+    :class:`~kvmath.tables.rows.Pool` below every node's tiers, shared by the fleet (a pool of
+    the nodes' own DRAM takes its share of each node's host DRAM), written through (every
+    request's new blocks) or back (``pool_writes="back"``: the blocks the nodes evict, found
+    by a first pass over the nodes, :func:`pool_write_back`).
 
     ``trace``: a :class:`~kvmath.traces.readers.Trace`, or a
     :class:`~kvmath.traces.readers.TraceFile` whose blocks stay on disk: one pass routes it
@@ -303,11 +419,19 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
     decode = node_decode(trace, model, node, tp, engine, batch_seqs)
     shared = pool_answer = None
     if pool is not None:
-        spec, hits, written = pool_setup(trace, model, node, nodes, pool, tp, block_bytes, engine)
+        if pool_writes not in ("through", "back"):
+            raise ValueError(f"unknown pool write mode {pool_writes!r}; expected through or back")
+        spec = pool_spec(node, nodes, pool)
+        if pool_writes == "through":
+            hits, written = C.shared_prefix_hits(trace, int(spec.capacity_bytes // block_bytes))
+        else:
+            hits, written = _pool_back(trace, where, by_node, specs, block_bytes, writes, nodes,
+                                       int(spec.capacity_bytes // block_bytes), dask)
         cost = C.HitCost(cost.model, cost.gpu, [*specs, spec], cost.tp, cost.gpus,
                          engine=cost.engine)
         pool_Bps = written * block_bytes / max(trace.duration_s, 1.0)  # each block once
-        pool_answer = {"pool": pool.name, "capacity_bytes": spec.capacity_bytes,
+        pool_answer = {"pool": pool.name, "writes": pool_writes,
+                       "capacity_bytes": spec.capacity_bytes,
                        **pool_cost(trace, pool, nodes, pool_Bps * pool.replicas),
                        "replicas": pool.replicas, "write_Bps": pool_Bps * pool.replicas,
                        "write_bandwidth_Bps": spec.write_Bps * nodes,
@@ -405,7 +529,7 @@ def nodes_needed(trace, model, node, router, max_nodes=64, slo_ttft_p99_s=None, 
     plain = ("tp", "engine", "batch_seqs", "batch_context")
     setup = node_setup(trace, model, node, *(kw.get(k) for k in plain),
                        **{k: v for k, v in kw.items()
-                          if k not in (*plain, "seed", "dask", "writes")})
+                          if k not in (*plain, "seed", "dask", "writes", "pool_writes")})
     tried = {}
 
     def ok(n):

@@ -240,7 +240,7 @@ WRITE_MODES = ("back", "through")
 
 
 def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=2, cost=None,
-           service=False, shared=None, writes="back"):
+           service=False, shared=None, writes="back", exits=None):
     """Replay a trace through a list of tiers (fastest first; the first is HBM).
 
     Every request's blocks end in the first tier; a block evicted from tier k is written to
@@ -258,6 +258,10 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
     over the whole fleet's trace); a request reads from it the blocks beyond its node's own hit.
     Its row reports its reads; its contents and writes are the fleet's, not the node's. The
     cost model must price ``tiers`` then its spec.
+    exits: called with (request indices, hashes) of the blocks leaving the node, a bounded
+    buffer at a time (:func:`kvmath.traces.compiled.replay_arrays`): what a write-back pool
+    below the node takes; the answer then also holds each request's own ``hit_blocks``. A block
+    the ``ttl`` policy lets expire is deleted, not handed on.
 
     The replay is compiled (:func:`kvmath.traces.compiled.replay_arrays`): the trace's
     per-request arrays and its block hashes (8 bytes an access), beside the tiers' contents
@@ -283,7 +287,7 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
                         [t.write_Bps for t in tiers], [bool(t.drive_bytes) for t in tiers],
                         policy, ttl_s if policy == "ttl" else None, min_uses, writes == "through",
                         None if shared is None else shared[1],
-                        shared_size if shared is not None else 0.0)
+                        shared_size if shared is not None else 0.0, exits=exits)
     total_blocks = int(np.sum(trace.n_blocks))
     duration = max(trace.duration_s, 1.0)
     out_tiers = []
@@ -324,6 +328,8 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
               "block_hit_rate": float(out["hit_blocks"].sum() / max(total_blocks, 1)),
               "token_hit_rate": float(hit_tokens.sum() / trace.prompt_tokens.sum()),
               "tiers": out_tiers}
+    if exits is not None:
+        result["hit_blocks"] = out["hit_blocks"]
     if cost is not None:
         result.update(cost.price(trace, out["runs"], duration, service=service))
     return result
