@@ -32,7 +32,7 @@ from kvmath.evaluate.serving import busy, overlap, split
 from kvmath.evaluate.validation import MARGIN_FACTOR, measurements, table as validation_table
 from kvmath.scenario.options import DEFAULT_PAUSE
 from kvmath.traces import readers as trace_readers, replay as trace_replay
-from kvmath.traces.readers import batch_context_of
+from kvmath.traces.statistics import batch_context_of
 from kvmath.traces.fleet import fleet, fleet_cost, nodes_needed
 from kvmath.traces.generate import agent_parameters, agent_trace
 from kvmath.traces.plan_vs_replay import max_abs, plan_vs_replay, trace_pause

@@ -18,7 +18,8 @@ import math
 
 import numpy as np
 
-from kvmath.traces.readers import MOONCAKE_BLOCK_TOKENS, Trace
+from kvmath.traces.formats.mooncake import MOONCAKE_BLOCK_TOKENS
+from kvmath.traces.trace import Trace
 
 #: the plan_defaults.csv rows the generator reads, without their ``agent_`` prefix
 PARAMETERS = ("sessions_per_s", "duration_s", "turns_mean", "system_tokens",
@@ -40,7 +41,7 @@ def agent_parameters(**overrides):
 
 
 def agent_trace(block_tokens=MOONCAKE_BLOCK_TOKENS, **overrides):
-    """The agent-like trace (a :class:`~kvmath.traces.readers.Trace` named ``agent``), requests in
+    """The agent-like trace (a :class:`~kvmath.traces.trace.Trace` named ``agent``), requests in
     order of arrival."""
     p = agent_parameters(**overrides)
     rng = np.random.default_rng(int(p["seed"]))

@@ -1,4 +1,4 @@
-"""A fast path for reading large JSONL traces (:func:`kvmath.traces.readers.stream`): the file is
+"""A fast path for reading large JSONL traces (:func:`kvmath.traces.reading.stream`): the file is
 decompressed a few megabytes at a time and each line parsed by a compiled loop, which takes only
 a narrow, canonical form of the formats' records (one object per line; only the format's fields,
 each once; integers without sign, fraction or exponent; hashes as arrays of such integers,
@@ -8,9 +8,9 @@ DuckDB's parser gives it: see :func:`_number`).
 Anything else, a file that
 is not canonical, a problem any check finds (a count of hashes that does not fit the prompt, a
 repeated hash, a timestamp going backwards, a truncated gzip file, a line longer than
-:data:`~kvmath.traces.readers.MAX_LINE_BYTES`) or a file without requests,
+:data:`~kvmath.traces.checking.MAX_LINE_BYTES`) or a file without requests,
 makes it give up (``None``): the caller then reads the file with DuckDB (:class:`~kvmath.traces.
-readers._Parsed`), whose checks name the file, line and field. So the fast path never accepts a
+reading._Parsed`), whose checks name the file, line and field. So the fast path never accepts a
 file the DuckDB reader would refuse, and gives the values it would give.
 
 Why: DuckDB's strict reading of JSONL (the records read as objects, each field's JSON type
@@ -279,14 +279,21 @@ def _parse(buf, start, end, final, maxline, keys, klen, kinds, required, column,
     return end, 0
 
 
-#: (field, kind, required, integer column) of each format, in the readers' _FORMATS order
-FIELDS = {
-    "mooncake": (("timestamp", NUMBER, True, -1), ("input_length", INTEGER, True, 0),
-                 ("output_length", INTEGER, True, 1), ("hash_ids", HASHES, True, -1)),
-    "generic": (("timestamp_s", NUMBER, True, -1), ("prompt_tokens", INTEGER, True, 0),
-                ("block_hashes", HASHES, True, -1), ("block_tokens", INTEGER, True, 1),
-                ("output_tokens", INTEGER, False, 2)),
-}
+_KINDS = {"number": NUMBER, "integer": INTEGER, "hashes": HASHES}
+
+
+def fields(fmt):
+    """(field, kind, required, integer column) of each field a format
+    (:class:`~kvmath.traces.formats.format.Format`) names, required first, as the format
+    declares them: its integer fields are columns 0, 1, ... in that order."""
+    out, column = [], 0
+    for name in fmt.names:
+        kind = _KINDS[{**fmt.fields, **fmt.optional}[name][1]]
+        out.append((name, kind, name in fmt.fields, column if kind == INTEGER else -1))
+        column += kind == INTEGER
+    return tuple(out)
+
+
 #: decompressed bytes parsed at once (the chunks the caller hands :func:`read`)
 CHUNK_BYTES = 16 << 20
 
@@ -298,13 +305,15 @@ class GiveUp(Exception):
 
 def read(chunks, fmt, sink, max_line):
     """Per-request columns {ts_s, prompt, output, n_blocks, block_tokens} (int32 where they fit)
-    of a JSONL trace in canonical form, from its bytes ``chunks`` (an iterable of the file's
+    of a JSONL trace of a format (:class:`~kvmath.traces.formats.format.Format`) in canonical
+    form, from its bytes ``chunks`` (an iterable of the file's
     data, decompressed, a bounded chunk at a time; it may raise :class:`GiveUp`), its hashes
     handed a chunk of requests at a time, in order, to ``sink(hashes, n_blocks)`` (the caller
     writes them to a file, or keeps a sample); or None (not canonical, a line longer than
     ``max_line`` bytes, or a check failed: the caller drops what the sink was given and reads
     the file with DuckDB)."""
-    spec = FIELDS[fmt]
+    spec = fields(fmt)
+    col = {name: c for name, _, _, c in spec}
     K = len(spec)
     width = max(len(name) for name, *_ in spec)
     keys = np.zeros((K, width), np.uint8)
@@ -339,12 +348,17 @@ def read(chunks, fmt, sink, max_line):
                 return None
             n, nh = int(counts[0]), int(counts[1])
             ts, nb, h = nums[:n], nblk[:n], hashes[:nh]
-            if fmt == "mooncake":
-                ts = ts / 1000.0
-                prompt, output, bt = ints[:n, 0], ints[:n, 1], np.full(n, 512, np.int64)
+            if fmt.timestamp_per_s != 1:
+                ts = ts / fmt.timestamp_per_s
+            prompt = ints[:n, col[fmt.prompt]]
+            bt = (np.full(n, fmt.block_tokens, np.int64) if isinstance(fmt.block_tokens, int)
+                  else ints[:n, col[fmt.block_tokens]])
+            if fmt.output is None:
+                output = np.zeros(n, np.int64)
+            elif fmt.output in fmt.optional:
+                output = np.maximum(ints[:n, col[fmt.output]], 0)  # absent or null: none
             else:
-                prompt, bt = ints[:n, 0], ints[:n, 1]
-                output = np.maximum(ints[:n, 2], 0)  # absent or null: none
+                output = ints[:n, col[fmt.output]]
             if n:
                 if bt_seen is None:
                     bt_seen = int(bt[0])

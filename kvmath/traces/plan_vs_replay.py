@@ -4,7 +4,7 @@ real trace (:func:`kvmath.traces.replay.replay`) on the same node: one error per
 Both sides share the node's capacities and bandwidths (:func:`kvmath.evaluate.reuse.node_capacities`).
 The plan is fed what the trace measures: the resume rate (continuation requests per second),
 the pause distribution and return probability fitted to the trace's pauses
-(:func:`kvmath.traces.readers.fit_lognormal`), and the size of a resumed cache (mean tokens a
+(:func:`kvmath.traces.statistics.fit_lognormal`), and the size of a resumed cache (mean tokens a
 continuation hits). Per tier it predicts:
 
 * **hit share**: prompt tokens served from the tier per prompt token of the trace
@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from kvmath.traces import replay as C
-from kvmath.traces import readers as T
+from kvmath.traces import reading, statistics as S
 from kvmath.evaluate.compare import node_tp
 from kvmath.evaluate.reuse import tier_plan
 from kvmath.tables.rows import Pause, bundled
@@ -48,19 +48,19 @@ def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_cont
     also priced its hits), used instead of replaying again; ValueError unless it ran on this
     plan's tiers, block size and policy.
     """
-    trace = trace or T.load(trace_name)
-    stats = T.reuse_stats(trace)
-    fit = T.fit_lognormal(stats["pauses"])
+    trace = trace or reading.load(trace_name)
+    stats = S.reuse_stats(trace)
+    fit = S.fit_lognormal(stats["pauses"])
     pause = trace_pause(trace, stats, fit)
     duration = max(trace.duration_s, 1.0)
     n_cont = stats["requests_continuation"] * trace.n_requests
     resume_rate = n_cont / duration
     tokens = int(round(stats["hit_tokens_continuation"] * stats["prompt_tokens"] / n_cont))
-    batch_context = batch_context or T.batch_context_of(trace, model)
+    batch_context = batch_context or S.batch_context_of(trace, model)
     tp = tp or node_tp(model, node.gpus)
     plan = tier_plan(node, model, tokens, resume_rate, pause, tp=tp, batch_seqs=batch_seqs,
                      batch_context=batch_context, find_limit=False,
-                     turn_new_tokens=turn_new_tokens or T.turn_new_tokens(trace),
+                     turn_new_tokens=turn_new_tokens or S.turn_new_tokens(trace),
                      writes=writes)
     specs = C.node_tiers(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context)
     gpu = bundled().gpus[node.gpu]

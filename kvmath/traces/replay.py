@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvmath.traces.readers import Trace, block_chunks, block_ids
+from kvmath.traces.trace import Trace, block_chunks, block_ids
 
 
 # ------------------------------------------------------------------ stack distances
@@ -104,7 +104,7 @@ class Curve:
 def lru_curve(trace: Trace, distances=None):
     """The exact LRU hit-rate curve at every capacity (steps at each distinct prefix distance).
 
-    On a stratified SHARDS sample (see :func:`kvmath.traces.readers.shards_keep`) each access counts
+    On a stratified SHARDS sample (see :func:`kvmath.traces.sampling.shards_keep`) each access counts
     by its weight, and SHARDS_adj (Waldspurger et al., FAST'15, sec. 4.2) is applied to the
     hash-sampled stratum: its totals are known exactly, and the difference between them and
     the weighted sample is credited to the smallest distance (hot blocks).

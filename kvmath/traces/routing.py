@@ -8,7 +8,7 @@ its prefix. :func:`route` replays a trace through N nodes, each caching KV block
 - ``random``: a node drawn uniformly (seeded), as gateways' random policy;
 - ``round-robin``: request i to node i mod N;
 - ``affinity``: session stickiness. The traces carry no session id, so a request continues the
-  session of its previous turn (:func:`kvmath.traces.readers.continuations`: the latest earlier
+  session of its previous turn (:func:`kvmath.traces.statistics.continuations`: the latest earlier
   request whose whole prompt it repeats) and goes to that turn's node; any other request opens
   a new session, placed on the least-loaded node;
 - ``kv-aware``: the node of least cost, cost = ``overlap_weight`` x the blocks it would have
@@ -52,13 +52,13 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
     ``assignment`` (the node of each request, an int32 array) when asked for.
 
     Compiled (:class:`kvmath.traces.compiled.Router`), the trace read a chunk of requests at a
-    time (:func:`kvmath.traces.readers.block_chunks`); memory: the nodes' LRUs (bounded by their
+    time (:func:`kvmath.traces.trace.block_chunks`); memory: the nodes' LRUs (bounded by their
     capacity) and a few per-request arrays. parent: the previous turns
-    (:func:`~kvmath.traces.readers.continuations`), computed first when not given.
+    (:func:`~kvmath.traces.statistics.continuations`), computed first when not given.
     spill: called with (first request, end request, hashes, nodes of those requests) after each
     chunk is routed (the fleet sorts the blocks by node there)."""
     from kvmath.traces.compiled import Router
-    from kvmath.traces.readers import block_chunks
+    from kvmath.traces.trace import block_chunks
     if router not in ROUTERS:
         raise ScenarioError(f"unknown router {router!r}; expected one of {', '.join(ROUTERS)}")
     if nodes < 1:
@@ -66,7 +66,7 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
     if trace.sample_rate < 1:
         raise ScenarioError("routing needs the whole trace, not a SHARDS sample")
     if parent is None:  # a pass of its own: its map is gone before the nodes' LRUs are made
-        from kvmath.traces.readers import continuations
+        from kvmath.traces.statistics import continuations
         parent = continuations(trace)
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, nodes, size=trace.n_requests) if router == "random" else None
