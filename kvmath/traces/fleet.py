@@ -318,7 +318,7 @@ class NodeBlocks:
 
 def _node_requests(trace, where, n, blocks):
     keep = where == n
-    return T.Requests(name=f"{trace.name}[node {n}]", timestamp_s=trace.timestamp_s[keep],
+    return T.NodeRequests(name=f"{trace.name}[node {n}]", timestamp_s=trace.timestamp_s[keep],
                       prompt_tokens=trace.prompt_tokens[keep],
                       output_tokens=trace.output_tokens[keep], n_blocks=trace.n_blocks[keep],
                       hashes=blocks.of(n), block_tokens=trace.block_tokens)

@@ -39,7 +39,3 @@ from kvmath.traces.statistics import (PAUSE_ROW_FIELDS, QUANTILES,  # noqa: F401
 from kvmath.traces.trace import (CHUNK_REQUESTS, NodeRequests, RequestColumns,  # noqa: F401
                                  Trace, TraceError, TraceFile, block_chunks, block_ids,
                                  from_requests)
-
-#: the name kvmath.traces.fleet still builds a node's share by (``T.Requests``): the class is
-#: :class:`NodeRequests`; this alias goes once fleet.py says so
-Requests = NodeRequests
