@@ -1,0 +1,179 @@
+"""LRU against ARC, S3-FIFO and Belady (kvmath.traces.policies, libCacheSim): libCacheSim's LRU
+held to a plain LRU and to kvmath's own stack distances, Belady to a plain MIN and above every
+policy, memory that does not grow with the trace, and a sample refused."""
+import tracemalloc
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvmath.traces import policies as P
+from kvmath.traces import readers as T
+from kvmath.traces import replay as C
+from test_traces import build, chains
+
+
+def stream_trace(ids):
+    """A trace of one-block requests whose blocks are ``ids`` in order (an object stream)."""
+    ids = np.asarray(ids, dtype=np.uint64)
+    n = len(ids)
+    return T.Trace(name="stream", timestamp_s=np.arange(n, dtype=float),
+                   prompt_tokens=np.full(n, 512, np.int64), output_tokens=np.zeros(n, np.int64),
+                   n_blocks=np.ones(n, np.int64), rid=np.arange(n, dtype=np.int64),
+                   pos=np.zeros(n, np.int32), hashes=ids, block_tokens=512)
+
+
+def plain_lru(ids, capacity):
+    cache, hits = OrderedDict(), 0
+    for x in ids:
+        if x in cache:
+            hits += 1
+            cache.move_to_end(x)
+        else:
+            cache[x] = True
+            if len(cache) > capacity:
+                cache.popitem(last=False)
+    return hits
+
+
+def plain_min(ids, capacity):
+    """Belady's MIN inserting every miss: on a full cache, evict the block used again farthest
+    ahead (never again: farthest of all). Which of several never-used blocks goes changes no hit."""
+    cache, hits = set(), 0
+    for i, x in enumerate(ids):
+        if x in cache:
+            hits += 1
+            continue
+        if len(cache) >= capacity:
+            def next_use(b):
+                return next((j for j in range(i + 1, len(ids)) if ids[j] == b), len(ids))
+            cache.remove(max(cache, key=next_use))
+        cache.add(x)
+    return hits
+
+
+streams = st.lists(st.integers(0, 12), min_size=1, max_size=80)
+
+
+def test_a_small_stream_by_hand():
+    # capacity 2: a b a c b a -> hits a (3rd); c evicts b; b evicts a; a misses: LRU 1 hit.
+    # MIN keeps a (used again soonest) when c comes, evicting b: hits a, a: 2.
+    ids = [1, 2, 1, 3, 2, 1]
+    hits = P.object_hits(stream_trace(ids), 2, ("lru", "belady"))
+    assert hits == {"lru": 1, "belady": 2} == {"lru": plain_lru(ids, 2),
+                                                "belady": plain_min(ids, 2)}
+
+
+@settings(max_examples=80, deadline=None)
+@given(streams, st.integers(1, 14))
+def test_libcachesim_lru_and_belady_equal_plain_ones(ids, capacity):
+    hits = P.object_hits(stream_trace(ids), capacity, ("lru", "belady"))
+    assert hits["lru"] == plain_lru(ids, capacity)
+    assert hits["belady"] == plain_min(ids, capacity)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=200), st.integers(0, 45))
+def test_belady_bounds_every_policy_and_ratios_are_fractions(ids, capacity):
+    trace = stream_trace(ids)
+    hits = P.object_hits(trace, capacity)
+    assert set(hits) == set(P.POLICIES)
+    if capacity < P.S3FIFO_MIN_BLOCKS and capacity:
+        assert hits["s3fifo"] is None
+    for p, h in hits.items():
+        if h is not None:
+            assert 0 <= h <= len(ids) and h <= hits["belady"], (p, hits)
+    # no policy beats an unbounded cache: every access but a block's first
+    assert hits["belady"] <= len(ids) - len(set(ids))
+
+
+def test_s3fifo_runs_from_its_smallest_capacity():
+    ids = [5, 5, 5, 6, 5, 7, 7, 5]
+    assert P.object_hits(stream_trace(ids), P.S3FIFO_MIN_BLOCKS - 1, ("s3fifo",)) == {
+        "s3fifo": None}
+    # at 20 blocks the small FIFO holds two: every repeat hits (nothing is evicted)
+    assert P.object_hits(stream_trace(ids), P.S3FIFO_MIN_BLOCKS, ("s3fifo",)) == {"s3fifo": 5}
+
+
+def test_an_empty_cache_hits_nothing_and_bad_capacities_are_refused():
+    assert P.object_hits(stream_trace([1, 1, 1]), 0) == dict.fromkeys(P.POLICIES, 0)
+    for bad in (-1, 2.5):
+        with pytest.raises(P.PolicyError, match="whole number of blocks"):
+            P.object_hits(stream_trace([1]), bad)
+
+
+def test_a_sample_is_refused():
+    with pytest.raises(P.PolicyError, match="SHARDS sample"):
+        P.object_hits(T.load("synthetic", 0.5), 100)
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains, st.integers(1, 12))
+def test_lru_as_kvmath_counts_equal_kvmath_stack_distances(spec, capacity):
+    trace = T.from_requests(build(spec))
+    d, e = C.stack_distances(trace)
+    assert P.lru_as_kvmath(trace, capacity) == (int((d <= capacity).sum()),
+                                                int((e <= capacity).sum()))
+
+
+@pytest.fixture(scope="module")
+def conversation():
+    trace = T.load("conversation")
+    return trace, C.stack_distances(trace)
+
+
+@pytest.mark.parametrize("capacity", [50, 3000, 12000])
+def test_libcachesim_lru_replays_kvmaths_lru_on_the_conversation_trace(conversation, capacity):
+    """Fed as kvmath's replay counts (lookups first, then tail first), libCacheSim's LRU finds
+    exactly the blocks kvmath's stack distances place within the capacity, and the leading
+    ones its LRU curve counts as hits."""
+    trace, (d, e) = conversation
+    present, leading = P.lru_as_kvmath(trace, capacity)
+    assert present == int((d <= capacity).sum())
+    assert leading == int((e <= capacity).sum())
+    b, _ = C.lru_curve(trace, (d, e)).at([capacity])
+    assert leading / len(trace.hashes) == pytest.approx(float(b[0]), abs=1e-15)
+
+
+def test_compare_on_the_conversation_trace(conversation):
+    """The object LRU fed head first is not kvmath's LRU (it evicts a prompt's head before its
+    tail), but both count every block access, so they are near; Belady bounds them all."""
+    trace, dist = conversation
+    rows = P.compare(trace, [3000], distances=dist)
+    (row,) = rows
+    assert row["accesses"] == len(trace.hashes)
+    assert row["kvmath_lru_prefix"] == int((dist[1] <= 3000).sum()) / len(trace.hashes)
+    for p in P.POLICIES:
+        assert 0 <= row[p] <= row["belady"] <= 1
+    # within 1% of the accesses at this capacity (measured: a few hundredths of a percent)
+    assert row["lru"] == pytest.approx(row["kvmath_lru_prefix"], abs=0.01)
+
+
+def test_next_uses():
+    nxt = P.next_uses(np.array([7, 8, 7, 7, 9], dtype=np.uint64))
+    assert nxt.tolist() == [2, P.NEVER, 3, P.NEVER, P.NEVER]
+
+
+def _peak(trace, policies):
+    tracemalloc.start()
+    try:
+        P.object_hits(trace, 500, policies)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_does_not_grow_with_the_trace():
+    """LRU, ARC and S3-FIFO hold no access-length array (a slice of the hashes at a time): the
+    peak of Python's allocations is the same for a trace four times as long (within 1 MiB,
+    for allocator noise); Belady adds its next uses, one int64 per access, and while it makes them
+a sort's index and a temporary (three int64 per access, and a bool)."""
+    rng = np.random.default_rng(0)
+    short = stream_trace(rng.integers(0, 5000, 100_000))
+    long = stream_trace(rng.integers(0, 5000, 400_000))
+    online = ("lru", "arc", "s3fifo")
+    P.object_hits(short, 500)  # imports and first allocations, outside the measured peaks
+    assert abs(_peak(long, online) - _peak(short, online)) < 1 << 20
+    assert _peak(long, ("belady",)) < _peak(long, online) + (3 * 8 + 1) * 400_000
