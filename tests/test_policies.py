@@ -177,3 +177,58 @@ a sort's index and a temporary (three int64 per access, and a bool)."""
     P.object_hits(short, 500)  # imports and first allocations, outside the measured peaks
     assert abs(_peak(long, online) - _peak(short, online)) < 1 << 20
     assert _peak(long, ("belady",)) < _peak(long, online) + (3 * 8 + 1) * 400_000
+
+
+# ------------------------------------------------------------------ kvmath trace --policies
+def test_trace_policies_json(capsys):
+    from kvmath.cli.main import main
+    import json
+    assert main(["trace", "synthetic", "--model", "llama-3.1-8b", "--policies", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    r = json.loads(out)
+    p = r["policies"]
+    assert p["simulator"] == "libCacheSim 0.3.5"
+    assert [x["tiers"][-1] for x in p["rows"]] == [t["tier"] for t in r["tiers"]]
+    blocks = [x["capacity_blocks"] for x in p["rows"]]
+    assert blocks == sorted(blocks) and blocks[0] > 0
+    curve = C.lru_curve(T.load("synthetic"))
+    for x in p["rows"]:
+        for k in P.POLICIES:
+            assert 0 <= x[k] <= x["belady"] <= r["max_block_hit_rate"] + 1e-12
+        # kvmath's LRU column is its LRU curve at the capacity (the same curve trace prints)
+        assert x["kvmath_lru_prefix"] == pytest.approx(float(curve.at([x["capacity_blocks"]])[0][0]),
+                                                       abs=1e-15)
+
+
+def test_trace_policies_human_and_no_s3fifo_below_its_smallest_cache():
+    from kvmath.cli.trace import _policies_human
+    row = {"tiers": ["hbm"], "capacity_bytes": 1e9, "capacity_blocks": 10, "lru": 0.1,
+           "arc": 0.2, "s3fifo": None, "belady": 0.3, "kvmath_lru_prefix": 0.1}
+    lines = _policies_human({"simulator": "libCacheSim 0.3.5", "fed": P.FED,
+                             "s3fifo_min_blocks": P.S3FIFO_MIN_BLOCKS, "rows": [row]})
+    assert "S3-FIFO" in lines[1] and "n/a" in lines[2] and "30.0%" in lines[2]
+    assert lines[-1].startswith("S3-FIFO n/a: below 20 blocks")
+
+
+@pytest.mark.parametrize("toml", [None, "policies = true\nsample_rate = 0.5\n"])
+def test_trace_policies_refuse_a_sample(capsys, tmp_path, toml):
+    from kvmath.cli.main import main
+    argv = ["trace", "synthetic", "--model", "llama-3.1-8b"]
+    if toml is None:
+        argv += ["--policies", "--sample-rate", "0.5"]
+    else:
+        (tmp_path / "s.toml").write_text(toml)
+        argv += ["--scenario", str(tmp_path / "s.toml")]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "--sample-rate" in err and "--policies" in err and "Traceback" not in err
+
+
+def test_policies_false_in_a_scenario_leaves_a_sample_alone(capsys, tmp_path):
+    from kvmath.cli.main import main
+    (tmp_path / "s.toml").write_text("policies = false\nsample_rate = 0.5\n")
+    assert main(["trace", "synthetic", "--model", "llama-3.1-8b", "--json",
+                 "--scenario", str(tmp_path / "s.toml")]) == 0
+    assert "policies" not in capsys.readouterr().out

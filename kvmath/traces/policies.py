@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kvmath.errors import InputError
 from kvmath.traces.readers import Trace
 
 #: the policies compared, by key, and their names in a table
@@ -51,12 +52,16 @@ S3FIFO_SMALL_RATIO = 0.1
 S3FIFO_MIN_BLOCKS = 20
 #: "never used again", as libCacheSim's Belady reads a next access time
 NEVER = np.iinfo(np.int64).max
+#: how the policies are fed, in words (the trace command's output)
+FED = ("every block access, request after request, each request's blocks head first; a hit is "
+       "any block present")
 #: accesses turned into Python integers at a time (memory: one such list)
 FEED_ACCESSES = 1 << 16
 
 
-class PolicyError(ValueError):
-    """A trace or capacity the comparison cannot answer for (a sample, a negative capacity)."""
+class PolicyError(InputError, ValueError):
+    """A trace or capacity the comparison cannot answer for (a sample, a negative capacity):
+    bad input, which the command line prints as one line, exit 2."""
 
 
 def next_uses(hashes):
