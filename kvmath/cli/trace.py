@@ -106,24 +106,11 @@ def analyse(args):
     }
 
 
-def tier_capacities(specs, block_bytes):
-    """[(tier names, bytes, blocks)]: one cache of the node's tiers' capacities added up, top
-    down (HBM, then HBM and host DRAM, ...), as ``route`` gives each node; a tier's blocks at
-    its own block size (an HBM block is every rank's copy)."""
-    out, names, blocks, size = [], [], 0, 0.0
-    for spec in specs:
-        names.append(spec.name)
-        blocks += int(spec.capacity_bytes // (spec.block_bytes or block_bytes))
-        size += spec.capacity_bytes
-        out.append((list(names), size, blocks))
-    return out
-
-
 def policy_rows(trace, specs, block_bytes, distances):
     """``--policies``: LRU, ARC, S3-FIFO and Belady (libCacheSim) at the tiers' capacities added
     up, beside kvmath's prefix LRU (:func:`kvmath.traces.policies.compare`)."""
     from kvmath.traces import policies as PL
-    caps = tier_capacities(specs, block_bytes)
+    caps = PL.tier_capacities(specs, block_bytes)
     rows = PL.compare(trace, [b for _, _, b in caps], distances=distances)
     return {"simulator": f"libCacheSim {PL.version()}", "fed": PL.FED,
             "s3fifo_min_blocks": PL.S3FIFO_MIN_BLOCKS,
@@ -168,6 +155,7 @@ def analyse_sampled(args, node, model, tp):
     specs, block_bytes, _, _, _ = node_setup(trace, model, node, tp, engine, args.batch_seqs,
                                              batch_context,
                                              **cache_sizes(args, cfg, node, tp, model))
+    from kvmath.traces.policies import tier_capacities
     at_tiers = []
     for names, size, blocks in tier_capacities(specs, block_bytes):
         b, t = curve.at([blocks])

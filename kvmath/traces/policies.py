@@ -186,6 +186,20 @@ def compare(trace: Trace, capacities_blocks, policies=POLICIES, distances=None):
     return rows
 
 
+def tier_capacities(specs, block_bytes):
+    """[(tier names, bytes, blocks)]: one cache of the node's tiers' capacities added up, top
+    down (HBM, then HBM and host DRAM, ...), as ``route`` gives each node and ``trace
+    --sample-rate`` reports; a tier's blocks at its own block size (an HBM block is every
+    rank's copy)."""
+    out, names, blocks, size = [], [], 0, 0.0
+    for spec in specs:
+        names.append(spec.name)
+        blocks += int(spec.capacity_bytes // (spec.block_bytes or block_bytes))
+        size += spec.capacity_bytes
+        out.append((list(names), size, blocks))
+    return out
+
+
 def version():
     """libCacheSim's version, as its package states it."""
     import libcachesim as lcs
