@@ -203,7 +203,8 @@ def test_trace_policies_json(capsys):
 
 def test_trace_policies_human_and_no_s3fifo_below_its_smallest_cache():
     from kvmath.cli.trace import _policies_human
-    row = {"tiers": ["hbm"], "capacity_bytes": 1e9, "capacity_blocks": 10, "lru": 0.1,
+    row = {"tiers": ["hbm"], "capacity_bytes": 1e9, "capacity_blocks": 10, "accesses": 5,
+           "lru": 0.1,
            "arc": 0.2, "s3fifo": None, "belady": 0.3, "kvmath_lru_prefix": 0.1}
     lines = _policies_human({"simulator": "libCacheSim 0.3.5", "fed": P.FED,
                              "s3fifo_min_blocks": P.S3FIFO_MIN_BLOCKS, "rows": [row]})
@@ -232,3 +233,17 @@ def test_policies_false_in_a_scenario_leaves_a_sample_alone(capsys, tmp_path):
     assert main(["trace", "synthetic", "--model", "llama-3.1-8b", "--json",
                  "--scenario", str(tmp_path / "s.toml")]) == 0
     assert "policies" not in capsys.readouterr().out
+
+
+def test_a_trace_without_blocks_has_no_ratio(capsys, tmp_path):
+    from kvmath.cli.main import main
+    import json
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps({"timestamp": i, "input_length": 10, "output_length": 5,
+                                        "hash_ids": []}) + "\n" for i in range(2)))
+    trace = T.load(str(path))
+    (row,) = P.compare(trace, [100])
+    assert row["accesses"] == 0 and all(row[p] is None for p in P.POLICIES)
+    assert main(["trace", str(path), "--model", "llama-3.1-8b", "--policies"]) == 0
+    out = capsys.readouterr().out
+    assert "n/a: no prompt fills a block" in out and "0.0%" not in out.split("by policy")[1]

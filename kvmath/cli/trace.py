@@ -273,11 +273,15 @@ def _policies_human(p):
              f"{p['fed']}); kvmath's LRU counts a request's leading blocks only",
              f"{'capacity of':<28} {'capacity':>10} {'blocks':>10} "
              + " ".join(f"{NAMES[k]:>8}" for k in POLICIES) + f" {'kvmath LRU':>10}"]
+    def cell(v, width):
+        return f"{'n/a':>{width}}" if v is None else f"{v:>{width}.1%}"
     for x in p["rows"]:
-        cells = " ".join(f"{'n/a':>8}" if x[k] is None else f"{x[k]:>8.1%}" for k in POLICIES)
+        cells = " ".join(cell(x[k], 8) for k in POLICIES)
         lines.append(f"{' + '.join(x['tiers']):<28} {fmt_bytes(x['capacity_bytes'], 4):>10} "
-                     f"{x['capacity_blocks']:>10,} {cells} {x['kvmath_lru_prefix']:>10.1%}")
-    if any(x["s3fifo"] is None for x in p["rows"]):
+                     f"{x['capacity_blocks']:>10,} {cells} {cell(x['kvmath_lru_prefix'], 10)}")
+    if any(x["accesses"] == 0 for x in p["rows"]):
+        lines.append("n/a: no prompt fills a block, so there is no block access to hit")
+    elif any(x["s3fifo"] is None for x in p["rows"]):
         lines.append(f"S3-FIFO n/a: below {p['s3fifo_min_blocks']} blocks its small FIFO (10%) "
                      "holds under two blocks, and libCacheSim admits nothing")
     return lines

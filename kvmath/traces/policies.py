@@ -166,7 +166,7 @@ def lru_as_kvmath(trace: Trace, capacity_blocks):
 def compare(trace: Trace, capacities_blocks, policies=POLICIES, distances=None):
     """Rows, one per capacity: ``capacity_blocks``, ``accesses`` (the trace's block accesses),
     per policy its block hit ratio (hits / accesses; None where :func:`object_hits` gives
-    None), and kvmath's own LRU at that capacity: ``kvmath_lru_prefix`` (leading blocks
+    None, and every ratio None when the trace has no block access), and kvmath's own LRU at that capacity: ``kvmath_lru_prefix`` (leading blocks
     present, the hits kvmath's replay counts) and ``kvmath_lru_present`` (blocks present when
     the request began), from its stack distances (``distances``: as
     :func:`kvmath.traces.replay.stack_distances` returns them, computed when not given)."""
@@ -177,11 +177,16 @@ def compare(trace: Trace, capacities_blocks, policies=POLICIES, distances=None):
     n = len(trace.hashes)
     rows = []
     for c in capacities_blocks:
-        hits = object_hits(trace, c, policies)
         row = {"capacity_blocks": int(c), "accesses": n}
-        row.update({p: (None if h is None else h / max(n, 1)) for p, h in hits.items()})
-        row["kvmath_lru_prefix"] = float((e <= c).sum()) / max(n, 1)
-        row["kvmath_lru_present"] = float((d <= c).sum()) / max(n, 1)
+        if not n:  # no prompt fills a block: a ratio of no accesses is no number
+            row.update(dict.fromkeys(tuple(policies) + ("kvmath_lru_prefix",
+                                                        "kvmath_lru_present")))
+            rows.append(row)
+            continue
+        hits = object_hits(trace, c, policies)
+        row.update({p: (None if h is None else h / n) for p, h in hits.items()})
+        row["kvmath_lru_prefix"] = float((e <= c).sum()) / n
+        row["kvmath_lru_present"] = float((d <= c).sum()) / n
         rows.append(row)
     return rows
 
