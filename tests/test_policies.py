@@ -64,6 +64,9 @@ def test_a_small_stream_by_hand():
     hits = P.object_hits(stream_trace(ids), 2, ("lru", "belady"))
     assert hits == {"lru": 1, "belady": 2} == {"lru": plain_lru(ids, 2),
                                                 "belady": plain_min(ids, 2)}
+    # a generic trace's hashes use all 64 bits: libCacheSim takes them as unsigned ids
+    big = [2 ** 64 - 1, 2 ** 63, 2 ** 64 - 1, 0, 2 ** 63]
+    assert P.object_hits(stream_trace(big), 2, ("lru", "belady")) == {"lru": 1, "belady": 2}
 
 
 @settings(max_examples=80, deadline=None)
