@@ -47,7 +47,8 @@ def analyse(args):
         return analyse_sampled(args, node, model, tp)
     trace = T.load(args.file)
     stats = T.reuse_stats(trace)
-    curve = C.lru_curve(trace)
+    distances = C.stack_distances(trace)
+    curve = C.lru_curve(trace, distances)
     from kvmath.scenario.engine_config import cache_sizes, engine_of
     engine, cfg = engine_of(args)
     block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens, engine=engine)
@@ -75,6 +76,7 @@ def analyse(args):
         fit, unfit = T.fit_lognormal(pauses), None
     except ValueError as e:  # too few pauses, or all equal: no fit, and why
         fit, unfit = None, str(e)
+    policies = (policy_rows(trace, specs, block_bytes, distances) if args.policies else None)
     return {
         "trace": args.file, "model": model.name, "node": node.name, "tp": tp,
         "policy": args.policy, "writes": args.writes, "requests": trace.n_requests,
@@ -100,7 +102,20 @@ def analyse(args):
         "compute_feasible": compute_feasible, "feasible": compute_feasible and hbm_free >= 0,
         **({"engine": engine.name} if engine is not None else {}),
         **({"engine_config": cfg.summary()} if cfg is not None else {}),
+        **({"policies": policies} if policies is not None else {}),
     }
+
+
+def policy_rows(trace, specs, block_bytes, distances):
+    """``--policies``: LRU, ARC, S3-FIFO and Belady (libCacheSim) at the tiers' capacities added
+    up, beside kvmath's prefix LRU (:func:`kvmath.traces.policies.compare`)."""
+    from kvmath.traces import policies as PL
+    caps = PL.tier_capacities(specs, block_bytes)
+    rows = PL.compare(trace, [b for _, _, b in caps], distances=distances)
+    return {"simulator": f"libCacheSim {PL.version()}", "fed": PL.FED,
+            "s3fifo_min_blocks": PL.S3FIFO_MIN_BLOCKS,
+            "rows": [{"tiers": names, "capacity_bytes": size, **row}
+                     for (names, size, _), row in zip(caps, rows)]}
 
 
 #: what a sample leaves out, in words (the JSON's ``not_computed`` and the human answer's)
@@ -140,13 +155,11 @@ def analyse_sampled(args, node, model, tp):
     specs, block_bytes, _, _, _ = node_setup(trace, model, node, tp, engine, args.batch_seqs,
                                              batch_context,
                                              **cache_sizes(args, cfg, node, tp, model))
-    at_tiers, names, blocks, size = [], [], 0, 0.0
-    for spec in specs:  # one LRU of the tiers' capacities added up, top down
-        names.append(spec.name)
-        blocks += int(spec.capacity_bytes // (spec.block_bytes or block_bytes))
-        size += spec.capacity_bytes
+    from kvmath.traces.policies import tier_capacities
+    at_tiers = []
+    for names, size, blocks in tier_capacities(specs, block_bytes):
         b, t = curve.at([blocks])
-        at_tiers.append({"tiers": list(names), "capacity_bytes": size, "capacity_blocks": blocks,
+        at_tiers.append({"tiers": names, "capacity_bytes": size, "capacity_blocks": blocks,
                          "block_hit_rate": float(b[0]), "token_hit_rate": float(t[0])})
     any_block = bool(trace.n_blocks.sum())
     return {
@@ -243,12 +256,35 @@ def _human(r):
                  f"{fmt_time(dec['decode_step_s'])} a step) of the node's "
                  f"{r['node_gpu_s_per_s']:.3g}: "
                  f"{'feasible' if r['compute_feasible'] else 'INFEASIBLE'}")
+    if "policies" in r:
+        lines.extend(_policies_human(r["policies"]))
     if not r["hbm_feasible"]:
         lines.append(f"HBM: INFEASIBLE, the running batch overfills HBM by "
                      f"{fmt_bytes(-r['hbm_free_bytes'], 4)}")
     if window_line(r):
         lines.append(window_line(r))
     return "\n".join(lines)
+
+
+def _policies_human(p):
+    from kvmath.present.format import fmt_bytes
+    from kvmath.traces.policies import NAMES, POLICIES
+    lines = [f"block hit ratio of one cache of the tiers' capacity, by policy ({p['simulator']}; "
+             f"{p['fed']}); kvmath's LRU counts a request's leading blocks only",
+             f"{'capacity of':<28} {'capacity':>10} {'blocks':>10} "
+             + " ".join(f"{NAMES[k]:>8}" for k in POLICIES) + f" {'kvmath LRU':>10}"]
+    def cell(v, width):
+        return f"{'n/a':>{width}}" if v is None else f"{v:>{width}.1%}"
+    for x in p["rows"]:
+        cells = " ".join(cell(x[k], 8) for k in POLICIES)
+        lines.append(f"{' + '.join(x['tiers']):<28} {fmt_bytes(x['capacity_bytes'], 4):>10} "
+                     f"{x['capacity_blocks']:>10,} {cells} {cell(x['kvmath_lru_prefix'], 10)}")
+    if any(x["accesses"] == 0 for x in p["rows"]):
+        lines.append("n/a: no prompt fills a block, so there is no block access to hit")
+    elif any(x["s3fifo"] is None for x in p["rows"]):
+        lines.append(f"S3-FIFO n/a: below {p['s3fifo_min_blocks']} blocks its small FIFO (10%) "
+                     "holds under two blocks, and libCacheSim admits nothing")
+    return lines
 
 
 def run(args):

@@ -327,6 +327,13 @@ OPTIONS = (
     Option("min-uses", POSITIVE_INT, "uses before a block is written to NVMe, --policy "
            "selective (default 2)", (TRACE,), metavar="N", default=2,
            needs="policy=selective"),
+    Option("policies", FLAG, "also compare LRU with ARC, S3-FIFO and the Belady bound "
+           "(libCacheSim): the block hit ratio of an object cache of each policy at the "
+           "capacities of the node's tiers added up (HBM, then HBM and host DRAM, ...), fed "
+           "every block access head first, beside kvmath's own prefix LRU", (TRACE,),
+           excludes=("sample-rate",),
+           excludes_why="ARC, S3-FIFO and Belady need every block access: a SHARDS sample "
+           "scales to LRU's hit rate alone (drop --sample-rate to compare policies)"),
     Option("remote-bytes", POSITIVE, "add a remote pool of this many bytes over RDMA", (TRACE,),
            unit="B", metavar="B"),
     Option("sample-rate", SAMPLE, "answer from a SHARDS sample of the trace's blocks at this "
@@ -405,10 +412,10 @@ def excluded(args, command: str):
     """(the option given, the option it means nothing beside) for the first such pair of
     ``command``'s options given (on the line or in the file), or None."""
     for o in of(command):
-        if not o.excludes or getattr(args, o.key, None) is None:
+        if not o.excludes or getattr(args, o.key, None) in (None, False):  # False: a flag off
             continue
         for name in o.excludes:
-            if getattr(args, name.replace("-", "_"), None) is not None:
+            if getattr(args, name.replace("-", "_"), None) not in (None, False):
                 return BY_NAME[name], o
     return None
 
