@@ -59,6 +59,7 @@
     if (!has(ROWS.tiers, state.tier)) return `unknown tier ${state.tier}`;
     if (state.node !== undefined && !has(ROWS.nodes, state.node)) return `unknown node ${state.node}`;
     if (state.engine !== undefined && !has(D.logic.engines, state.engine)) return `unknown engine ${state.engine}`;
+    if (state.pause !== undefined && !has(ROWS.pauses, state.pause)) return `unknown pause ${state.pause}`;
     for (const k of ["kv-dtype", "compute-dtype"]) {
       if (state[k] !== undefined && !has(D.logic.dtype_bytes, state[k])) return `unknown ${k} ${state[k]}`;
     }
@@ -99,6 +100,24 @@
     return [ROWS.models[state.model], gpu, tier, state.tokens, opts, own];
   }
 
+  /** reuse --json's answer for the state (logic.reuse_answer_of), its keys prefixed reuse_: the
+   *  pause (default the command line's), the prices, a pool's medium and a node's drive. A
+   *  scenario reuse refuses (a GPU with no listed price) says so in the verdict's row only. */
+  function reuseOf(state) {
+    const pause = ROWS.pauses[state.pause || D.default_pause];
+    const lifetime = state.node !== undefined && state.tier === "nvme" ? D.node_drive_lifetime[state.node] : null;
+    const medium = has(D.pool_media, state.tier) ? D.pool_media[state.tier] : null;
+    const out = {};
+    try {
+      const a = LOGIC.reuse_answer_of(...args(state), pause, medium, lifetime);
+      for (const k of Object.keys(a)) out[`reuse_${k}`] = a[k];
+    } catch (e) {
+      if (!(e instanceof R.ScenarioError)) throw e;
+      out.reuse_error = e.message;
+    }
+    return out;
+  }
+
   /** compare --json with its bands, as the command line prints them (logic.band_of). */
   function compute(state) {
     const err = check(state);
@@ -111,6 +130,7 @@
         reload_bandwidth_Bps_band: b.reload_bandwidth_Bps[0] === null ? null : b.reload_bandwidth_Bps,
         verdict_flips_in_band: b.flips, prefill_fit_own: b.prefill_fit_own,
         binding_hop: b.binding_hop, known_limits: b.known_limits});
+      Object.assign(r, reuseOf(state));
       // an answer is finite and positive, or it is not an answer (your own values can make
       // a model with no layers, or a GPU so slow a time overflows)
       for (const k of ["reload_s", "recompute_s", "ttft_reload_s", "ttft_recompute_s"]) {
@@ -174,6 +194,13 @@
     prefill_fit_own: x => x ? "fitted on this GPU's own profiles" : "another GPU's fit (no profile of its own): a wider range",
     known_limits: ids => ids.length ? `${ids.join(", ")}: validation rows that show the model missing this configuration (their error is in the ranges)` : "none",
   };
+  const usd = x => `$${Number(x.toPrecision(3))}`;
+  Object.assign(FORMAT, {  // reuse, as the command line prints it (kvmath.cli.main._reuse_human)
+    reuse_verdict: x => x, reuse_ttl_s: t => t === 0 ? "none pays (do not offload)" : Number.isFinite(t) ? fmtTime(t) : "keep until return",
+    reuse_p_breakeven: p => p === null || p === undefined ? "none: not even p = 1 pays" : sig3(p),
+    reuse_hit_probability: x => `${x.toFixed(3)} of returning conversations`,
+    reuse_value_usd: usd, reuse_saving_usd: usd, reuse_gpu_usd_per_hour: x => `${usd(x)} per GPU-hour`,
+  });
   const LABELS = [
     ["winner", "winner"], ["speedup", "faster by"],
     ["ttft_recompute_s", "first token, recompute"], ["ttft_recompute_s_band", "… its range"],
@@ -194,7 +221,12 @@
     ["reload_latency_s", "reload first-byte latency"], ["model_flops_per_kv_byte", "model FLOP per KV byte"],
     ["model_flops_per_kv_byte_at_tokens", "… at this length"],
     ["gpu_flops_per_link_byte", "GPU FLOP per link byte"],
+    ["reuse_verdict", "offload a paused conversation (reuse)"], ["reuse_p_breakeven", "… break-even return probability"],
+    ["reuse_ttl_s", "… best TTL"], ["reuse_hit_probability", "… hit probability"],
+    ["reuse_value_usd", "… value per offload"], ["reuse_saving_usd", "… a reuse saves"],
+    ["reuse_gpu_usd_per_hour", "… at"],
   ];
+  const REUSE_KEYS = LABELS.map(([k]) => k).filter(k => k.startsWith("reuse_"));
 
   // ------------------------------------------------------------------ page
   function el(tag, attrs, ...kids) {
@@ -240,6 +272,13 @@
                 number("resume-rate", L("resume-rate")),
                 number("efficiency", L("efficiency")),
                 number("bandwidth", L("bandwidth")),
+                select("pause", L("pause"), [""].concat(Object.keys(ROWS.pauses)),
+                       o => o || `default (${D.default_pause})`),
+                number("gpu-price", L("gpu-price")),
+                number("dram-price", L("dram-price")),
+                number("nvme-price", L("nvme-price")),
+                number("reach", L("reach")),
+                number("turn-new-tokens", L("turn-new-tokens")),
                 el("label", {class: "kvcalc-field"}, el("span", {}, L("allow-beyond-context")),
                    el("input", {name: "allow-beyond-context", id: "kvcalc-allow-beyond-context",
                                 type: "checkbox"})));
@@ -350,6 +389,11 @@
     for (const [key] of LABELS) {
       const cell = root.querySelector(`#${key}`);
       const x = r[key];
+      if (r.reuse_error && REUSE_KEYS.includes(key)) {  // reuse refused: said once, in its words
+        delete cell.dataset.value;
+        cell.textContent = key === "reuse_verdict" ? formWords(r.reuse_error) : "–";
+        continue;
+      }
       cell.dataset.value = Array.isArray(x) ? JSON.stringify(x) : String(x);  // full precision
       cell.textContent = FORMAT[key](x);
     }

@@ -38,6 +38,6 @@ from kvmath.traces.generate import agent_parameters, agent_trace
 from kvmath.traces.plan_vs_replay import max_abs, plan_vs_replay, trace_pause
 from kvmath.traces import policies as trace_policies
 from kvmath.traces.routing import LOAD_WINDOW_S, OVERLAP_WEIGHT, route
-from kvmath.present.calculator import DEFAULTS, calculator_gpus, calculator_tiers
+from kvmath.present.calculator import DEFAULTS, ERF_TOLERANCE, calculator_gpus, calculator_tiers
 from kvmath.present.report import (decision, decision_rows, decision_table, fmt_bw, fmt_bytes,
     fmt_time, fmt_tokens, latex, layout_cell, md_table)

@@ -33,7 +33,7 @@ def test_exponential_holding_time():
 
 def test_exponential_ttl_is_stationary_point():
     v = dict(p=0.7, h_route=1.0, f_new=1.0, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-15, c_wear=0.0, Q=1e10, **{"lambda": 0.02})
-    tau = best_ttl(rfn("value_exp"), v, "exp")
+    tau = best_ttl("exp", v)
     assert tau > 0
     assert rfn("dvalue_exp").take({**v, "tau": tau}) == pytest.approx(0, abs=1e-12)
     grid = np.geomspace(1, 1e5, 2000)
@@ -43,7 +43,7 @@ def test_exponential_ttl_is_stationary_point():
 def test_lognormal_ttl_maximises_value():
     v = dict(p=0.7, h_route=1.0, f_new=1.0, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-15, c_wear=0.0, Q=1e10, mu=math.log(30),
              sigma=1.0)
-    tau = best_ttl(rfn("value_logn"), v, "logn")
+    tau = best_ttl("logn", v)
     assert tau > 0  # an interior optimum: holding is cheap against the saving
     best = rfn("value_logn").take({**v, "tau": tau})
     grid = np.geomspace(1e-1, 1e7, 5000)
@@ -75,8 +75,8 @@ def test_no_offload_when_reload_is_slower():
 @settings(max_examples=40)
 def test_more_saving_means_longer_ttl_and_lower_breakeven(saving, k):
     base = dict(p=0.7, h_route=1.0, f_new=1.0, c_gpu=1e-3, c_cap=1e-13, c_wear=1e-13, Q=1e10, mu=math.log(30), sigma=1.0)
-    t1 = best_ttl(rfn("value_logn"), {**base, "S_gpu": saving}, "logn")
-    t2 = best_ttl(rfn("value_logn"), {**base, "S_gpu": saving * k}, "logn")
+    t1 = best_ttl("logn", {**base, "S_gpu": saving})
+    t2 = best_ttl("logn", {**base, "S_gpu": saving * k})
     assert t2 >= t1 * (1 - 1e-6)
     p1 = rfn("p_breakeven_logn").take({**base, "S_gpu": saving, "tau": 100.0})
     p2 = rfn("p_breakeven_logn").take({**base, "S_gpu": saving * k, "tau": 100.0})
@@ -116,7 +116,7 @@ def test_higher_rate_shortens_ttls():
 def test_no_ttl_when_holding_costs_more_than_saving():
     v = dict(p=0.7, h_route=1.0, f_new=1.0, S_gpu=5.0, c_gpu=1e-3, c_cap=1e-13, c_wear=0.0, Q=1e10, mu=math.log(30),
              sigma=1.0)
-    assert best_ttl(rfn("value_logn"), v, "logn") == 0.0
+    assert best_ttl("logn", v) == 0.0
 
 
 def test_ttl_filling_zero_capacity():

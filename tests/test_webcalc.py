@@ -17,7 +17,7 @@ from kvmath.codegen.javascript import calculator_keys, js_function
 from kvmath.codegen.numpy_printer import LOGIC_PY, render_logic
 from kvmath.evaluate.compare import TP_CANDIDATES, default_concurrency
 from kvmath.tables.rows import bundled, pools
-from kvmath.present.calculator import generate, scenario_data, write_static
+from kvmath.present.calculator import ERF_TOLERANCE, generate, scenario_data, write_static
 
 from calc_scenarios import mismatches, scenarios
 
@@ -162,14 +162,123 @@ def test_own_values_and_options_have_the_command_lines_bounds(tmp_path):
 
 
 def test_the_calculators_fields_are_the_command_lines_options():
-    """One declaration: each calculator field is a compare option of the same name, kind and
-    bounds (kvmath.scenario.options), and each own-value symbol has bounds."""
-    from kvmath.scenario.options import BY_NAME, COMPARE
+    """One declaration: each calculator field is a compare or reuse option of the same name,
+    kind and bounds (kvmath.scenario.options), and each own-value symbol has bounds."""
+    from kvmath.scenario.options import BY_NAME, COMPARE, REUSE
     data = scenario_data()
     for name, f in data["options"].items():
         o = BY_NAME[name]
-        assert COMPARE in o.commands and f["label"] == o.label
+        assert (COMPARE in o.commands or REUSE in o.commands) and f["label"] == o.label
         assert (f["minimum"], f["maximum"], f["integer"]) == (o.kind.minimum, o.kind.maximum,
                                                              o.kind.integer)
     assert set(data["own"]) == {i["symbol"] for i in json.loads(
         re.search(r"inputs: (\[.*\])", generate()["kvcalc-formulas.js"]).group(1))}
+
+
+# ------------------------------------------------------------------ reuse in the page
+#: reuse scenarios by the page's field names: pauses of both kinds, price options, a reach, the
+#: tokens a turn adds, a pool (priced at its medium, read by every node), a node's own drives
+#: (worn at their rated writes), a GPU with no listed price (refused, as reuse refuses it)
+REUSE_STATES = [
+    {"model": "llama-3.1-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 8192},
+    {"model": "llama-3.1-70b", "gpu": "h200", "tier": "nvme", "tokens": 32768,
+     "pause": "chat-exponential", "gpu-price": 2.5, "nvme-price": 0.2},
+    {"model": "llama-3.1-70b", "gpu": "h100-sxm", "tier": "nvme", "tokens": 65536,
+     "node": "dgx-h100", "pause": "synthetic-fitted", "turn-new-tokens": 900},
+    {"model": "deepseek-v3", "gpu": "h200", "tier": "pool:3fs-nvme", "tokens": 32768,
+     "pause": "chat-lognormal", "reach": 0.3},
+    {"model": "qwen3-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 600,
+     "dram-price": 100.0, "pause": "synthetic-fitted"},  # not even p = 1 pays
+    {"model": "llama-3.1-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 4096,
+     "reach": 0.25, "tp": 2, "engine": "lmcache"},
+    {"model": "llama-3.1-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 16},
+]
+#: reuse --json keys the page shows or computes, held to 1e-9 (REL): the same expressions and
+#: searches in IEEE doubles; only erf differs (Python's math.erf against the page's series and
+#: continued fraction, both within about 1e-15)
+REUSE_NUMERIC = ["ttl_s", "p_breakeven", "value_usd", "hit_probability", "saving_usd",
+                 "saving_gpu_s", "gpu_usd_per_hour", "capacity_usd_per_byte_s",
+                 "write_usd_per_byte", "kv_bytes", "new_fraction", "return_probability"]
+
+
+def _python_reuse(s):
+    """reuse --json's answer for a page state, as the command line computes it."""
+    from kvmath.evaluate.logic import node_gpu, node_tier
+    from kvmath.evaluate.reuse import pool_price_tier, reuse
+    from kvmath.tables.rows import node_drive, nodes, pauses, prices
+    from dataclasses import replace
+    cat = bundled()
+    gpu = cat.gpus[s["gpu"]]
+    pool = pools()[s["tier"][5:]] if s["tier"].startswith("pool:") else None
+    from kvmath.present.calculator import calculator_tiers
+    tier = calculator_tiers()[s["tier"]]
+    drive = None
+    if "node" in s:
+        node = nodes()[s["node"]]
+        gpu, tier = node_gpu(node, cat.gpus[node.gpu], gpu), node_tier(node, tier)
+        drive = node_drive(node) if tier.name == "nvme" else None
+    over = tuple((row, replace(prices()[row], value=s[flag])) for flag, row in
+                 (("dram-price", "ddr5_usd_per_GB"), ("nvme-price", "nvme_usd_per_GB"))
+                 if flag in s)
+    return reuse(cat.models[s["model"]], gpu, tier, s["tokens"],
+                 pauses()[s.get("pause", "conversation-fitted")], tp=s.get("tp"),
+                 gpu_price=s.get("gpu-price"), engine=s.get("engine"), price_overrides=over,
+                 reach=1.0 if pool else s.get("reach", 1.0),
+                 price_tier=pool_price_tier(pool) if pool else None,
+                 turn_new_tokens=s.get("turn-new-tokens"), drive=drive)
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js not installed (the browser test covers it)")
+def test_the_pages_reuse_is_the_command_lines(tmp_path):
+    """The page's reuse answer (logic.reuse_answer_of, printed) equals reuse's for the same
+    scenario: the break-even, the best TTL and the value, at the same prices."""
+    from kvmath.scenario.options import DEFAULT_PAUSE
+    assert DEFAULT_PAUSE == "conversation-fitted"
+    write_static(tmp_path)
+    out = subprocess.run([NODE, "-e", RUNNER, str(tmp_path), str(UI)], capture_output=True,
+                         text=True, input=json.dumps(REUSE_STATES), check=True)
+    got = json.loads(out.stdout)
+    for s, g in zip(REUSE_STATES, got):
+        assert "error" not in g and "reuse_error" not in g, (s, g)
+        want = _python_reuse(s)
+        assert g["reuse_verdict"] == want["verdict"], s
+        assert g["reuse_offload_can_pay"] == want["offload_can_pay"], s
+        for k in REUSE_NUMERIC:
+            a, b = g[f"reuse_{k}"], want[k]
+            assert (a is None) == (b is None), (s, k, a, b)
+            if b is not None:
+                assert a == b or abs(a - b) <= 1e-9 * max(abs(a), abs(b)), (s, k, a, b)
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js not installed (the browser test covers it)")
+def test_the_pages_erf_is_pythons(tmp_path):
+    """The runtime's erf (the formulas' one special function) within ERF_TOLERANCE of math.erf,
+    absolute, over the range the pause distributions reach, and exact at 0 and past 6."""
+    import math
+    write_static(tmp_path)
+    xs = [i / 64 for i in range(-512, 513)] + [1e-12, -3e-9, 2.4999, 2.5, 2.5001, 5.99, 6.0, 40.0]
+    runner = ("global.window = {}; const dir = process.argv[1];"
+              "for (const f of ['kvcalc-formulas.js', 'kvcalc-data.js', 'kvcalc-runtime.js']) "
+              "require(dir + '/' + f);"
+              "const xs = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+              "console.log(JSON.stringify(xs.map(x => window.KVCALC_RUNTIME.erf(x))));")
+    out = subprocess.run([NODE, "-e", runner, str(tmp_path)], capture_output=True, text=True,
+                         input=json.dumps(xs), check=True)
+    got = json.loads(out.stdout)
+    worst = max(abs(g - math.erf(x)) for x, g in zip(xs, got))
+    assert worst <= ERF_TOLERANCE, worst
+    assert got[xs.index(0.0)] == 0.0 and got[xs.index(40.0)] == 1.0
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js not installed (the browser test covers it)")
+def test_a_gpu_with_no_listed_price_is_refused_in_the_reuse_rows_only(tmp_path):
+    from kvmath.tables.rows import gpu_prices
+    unpriced = next(g for g in bundled().gpus if g not in gpu_prices()
+                    and g in scenario_data()["rows"]["gpus"])
+    write_static(tmp_path)
+    state = {"model": "llama-3.1-8b", "gpu": unpriced, "tier": "host-dram", "tokens": 8192}
+    out = subprocess.run([NODE, "-e", RUNNER, str(tmp_path), str(UI)], capture_output=True,
+                         text=True, input=json.dumps([state]), check=True)
+    got = json.loads(out.stdout)[0]
+    assert "error" not in got and "no GPU-hour price" in got["reuse_error"]
+    assert "--gpu-price" in got["reuse_error"]

@@ -1086,6 +1086,181 @@
     v = values_of(model, gpu, tier, tokens, opts, own)[0];
     return longest_prompt(model, gpu, v["layout"], hbm_fit_fraction(v["engine"]), R.get(opts, "batch", 1), R.get(opts, "allow_beyond_context", false), own);
   }
+  const TTL_MIN_S = 0.01;
+  const TTL_MAX_S = 100000000.0;
+  const TTL_POINTS = 4001;
+  const KEEP_HORIZON_S = 1000000000000.0;
+  const SECONDS_PER_MONTH = ((365.25 * 86400) / 12);
+  const REUSE_KEYS = ({"exp": ({"value": "derive_reuse.value_exp", "F": "derive_reuse.F_exp", "p_breakeven": "derive_reuse.p_breakeven_exp", "dvalue": "derive_reuse.dvalue_exp", "tau_opt": "derive_reuse.tau_opt_exp[0]"}), "logn": ({"value": "derive_reuse.value_logn", "F": "derive_reuse.F_logn", "p_breakeven": "derive_reuse.p_breakeven_logn", "dvalue": "derive_reuse.dvalue_logn"})});
+  const PRICE_OPTIONS = ({"dram_price": "ddr5_usd_per_GB", "nvme_price": "nvme_usd_per_GB"});
 
-  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, CROSSING_POINTS, CROSSING_ITERATIONS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, MAY_BE_INF, SHAPE_FIELDS, own_value, is_moe, latent, shape_key, round_up, sign, dense_flops, served_model, rope_hint, node_gpu, node_tier, tier_exists_on, check_tier_gpu, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, choose_layout, deployment_values, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, load_shares, concurrent_at_load, calibrated_values, prefill_parts, recompute_fn, suffix_values, time_step, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, load_values, compare_at, compare, binding_hop, reload_bandwidth_range, reload_floor, known_limits, variant_loads, band, band_of, values_of, curve_of, longest_prompt, limit_of};
+  function pause_kind(pause) {
+    return ((pause.distribution === "exponential") ? "exp" : "logn");
+  }
+
+  function pause_values(pause, reach = 1.0) {
+    if ((pause.distribution === "exponential")) {
+      return ({"lambda": (Math.log(2) / pause.median_s), "p": pause.return_probability, "h_route": reach});
+    }
+    return ({"mu": Math.log(pause.median_s), "sigma": pause.sigma, "p": pause.return_probability, "h_route": reach});
+  }
+
+  function tier_prices(tier_name, price, lifetime_drive_writes = null) {
+    let months, per_byte, lifetime;
+    months = price["amortisation_months"];
+    if (tier_name.startsWith("nvme")) {
+      per_byte = (price["nvme_usd_per_GB"] / 1000000000.0);
+      lifetime = (R.truthy(lifetime_drive_writes) ? lifetime_drive_writes : price["nvme_drive_writes_lifetime"]);
+      return [(per_byte / (months * SECONDS_PER_MONTH)), (per_byte / lifetime)];
+    }
+    return [((price["ddr5_usd_per_GB"] / 1000000000.0) / (months * SECONDS_PER_MONTH)), 0.0];
+  }
+
+  function gpu_hour_price(gpu_name, usd_per_gpu_hour = null) {
+    if ((usd_per_gpu_hour != null)) {
+      return usd_per_gpu_hour;
+    }
+    if (!R.contains(R.DATA.gpu_prices, gpu_name)) {
+      throw new R.ScenarioError(`no GPU-hour price for ${R.fmt(gpu_name, "")} in gpu_prices.csv; pass --gpu-price (USD per GPU-hour)`);
+    }
+    return R.DATA.gpu_prices[gpu_name];
+  }
+
+  function ttl_grid() {
+    let lo, step;
+    lo = Math.log(TTL_MIN_S);
+    step = ((Math.log(TTL_MAX_S) - lo) / (TTL_POINTS - 1));
+    return R.list(R.range(TTL_POINTS)).map((i) => Math.exp((lo + (i * step))));
+  }
+
+  function breakeven_p(kind, v) {
+    let key, usable, at, taus, ps, i, j, lo, hi, g, a, b, fa, fb, _;
+    key = REUSE_KEYS[kind]["p_breakeven"];
+    usable = function usable(p) {
+      return ((Number.isFinite(p) && (p >= 0)) ? p : Infinity);
+    };
+    at = function at(log_tau) {
+      return usable(Number(R.formula_quiet(key, ({...v, "tau": Math.exp(log_tau)}))));
+    };
+    taus = ttl_grid();
+    ps = R.list(R.vmap(((t) => R.formula_quiet(key, ({...v, "tau": t}))), taus)).map((p) => usable(p));
+    i = 0;
+    for (const j of R.list(R.range(R.len(ps)))) {
+      if ((ps[j] < ps[i])) {
+        i = j;
+      }
+    }
+    lo = Math.log(taus[R.max((i - 1), 0)]);
+    hi = Math.log(taus[R.min((i + 1), (R.len(taus) - 1))]);
+    g = ((Math.sqrt(5) - 1) / 2);
+    a = (hi - (g * (hi - lo)));
+    b = (lo + (g * (hi - lo)));
+    fa = at(a);
+    fb = at(b);
+    for (const _ of R.list(R.range(60))) {
+      if ((fa <= fb)) {
+        hi = b;
+        b = a;
+        fb = fa;
+        a = (hi - (g * (hi - lo)));
+        fa = at(a);
+      } else {
+        lo = a;
+        a = b;
+        fa = fb;
+        b = (lo + (g * (hi - lo)));
+        fb = at(b);
+      }
+    }
+    return R.min(fa, fb, ps[i]);
+  }
+
+  function best_ttl(kind, v) {
+    let keys, t, taus, vals, i, j, lo, hi, _, mid;
+    keys = REUSE_KEYS[kind];
+    if ((kind === "exp")) {
+      if (((v["p"] < 1) && (v["c_cap"] > 0))) {
+        t = Number(R.formula_quiet(keys["tau_opt"], v));
+        if (Number.isFinite(t)) {
+          return ((t > 0) ? t : 0.0);
+        }
+      }
+      return ((Number(R.formula(keys["dvalue"], ({...v, "tau": 1.0}))) > 0) ? Infinity : 0.0);
+    }
+    taus = ttl_grid();
+    vals = R.vmap(((t) => R.formula(keys["value"], ({...v, "tau": t}))), taus);
+    i = 0;
+    for (const j of R.list(R.range(R.len(vals)))) {
+      if ((vals[j] > vals[i])) {
+        i = j;
+      }
+    }
+    if (((vals[i] <= 0) && (i === 0))) {
+      return 0.0;
+    }
+    lo = taus[R.max((i - 1), 0)];
+    hi = taus[R.min((i + 1), (R.len(taus) - 1))];
+    for (const _ of R.list(R.range(100))) {
+      mid = Math.sqrt((lo * hi));
+      if ((Number(R.formula(keys["dvalue"], ({...v, "tau": mid}))) > 0)) {
+        lo = mid;
+      } else {
+        hi = mid;
+      }
+    }
+    return Math.sqrt((lo * hi));
+  }
+
+  function saved_s(r, reload_s = null) {
+    if ((reload_s == null)) {
+      reload_s = r["reload_s"];
+    }
+    return ((r["ttft_recompute_s"] - r["request_s"]) - reload_s);
+  }
+
+  function new_fraction(turn_new_tokens, tokens) {
+    return ((turn_new_tokens == null) ? 1.0 : R.min(1.0, (turn_new_tokens / tokens)));
+  }
+
+  function reuse_of(r, pause, price, usd_per_gpu_hour = null, reach = 1.0, price_tier = null, lifetime_drive_writes = null, turn_new_tokens = null, c_cap = null) {
+    let saving, prices, c_gpu, turn_new, v, out, kind, keys, tau, at, value, pays, p_star;
+    saving = (r["gpus"] * saved_s(r));
+    prices = tier_prices(R.or_(price_tier, () => r["tier"]), price, lifetime_drive_writes);
+    c_gpu = (gpu_hour_price(r["gpu"], usd_per_gpu_hour) / 3600);
+    turn_new = ((turn_new_tokens == null) ? R.DATA.turn_new_tokens : turn_new_tokens);
+    v = ({...pause_values(pause, reach), "S_gpu": R.max(saving, 1e-300), "c_gpu": c_gpu, "c_cap": ((c_cap == null) ? prices[0] : c_cap), "c_wear": prices[1], "Q": r["kv_bytes_stored"], "f_new": new_fraction(turn_new, r["tokens"])});
+    out = ({"pause": pause.name, "kv_bytes": r["kv_bytes_stored"], "saving_gpu_s": saving, "saving_usd": (saving * c_gpu), "gpu_usd_per_hour": (c_gpu * 3600), "capacity_usd_per_byte_s": v["c_cap"], "write_usd_per_byte": v["c_wear"], "return_probability": pause.return_probability, "new_fraction": v["f_new"]});
+    if ((saving <= 0)) {
+      Object.assign(out, ({"ttl_s": 0.0, "p_breakeven": null, "offload_can_pay": false, "value_usd": 0.0, "hit_probability": 0.0, "verdict": "do not offload: reload is not faster than recompute"}));
+      return out;
+    }
+    kind = pause_kind(pause);
+    keys = REUSE_KEYS[kind];
+    tau = best_ttl(kind, v);
+    at = ({...v, "tau": (Number.isFinite(tau) ? tau : KEEP_HORIZON_S)});
+    value = ((tau > 0) ? Number(R.formula(keys["value"], at)) : 0.0);
+    pays = ((tau > 0) && (value > 0));
+    p_star = breakeven_p(kind, v);
+    Object.assign(out, ({"ttl_s": (R.truthy(pays) ? tau : 0.0), "hit_probability": (R.truthy(pays) ? (reach * Number(R.formula(keys["F"], at))) : 0.0), "value_usd": (R.truthy(pays) ? value : 0.0), "p_breakeven": ((p_star <= 1) ? p_star : null), "offload_can_pay": (p_star <= 1), "verdict": (R.truthy(pays) ? "offload" : ((p_star <= 1) ? "do not offload" : "do not offload: holding and writing the cache cost more than the saving even if every conversation returns"))}));
+    return out;
+  }
+
+  function reuse_answer_of(model, gpu, tier, tokens, opts, own, pause, pool_medium = null, lifetime_drive_writes = null) {
+    let served, r, price, option, row, reach;
+    served = served_model(model, R.get(opts, "rope_scaling"));
+    r = compare(served, gpu, tier, tokens, R.get(opts, "tp"), null, null, null, R.get(opts, "compute_dtype"), R.get(opts, "engine"), undefined, undefined, undefined, undefined, undefined, undefined, undefined, undefined, R.get(opts, "codec"), own);
+    price = R.dict(R.DATA.prices);
+    for (const [option, row] of R.list(R.items(PRICE_OPTIONS))) {
+      if ((R.get(opts, option) != null)) {
+        price[row] = R.get(opts, option);
+      }
+    }
+    reach = R.get(opts, "reach");
+    if (((pool_medium != null) || (reach == null))) {
+      reach = 1.0;
+    }
+    return reuse_of(r, pause, price, R.get(opts, "gpu_price"), reach, pool_medium, lifetime_drive_writes, R.get(opts, "turn_new_tokens"));
+  }
+
+  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, CROSSING_POINTS, CROSSING_ITERATIONS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, MAY_BE_INF, SHAPE_FIELDS, own_value, is_moe, latent, shape_key, round_up, sign, dense_flops, served_model, rope_hint, node_gpu, node_tier, tier_exists_on, check_tier_gpu, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, choose_layout, deployment_values, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, load_shares, concurrent_at_load, calibrated_values, prefill_parts, recompute_fn, suffix_values, time_step, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, load_values, compare_at, compare, binding_hop, reload_bandwidth_range, reload_floor, known_limits, variant_loads, band, band_of, values_of, curve_of, longest_prompt, limit_of, TTL_MIN_S, TTL_MAX_S, TTL_POINTS, KEEP_HORIZON_S, SECONDS_PER_MONTH, REUSE_KEYS, PRICE_OPTIONS, pause_kind, pause_values, tier_prices, gpu_hour_price, ttl_grid, breakeven_p, best_ttl, saved_s, new_fraction, reuse_of, reuse_answer_of};
 })(window.KVCALC_RUNTIME);

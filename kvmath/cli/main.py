@@ -436,7 +436,8 @@ def _price_overrides(args):
                 raise DataError(args.prices, None, "name", f"unknown price {name!r}; expected one "
                                 f"of {', '.join(sorted(rows))}")
             out[name] = row
-    for flag, name in (("dram_price", "ddr5_usd_per_GB"), ("nvme_price", "nvme_usd_per_GB")):
+    from kvmath.evaluate.logic import PRICE_OPTIONS
+    for flag, name in PRICE_OPTIONS.items():
         value = getattr(args, flag)
         if value is not None:
             out[name] = replace(rows[name], value=value, observed=datetime.date.today(),

@@ -43,6 +43,9 @@ class _Printer(JavascriptCodePrinter):
     def _print_NaN(self, expr):
         return "NaN"
 
+    def _print_erf(self, expr):  # the runtime's (JavaScript has none), read when called
+        return f"window.KVCALC_RUNTIME.erf({self._print(expr.args[0])})"
+
 
 def js_function(expr):
     """(argument names, JavaScript function source) of a SymPy expression."""

@@ -33,7 +33,7 @@ RUNTIME_MODULE = "kvmath.evaluate.runtime"
 
 #: the prefixes of the catalogue's keys (kvmath.codegen.catalogue): a string constant of the
 #: module that starts with one may name a formula the code calls
-FORMULA_PREFIXES = ("derive.", "derive_prefill.", "attention.")
+FORMULA_PREFIXES = ("derive.", "derive_prefill.", "derive_reuse.", "attention.")
 
 #: Python builtin -> JavaScript (a runtime function of R unless it starts with a global)
 BUILTINS = {

@@ -160,6 +160,6 @@ def breakeven_then_now(r, pause):
     v = {**pause_values(pause), "S_gpu": r["saving_gpu_s"], "c_gpu": r["saving_usd"] / r["saving_gpu_s"],
          "c_cap": r["capacity_usd_per_byte_s"], "c_wear": r["write_usd_per_byte"], "Q": r["kv_bytes"],
          "f_new": r["new_fraction"]}
-    tau = best_ttl(rfn(f"value_{kind}"), v, kind)
+    tau = best_ttl(kind, v)
     then = float(rfn(f"p_breakeven_{kind}").take({**v, "tau": tau if tau > 0 else pause.median_s}))
     return then, r["p_breakeven"]

@@ -14,14 +14,15 @@ from types import MappingProxyType
 
 import numpy as np
 
+from kvmath.evaluate import logic
 from kvmath.evaluate.compare import (ScenarioError, choose_layout, compare, min_tp, node_nvme_tier,
                                      node_tp, numeric_of, path_values)
+# the reuse condition's rules, one implementation for the command line and the calculator
+from kvmath.evaluate.logic import (KEEP_HORIZON_S, SECONDS_PER_MONTH, best_ttl,  # noqa: F401
+                                   breakeven_p, new_fraction, pause_values, saved_s)
 from kvmath.tables.rows import Tier, bundled, gpu_prices, prices
 from kvmath.tables.rows import node_drive, plan_defaults, pool_tier
 
-SECONDS_PER_MONTH = 365.25 * 86400 / 12
-#: the TTL at which "keep until return" (an infinite TTL) is evaluated: every pause is over, s
-KEEP_HORIZON_S = 1e12
 #: which price prices a tier's capacity
 TIER_MEDIUM = {"host-dram": "ddr5", "rdma": "ddr5"}  # other tiers' names start with nvme
 
@@ -43,23 +44,10 @@ def _compared(model, gpu, tier, tokens, tp, compute_dtype, engine=None, resume_r
                                     gpu_resume_rate=gpu_resume_rate))
 
 
-def saved_s(r, reload_s=None):
-    """Seconds one reuse saves on each GPU: the difference of the times to first token of a
-    compare() result (the request's own costs, paid either way, cancel), with the reload of
-    another tier of the same scenario (reload_s) if given."""
-    reload_s = r["reload_s"] if reload_s is None else reload_s
-    return r["ttft_recompute_s"] - r["request_s"] - reload_s
-
-
 def pool_price_tier(pool):
     """The tier whose price a pool's capacity is held at: its medium's (its servers, CPUs and
     NICs are not priced, so a pool's cost is a lower bound)."""
     return "nvme" if pool.medium == "nvme" else "host-dram"
-
-
-def new_fraction(turn_new_tokens, tokens):
-    """f_new: the share of a cache of ``tokens`` a returning turn adds (1: the whole cache)."""
-    return 1.0 if turn_new_tokens is None else min(1.0, turn_new_tokens / tokens)
 
 
 def tier_read_bytes(r, tier_name):
@@ -71,19 +59,7 @@ def tier_read_bytes(r, tier_name):
         r["node_hop_copies"] * (r["kv_bytes_unique"] - state) + state)
 
 
-def pause_values(pause, reach=1.0):
-    """Substitution values of a pause distribution (exp: lambda; lognormal: mu, sigma), p, and
-    h_route: the probability a returning conversation reaches the node holding its cache
-    (:func:`kvmath.evaluate.routing.reach`; 1 on one node)."""
-    if pause.distribution == "exponential":
-        return {"lambda": math.log(2) / pause.median_s, "p": pause.return_probability,
-                "h_route": reach}
-    return {"mu": math.log(pause.median_s), "sigma": pause.sigma, "p": pause.return_probability,
-            "h_route": reach}
-
-
-def _kind(pause):
-    return "exp" if pause.distribution == "exponential" else "logn"
+_kind = logic.pause_kind
 
 
 def price_rows(overrides=()):
@@ -93,32 +69,19 @@ def price_rows(overrides=()):
 
 
 def tier_prices(tier_name, drive=None, overrides=()):
-    """(c_cap in $ per byte-second, c_wear in $ per byte written) of a tier.
-
-    NVMe wear spreads the price of a byte of drive over the drive's rated lifetime writes
-    (DWPD x warranty days) when the drive model is known, else over the assumed lifetime
-    writes in prices.csv.
-    """
-    pr = {k: p.value for k, p in price_rows(overrides).items()}
-    months = pr["amortisation_months"]
-    if tier_name.startswith("nvme"):
-        per_byte = pr["nvme_usd_per_GB"] / 1e9
-        lifetime = drive.lifetime_drive_writes if drive else pr["nvme_drive_writes_lifetime"]
-        return per_byte / (months * SECONDS_PER_MONTH), per_byte / lifetime
-    return pr["ddr5_usd_per_GB"] / 1e9 / (months * SECONDS_PER_MONTH), 0.0
+    """(c_cap in $ per byte-second, c_wear in $ per byte written) of a tier
+    (:func:`kvmath.evaluate.logic.tier_prices`, at prices.csv's values with ``overrides`` in
+    place of the rows they name; ``drive``: the node's drive row, whose rated lifetime writes
+    spread NVMe's wear)."""
+    price = {k: p.value for k, p in price_rows(overrides).items()}
+    return tuple(logic.tier_prices(tier_name, price,
+                                   drive.lifetime_drive_writes if drive else None))
 
 
 def gpu_second_price(gpu, usd_per_gpu_hour=None):
     """$ per GPU-second of a GPU (a Gpu row or its name): the given hourly price, else the
     GPU's own listed price (gpu_prices.csv); ScenarioError when it has none."""
-    if usd_per_gpu_hour is not None:
-        return usd_per_gpu_hour / 3600
-    name = getattr(gpu, "name", gpu)
-    row = gpu_prices().get(name)
-    if row is None:
-        raise ScenarioError(f"no GPU-hour price for {name} in gpu_prices.csv; pass --gpu-price "
-                            "(USD per GPU-hour)")
-    return row.usd_per_gpu_hour / 3600
+    return logic.gpu_hour_price(getattr(gpu, "name", gpu), usd_per_gpu_hour) / 3600
 
 
 def prices_used(gpu, tier_names, usd_per_gpu_hour=None, overrides=()):
@@ -185,106 +148,22 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
     """
     r = compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype, engine=engine,
                 codec=codec)
-    tp = r["tp"]
-    saving = r["gpus"] * saved_s(r)  # GPU-seconds one reuse saves
-    c_cap_buy, c_wear = tier_prices(price_tier or tier.name, drive, price_overrides)
-    c_cap = c_cap_buy if c_cap is None else c_cap
-    v = {**pause_values(pause, reach), "S_gpu": max(saving, 1e-300), "c_gpu": gpu_second_price(gpu, gpu_price),
-         "c_cap": c_cap, "c_wear": c_wear, "Q": r["kv_bytes_stored"],
-         "f_new": new_fraction(d_turn_new(turn_new_tokens), tokens)}
-    kind = _kind(pause)
-    value = rfn(f"value_{kind}")
-    out = {"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "tp": tp,
-           "compute_dtype": r["compute_dtype"], "engine": r["engine"], "pause": pause.name,
-           "kv_bytes": r["kv_bytes_stored"], "recompute_s": r["recompute_s"],
-           "reload_s": r["reload_s"], "saving_gpu_s": saving,
-           "saving_usd": saving * v["c_gpu"], "gpu_usd_per_hour": v["c_gpu"] * 3600,
-           "prices_observed": _iso(prices_used(gpu, [price_tier or tier.name], gpu_price,
-                                               price_overrides)),
-           "capacity_usd_per_byte_s": c_cap,
-           "write_usd_per_byte": c_wear, "return_probability": pause.return_probability,
-           "new_fraction": v["f_new"], "codec": r.get("codec"),
-           "codec_what_if": r.get("codec_what_if")}
-    if saving <= 0:
-        out.update(ttl_s=0.0, p_breakeven=None, offload_can_pay=False, value_usd=0.0,
-                   hit_probability=0.0, verdict="do not offload: reload is not faster than recompute")
-        return out
-    tau = best_ttl(value, v, kind)
-    at = {**v, "tau": tau if math.isfinite(tau) else KEEP_HORIZON_S}
-    pays = tau > 0 and float(value.take(at)) > 0
-    # no TTL pays: the best choice is not to write the cache at all (TTL 0, value 0)
-    out["ttl_s"] = tau if pays else 0.0
-    out["hit_probability"] = reach * float(rfn(f"F_{kind}").take(at)) if pays else 0.0
-    out["value_usd"] = float(value.take(at)) if pays else 0.0
-    p_star = breakeven_p(kind, v)
-    out["p_breakeven"] = p_star if p_star <= 1 else None
-    out["offload_can_pay"] = p_star <= 1  # False: not even p = 1 repays holding and writing
-    out["verdict"] = ("offload" if pays else "do not offload" if p_star <= 1 else
-                      "do not offload: holding and writing the cache cost more than the saving "
-                      "even if every conversation returns")
-    return out
-
-
-def breakeven_p(kind, v):
-    """The least return probability at which some TTL makes offloading pay.
-
-    The value is linear in p, so at each TTL one p sets it to zero (``p_breakeven_<kind>``);
-    the break-even is that p minimised over the TTL (above 1: no p pays). The minimum is found on
-    a grid of TTLs from 10 ms to 3 years, then refined by golden section on log TTL.
-    """
-    p_at = rfn(f"p_breakeven_{kind}")
-
-    def at(log_tau):  # p >= 0 wherever it is defined (0 when holding and writing are free); at
-        # the shortest TTLs the denominator cancels to 0 or below in floating point: no p pays
-        with np.errstate(all="ignore"):  # overflow at the longest TTLs is p = inf too
-            p = np.asarray(p_at.take({**v, "tau": np.exp(log_tau)}), dtype=float)
-        return np.where(np.isfinite(p) & (p >= 0), p, np.inf)
-    log_taus = np.linspace(math.log(1e-2), math.log(1e8), 4001)
-    i = int(np.argmin(at(log_taus)))
-    lo, hi = log_taus[max(i - 1, 0)], log_taus[min(i + 1, len(log_taus) - 1)]
-    g = (math.sqrt(5) - 1) / 2
-    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, fb = at(a), at(b)
-    for _ in range(60):  # golden section: the bracket shrinks by 0.618 a step
-        if fa <= fb:
-            hi, b, fb = b, a, fa
-            a = hi - g * (hi - lo)
-            fa = at(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + g * (hi - lo)
-            fb = at(b)
-    return float(min(fa, fb, at(log_taus[i])))
-
-
-def best_ttl(value, v, kind):
-    """TTL (s) maximising the expected net value; closed form for the exponential pause."""
-    if kind == "exp":
-        if v["p"] < 1 and v["c_cap"] > 0:
-            try:
-                roots = [f.take(v) for f in rfn("tau_opt_exp")]
-            except (ZeroDivisionError, OverflowError):  # holding too cheap to price: as below
-                roots = None
-            if roots is not None:
-                roots = [float(t.real) if isinstance(t, complex) else float(t) for t in roots]
-                roots = [t for t in roots if math.isfinite(t) and t > 0]
-                return roots[0] if roots else 0.0
-        # every conversation returns, or holding costs nothing: the value's slope keeps one sign
-        return math.inf if rfn("dvalue_exp").take({**v, "tau": 1.0}) > 0 else 0.0
-    taus = np.geomspace(1e-2, 1e8, 4001)
-    vals = value.take({**v, "tau": taus})
-    i = int(np.argmax(vals))
-    if vals[i] <= 0 and i == 0:
-        return 0.0
-    lo, hi = taus[max(i - 1, 0)], taus[min(i + 1, len(taus) - 1)]
-    d = rfn("dvalue_logn")
-    for _ in range(100):  # bisection on the first-order condition
-        mid = math.sqrt(lo * hi)
-        if d.take({**v, "tau": mid}) > 0:
-            lo = mid
-        else:
-            hi = mid
-    return math.sqrt(lo * hi)
+    price = {k: p.value for k, p in price_rows(price_overrides).items()}
+    answer = logic.reuse_of(r, pause, price, usd_per_gpu_hour=gpu_price, reach=reach,
+                            price_tier=price_tier,
+                            lifetime_drive_writes=drive.lifetime_drive_writes if drive else None,
+                            turn_new_tokens=turn_new_tokens, c_cap=c_cap)
+    head = {"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens,
+            "tp": r["tp"], "compute_dtype": r["compute_dtype"], "engine": r["engine"],
+            "pause": pause.name, "kv_bytes": answer["kv_bytes"], "recompute_s": r["recompute_s"],
+            "reload_s": r["reload_s"]}
+    order = ("saving_gpu_s", "saving_usd", "gpu_usd_per_hour", "prices_observed",
+             "capacity_usd_per_byte_s", "write_usd_per_byte", "return_probability",
+             "new_fraction", "codec", "codec_what_if")
+    answer.update(prices_observed=_iso(prices_used(gpu, [price_tier or tier.name], gpu_price,
+                                                   price_overrides)),
+                  codec=r.get("codec"), codec_what_if=r.get("codec_what_if"))
+    return {**head, **{k: answer[k] for k in order}, **answer}
 
 
 def ttl_filling(pause, resume_rate, kv_bytes, capacity_bytes, start_tau=0.0, reach=1.0,

@@ -91,6 +91,18 @@ def formula(key, values):
     return _generated(key).take(values)
 
 
+def formula_quiet(key, values):
+    """:func:`formula`, NaN where the expression divides by zero or overflows, without a
+    warning: a search over TTLs from 10 ms to years meets both at its ends (the page's
+    JavaScript gives NaN or an infinity there of itself)."""
+    import math
+    with np.errstate(all="ignore"):
+        try:
+            return _generated(key).take(values)
+        except (ZeroDivisionError, OverflowError, FloatingPointError):
+            return math.nan
+
+
 class ScenarioError(ValueError, InputError):
     """A scenario that cannot be evaluated (e.g. TP degree that does not fit the KV heads)."""
 
@@ -198,8 +210,8 @@ def portable_data():
     index alike (string keys, rows as records); the page's kvcalc-data.js is this as JSON."""
     from kvmath.tables.rows import (ENGINE_COST_PARAMETERS, DTYPE_BYTES, PEAK_FIELDS,
                                     allreduce_figures, bundled, deployments, engine_costs,
-                                    engines, fitted_parameters, plan_defaults, rope_scalings,
-                                    row_location)
+                                    engines, fitted_parameters, gpu_prices, plan_defaults, prices,
+                                    rope_scalings, row_location)
     from kvmath.tables.schema import table
     cat = bundled()
     deps = {}
@@ -228,4 +240,9 @@ def portable_data():
         "gpu_rows": {n: "{}, row {}".format(*row_location("gpus", n)) for n in cat.gpus},
         "families": {n: {"replicated_latent": f.replicated_latent, "fields": dict(f.fields),
                          "derived": list(f.derived)} for n, f in FAMILIES.items()},
+        # the reuse condition's prices (prices.csv, gpu_prices.csv) and the tokens a returning
+        # turn adds (plan_defaults.csv)
+        "prices": {k: p.value for k, p in prices().items()},
+        "gpu_prices": {k: p.usd_per_gpu_hour for k, p in gpu_prices().items()},
+        "turn_new_tokens": plan_defaults()["turn_new_tokens"].value,
     }

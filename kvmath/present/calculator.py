@@ -32,9 +32,11 @@ from kvmath.evaluate.bands import band_data
 from kvmath.evaluate.logic import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, PREFILL_MODELS,
                                    TP_CANDIDATES, heads_fit)
 from kvmath.evaluate.runtime import portable_data
-from kvmath.scenario.options import calculator_options
+from kvmath.evaluate.reuse import pool_price_tier
+from kvmath.scenario.options import DEFAULT_PAUSE, calculator_options
 from kvmath.tables.schema import data_path
-from kvmath.tables.rows import PROJECTION, bundled, codecs, nodes, pool_tiers
+from kvmath.tables.rows import (PROJECTION, bundled, codecs, node_drive, nodes, pauses,
+                               pool_tiers, pools)
 from kvmath.present.format import TIE_SPEEDUP, _TIME_UNITS
 from kvmath.version import version_info
 
@@ -46,6 +48,9 @@ RUNTIME = Path(__file__).with_name("kvcalc_runtime.js")
 
 #: the scenario the page opens with (the book's headline scenario)
 DEFAULTS = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 32768}
+#: the page's erf (kvcalc_runtime.js) against Python's math.erf, absolute, over the range the
+#: pause distributions reach (tests/test_webcalc.py holds it)
+ERF_TOLERANCE = 2e-15
 
 
 def _finite(x):
@@ -147,7 +152,14 @@ def scenario_data(cat=None):
         "logic": plain(portable_data()),
         "rows": {"models": plain(cat.models), "gpus": plain(calculator_gpus(cat)),
                  "tiers": plain(calculator_tiers(cat)), "nodes": plain(calculator_nodes(cat)),
-                 "codecs": plain(codecs())},
+                 "codecs": plain(codecs()), "pauses": plain(pauses())},
+        # reuse's prices: a pool's capacity at its medium's, a node's NVMe worn at its drive's
+        # rated lifetime writes; the pause reuse takes unless told
+        "pool_media": {f"pool:{n}": pool_price_tier(p) for n, p in pools().items()},
+        "node_drive_lifetime": {n: (node_drive(node).lifetime_drive_writes
+                                    if node_drive(node) is not None else None)
+                                for n, node in calculator_nodes(cat).items()},
+        "default_pause": DEFAULT_PAUSE,
         "bands": plain(band_data()),
         # the form's TP choices: the degrees each model's heads allow
         "tps": {m.name: [k for k in TP_CANDIDATES if heads_fit(m, k)] for m in cat.models.values()},

@@ -229,16 +229,20 @@ OPTIONS = (
     Option("allow-projection", FLAG, "evaluate rows of kind projection (announced parts: "
            "gpus.csv rubin, links such as cxl-gen6-x8) as a what-if; without it a command "
            "refuses them, and with it the output names each one used", COMMANDS, default=False),
-    Option("pause", TEXT, _PAUSE, (REUSE, TIERS), path=True, default=DEFAULT_PAUSE),
+    Option("pause", TEXT, _PAUSE, (REUSE, TIERS), path=True, default=DEFAULT_PAUSE,
+           label="pause between turns (reuse)"),
     Option("gpu-price", POSITIVE, "price of a GPU-hour (default: the GPU's own dated list price, "
-           "gpu_prices.csv)", (REUSE, TIERS, FLEET), unit="USD/GPU-hour", metavar="USD_PER_GPU_HOUR"),
+           "gpu_prices.csv)", (REUSE, TIERS, FLEET), unit="USD/GPU-hour", metavar="USD_PER_GPU_HOUR",
+           label="GPU-hour price (USD)"),
     Option("prices", TEXT, "a CSV in the format of kvmath/data/prices.csv whose rows replace the "
            "bundled ones they name (DRAM and NVMe per GB, amortisation, drive lifetime)",
            (REUSE, TIERS), metavar="FILE.csv", path="file"),
     Option("dram-price", POSITIVE, "host DRAM price per 1e9 B (default: prices.csv "
-           "ddr5_usd_per_GB)", (REUSE, TIERS), unit="USD/GB", metavar="USD_PER_GB"),
+           "ddr5_usd_per_GB)", (REUSE, TIERS), unit="USD/GB", metavar="USD_PER_GB",
+           label="host DRAM price (USD per GB)"),
     Option("nvme-price", POSITIVE, "NVMe price per 1e9 B (default: prices.csv nvme_usd_per_GB)",
-           (REUSE, TIERS), unit="USD/GB", metavar="USD_PER_GB"),
+           (REUSE, TIERS), unit="USD/GB", metavar="USD_PER_GB",
+           label="NVMe price (USD per GB)"),
     Option("gpu-memory-utilization", FRACTION, "fraction of HBM the engine uses (default: "
            "vLLM's, plan_defaults.csv)", (TIERS,), metavar="F"),
     Option("activation-reserve", RESERVE, "share of the used HBM kept for activations and "
@@ -316,11 +320,12 @@ OPTIONS = (
            "fleet's 99th-percentile time to first token within this", (FLEET,), unit="s",
            metavar="S"),
     Option("reach", FRACTION, "probability a returning conversation reaches the node holding its "
-           "cache, stated (a what-if, instead of --router's)", (REUSE, TIERS), metavar="H"),
+           "cache, stated (a what-if, instead of --router's)", (REUSE, TIERS), metavar="H",
+           label="returns reaching the cache's node (0–1)"),
     Option("turn-new-tokens", POSITIVE, "tokens a returning turn adds to its cache (new prompt "
            "and output), all the engine writes where the tier still holds the rest (default: "
            "plan_defaults.csv's, measured on the conversation trace)", (REUSE, TIERS),
-           unit="tokens", metavar="TOKENS"),
+           unit="tokens", metavar="TOKENS", label="tokens a returning turn adds"),
     Option("policy", choice(*POLICIES), "tier policy (default lru)", (TRACE,), default="lru"),
     Option("ttl", POSITIVE, "time-to-live of offloaded blocks for --policy ttl, s (default 600)",
            (TRACE,), unit="s", metavar="S", default=600.0, needs="policy=ttl"),
