@@ -454,3 +454,23 @@ def test_one_scenario_gives_the_same_per_request_numbers_in_every_command(capsys
         code, out, err = run(capsys, "reuse", "--scenario", str(f), "--tier", tier, "--json")
         code, out2, err = run(capsys, "compare", "--scenario", str(f), "--tier", tier, "--json")
         assert json.loads(out)["reload_s"] == pytest.approx(json.loads(out2)["reload_s"], rel=1e-12)
+
+
+def test_a_user_node_without_drives_is_named_by_file_row_and_field(capsys, tmp_path):
+    """issue 20's contract for a nodes CSV: the error names the file, its row and the field
+    (the shared logic names the node and field; the command line adds where it came from)."""
+    from kvmath.tables.rows import data_path
+    lines = data_path("nodes.csv").read_text().splitlines()
+    row = lines[1].split(",")
+    header = lines[0].split(",")
+    row[header.index("name")], row[header.index("nvme_drives")] = "my-node", "0"
+    f = tmp_path / "my-node.csv"
+    f.write_text(lines[0] + "\n" + ",".join(row) + "\n")
+    for cmd in ("compare", "reuse"):
+        code, out, err = run(capsys, cmd, "--node", str(f), "--tier", "nvme", "--model",
+                             "llama-3.1-8b", "--tokens", "8192")
+        assert code == 2 and out == ""
+        assert "(nvme_drives 0)" in err and f"({f}, row 1)" in err, err
+    code, out, err = run(capsys, "compare", "--node", "dgx-h100", "--tier", "nvme-1drive",
+                         "--model", "llama-3.1-8b", "--tokens", "8192")
+    assert code == 2 and "row 1)" not in err  # a bundled node: its name says where it is

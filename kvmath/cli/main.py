@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import os
+import re
 import sys
 from dataclasses import replace
 
@@ -566,7 +566,23 @@ def _run(argv=None):
     try:
         return _command(args)
     except InputError as exc:
-        raise _from_scenario_file(args, exc) from None
+        raise _from_node_file(args, _from_scenario_file(args, exc)) from None
+
+
+def _from_node_file(args, exc):
+    """The error, naming the nodes CSV (and its one row) when it is about the node that file
+    gave (the shared logic names the node and the field, not the file it came from)."""
+    path = getattr(args, "node", None)
+    if not path or not os.path.isfile(str(path)) or str(path) in str(exc):
+        return exc
+    try:
+        from kvmath.tables.rows import resolve_node
+        name = resolve_node(path).name
+    except InputError:
+        return exc
+    if f"node {name} " not in str(exc):
+        return exc
+    return ScenarioError(f"{exc} ({path}, row 1)")
 
 
 def _from_scenario_file(args, exc):

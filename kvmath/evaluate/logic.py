@@ -187,8 +187,15 @@ def node_tier(node, tier):
     and count) before the bundled path's later hops (host memory, the GPU's host link); any
     other tier as it is. ScenarioError for a drive tier on a node without drives, or one that
     names drives of its own (nvme-gen5, nvme-1drive): each would be priced on drives the node
-    does not have; and for a pool read over more NICs per GPU node than the node has."""
+    does not have; for a pool read over more NICs per GPU node than the node has; and for a
+    pool of the GPU nodes' own DRAM that takes all of a node's DRAM or more."""
     pool = tier.name[len("pool:"):] if tier.name.startswith("pool:") else tier.name
+    taken = tier.gpu_node_dram_bytes or 0.0  # a row from a page's data may lack the field
+    if taken > 0 and not taken < node.host_dram_bytes:
+        raise ScenarioError(f"--pool {pool} takes {taken / 1e9:.4g} GB of each GPU node's DRAM "
+                            f"(pools.csv storage_node_bytes), and node {node.name} has "
+                            f"{node.host_dram_bytes / 1e9:.4g} GB (host_dram_bytes): nothing "
+                            "would be left for its own host tier")
     for h in tier.hops:  # a pool's client hop: the NICs each GPU node reads it over
         if h.requests is not None and h.scope == "per-node" and not h.count <= node.nics:
             if not node.nics > 0:
@@ -196,10 +203,10 @@ def node_tier(node, tier):
                                     "no engine on it can reach a pool over the network")
             raise ScenarioError(f"--pool {pool}: its engines read it over {h.count} NICs per "
                                 f"GPU node (pools.csv client_nics), and node {node.name} has "
-                                f"{node.nics}")
+                                f"{node.nics} (nics {node.nics})")
     if tier.name.startswith("nvme") and not node.nvme_drives > 0:
-        raise ScenarioError(f"node {node.name} has no NVMe drives: --tier {tier.name} has "
-                            "nothing to read")
+        raise ScenarioError(f"node {node.name} has no NVMe drives (nvme_drives "
+                            f"{node.nvme_drives}): --tier {tier.name} has nothing to read")
     if tier.name.startswith("nvme") and tier.name != "nvme":
         raise ScenarioError(f"--tier {tier.name} names drives of its own ({tier.description}); "
                             f"node {node.name} has {node.nvme_drives} {node.nvme_drive_link} "

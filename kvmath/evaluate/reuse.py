@@ -305,9 +305,8 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
         host_cache_bytes = host_cache_hbm_ratio * max(kv_pool, 0.0)
     host_source, disk_source = cache_source or (None, None)  # where each size came from
     given = 0.0 if pool is None or not pool.on_gpu_nodes else pool.storage_node_bytes
-    if given >= node.host_dram_bytes:
-        raise ScenarioError(f"pool {pool.name} takes {given:.4g} B of each node's DRAM, and node "
-                            f"{node.name} has {node.host_dram_bytes:.4g} B")
+    if pool is not None:  # a pool the node cannot hold or reach: the shared rule's one line
+        logic.node_tier(node, pool_tier(pool, pool_nodes or pool.gpu_nodes))
     # a pool of the nodes' own DRAM takes its share from the node's host-DRAM tier
     host = _cache_cap(host_cache_bytes, node.host_dram_bytes - given, "host cache", "DRAM", node,
                       host_source)

@@ -380,6 +380,9 @@ class Tier:
     #: the GPUs the tier exists on (tiers.csv gpus); empty: every GPU
     #: (kvmath.evaluate.logic.tier_exists_on)
     gpus: tuple = ()
+    #: bytes of each GPU node's own host DRAM the tier's store takes (a pool of the GPU nodes'
+    #: DRAM, such as Mooncake Store's; kvmath.evaluate.logic.node_tier checks the node has it)
+    gpu_node_dram_bytes: float = 0.0
 
 
 def pool_tier(pool, nodes):
@@ -397,7 +400,8 @@ def pool_tier(pool, nodes):
     if pool.client_via_host_memory:  # each byte crosses host DRAM twice: the NIC writes it,
         hops += (Hop(GPU_HOST_MEMORY, 1, 0.5),)  # the GPU's copy reads it
     return Tier(f"pool:{pool.name}", f"{pool.description}, shared by {nodes} GPU node(s)",
-                hops + (Hop(GPU_HOST_LINK, 1),))
+                hops + (Hop(GPU_HOST_LINK, 1),),
+                gpu_node_dram_bytes=pool.storage_node_bytes if pool.on_gpu_nodes else 0.0)
 
 
 def pool_tiers():
