@@ -3,17 +3,25 @@
 Layout: :mod:`kvmath.derive.symbols` (symbols), :mod:`kvmath.derive.kv` (SymPy derivations),
 :mod:`kvmath.tables.rows` (sourced data tables), :mod:`kvmath.evaluate.compare` (lambdified
 numbers), :mod:`kvmath.cli.main` (command line).
-"""
-from kvmath.tables.rows import DataError, bundled, resolve_gpu, resolve_model, resolve_tier
 
+Importing the package loads nothing but its version: the names below load on first use, so the
+command line's entry point (:mod:`kvmath.entry`) is in charge before anything heavy loads (an
+interrupt then is one line, not a traceback), and modules that never need the SymPy derivations
+(traces, cachesim) do not pay for them.
+"""
 __all__ = ["compare", "crossings", "sweep", "DataError", "bundled", "resolve_gpu",
            "resolve_model", "resolve_tier"]
-from kvmath.version import __version__  # noqa: E402  (one place: kvmath/version.py)
 
 
 def __getattr__(name):
-    """compare, crossings, sweep on first use: the SymPy derivations behind them take seconds
-    to import, which modules that never need them (traces, cachesim) should not pay."""
+    """The version (one place: kvmath/version.py), the tables' names and compare, crossings,
+    sweep, each on first use."""
+    if name == "__version__":
+        from kvmath.version import __version__
+        return __version__
+    if name in ("DataError", "bundled", "resolve_gpu", "resolve_model", "resolve_tier"):
+        from kvmath.tables import rows
+        return getattr(rows, name)
     if name in ("compare", "crossings", "sweep"):
         from kvmath.evaluate import compare as evaluate
         return getattr(evaluate, name)

@@ -474,3 +474,33 @@ def test_a_user_node_without_drives_is_named_by_file_row_and_field(capsys, tmp_p
     code, out, err = run(capsys, "compare", "--node", "dgx-h100", "--tier", "nvme-1drive",
                          "--model", "llama-3.1-8b", "--tokens", "8192")
     assert code == 2 and "row 1)" not in err  # a bundled node: its name says where it is
+
+
+def test_an_interrupt_while_the_command_line_loads_is_one_line():
+    """issue 20: Ctrl-C at any moment once the console script runs is "kvmath: interrupted",
+    exit 130, never a traceback: importing the package loads only its version, and the entry
+    point (kvmath.entry) catches an interrupt while the command line's modules load. Sent at
+    several moments of the load (after the interpreter itself has started: an interrupt while
+    Python imports its own site module, the first few hundredths of a second, is Python's)."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+    exe = shutil.which("kvmath") or str(Path(sys.executable).with_name("kvmath"))
+    for delay in (0.08, 0.12, 0.15, 0.2, 0.25, 0.3, 0.4, 0.6):
+        p = subprocess.Popen([exe, "compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                              "--tier", "host-dram",
+                              "--tokens", "8192"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        assert "Traceback" not in err, (delay, err)
+        # done (0); interrupted (130); or ended by the signal as the interpreter shut down,
+        # its answer written (-SIGINT, nothing on stderr)
+        assert p.returncode in (0, 130, -signal.SIGINT), (delay, p.returncode, err)
+        if p.returncode < 0:
+            assert err == "", (delay, err)
+        if p.returncode == 130:
+            assert err.strip() == "kvmath: interrupted", (delay, err)
