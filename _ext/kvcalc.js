@@ -107,7 +107,10 @@
     const pause = ROWS.pauses[state.pause || D.default_pause];
     const lifetime = state.node !== undefined && state.tier === "nvme" ? D.node_drive_lifetime[state.node] : null;
     const medium = has(D.pool_media, state.tier) ? D.pool_media[state.tier] : null;
-    const out = {};
+    // what the form holds that reuse does not take: said beside its answer, not dropped
+    const left = NAMES.filter(k => k in state && !SCENARIO.includes(k) &&
+                              (!O[k].commands.includes("reuse") || D.reuse_not_run.includes(k)));
+    const out = {reuse_left_out: left.map(k => O[k].label)};
     try {
       const a = LOGIC.reuse_answer_of(...args(state), pause, medium, lifetime);
       for (const k of Object.keys(a)) out[`reuse_${k}`] = a[k];
@@ -200,6 +203,7 @@
     reuse_p_breakeven: p => p === null || p === undefined ? "none: not even p = 1 pays" : sig3(p),
     reuse_hit_probability: x => `${x.toFixed(3)} of returning conversations`,
     reuse_value_usd: usd, reuse_saving_usd: usd, reuse_gpu_usd_per_hour: x => `${usd(x)} per GPU-hour`,
+    reuse_left_out: xs => xs.length ? `priced without ${xs.join(", ")}: the command line's reuse takes none of them` : "nothing: reuse takes every field set",
   });
   const LABELS = [
     ["winner", "winner"], ["speedup", "faster by"],
@@ -224,7 +228,7 @@
     ["reuse_verdict", "offload a paused conversation (reuse)"], ["reuse_p_breakeven", "… break-even return probability"],
     ["reuse_ttl_s", "… best TTL"], ["reuse_hit_probability", "… hit probability"],
     ["reuse_value_usd", "… value per offload"], ["reuse_saving_usd", "… a reuse saves"],
-    ["reuse_gpu_usd_per_hour", "… at"],
+    ["reuse_gpu_usd_per_hour", "… at"], ["reuse_left_out", "… leaves out"],
   ];
   const REUSE_KEYS = LABELS.map(([k]) => k).filter(k => k.startsWith("reuse_"));
 
@@ -389,7 +393,7 @@
     for (const [key] of LABELS) {
       const cell = root.querySelector(`#${key}`);
       const x = r[key];
-      if (r.reuse_error && REUSE_KEYS.includes(key)) {  // reuse refused: said once, in its words
+      if (r.reuse_error && REUSE_KEYS.includes(key) && key !== "reuse_left_out") {  // refused: said once
         delete cell.dataset.value;
         cell.textContent = key === "reuse_verdict" ? formWords(r.reuse_error) : "–";
         continue;

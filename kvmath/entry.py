@@ -17,6 +17,9 @@ def _interrupted_while_loading(signum, frame):
 
 
 def main():
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started ignoring it (a background
+        from kvmath.cli.main import main as command_line  # job of a script): it keeps doing so
+        return command_line()
     previous = signal.signal(signal.SIGINT, _interrupted_while_loading)
     try:
         from kvmath.cli.main import main as command_line

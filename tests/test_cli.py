@@ -504,3 +504,38 @@ def test_an_interrupt_while_the_command_line_loads_is_one_line():
             assert err == "", (delay, err)
         if p.returncode == 130:
             assert err.strip() == "kvmath: interrupted", (delay, err)
+
+
+def test_a_command_started_ignoring_interrupts_keeps_ignoring_them():
+    """A background job of a script inherits an ignored SIGINT; the entry point does not
+    override it while the modules load (the review found it did)."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+    exe = shutil.which("kvmath") or str(Path(sys.executable).with_name("kvmath"))
+    p = subprocess.Popen([exe, "compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                          "--tier", "host-dram", "--tokens", "8192"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    time.sleep(0.15)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and "verdict" in out, (p.returncode, err)
+
+
+def test_an_interrupt_a_library_wrapped_in_its_own_error_is_still_an_interrupt(capsys,
+                                                                                monkeypatch):
+    """CI found Ctrl-C turned into pydantic's SchemaError while a row schema was built, and a
+    traceback: an error whose chain holds an interrupt is the interrupt's one line, exit 130."""
+    import kvmath.cli.main as M
+
+    def wrapped(argv=None):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise ValueError("Error building a validator") from exc
+    monkeypatch.setattr(M, "run", wrapped)
+    assert M.main(["list"]) == 130
+    assert capsys.readouterr().err == "kvmath: interrupted\n"

@@ -571,13 +571,22 @@ def test_the_fleets_cost_per_million_tokens_is_its_gpus_over_its_tokens():
         2 * c["cost_per_million_tokens_usd"], rel=1e-12) and given["gpu_price_observed"] is None
 
 
-def test_a_pool_of_the_nodes_own_dram_larger_than_a_nodes_dram_is_refused_everywhere(capsys):
-    """Mooncake Store's row takes 1 TB of each GPU node's DRAM; a GB200 tray has 960 GB. compare,
-    reuse and tiers refuse it with the shared rule's one line (logic.node_tier), as the
-    calculator does (it runs the same rule): before, compare and reuse priced it."""
-    base = ["--node", "gb200-nvl72-tray", "--pool", "mooncake-store-dram", "--model",
-            "llama-3.1-70b", "--tokens", "32768"]
+def test_a_pool_of_the_nodes_own_dram_larger_than_a_nodes_dram_is_refused_everywhere(capsys,
+                                                                                   tmp_path):
+    """Mooncake Store's row takes 1 TB of each GPU node's DRAM; on a node of 8 NICs and 960 GB
+    (a DGX H100's row with a GB200 tray's DRAM) compare, reuse and tiers refuse it with the
+    shared rule's one line (logic.node_tier), as the calculator does (it runs the same rule):
+    before, compare and reuse priced it. (A GB200 tray itself has too few NICs for the row,
+    which is said first.)"""
+    from kvmath.tables.rows import data_path
+    lines = data_path("nodes.csv").read_text().splitlines()
+    header, row = lines[0].split(","), lines[1].split(",")
+    row[header.index("name")], row[header.index("host_dram_bytes")] = "small-dram", "960e9"
+    f = tmp_path / "small-dram.csv"
+    f.write_text(lines[0] + "\n" + ",".join(row) + "\n")
+    base = ["--node", str(f), "--pool", "mooncake-store-dram", "--model", "llama-3.1-70b",
+            "--tokens", "32768"]
     for argv in (["compare", *base], ["reuse", *base], ["tiers", *base, "--resume-rate", "1"]):
         code, out, err = run(capsys, *argv)
         assert code == 2 and out == "" and "takes 1000 GB of each GPU node's DRAM" in err, argv
-        assert "gb200-nvl72-tray has 960 GB" in err
+        assert "small-dram has 960 GB (host_dram_bytes)" in err and f"({f}, row 1)" in err

@@ -16,15 +16,22 @@ from kvmath.traces import replay as C
 from kvmath.traces.fleet import NodeBlocks, _node_requests, fleet, node_exits, pool_write_back
 
 
-def _by_hand(trace, where, caps, n_nodes, pool_cap):
+def _by_hand(trace, where, caps, n_nodes, pool_cap, through=False):
     """(each request's own node hit, its node's and the pool's leading blocks, blocks written
-    to the pool): every node's tiers an LRU each, written back (HBM takes every block tail
-    first, head last; an eviction goes to the tier below unless it holds it; one from the last
-    tier leaves the node for the pool, which takes it after the request's read of it)."""
+    to the pool): every node's tiers an LRU each. Written back, HBM takes every block tail
+    first, head last and an eviction goes to the tier below unless it holds it; written
+    through, every block new to HBM is also offered to every lower tier at once, and an
+    eviction goes nowhere. A block leaves the node for the pool when it is evicted from the
+    last tier (written back: from any tier whose eviction finds no tier below) and no tier of
+    the node still holds a copy; the pool takes it after the request's read of it."""
     tiers = [[OrderedDict() for _ in caps] for _ in range(n_nodes)]
     pool, written = OrderedDict(), 0
     off = np.concatenate([[0], np.cumsum(trace.n_blocks)])
     node_hit, hits = [], []
+
+    def held(t, b):
+        return any(b in tier for tier in t)
+
     for g in range(trace.n_requests):
         t = tiers[where[g]]
         blocks = [int(x) for x in trace.hashes[off[g]:off[g + 1]]]
@@ -44,26 +51,41 @@ def _by_hand(trace, where, caps, n_nodes, pool_cap):
             h += 1
         hits.append(h)
         leaving = []
+
+        def offer(k, ob):
+            """ob offered to tier k (written back: down the chain; through: this tier only)."""
+            while True:
+                if k == len(caps):
+                    if not held(t, ob):
+                        leaving.append(ob)
+                    return
+                if ob in t[k]:
+                    t[k].move_to_end(ob)
+                    return
+                t[k][ob] = True
+                if len(t[k]) <= caps[k]:
+                    return
+                ob, _ = t[k].popitem(last=False)
+                if through:
+                    if k == len(caps) - 1 and not held(t, ob):
+                        leaving.append(ob)
+                    return
+                k += 1
+
         for b in reversed(blocks):
             if b in t[0]:
                 t[0].move_to_end(b)
                 continue
             t[0][b] = True
+            if through:
+                for k in range(1, len(caps)):
+                    offer(k, b)
             while len(t[0]) > caps[0]:
                 ob, _ = t[0].popitem(last=False)
-                k = 1
-                while True:
-                    if k == len(caps):
-                        leaving.append(ob)
-                        break
-                    if ob in t[k]:
-                        t[k].move_to_end(ob)
-                        break
-                    t[k][ob] = True
-                    if len(t[k]) <= caps[k]:
-                        break
-                    ob, _ = t[k].popitem(last=False)
-                    k += 1
+                if not through:
+                    offer(1, ob)
+                elif len(caps) == 1 and not held(t, ob):
+                    leaving.append(ob)
         for b in leaving:
             if b in pool:
                 pool.move_to_end(b)
@@ -93,9 +115,10 @@ def conversations(draw):
 
 
 @given(conversations(), st.lists(st.integers(1, 6), min_size=1, max_size=3),
-       st.integers(0, 12))
-@settings(max_examples=60, deadline=None)
-def test_write_back_pool_equals_a_replay_by_hand(tmp_path_factory, case, caps, pool_cap):
+       st.integers(0, 12), st.sampled_from(["back", "through"]))
+@settings(max_examples=100, deadline=None)
+def test_write_back_pool_equals_a_replay_by_hand(tmp_path_factory, case, caps, pool_cap, writes):
+    """The pool written back, below nodes whose own tiers are written back or through."""
     trace, where = case
     specs = [C.TierSpec("hbm", float(caps[0]), 1e30, 1e30)] + [
         C.TierSpec(f"t{k}", float(c), 1e30, 1e30, "host-dram") for k, c in enumerate(caps[1:])]
@@ -103,22 +126,40 @@ def test_write_back_pool_equals_a_replay_by_hand(tmp_path_factory, case, caps, p
     by_node.add(0, trace.n_requests, trace.hashes, where)
     tmp = tmp_path_factory.mktemp("exits")
     paths = [str(tmp / f"{n}.u64") for n in range(3)]
-    first = [node_exits(n, _node_requests(trace, where, n, by_node), specs, 1.0, "back",
+    first = [node_exits(n, _node_requests(trace, where, n, by_node), specs, 1.0, writes,
                         paths[n]) for n in range(3)]
     hits, written = pool_write_back(trace, where, first, paths, pool_cap)
-    want_node, want_hits, want_written = _by_hand(trace, where, caps, 3, pool_cap)
+    want_node, want_hits, want_written = _by_hand(trace, where, caps, 3, pool_cap,
+                                                  through=writes == "through")
     got_node = np.zeros(trace.n_requests, np.int64)
     for n in range(3):
         got_node[where == n] = first[n]["hit_blocks"]
     assert got_node.tolist() == want_node.tolist()
     assert hits.tolist() == want_hits.tolist() and written == want_written
     # returned instead of written to a file (a Dask worker elsewhere): the same blocks
-    again = node_exits(0, _node_requests(trace, where, 0, by_node), specs, 1.0, "back")
+    again = node_exits(0, _node_requests(trace, where, 0, by_node), specs, 1.0, writes)
     assert again["exit_hashes"].tobytes() == open(paths[0], "rb").read()
 
 
 NODE = nodes()["dgx-h100"]
 MODEL = resolve_model("llama-3.1-8b")
+
+
+def test_a_block_a_node_still_holds_is_not_handed_to_the_pool(tmp_path):
+    """The review's case: HBM and DRAM of one block each, requests [1], [2], [1], [3]. Block 1,
+    reloaded from DRAM into HBM at the third request, is evicted from DRAM while HBM holds it:
+    the node has not let it go, so the pool is not written it then."""
+    trace = T.from_requests([(0.0, 16, [1]), (1.0, 16, [2]), (2.0, 16, [1]), (3.0, 16, [3])],
+                            block_tokens=16)
+    where = np.zeros(4, np.int64)
+    specs = [C.TierSpec("hbm", 1.0, 1e30, 1e30), C.TierSpec("dram", 1.0, 1e30, 1e30, "host-dram")]
+    by_node = NodeBlocks(trace, 1)
+    by_node.add(0, 4, trace.hashes, where)
+    x = node_exits(0, _node_requests(trace, where, 0, by_node), specs, 1.0, "back")
+    assert x["hit_blocks"].tolist() == [0, 0, 1, 0]
+    # block 1 stays in the node (HBM, then DRAM again); block 2 leaves at the fourth request
+    # (it had been handed on at the third, and block 1 with it, before the node's copies counted)
+    assert x["exit_hashes"].tolist() == [2] and x["n_exits"].tolist() == [0, 0, 0, 1]
 
 
 def test_a_write_back_pool_below_tiers_that_never_evict_takes_nothing():

@@ -282,3 +282,21 @@ def test_a_gpu_with_no_listed_price_is_refused_in_the_reuse_rows_only(tmp_path):
     got = json.loads(out.stdout)[0]
     assert "error" not in got and "no GPU-hour price" in got["reuse_error"]
     assert "--gpu-price" in got["reuse_error"]
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js not installed (the browser test covers it)")
+def test_fields_reuse_does_not_take_are_named_beside_its_answer(tmp_path):
+    """The review's case: a KV dtype or a load changes the comparison but not reuse's rows
+    (reuse takes neither); the page says so in their last row rather than leaving it unsaid."""
+    write_static(tmp_path)
+    base = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 8192}
+    states = [base, {**base, "kv-dtype": "fp8", "resume-rate": 50}]
+    out = subprocess.run([NODE, "-e", RUNNER, str(tmp_path), str(UI)], capture_output=True,
+                         text=True, input=json.dumps(states), check=True)
+    plain, loaded = json.loads(out.stdout)
+    assert plain["reuse_left_out"] == []
+    # the load: reuse's --resume-rate prices holding from the node plan, which the page does
+    # not run, and reuse's comparison is not loaded
+    assert sorted(loaded["reuse_left_out"]) == sorted(["resumes per second (node)", "KV dtype"])
+    assert loaded["reuse_saving_gpu_s"] == plain["reuse_saving_gpu_s"]  # reuse's own scenario
+    assert loaded["reload_s"] != plain["reload_s"]

@@ -114,12 +114,8 @@
   }
 
   function node_tier(node, tier) {
-    let pool, taken, h, drives;
+    let pool, h, taken, drives;
     pool = (tier.name.startsWith("pool:") ? tier.name.slice(R.len("pool:")) : tier.name);
-    taken = R.or_(tier.gpu_node_dram_bytes, () => 0.0);
-    if (((taken > 0) && !((taken < node.host_dram_bytes)))) {
-      throw new R.ScenarioError(`--pool ${R.fmt(pool, "")} takes ${R.fmt((taken / 1000000000.0), ".4g")} GB of each GPU node's DRAM (pools.csv storage_node_bytes), and node ${R.fmt(node.name, "")} has ${R.fmt((node.host_dram_bytes / 1000000000.0), ".4g")} GB (host_dram_bytes): nothing would be left for its own host tier`);
-    }
     for (const h of R.list(tier.hops)) {
       if (((h.requests != null) && (h.scope === "per-node") && !((h.count <= node.nics)))) {
         if (!((node.nics > 0))) {
@@ -127,6 +123,10 @@
         }
         throw new R.ScenarioError(`--pool ${R.fmt(pool, "")}: its engines read it over ${R.fmt(h.count, "")} NICs per GPU node (pools.csv client_nics), and node ${R.fmt(node.name, "")} has ${R.fmt(node.nics, "")} (nics ${R.fmt(node.nics, "")})`);
       }
+    }
+    taken = R.or_(tier.gpu_node_dram_bytes, () => 0.0);
+    if (((taken > 0) && !((taken < node.host_dram_bytes)))) {
+      throw new R.ScenarioError(`--pool ${R.fmt(pool, "")} takes ${R.fmt((taken / 1000000000.0), ".4g")} GB of each GPU node's DRAM (pools.csv storage_node_bytes), and node ${R.fmt(node.name, "")} has ${R.fmt((node.host_dram_bytes / 1000000000.0), ".4g")} GB (host_dram_bytes): nothing would be left for its own host tier`);
     }
     if ((tier.name.startsWith("nvme") && !((node.nvme_drives > 0)))) {
       throw new R.ScenarioError(`node ${R.fmt(node.name, "")} has no NVMe drives (nvme_drives ${R.fmt(node.nvme_drives, "")}): --tier ${R.fmt(tier.name, "")} has nothing to read`);

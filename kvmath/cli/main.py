@@ -569,6 +569,17 @@ def _run(argv=None):
         raise _from_node_file(args, _from_scenario_file(args, exc)) from None
 
 
+def _interrupted(exc):
+    """Whether an interrupt caused ``exc`` (anywhere in its chain of causes)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _from_node_file(args, exc):
     """The error, naming the nodes CSV (and its one row) when it is about the node that file
     gave (the shared logic names the node and the field, not the file it came from)."""
@@ -689,7 +700,12 @@ def main(argv=None):
         # a numpy warning is an error inside kvmath (issue 20): it never reaches the terminal,
         # and an answer it would have made (inf, nan) is not printed
         with np.errstate(divide="raise", over="raise", invalid="raise"):
-            code = run(argv)
+            try:
+                code = run(argv)
+            except Exception as exc:  # a library that turned Ctrl-C into its own error
+                if _interrupted(exc):  # (pydantic's SchemaError while a schema builds)
+                    raise KeyboardInterrupt from None
+                raise
         sys.stdout.flush()
         return code
     except SystemExit as exc:  # --help, --version, a usage error: argparse printed and left

@@ -190,12 +190,6 @@ def node_tier(node, tier):
     does not have; for a pool read over more NICs per GPU node than the node has; and for a
     pool of the GPU nodes' own DRAM that takes all of a node's DRAM or more."""
     pool = tier.name[len("pool:"):] if tier.name.startswith("pool:") else tier.name
-    taken = tier.gpu_node_dram_bytes or 0.0  # a row from a page's data may lack the field
-    if taken > 0 and not taken < node.host_dram_bytes:
-        raise ScenarioError(f"--pool {pool} takes {taken / 1e9:.4g} GB of each GPU node's DRAM "
-                            f"(pools.csv storage_node_bytes), and node {node.name} has "
-                            f"{node.host_dram_bytes / 1e9:.4g} GB (host_dram_bytes): nothing "
-                            "would be left for its own host tier")
     for h in tier.hops:  # a pool's client hop: the NICs each GPU node reads it over
         if h.requests is not None and h.scope == "per-node" and not h.count <= node.nics:
             if not node.nics > 0:
@@ -204,6 +198,12 @@ def node_tier(node, tier):
             raise ScenarioError(f"--pool {pool}: its engines read it over {h.count} NICs per "
                                 f"GPU node (pools.csv client_nics), and node {node.name} has "
                                 f"{node.nics} (nics {node.nics})")
+    taken = tier.gpu_node_dram_bytes or 0.0  # a row from a page's data may lack the field
+    if taken > 0 and not taken < node.host_dram_bytes:
+        raise ScenarioError(f"--pool {pool} takes {taken / 1e9:.4g} GB of each GPU node's DRAM "
+                            f"(pools.csv storage_node_bytes), and node {node.name} has "
+                            f"{node.host_dram_bytes / 1e9:.4g} GB (host_dram_bytes): nothing "
+                            "would be left for its own host tier")
     if tier.name.startswith("nvme") and not node.nvme_drives > 0:
         raise ScenarioError(f"node {node.name} has no NVMe drives (nvme_drives "
                             f"{node.nvme_drives}): --tier {tier.name} has nothing to read")

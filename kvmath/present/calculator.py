@@ -160,6 +160,9 @@ def scenario_data(cat=None):
                                     if node_drive(node) is not None else None)
                                 for n, node in calculator_nodes(cat).items()},
         "default_pause": DEFAULT_PAUSE,
+        # reuse options whose part of the answer the page does not run (said beside it):
+        # --resume-rate prices holding at its opportunity cost from the node plan
+        "reuse_not_run": ["resume-rate"],
         "bands": plain(band_data()),
         # the form's TP choices: the degrees each model's heads allow
         "tps": {m.name: [k for k in TP_CANDIDATES if heads_fit(m, k)] for m in cat.models.values()},

@@ -291,8 +291,8 @@ OPTIONS = (
            help_for={FLEET: "through: every request's new blocks are also written to the pool, "
                      "which serves what a node's own tiers miss (LMCache writes each chunk to "
                      "every backend); back: a block reaches the pool when its node lets it go "
-                     "(evicted from the node's last tier: HiCache's write_back), so it serves "
-                     "only what the nodes evicted (default through)"}),
+                     "(evicted from the node's last tier, no copy left in the node: HiCache's "
+                     "write_back), so it serves only what the nodes evicted (default through)"}),
     Option("writes", choice("back", "through"), "how the node's offload tiers are written: back "
            "(a block reaches host DRAM when HBM evicts it, the drives when DRAM does: vLLM's "
            "offloading connector, SGLang HiCache's write_back) or through (every new block "
@@ -470,5 +470,5 @@ def calculator_options():
         out[o.name] = {"key": o.key, "label": o.label, "unit": o.unit, "integer": k.integer,
                        "minimum": k.minimum, "maximum": k.maximum, "below_max": k.below_max,
                        "words": k.words, "choices": list(k.choices), "flag": k.flag,
-                       "text": k.text}
+                       "text": k.text, "commands": list(o.commands)}
     return out

@@ -229,5 +229,6 @@ def read(cls, path=None):
 @lru_cache(maxsize=None)
 def table(name):
     """The bundled table ``name``, read once. Its row type is declared in :mod:`kvmath.tables.rows`,
-    which the package imports first (kvmath/__init__.py), so schema never imports it back."""
+    which the package kvmath.tables imports first (its __init__.py), so schema never imports it
+    back."""
     return read(Row.types[name])

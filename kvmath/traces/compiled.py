@@ -258,12 +258,12 @@ def _offer(S, k, b, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses, th
             if u < min_uses:
                 filtered[k] += 1
                 if not through:  # written through, the tiers above still hold it
-                    _exit(r, b, ex_r, ex_h, counters)
+                    _exit(S, T, r, b, ex_r, ex_h, counters)
                 return
         if wr[k, w] + size[k] > wbps[k]:
             dropped[k] += 1
             if not through:
-                _exit(r, b, ex_r, ex_h, counters)
+                _exit(S, T, r, b, ex_r, ex_h, counters)
             return
         wr[k, w] += size[k]
         nwr[k] += 1
@@ -285,15 +285,20 @@ def _offer(S, k, b, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses, th
         _remove(S, old)
         if through:
             if k == T - 1:  # the last tier, the node's largest, lets it go
-                _exit(r, b, ex_r, ex_h, counters)
+                _exit(S, T, r, b, ex_r, ex_h, counters)
             return
         k += 1
-    _exit(r, b, ex_r, ex_h, counters)
+    _exit(S, T, r, b, ex_r, ex_h, counters)
 
 
 @njit(cache=True, nogil=True)
-def _exit(r, b, ex_r, ex_h, counters):  # pragma: no cover (compiled)
-    """Record block b leaving the node at request r (when recording: ex_r has room)."""
+def _exit(S, T, r, b, ex_r, ex_h, counters):  # pragma: no cover (compiled)
+    """Record block b leaving the node at request r (when recording: ex_r has room), unless
+    one of the node's T tiers still holds a copy of it (lower tiers keep copies of what a
+    reload brought back up): the node has let it go only when none does."""
+    for k in range(T):
+        if _find(S, b, k) >= 0:
+            return
     q = counters[2]
     if q < len(ex_r):
         ex_r[q] = r
@@ -417,7 +422,7 @@ def _replay(r0, S, ts, wid, off, hashes, cap, size, wbps, drive, policy, ttl, mi
                     _offer(S, 1, ob, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses,
                            through, nwr, dropped, filtered, wr, r, ex_r, ex_h, counters)
                 elif T == 1:  # no tier below HBM: it leaves the node
-                    _exit(r, ob, ex_r, ex_h, counters)
+                    _exit(S, T, r, ob, ex_r, ex_h, counters)
     return n
 
 

@@ -146,8 +146,9 @@ def node_exits(n, sub, specs, block_bytes, writes, path=None):
     parts = []
     fh = open(path, "wb") if path else None
 
-    def sink(r, h):
-        counts[:] += np.bincount(r, minlength=len(counts))
+    def sink(r, h):  # r: request indices in order, so one slice of counts a buffer
+        lo = int(r[0])
+        counts[lo:int(r[-1]) + 1] += np.bincount(r - lo)
         if fh is not None:
             h.tofile(fh)
         else:
@@ -234,13 +235,25 @@ def replay_node(n, sub, specs, block_bytes, cost, span_s, gpus, replicas,
 
 #: the local Dask cluster's client, started on first use and closed as the process ends
 _LOCAL = None
+#: where the local cluster's HTTP servers listen: this machine only, any free port
+LOOPBACK = "127.0.0.1:0"
 
 
 def _close_local():
+    """Close the local cluster (as the process ends); its scheduler's notes on the workers
+    leaving are not the answer's, so the distributed logger is quiet while it closes."""
+    import logging
     global _LOCAL
     if _LOCAL is not None:
-        cluster, _LOCAL = _LOCAL.cluster, None
-        cluster.close()
+        client, _LOCAL = _LOCAL, None
+        log = logging.getLogger("distributed")
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            client.close()
+            client.cluster.close()
+        finally:
+            log.setLevel(level)
 
 
 def _dask_client(dask):
@@ -258,12 +271,13 @@ def _dask_client(dask):
         global _LOCAL
         if _LOCAL is None or _LOCAL.status != "running":
             import atexit
-            import logging
-            # its scheduler's notes (a worker leaving as the process ends) are not the answer's
-            logging.getLogger("distributed").setLevel(logging.ERROR)
+            # in this process, over inproc:// transport; the scheduler's and worker's HTTP
+            # servers (which Dask starts whatever the dashboard) on this machine's loopback
+            # only, on ports of the system's choosing (never a warning that 8787 is taken)
             _LOCAL = Client(LocalCluster(processes=False, n_workers=1,
                                          threads_per_worker=os.cpu_count() or 1,
-                                         dashboard_address=None))
+                                         dashboard_address=LOOPBACK,
+                                         worker_dashboard_address=LOOPBACK))
             atexit.register(_close_local)
         return _LOCAL
     try:
@@ -326,8 +340,9 @@ def _node_requests(trace, where, n, blocks):
 
 def _pool_back(trace, where, by_node, specs, block_bytes, writes, nodes, capacity, dask):
     """A write-back pool's hits and writes: each node's first pass (:func:`node_exits`, run as
-    the replays are), its evicted blocks in a file per node in a temporary directory (16 bytes
-    a block in flight at most; 8 a block on disk), then :func:`pool_write_back`."""
+    the replays are), its evicted blocks in a file per node in a temporary directory (8 bytes a
+    block on disk; in memory, a bounded buffer per node replayed, or, from a scheduler given by
+    address, each node's whole list until it is written), then :func:`pool_write_back`."""
     import os
     import tempfile
     remote = dask not in (None, "local")  # its workers may not see this machine's files
@@ -337,8 +352,9 @@ def _pool_back(trace, where, by_node, specs, block_bytes, writes, nodes, capacit
                  None if remote else paths[n]) for n in range(nodes))
         first = _run_jobs(jobs, dask, node_exits)
         for n, x in enumerate(first):
-            if x["exit_hashes"] is not None:
+            if x["exit_hashes"] is not None:  # a worker elsewhere returned them: to disk
                 x["exit_hashes"].tofile(paths[n])
+                x["exit_hashes"] = None
         return pool_write_back(trace, where, first, paths, capacity)
 
 
