@@ -75,9 +75,8 @@ def tile(path, requests):
 
 
 def run_fleet(path, dask):
-    argv = ["fleet", str(path), "--model", "llama-3.1-70b", "--nodes", "16", "--json"]
-    if dask != "none":
-        argv += ["--dask", dask]
+    argv = ["fleet", str(path), "--model", "llama-3.1-70b", "--nodes", "16", "--json",
+            "--dask", dask]  # none: in process (the command's default is a local cluster)
     out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT), argv=argv)],
                          capture_output=True, text=True)
     if out.returncode:
