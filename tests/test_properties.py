@@ -77,16 +77,22 @@ def test_infinite_bandwidth_limit(model, gpu, tier, bw):
 
 @given(models, gpus, tiers, bandwidth)
 @example(model="deepseek-v3.2", gpu="rubin", tier="cxl", bw=1e8)  # found by a CI run
+@example(model="llama-4-scout", gpu="rubin", tier="cxl", bw=1e8)  # and by another
 @settings(max_examples=50)
 def test_at_most_three_crossings_and_long_prompts_favour_reload(model, gpu, tier, bw):
-    """With full attention the quadratic term wins: reload wins at long enough prompts. Under
-    DeepSeek's sparse attention (an indexer) the only quadratic term is the indexer's, whose
-    cost per token pair is about a thousandth of full attention's, so its crossing lies about a
-    thousand times further out (beyond any served context: DeepSeek-V3.2 on a 0.1 GB/s path
-    crosses near 2e7 tokens), and the prompt taken as long is a thousand times longer."""
+    """Where some layer attends (or, under DSA, indexes) the whole prefix, the recompute's
+    quadratic term wins in the end: reload wins at long enough prompts. How long depends on how
+    small that term is against the linear ones: a few full layers beside chunked or recurrent
+    ones (Llama 4 Scout's 12 of 48), or DSA's indexer (about a thousandth of full attention's
+    cost a token pair), on a slow path cross far beyond any served context (DeepSeek-V3.2 on a
+    0.1 GB/s path near 2e7 tokens, Scout on Rubin over it near 1e8), so the prompt taken as long
+    grows tenfold until reload wins, up to 1e14 tokens."""
     v = values(model, gpu, tier, bw=bw)
     cs = crossings(v)
     assert len(cs) <= 3
-    if CAT.models[model].window_layers == 0:
-        t_long = (max(cs + [1.0]) * 10 + 1e7) * (1e3 if CAT.models[model].index_topk else 1)
-        assert fn("t_advantage").take({**v, "T": t_long}) < 0
+    m = CAT.models[model]
+    if m.window_layers + m.chunk_layers + m.recurrent_layers < m.layers:
+        t_long = max(cs + [1.0]) * 10 + 1e7
+        while fn("t_advantage").take({**v, "T": t_long}) >= 0 and t_long < 1e14:
+            t_long *= 10
+        assert fn("t_advantage").take({**v, "T": t_long}) < 0, t_long
