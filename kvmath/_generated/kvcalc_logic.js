@@ -930,8 +930,14 @@
     return (R.truthy(shares["saturated"]) ? fallback : shares["loads"]);
   }
 
+  function variant_bandwidth(model, gpu, tier, tokens, layout, bandwidth_Bps, eng, codec, own, resume_rate, gpu_resume_rate, fallback) {
+    let loads;
+    loads = variant_loads(model, gpu, tier, tokens, layout, bandwidth_Bps, eng, codec, own, resume_rate, gpu_resume_rate, fallback);
+    return scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, eng, loads[0], null, 1, 1, false, layout, 1, false, codec, own, loads[1])[0]["B"];
+  }
+
   function band(model, gpu, tier, tokens, tp = null, bandwidth_Bps = null, efficiency = null, kv_dtype = null, compute_dtype = null, engine = null, concurrent_reloads = null, ep = null, batch = 1, allow_beyond_context = false, prefill = "calibrated", new_tokens = 1, token_ids = false, resume_rate = null, codec = null, own = null, limits = null, gpu_resume_rate = null) {
-    let nominal, layout, conc, gpu_reloads, sv, v, hops, eng, at, fastest, b_lo, b_hi, spread, quiet, q_loads, alone, driver, d_loads, dma, reload, own_fit, e, ideal, floor, lo, hi, f, recompute, missed, step_ratios, k, step, step_lo, step_hi, cold_add, hit_add, ttft_recompute, hidden, ends, kv, layers, ttft_reload, winners, rc, rl, w;
+    let nominal, layout, conc, gpu_reloads, sv, v, hops, eng, at, fastest, b_lo, b_hi, spread, quiet, alone, driver, reload, own_fit, e, ideal, floor, lo, hi, f, recompute, missed, step_ratios, k, step, step_lo, step_hi, cold_add, hit_add, ttft_recompute, hidden, ends, kv, layers, ttft_reload, winners, rc, rl, w;
     nominal = compare(model, gpu, tier, tokens, tp, bandwidth_Bps, efficiency, kv_dtype, compute_dtype, engine, concurrent_reloads, ep, batch, allow_beyond_context, prefill, new_tokens, token_ids, resume_rate, codec, own, gpu_resume_rate);
     layout = R.Layout(({"tp": nominal["tp"], "ep": nominal["ep"], "dp_attention": nominal["dp_attention"], "weight_dtype": nominal["weight_dtype"], "compute_dtype": nominal["compute_dtype"], "kv_dtype": nominal["kv_dtype"], "reason": nominal["layout_from"]}));
     conc = nominal["concurrent_reloads"];
@@ -956,16 +962,13 @@
       }
       if (R.truthy(R.or_(eng.writes_overlap, () => eng.copy_batched))) {
         quiet = R.with_fields(eng, ({"writes_overlap": false, "fast_copies": true}));
-        q_loads = variant_loads(model, gpu, tier, tokens, layout, bandwidth_Bps, quiet, codec, own, resume_rate, gpu_resume_rate, [conc, gpu_reloads]);
-        alone = scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, quiet, q_loads[0], null, 1, 1, false, layout, 1, false, codec, own, q_loads[1])[0];
-        b_hi = R.max(b_hi, alone["B"]);
-        fastest = R.min(fastest, Number(R.formula("derive.t_reload", ({...at, "B": alone["B"]}))));
+        alone = variant_bandwidth(model, gpu, tier, tokens, layout, bandwidth_Bps, quiet, codec, own, resume_rate, gpu_resume_rate, [conc, gpu_reloads]);
+        b_hi = R.max(b_hi, alone);
+        fastest = R.min(fastest, Number(R.formula("derive.t_reload", ({...at, "B": alone}))));
       }
       if (R.truthy(load_kernel(eng, v["copy_bytes"], gpu.platform))) {
         driver = R.with_fields(eng, ({"driver_copies": true}));
-        d_loads = variant_loads(model, gpu, tier, tokens, layout, bandwidth_Bps, driver, codec, own, resume_rate, gpu_resume_rate, [conc, gpu_reloads]);
-        dma = scenario_values(model, gpu, tier, null, bandwidth_Bps, null, null, null, driver, d_loads[0], null, 1, 1, false, layout, 1, false, codec, own, d_loads[1])[0];
-        b_lo = R.min(b_lo, dma["B"]);
+        b_lo = R.min(b_lo, variant_bandwidth(model, gpu, tier, tokens, layout, bandwidth_Bps, driver, codec, own, resume_rate, gpu_resume_rate, [conc, gpu_reloads]));
       }
       reload = [Number(R.formula("derive.t_reload", ({...at, "B": b_hi}))), Number(R.formula("derive.t_reload", ({...at, "B": b_lo})))];
     } else {
@@ -1094,7 +1097,6 @@
   const TTL_MAX_S = 100000000.0;
   const TTL_POINTS = 4001;
   const KEEP_HORIZON_S = 1000000000000.0;
-  const SECONDS_PER_MONTH = ((365.25 * 86400) / 12);
   const REUSE_KEYS = ({"exp": ({"value": "derive_reuse.value_exp", "F": "derive_reuse.F_exp", "p_breakeven": "derive_reuse.p_breakeven_exp", "dvalue": "derive_reuse.dvalue_exp", "tau_opt": "derive_reuse.tau_opt_exp[0]"}), "logn": ({"value": "derive_reuse.value_logn", "F": "derive_reuse.F_logn", "p_breakeven": "derive_reuse.p_breakeven_logn", "dvalue": "derive_reuse.dvalue_logn"})});
   const PRICE_OPTIONS = ({"dram_price": "ddr5_usd_per_GB", "nvme_price": "nvme_usd_per_GB"});
 
@@ -1110,14 +1112,14 @@
   }
 
   function tier_prices(tier_name, price, lifetime_drive_writes = null) {
-    let months, per_byte, lifetime;
+    let months, lifetime, at;
     months = price["amortisation_months"];
     if (tier_name.startsWith("nvme")) {
-      per_byte = (price["nvme_usd_per_GB"] / 1000000000.0);
       lifetime = (R.truthy(lifetime_drive_writes) ? lifetime_drive_writes : price["nvme_drive_writes_lifetime"]);
-      return [(per_byte / (months * SECONDS_PER_MONTH)), (per_byte / lifetime)];
+      at = ({"p_GB": price["nvme_usd_per_GB"], "m_amort": months, "W_life": lifetime});
+      return [Number(R.formula("derive_reuse.capacity_price", at)), Number(R.formula("derive_reuse.wear_price", at))];
     }
-    return [((price["ddr5_usd_per_GB"] / 1000000000.0) / (months * SECONDS_PER_MONTH)), 0.0];
+    return [Number(R.formula("derive_reuse.capacity_price", ({"p_GB": price["ddr5_usd_per_GB"], "m_amort": months}))), 0.0];
   }
 
   function gpu_hour_price(gpu_name, usd_per_gpu_hour = null) {
@@ -1266,5 +1268,5 @@
     return reuse_of(r, pause, price, R.get(opts, "gpu_price"), reach, pool_medium, lifetime_drive_writes, R.get(opts, "turn_new_tokens"));
   }
 
-  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, CROSSING_POINTS, CROSSING_ITERATIONS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, MAY_BE_INF, SHAPE_FIELDS, own_value, is_moe, latent, shape_key, round_up, sign, dense_flops, served_model, rope_hint, node_gpu, node_tier, tier_exists_on, check_tier_gpu, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, choose_layout, deployment_values, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, load_shares, concurrent_at_load, calibrated_values, prefill_parts, recompute_fn, suffix_values, time_step, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, load_values, compare_at, compare, binding_hop, reload_bandwidth_range, reload_floor, known_limits, variant_loads, band, band_of, values_of, curve_of, longest_prompt, limit_of, TTL_MIN_S, TTL_MAX_S, TTL_POINTS, KEEP_HORIZON_S, SECONDS_PER_MONTH, REUSE_KEYS, PRICE_OPTIONS, pause_kind, pause_values, tier_prices, gpu_hour_price, ttl_grid, breakeven_p, best_ttl, saved_s, new_fraction, reuse_of, reuse_answer_of};
+  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, CROSSING_POINTS, CROSSING_ITERATIONS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, MAY_BE_INF, SHAPE_FIELDS, own_value, is_moe, latent, shape_key, round_up, sign, dense_flops, served_model, rope_hint, node_gpu, node_tier, tier_exists_on, check_tier_gpu, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, choose_layout, deployment_values, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, load_shares, concurrent_at_load, calibrated_values, prefill_parts, recompute_fn, suffix_values, time_step, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, load_values, compare_at, compare, binding_hop, reload_bandwidth_range, reload_floor, known_limits, variant_loads, variant_bandwidth, band, band_of, values_of, curve_of, longest_prompt, limit_of, TTL_MIN_S, TTL_MAX_S, TTL_POINTS, KEEP_HORIZON_S, REUSE_KEYS, PRICE_OPTIONS, pause_kind, pause_values, tier_prices, gpu_hour_price, ttl_grid, breakeven_p, best_ttl, saved_s, new_fraction, reuse_of, reuse_answer_of};
 })(window.KVCALC_RUNTIME);

@@ -947,6 +947,15 @@ def _derive_prefill_WEIGHTS_FLOOR_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_
     _x9 = d_nope + d_rope
     return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (L_chunk + L_full + L_win)*(_x2*(d_rope + r_kv) + _x7*d_v + _x8*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*r_q + _x8*_x9*r_q, _x7*_x9))
 
+def _derive_reuse_SECONDS_PER_MONTH():
+    return 2629800
+
+def _derive_reuse_capacity_price(m_amort, p_GB):
+    return (1/2629800000000000)*p_GB/m_amort
+
+def _derive_reuse_wear_price(W_life, p_GB):
+    return (1/1000000000)*p_GB/W_life
+
 def _derive_reuse_F_exp(lambda_, tau):
     return 1 - numpy.exp(-lambda_*tau)
 
@@ -2188,6 +2197,9 @@ FUNCS = {
     'derive_prefill.WEIGHTS_FLOOR.dsa': (_derive_prefill_WEIGHTS_FLOOR_dsa, ('B_hbm', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_I', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
     'derive_prefill.WEIGHTS_FLOOR.gqa': (_derive_prefill_WEIGHTS_FLOOR_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_h', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq')),
     'derive_prefill.WEIGHTS_FLOOR.mla': (_derive_prefill_WEIGHTS_FLOOR_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
+    'derive_reuse.SECONDS_PER_MONTH': (_derive_reuse_SECONDS_PER_MONTH, ()),
+    'derive_reuse.capacity_price': (_derive_reuse_capacity_price, ('m_amort', 'p_GB')),
+    'derive_reuse.wear_price': (_derive_reuse_wear_price, ('W_life', 'p_GB')),
     'derive_reuse.F_exp': (_derive_reuse_F_exp, ('lambda', 'tau')),
     'derive_reuse.F_logn': (_derive_reuse_F_logn, ('mu', 'sigma', 'tau')),
     'derive_reuse.hold_return_exp': (_derive_reuse_hold_return_exp, ('lambda', 'tau')),

@@ -15,10 +15,19 @@ follow every turn that ends (r / p). A pool every node reads has h_route = 1.
 import sympy as sp
 
 from kvmath.derive import symcache as C
-from kvmath.derive.symbols import (Bytes, K, N_fleet, N_node, S_gpu, c_cap, c_gpu, c_wear, f_new,
-                                   h_route, lam, mu, p_ret, r_res, r_tok, sigma, tau)
+from kvmath.derive.symbols import (Bytes, K, N_fleet, N_node, S_gpu, W_life, c_cap, c_gpu, c_wear,
+                                   f_new, h_route, lam, m_amort, mu, p_GB, p_ret, r_res, r_tok,
+                                   sigma, tau)
 
 _t = sp.Symbol("t", positive=True)
+
+# ------------------------------------------------------------------ prices of holding and writing
+#: seconds in a month (a Julian year's twelfth)
+SECONDS_PER_MONTH = sp.Rational(1461, 4) * 86400 / 12
+#: c_cap at purchase: a medium's price per byte, amortised over m_amort months, $ per byte-second
+capacity_price = p_GB / 10 ** 9 / (m_amort * SECONDS_PER_MONTH)
+#: c_wear of a drive: its price per byte spread over its rated lifetime writes, $ per byte written
+wear_price = p_GB / 10 ** 9 / W_life
 
 # ------------------------------------------------------------------ pause distributions
 #: exponential pause: CDF at tau

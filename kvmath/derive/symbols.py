@@ -125,6 +125,9 @@ sigma = sp.Symbol("sigma", positive=True)  #: log-standard deviation of a lognor
 c_gpu = sp.Symbol("c_gpu", positive=True)  #: price of a GPU-second, $
 c_cap = sp.Symbol("c_cap", nonnegative=True)  #: price of holding one byte for one second in a tier, $
 c_wear = sp.Symbol("c_wear", nonnegative=True)  #: price of writing one byte (SSD endurance), $
+p_GB = sp.Symbol("p_GB", positive=True)  #: a medium's purchase price per 1e9 B, $
+m_amort = sp.Symbol("m_amort", positive=True)  #: months a purchase is amortised over
+W_life = sp.Symbol("W_life", positive=True)  #: full-drive writes over a drive's rated life
 S_gpu = sp.Symbol("S_gpu", positive=True)  #: GPU-seconds one reuse saves
 Bytes = sp.Symbol("Q", positive=True)  #: bytes of one offloaded cache
 r_res = sp.Symbol("r", positive=True)  #: resumes per second arriving at a node
@@ -240,6 +243,9 @@ MEANING = {
     c_gpu: ("price of one GPU-second", "$"),
     c_cap: ("price of holding one byte for one second", "$/(B s)"),
     c_wear: ("price of writing one byte to a drive", "$/B"),
+    p_GB: ("a medium's purchase price per 1e9 B", "$/GB"),
+    m_amort: ("months a purchase is amortised over", "months"),
+    W_life: ("full-drive writes over a drive's rated life", "drive writes"),
     S_gpu: ("GPU-seconds one reuse saves", "GPU s"),
     Bytes: ("bytes of one offloaded cache", "B"),
     r_res: ("resumes per second arriving at a node", "1/s"),

@@ -1285,6 +1285,17 @@ def variant_loads(model, gpu, tier, tokens, layout, bandwidth_Bps, eng, codec, o
     return fallback if shares["saturated"] else shares["loads"]
 
 
+def variant_bandwidth(model, gpu, tier, tokens, layout, bandwidth_Bps, eng, codec, own,
+                      resume_rate, gpu_resume_rate, fallback):
+    """The per-GPU reload bandwidth (B/s) of one of the band's engine variants, at its own
+    sharing of the stated load (:func:`variant_loads`)."""
+    loads = variant_loads(model, gpu, tier, tokens, layout, bandwidth_Bps, eng, codec, own,
+                          resume_rate, gpu_resume_rate, fallback)
+    return scenario_values(model, gpu, tier, None, bandwidth_Bps, None, None, None, eng,
+                           loads[0], None, 1, 1, False, layout, 1, False, codec, own,
+                           loads[1])[0]["B"]
+
+
 def band(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None, kv_dtype=None,
          compute_dtype=None, engine=None, concurrent_reloads=None, ep=None, batch=1,
          allow_beyond_context=False, prefill="calibrated", new_tokens=1, token_ids=False,
@@ -1333,24 +1344,17 @@ def band(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
             # meanwhile (the host link without the duplex share other requests' writes leave),
             # and a batched call's copies at the driver's per-descriptor cost
             quiet = with_fields(eng, {"writes_overlap": False, "fast_copies": True})
-            q_loads = variant_loads(model, gpu, tier, tokens, layout, bandwidth_Bps, quiet,
-                                    codec, own, resume_rate, gpu_resume_rate,
-                                    [conc, gpu_reloads])
-            alone = scenario_values(model, gpu, tier, None, bandwidth_Bps, None, None, None,
-                                    quiet, q_loads[0], None, 1, 1, False, layout, 1, False, codec,
-                                    own, q_loads[1])[0]
-            b_hi = max(b_hi, alone["B"])
-            fastest = min(fastest, float(formula("derive.t_reload", {**at, "B": alone["B"]})))
+            alone = variant_bandwidth(model, gpu, tier, tokens, layout, bandwidth_Bps, quiet,
+                                      codec, own, resume_rate, gpu_resume_rate,
+                                      [conc, gpu_reloads])
+            b_hi = max(b_hi, alone)
+            fastest = min(fastest, float(formula("derive.t_reload", {**at, "B": alone})))
         if load_kernel(eng, v["copy_bytes"], gpu.platform):  # the slow end: the driver
             # copies the kernel replaced
             driver = with_fields(eng, {"driver_copies": True})
-            d_loads = variant_loads(model, gpu, tier, tokens, layout, bandwidth_Bps, driver,
-                                    codec, own, resume_rate, gpu_resume_rate,
-                                    [conc, gpu_reloads])
-            dma = scenario_values(model, gpu, tier, None, bandwidth_Bps, None, None, None,
-                                  driver, d_loads[0], None, 1, 1, False, layout, 1, False, codec,
-                                  own, d_loads[1])[0]
-            b_lo = min(b_lo, dma["B"])
+            b_lo = min(b_lo, variant_bandwidth(model, gpu, tier, tokens, layout, bandwidth_Bps,
+                                               driver, codec, own, resume_rate,
+                                               gpu_resume_rate, [conc, gpu_reloads]))
         reload = [float(formula("derive.t_reload", {**at, "B": b_hi})),
                   float(formula("derive.t_reload", {**at, "B": b_lo}))]
     else:  # a prefix still in HBM moves nothing: its reload is the engine step alone
@@ -1511,8 +1515,6 @@ TTL_MAX_S = 1e8
 TTL_POINTS = 4001
 #: the TTL at which "keep until return" (an infinite TTL) is evaluated: every pause is over, s
 KEEP_HORIZON_S = 1e12
-#: a month of capacity, s (prices.csv amortises capacity over months)
-SECONDS_PER_MONTH = 365.25 * 86400 / 12
 #: each pause distribution's expressions (kvmath.derive.reuse), by kind
 REUSE_KEYS = {
     "exp": {"value": "derive_reuse.value_exp", "F": "derive_reuse.F_exp",
@@ -1552,11 +1554,13 @@ def tier_prices(tier_name, price, lifetime_drive_writes=None):
     over prices.csv's assumed lifetime writes. A tier other than NVMe is priced as DDR5."""
     months = price["amortisation_months"]
     if tier_name.startswith("nvme"):
-        per_byte = price["nvme_usd_per_GB"] / 1e9
         lifetime = (lifetime_drive_writes if lifetime_drive_writes
                     else price["nvme_drive_writes_lifetime"])
-        return [per_byte / (months * SECONDS_PER_MONTH), per_byte / lifetime]
-    return [price["ddr5_usd_per_GB"] / 1e9 / (months * SECONDS_PER_MONTH), 0.0]
+        at = {"p_GB": price["nvme_usd_per_GB"], "m_amort": months, "W_life": lifetime}
+        return [float(formula("derive_reuse.capacity_price", at)),
+                float(formula("derive_reuse.wear_price", at))]
+    return [float(formula("derive_reuse.capacity_price",
+                          {"p_GB": price["ddr5_usd_per_GB"], "m_amort": months})), 0.0]
 
 
 def gpu_hour_price(gpu_name, usd_per_gpu_hour=None):

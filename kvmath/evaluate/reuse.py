@@ -18,7 +18,7 @@ from kvmath.evaluate import logic
 from kvmath.evaluate.compare import (ScenarioError, choose_layout, compare, min_tp, node_nvme_tier,
                                      node_tp, numeric_of, path_values)
 # the reuse condition's rules, one implementation for the command line and the calculator
-from kvmath.evaluate.logic import (KEEP_HORIZON_S, SECONDS_PER_MONTH, best_ttl,  # noqa: F401
+from kvmath.evaluate.logic import (KEEP_HORIZON_S, best_ttl,  # noqa: F401
                                    breakeven_p, new_fraction, pause_values, saved_s)
 from kvmath.tables.rows import Tier, bundled, gpu_prices, prices
 from kvmath.tables.rows import node_drive, plan_defaults, pool_tier
