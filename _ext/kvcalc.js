@@ -1,11 +1,13 @@
 /* The book's calculator: user interface only.
  *
- * The page evaluates with the command line's own logic: kvmath/evaluate/logic.py printed as
+ * The page evaluates with the command line's own logic: the modules of kvmath/logic/ printed as
  * JavaScript (kvcalc-logic.js, by kvmath.codegen.pyjs) over its runtime (kvcalc-runtime.js),
  * every formula from kvcalc-formulas.js (printed from the SymPy expressions) and every number
  * from kvcalc-data.js (the bundled tables, written at build time by kvmath.present.calculator).
  * This file reads the state from the form or the query string (parameter names = the CLI's flag
- * names, symbol names for a reader's own values), passes it to the logic, and shows each result
+ * names, symbol names for a reader's own values), builds the scenario record every command
+ * builds (kvmath.scenario.record: each form field sets the record field its option declares),
+ * passes it to the logic, and shows each result
  * in an element whose id is its `compare --json` key, with the full-precision value in
  * data-value.
  */
@@ -79,25 +81,26 @@
     return null;
   }
 
-  /** The logic's arguments for a state: the rows it names, the prompt, compare's options by
-   *  their own names (a bandwidth in B/s, the engine's row) and the reader's own values. */
-  function args(state) {
-    const opts = {};
-    for (const k of NAMES) if (k in state && !SCENARIO.includes(k)) opts[O[k].key] = state[k];
-    if ("bandwidth" in opts) {
-      opts.bandwidth_Bps = opts.bandwidth * D.bandwidth_scale;
-      delete opts.bandwidth;
+  /** The scenario record of a state (kvmath.scenario.record.Scenario): the declared defaults,
+   *  each form field in the record field its option declares (a bandwidth in B/s), the rows it
+   *  names (the model as served under its RoPE scaling, the engine's row, a node's GPU and its
+   *  drives for nvme) and the reader's own values. */
+  function record(state) {
+    const rec = Object.assign({}, D.scenario_defaults);
+    for (const k of NAMES) {
+      if (!(k in state) || O[k].field === null || O[k].row !== null) continue;
+      rec[O[k].field] = O[k].scale !== 1 ? state[k] * O[k].scale : state[k];
     }
-    opts.engine = D.logic.engines[state.engine || D.default_engine];
-    let own = null;
-    for (const s of SYMBOLS) if (s in state) { own = own || {}; own[s] = state[s]; }
+    rec.engine = D.logic.engines[state.engine || D.default_engine];
+    for (const s of SYMBOLS) if (s in state) { rec.own = rec.own || {}; rec.own[s] = state[s]; }
     let gpu = ROWS.gpus[state.gpu], tier = ROWS.tiers[state.tier];
     if (state.node !== undefined) {  // the node's GPU and count, its drives for nvme (logic)
       const node = ROWS.nodes[state.node];
       gpu = LOGIC.node_gpu(node, ROWS.gpus[node.gpu], gpu);
       tier = LOGIC.node_tier(node, tier);
     }
-    return [ROWS.models[state.model], gpu, tier, state.tokens, opts, own];
+    return Object.assign(rec, {model: LOGIC.served_model(ROWS.models[state.model], rec.rope_scaling),
+                               gpu: gpu, tier: tier});
   }
 
   /** reuse --json's answer for the state (logic.reuse_answer_of), its keys prefixed reuse_: the
@@ -112,7 +115,8 @@
                               (!O[k].commands.includes("reuse") || D.reuse_not_run.includes(k)));
     const out = {reuse_left_out: left.map(k => O[k].label)};
     try {
-      const a = LOGIC.reuse_answer_of(...args(state), pause, medium, lifetime);
+      const a = LOGIC.reuse_answer(record(state), state.tokens, pause, D.logic.prices,
+                                   {pool_medium: medium, lifetime_drive_writes: lifetime});
       for (const k of Object.keys(a)) out[`reuse_${k}`] = a[k];
     } catch (e) {
       if (!(e instanceof R.ScenarioError)) throw e;
@@ -121,12 +125,12 @@
     return out;
   }
 
-  /** compare --json with its bands, as the command line prints them (logic.band_of). */
+  /** compare --json with its bands, as the command line prints them (logic.band). */
   function compute(state) {
     const err = check(state);
     if (err) return {error: err};
     try {
-      const b = LOGIC.band_of(...args(state), D.bands);
+      const b = LOGIC.band(record(state), state.tokens, D.bands);
       const r = Object.assign({}, b.nominal, {
         recompute_s_band: b.recompute_s, reload_s_band: b.reload_s,
         ttft_recompute_s_band: b.ttft_recompute_s, ttft_reload_s_band: b.ttft_reload_s,
@@ -350,8 +354,8 @@
     }
     for (const k of FLAGS) form.elements[k].checked = Boolean(state[k]);
     if (check(state)) return;
-    let v;  // the scenario's own values as placeholders (logic.values_of)
-    try { v = LOGIC.values_of(...args(state))[0]; } catch (e) { if (e instanceof R.ScenarioError) return; throw e; }
+    let v;  // the scenario's own values as placeholders (logic.load_values)
+    try { v = LOGIC.load_values(record(state), state.tokens)[0][0]; } catch (e) { if (e instanceof R.ScenarioError) return; throw e; }
     for (const s of SYMBOLS) {
       if (form.elements[s] && s in v) form.elements[s].placeholder = String(Number(v[s].toPrecision(6)));
     }
@@ -409,15 +413,15 @@
 
   // ------------------------------------------------------------------ plot (SVG, log-log)
   /** [T, ttft_recompute_s, ttft_reload_s] at each length: the times the verdict compares
-   *  (logic.curve_of). */
+   *  (logic.ttft_curve). */
   function curve(state, lengths) {
-    return LOGIC.curve_of(...args(state), lengths);
+    return LOGIC.ttft_curve(record(state), state.tokens, lengths);
   }
 
   /** The longest prompt the chart may draw, and why: the context window or what HBM holds
-   *  (logic.limit_of). */
+   *  (logic.prompt_limit). */
   function chartLimit(state) {
-    return LOGIC.limit_of(...args(state));
+    return LOGIC.prompt_limit(record(state), state.tokens);
   }
 
   function plot(box, state, r) {

@@ -18,8 +18,8 @@ import numpy as np
 
 from kvmath import bundled
 from kvmath.derive import kv as D
-from kvmath.evaluate.compare import fn, scenario_values
-from kvmath.evaluate.logic import tier_exists_on
+from kvmath.evaluate.api import fn, scenario_values
+from kvmath.logic.path import tier_exists_on
 
 
 def grid(n_lengths):

@@ -1,8 +1,9 @@
 """kvmath: when does reloading a paused conversation's KV cache beat recomputing it?
 
-Layout: :mod:`kvmath.derive.symbols` (symbols), :mod:`kvmath.derive.kv` (SymPy derivations),
-:mod:`kvmath.tables.rows` (sourced data tables), :mod:`kvmath.evaluate.compare` (lambdified
-numbers), :mod:`kvmath.cli.main` (command line).
+Layout: :mod:`kvmath.derive` (the SymPy derivations), :mod:`kvmath.tables` (the sourced data
+tables), :mod:`kvmath.logic` (the scenario's logic, written once for the command line and the
+calculator), :mod:`kvmath.scenario` (options, the scenario record, scenario files),
+:mod:`kvmath.evaluate.api` (the Python face), :mod:`kvmath.cli` (the command line).
 
 Importing the package loads nothing but its version: the names below load on first use, so the
 command line's entry point (:mod:`kvmath.entry`) is in charge before anything heavy loads (an
@@ -23,6 +24,6 @@ def __getattr__(name):
         from kvmath.tables import rows
         return getattr(rows, name)
     if name in ("compare", "crossings", "sweep"):
-        from kvmath.evaluate import compare as evaluate
-        return getattr(evaluate, name)
+        from kvmath.evaluate import api
+        return getattr(api, name)
     raise AttributeError(f"module 'kvmath' has no attribute {name!r}")

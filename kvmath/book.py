@@ -19,11 +19,13 @@ from kvmath.evaluate.bands import (band, bandwidth_range, borrowed_fit_factor, b
 from kvmath.evaluate.changes import (LAST_RELEASE, OTHER_CAUSE, PREVIOUS_RELEASE, WHY_KERNEL,
     WHY_LAYOUT, WHY_MLA, WHY_MOE, breakeven_then_now, cause, diff, diff_since_last, snapshot,
     tp_moves)
-from kvmath.evaluate.compare import (DEFAULT_ENGINE, Numeric, ScenarioError, architecture_values,
+from kvmath.evaluate.api import (DEFAULT_ENGINE, Numeric, ScenarioError, architecture_values,
     compare, crossings, default_concurrency, engine_costs_calibrated, fit_transfer_curve, fn,
     node_nvme_tier,
     parameter_counts, path_values, replication, scenario_values, sweep)
-from kvmath.evaluate.logic import PARTS as PREFILL_PARTS_NAMES, served_model, tier_exists_on
+from kvmath.logic.constants import PARTS as PREFILL_PARTS_NAMES
+from kvmath.logic.rules import served_model
+from kvmath.logic.path import tier_exists_on
 from kvmath.evaluate.prefill import fitted_parameters, prefill_time
 from kvmath.evaluate.reuse import (gpu_second_price, nvme_value, pause_values, reuse, rfn,
     saved_s, tier_plan, tier_prices)

@@ -26,7 +26,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from kvmath.derive import prefill as DP
-from kvmath.evaluate.compare import numeric_of
+from kvmath.evaluate.api import numeric_of
 from kvmath.tables.schema import read, table
 from kvmath.tables.rows import DataError, VidurMlp, bundled, data_path
 

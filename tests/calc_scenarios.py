@@ -5,8 +5,9 @@ import random
 
 from kvmath import bundled
 from kvmath.evaluate.bands import band
-from kvmath.evaluate.compare import PREFILL_MODELS, ScenarioError
-from kvmath.evaluate.logic import node_gpu, node_tier, served_model
+from kvmath.evaluate.api import PREFILL_MODELS, ScenarioError
+from kvmath.logic.path import node_gpu, node_tier
+from kvmath.logic.rules import served_model
 from kvmath.present.calculator import calculator_gpus, calculator_tiers
 from kvmath.tables.rows import engines, nodes
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvmath.evaluate.routing import ROUTERS
-from kvmath.evaluate.values import ScenarioError
+from kvmath.evaluate.api import ScenarioError
 from kvmath.traces.replay import TierSpec, stack_distances
 from kvmath.traces.routing import LOAD_WINDOW_S, OVERLAP_WEIGHT
 
@@ -259,7 +259,7 @@ class PythonPrice:
     """HitCost.price's loop, over a HitCost's tables."""
 
     def __init__(self, cost):
-        from kvmath.evaluate.compare import sweep
+        from kvmath.evaluate.api import sweep
         from kvmath.tables.rows import resolve_tier
         self.model, self.gpu, self.tiers = cost.model, cost.gpu, cost.tiers
         self.tp, self.gpus, self.engine = cost.tp, cost.gpus, cost.engine
@@ -479,7 +479,7 @@ def pool_setup(trace, model, node, nodes, pool, tp, block_bytes, engine=None):
     shared by the fleet's ``nodes`` GPU nodes, written through (every request's blocks, new ones
     only): its whole capacity (:meth:`~kvmath.tables.rows.Pool.capacity`), read by each node
     over its share of the pool's servers and NICs (:func:`~kvmath.tables.rows.pool_tier`)."""
-    from kvmath.evaluate.compare import path_values
+    from kvmath.evaluate.api import path_values
     from kvmath.tables.rows import bundled, pool_tier
     gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)
     path = pool_tier(pool, nodes)

@@ -134,7 +134,7 @@ def test_malformed_user_file(capsys, model_file):
 
 def test_fp8_compute_on_gpu_without_fp8_is_an_error(capsys):
     from kvmath import compare, resolve_gpu, resolve_model, resolve_tier
-    from kvmath.evaluate.compare import ScenarioError
+    from kvmath.evaluate.api import ScenarioError
     with pytest.raises(ScenarioError, match="fp8"):
         compare(resolve_model("llama-3.1-8b"), resolve_gpu("a100-sxm"),
                 resolve_tier("host-dram"), 10, compute_dtype="fp8")

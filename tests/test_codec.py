@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from kvmath import bundled
 from kvmath.cli.main import main
-from kvmath.evaluate.compare import compare
+from kvmath.evaluate.api import compare
 from kvmath.tables.rows import DTYPE_BYTES, codecs
 
 CAT = bundled()
@@ -98,7 +98,7 @@ def test_a_load_shares_the_encoded_bytes():
     lustre = pools()["lustre-gcp"]
     tier = pool_tier(lustre, lustre.gpu_nodes)
     qwen, h200 = CAT.models["qwen3-235b-a22b"], CAT.gpus["h200"]
-    from kvmath.evaluate.compare import ScenarioError
+    from kvmath.evaluate.api import ScenarioError
     with pytest.raises(ScenarioError, match="saturates"):
         compare(qwen, h200, tier, 16000, resume_rate=2)
     coded = compare(qwen, h200, tier, 16000, resume_rate=2, codec=CACHEGEN)
@@ -113,7 +113,7 @@ def test_a_load_shares_the_gpus_decoder_too():
     # decoding is each replica's own GPU work (the review found it never shared): the per-GPU
     # server is the link and the decoder, so a load the decoder cannot keep up with is refused
     # (Mistral-7B, 25,000 tokens from a remote DRAM pool: about 34 resumes/s fit at the node)
-    from kvmath.evaluate.compare import ScenarioError
+    from kvmath.evaluate.api import ScenarioError
     m, t = CAT.models["mistral-7b"], CAT.tiers["rdma"]
     with pytest.raises(ScenarioError, match="decoder"):
         compare(m, G, t, 25000, resume_rate=150, codec=CACHEGEN)

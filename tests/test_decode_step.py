@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from kvmath.evaluate.serving import decode_cost
 from kvmath.evaluate.validation import decode_step, measurements
-from kvmath.evaluate.values import scenario_values
+from kvmath.evaluate.api import scenario_values
 from kvmath.tables.rows import bundled, model_of
 
 CAT = bundled()
@@ -75,7 +75,7 @@ def test_physics_bounds_a_decode_step(case, batch, tokens):
 
 @pytest.mark.parametrize("batch", [0, -1, 2.5, float("nan")])
 def test_a_decode_batch_is_a_positive_whole_number(batch):
-    from kvmath.evaluate.values import ScenarioError
+    from kvmath.evaluate.api import ScenarioError
     with pytest.raises(ScenarioError, match="positive whole number"):
         decode_cost(CAT.models["llama-3.1-70b"], CAT.gpus["h100-sxm"], 4, batch, 100)
 
@@ -104,7 +104,7 @@ def test_a_failing_batched_row_does_not_widen_a_reloads_step_band():
     """A reload's band carries a failing batch-1 decode row (its own one-token step), never a
     batched one: gpt-oss-120b on four B200s fails only at batch 32."""
     from kvmath.evaluate.bands import known_limits
-    from kvmath.evaluate.compare import compare
+    from kvmath.evaluate.api import compare
     failing = [r for r in measurements() if r.id.startswith("sglang-gptoss120b-b200")]
     assert failing and all(r.expect == "fail" and r.batch > 1 for r in failing)
     r = compare(CAT.models["gpt-oss-120b"], CAT.gpus["b200"], CAT.tiers["host-dram"], 8192, tp=4)

@@ -8,8 +8,8 @@ import sympy as sp
 from kvmath.derive import kv as D
 from kvmath.derive import symbols as S
 from kvmath import bundled, compare
-from kvmath.evaluate.logic import tier_exists_on
-from kvmath.evaluate.compare import Numeric, ScenarioError, crossings, fn, heads_fit, scenario_values, sweep
+from kvmath.logic.path import tier_exists_on
+from kvmath.evaluate.api import Numeric, ScenarioError, crossings, fn, heads_fit, scenario_values, sweep
 
 
 def exact_subs(expr, values):

@@ -6,7 +6,7 @@ import pytest
 
 from kvmath import bundled, compare
 from kvmath.evaluate.engine_fit import FITTED, committed, fit
-from kvmath.evaluate.compare import HBM_TIER, ScenarioError
+from kvmath.evaluate.api import HBM_TIER, ScenarioError
 from kvmath.tables.rows import engine_costs, engines
 from kvmath.evaluate.validation import table
 

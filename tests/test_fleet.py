@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from kvmath.cli.main import main
-from kvmath.evaluate.compare import compare
+from kvmath.evaluate.api import compare
 from kvmath.evaluate.reuse import cdf, reuse, tier_plan
 from kvmath.evaluate.routing import reach
-from kvmath.evaluate.values import ScenarioError, path_values
+from kvmath.evaluate.api import ScenarioError, path_values
 from kvmath.tables.rows import (bundled, data_path, nodes, pauses, pool_tier, pools,
                                 resolve_model)
 from kvmath.traces import readers as T

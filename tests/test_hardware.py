@@ -5,7 +5,7 @@ import json
 import pytest
 
 from kvmath.cli.main import main
-from kvmath.evaluate.compare import compare
+from kvmath.evaluate.api import compare
 from kvmath.evaluate.prefill import prefill_time
 from kvmath.tables.rows import (DataError, Link, Measurement, Node, TierRow, bundled, data_path,
                                 projections_allowed, read, resolve_gpu, resolve_model,

@@ -6,8 +6,8 @@ import math
 import pytest
 
 from kvmath.cli.main import main
-from kvmath.evaluate.compare import compare, compare_at
-from kvmath.evaluate.values import ScenarioError, heads_fit, parameter_counts
+from kvmath.evaluate.api import compare, compare_at
+from kvmath.evaluate.api import ScenarioError, heads_fit, parameter_counts
 from kvmath.tables.rows import bundled
 
 CAT = bundled()

@@ -6,7 +6,7 @@ from kvmath.derive import kv as D
 from kvmath.derive import symbols as S
 from kvmath.derive.attention import FAMILIES
 from kvmath import resolve_gpu, resolve_model, resolve_tier, compare
-from kvmath.evaluate.compare import architecture_values, fn
+from kvmath.evaluate.api import architecture_values, fn
 
 # Worked by hand from each config.json: 2 (K and V) x layers x KV heads x head_dim x 2 B,
 # or for MLA (kv_lora_rank + qk_rope_head_dim) x layers x 2 B.
@@ -148,7 +148,7 @@ def test_per_gpu_hop_carries_each_gpus_bytes():
 ])
 def test_replicated_kv_crosses_node_hops_once_only_where_the_engine_does(model, engine, copies):
     from kvmath import bundled
-    from kvmath.evaluate.compare import compare
+    from kvmath.evaluate.api import compare
     cat = bundled()
     r = compare(cat.models[model], cat.gpus["h200"], cat.tiers["nvme"], 32768, tp=8, engine=engine)
     assert r["node_hop_copies"] == copies
@@ -157,7 +157,7 @@ def test_replicated_kv_crosses_node_hops_once_only_where_the_engine_does(model, 
 def test_an_mla_latent_is_copied_whole_where_gqa_copies_keys_and_values_apart():
     """vllm-per-layer copies K and V apart (kv_split); an MLA latent is one tensor per layer."""
     from kvmath import bundled
-    from kvmath.evaluate.compare import scenario_values
+    from kvmath.evaluate.api import scenario_values
     cat = bundled()
     mla, _ = scenario_values(cat.models["deepseek-v3"], cat.gpus["h200"], cat.tiers["nvme"], tp=8,
                           engine="vllm-per-layer", tokens=32768)
@@ -172,7 +172,7 @@ def test_cross_layer_copies_only_for_uniform_models(model, layers_per_copy):
     """vLLM allocates cross-layer blocks only when every layer shares one KV layout: gpt-oss
     (half its layers windowed) copies per layer; all-windowed Mistral and Llama span layers."""
     from kvmath import bundled
-    from kvmath.evaluate.compare import scenario_values
+    from kvmath.evaluate.api import scenario_values
     cat = bundled()
     v, _ = scenario_values(cat.models[model], cat.gpus["h100-sxm"], cat.tiers["host-dram"],
                            engine="vllm-cross-layer", tokens=8192)

@@ -5,8 +5,8 @@ from dataclasses import replace
 import pytest
 
 from kvmath.book import band, bundled, compare, served_model
-from kvmath.evaluate.compare import ScenarioError
-from kvmath.evaluate.logic import node_tier
+from kvmath.evaluate.api import ScenarioError
+from kvmath.logic.path import node_tier
 from kvmath.tables.rows import codecs, nodes
 
 CAT = bundled()

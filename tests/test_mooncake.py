@@ -10,7 +10,7 @@ import pytest
 
 from kvmath.derive import kv as D
 from kvmath import resolve_gpu, resolve_model, resolve_tier
-from kvmath.evaluate.compare import fn, scenario_values
+from kvmath.evaluate.api import fn, scenario_values
 
 LLAMA3_70B = dict(n=8192, d=8192, g=8, s=2, a=4, b=22)
 

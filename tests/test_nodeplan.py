@@ -277,7 +277,7 @@ def test_an_nvme_hit_reloads_over_the_nodes_own_drives(node_file):
     """issue 19: an NVMe hit in the plan and the replay was priced on the bundled eight-drive path
     whatever the node; a node with half the drives now reloads slower from them, and a node with
     the bundled drives keeps the bundled tier's numbers."""
-    from kvmath.evaluate.compare import node_nvme_tier
+    from kvmath.evaluate.api import node_nvme_tier
     path = node_file()
     assert node_nvme_tier(resolve_node("dgx-h100")).hops == bundled().tiers["nvme"].hops
     model = bundled().models["llama-3.1-70b"]

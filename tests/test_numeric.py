@@ -13,7 +13,7 @@ import sympy as sp
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 from kvmath._generated import numeric as _numeric  # noqa: E402
 from kvmath.codegen import numpy_printer as generate_numeric  # noqa: E402
-from kvmath.evaluate.compare import Numeric  # noqa: E402
+from kvmath.evaluate.api import Numeric  # noqa: E402
 from kvmath.codegen.catalogue import entries  # noqa: E402
 
 
@@ -23,7 +23,7 @@ def test_generated_formulas_js_is_current():
 
 
 def test_generated_logic_js_is_current():
-    """The calculator's committed logic is kvmath/evaluate/logic.py printed today
+    """The calculator's committed logic is kvmath/logic/ printed today
     (kvmath.codegen.pyjs)."""
     assert generate_numeric.render_logic()[0] == (ROOT / "kvmath" / "_generated" / "kvcalc_logic.js").read_text()
 

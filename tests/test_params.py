@@ -2,7 +2,7 @@
 import pytest
 
 from kvmath import resolve_model
-from kvmath.evaluate.compare import parameter_counts
+from kvmath.evaluate.api import parameter_counts
 
 # (total, active) in billions as published; tolerance 1% because norms and
 # biases are ignored and vendors round.

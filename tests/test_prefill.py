@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from kvmath.derive import kv as D
 from kvmath.derive import prefill as DP
 from kvmath.derive.attention import FAMILIES
-from kvmath.evaluate.compare import ScenarioError, fn, numeric_of, scenario_values
+from kvmath.evaluate.api import ScenarioError, fn, numeric_of, scenario_values
 from kvmath.evaluate.prefill import PARTS, fitted_parameters, prefill_time
 from kvmath.tables.rows import DataError, bundled
 

@@ -5,8 +5,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kvmath import bundled
-from kvmath.evaluate.compare import crossings, fn, heads_fit, scenario_values
-from kvmath.evaluate.logic import tier_exists_on
+from kvmath.evaluate.api import crossings, fn, heads_fit, scenario_values
+from kvmath.logic.path import tier_exists_on
 
 CAT = bundled()
 models = st.sampled_from(sorted(CAT.models))

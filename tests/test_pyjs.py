@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from kvmath.evaluate.runtime import ScenarioError
+from kvmath.logic.runtime import ScenarioError
 
 LIMIT = [1, 2, 4]
 
@@ -151,7 +151,9 @@ def test_what_is_not_portable_is_refused_with_its_line(snippet, what):
 
 
 def test_the_logic_module_is_portable():
-    """kvmath/evaluate/logic.py prints (the generated file's test holds the print current)."""
-    from kvmath.codegen.numpy_printer import LOGIC_PY
-    js, keys = transpile(LOGIC_PY.read_text(), "KVCALC_LOGIC")
+    """kvmath/logic/'s modules print as one bundle (the generated file's test holds the print
+    current)."""
+    from kvmath.codegen.numpy_printer import logic_modules
+    from kvmath.codegen.pyjs import transpile_modules
+    js, keys = transpile_modules(logic_modules(), "KVCALC_LOGIC")
     assert "function compare_at(" in js and "derive.t_reload" in keys

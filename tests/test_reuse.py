@@ -243,7 +243,7 @@ def test_every_price_is_dated_and_its_age_is_flagged():
 
 
 def test_a_gpu_without_a_price_asks_for_one():
-    from kvmath.evaluate.compare import ScenarioError
+    from kvmath.evaluate.api import ScenarioError
     from kvmath.evaluate.reuse import gpu_second_price
     with pytest.raises(ScenarioError, match="--gpu-price"):
         gpu_second_price("h20")

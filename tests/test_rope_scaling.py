@@ -6,8 +6,8 @@ import pytest
 
 from kvmath import bundled
 from kvmath.cli.main import main
-from kvmath.evaluate.compare import ScenarioError, compare
-from kvmath.evaluate.logic import served_model
+from kvmath.evaluate.api import ScenarioError, compare
+from kvmath.logic.rules import served_model
 from kvmath.tables.rows import rope_scalings
 
 

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from kvmath import bundled, compare
 from kvmath.derive import serving as DS
 from kvmath.derive import symbols as S
-from kvmath.evaluate.compare import scenario_values
-from kvmath.evaluate.logic import tier_exists_on
+from kvmath.evaluate.api import scenario_values
+from kvmath.logic.path import tier_exists_on
 from kvmath.evaluate.serving import busy, overlap, sfn, split
 
 CAT = bundled()
@@ -144,5 +144,5 @@ def test_a_split_that_recomputes_pays_a_weight_read(model, tier, t):
     r = split(m, H100, CAT.tiers[tier], t, tp=1)
     if 0 < r["x_tokens"] < t:
         v, _ = scenario_values(m, H100, CAT.tiers[tier], tp=1)
-        from kvmath.evaluate.compare import fn
+        from kvmath.evaluate.api import fn
         assert r["t_split_s"] >= float(fn("t_weights").take({**v, "T": t})) * (1 - 1e-12)

@@ -3,7 +3,7 @@ bytes a prefix holds and the FLOPs its prefill costs, from the config fields alo
 import pytest
 
 from kvmath import resolve_gpu, resolve_model, resolve_tier
-from kvmath.evaluate.compare import architecture_values, compare, fn
+from kvmath.evaluate.api import architecture_values, compare, fn
 
 DSA = resolve_model("deepseek-v3.2")
 SCOUT = resolve_model("llama-4-scout")

@@ -2,7 +2,7 @@
 import pytest
 
 from kvmath import DataError, bundled, resolve_gpu, resolve_model
-from kvmath.evaluate.logic import dense_flops
+from kvmath.logic.rules import dense_flops
 from kvmath.tables.schema import resource, table
 from kvmath.tables.rows import (DTYPE_BYTES, Link, Model, TierRow, VidurMlp, data_path, efficiencies_of, read,
                            tiers_of)

@@ -14,8 +14,8 @@ import sympy as sp
 
 from kvmath.codegen.catalogue import entries, expression
 from kvmath.codegen.javascript import calculator_keys, js_function
-from kvmath.codegen.numpy_printer import LOGIC_PY, render_logic
-from kvmath.evaluate.compare import TP_CANDIDATES, default_concurrency
+from kvmath.codegen.numpy_printer import logic_modules, render_logic
+from kvmath.evaluate.api import TP_CANDIDATES, default_concurrency
 from kvmath.tables.rows import bundled, pools
 from kvmath.present.calculator import ERF_TOLERANCE, generate, scenario_data, write_static
 
@@ -40,13 +40,14 @@ def test_every_formula_the_logic_names_reaches_the_page():
 
 
 def test_the_page_runs_the_command_lines_logic():
-    """kvcalc-logic.js is kvmath/evaluate/logic.py printed (no second copy): the page's files
-    hold it as generated, and the hand-written UI calls its functions."""
+    """kvcalc-logic.js is kvmath/logic/ printed (no second copy): the page's files hold it as
+    generated, and the hand-written UI calls its functions on the scenario record."""
     files = generate()
     assert files["kvcalc-logic.js"].split("\n", 1)[1] == render_logic()[0].split("\n", 1)[1]
     ui = UI.read_text()
-    for name in ("band_of", "values_of", "curve_of", "limit_of"):
-        assert f"def {name}(" in LOGIC_PY.read_text() and f"LOGIC.{name}(" in ui
+    source = "".join(text for _, text in logic_modules())
+    for name in ("band", "load_values", "ttft_curve", "prompt_limit", "reuse_answer"):
+        assert f"def {name}(s, tokens" in source and f"LOGIC.{name}(record(state), state.tokens" in ui
 
 
 def test_max_min_piecewise_print():
@@ -203,7 +204,7 @@ REUSE_NUMERIC = ["ttl_s", "p_breakeven", "value_usd", "hit_probability", "saving
 
 def _python_reuse(s):
     """reuse --json's answer for a page state, as the command line computes it."""
-    from kvmath.evaluate.logic import node_gpu, node_tier
+    from kvmath.logic.path import node_gpu, node_tier
     from kvmath.evaluate.reuse import pool_price_tier, reuse
     from kvmath.tables.rows import node_drive, nodes, pauses, prices
     from dataclasses import replace
@@ -230,7 +231,7 @@ def _python_reuse(s):
 
 @pytest.mark.skipif(NODE is None, reason="Node.js not installed (the browser test covers it)")
 def test_the_pages_reuse_is_the_command_lines(tmp_path):
-    """The page's reuse answer (logic.reuse_answer_of, printed) equals reuse's for the same
+    """The page's reuse answer (logic.reuse_answer, printed) equals reuse's for the same
     scenario: the break-even, the best TTL and the value, at the same prices."""
     from kvmath.scenario.options import DEFAULT_PAUSE
     assert DEFAULT_PAUSE == "conversation-fitted"

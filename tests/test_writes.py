@@ -7,7 +7,7 @@ import pytest
 
 from kvmath.cli.main import main
 from kvmath.evaluate.reuse import tier_plan
-from kvmath.evaluate.values import ScenarioError
+from kvmath.evaluate.api import ScenarioError
 from kvmath.tables.rows import nodes, pauses, plan_defaults, resolve_model
 from kvmath.traces import readers as T
 from kvmath.traces import replay as C

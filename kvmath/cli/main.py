@@ -14,9 +14,10 @@ from dataclasses import replace
 
 from kvmath.cli import route as route_cli
 from kvmath.cli import trace as trace_cli
-from kvmath.evaluate.compare import (BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT, ScenarioError, compare,
+from kvmath.evaluate.api import (BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT, ScenarioError, compare,
                        node_tp)
-from kvmath.evaluate.logic import dense_flops, node_gpu
+from kvmath.logic.rules import dense_flops
+from kvmath.logic.path import node_gpu
 from kvmath.scenario.engine_config import cache_sizes, check_tier, engine_of
 from kvmath.scenario.options import COMPARE, DEFAULT_PAUSE, REUSE, TIERS, add_options  # noqa: F401 (chapters)
 from kvmath.scenario.read import model_of, read_scenario
@@ -238,7 +239,7 @@ def _list():
     from kvmath.tables.rows import nodes, pauses
     from kvmath.tables.rows import deployments, engines
     out.append("engines:")
-    from kvmath.evaluate.compare import DEFAULT_ENGINE
+    from kvmath.evaluate.api import DEFAULT_ENGINE
     for e in engines().values():
         mark = " (default)" if e.name == DEFAULT_ENGINE else ""
         out.append(f"  {e.name:<22} {e.layout}, {e.engine}{mark}; {_version_head(e.version)}")
@@ -436,7 +437,7 @@ def _price_overrides(args):
                 raise DataError(args.prices, None, "name", f"unknown price {name!r}; expected one "
                                 f"of {', '.join(sorted(rows))}")
             out[name] = row
-    from kvmath.evaluate.logic import PRICE_OPTIONS
+    from kvmath.logic.reuse import PRICE_OPTIONS
     for flag, name in PRICE_OPTIONS.items():
         value = getattr(args, flag)
         if value is not None:
@@ -623,7 +624,8 @@ def _command(args):
             raise ScenarioError(str(exc).replace(BEYOND_CONTEXT_HINT, BEYOND_CONTEXT_ELSEWHERE)) \
                 from None
     read_scenario(args, COMPARE)
-    from kvmath.evaluate.bands import band
+    from kvmath.evaluate.bands import band_of
+    from kvmath.scenario.record import Scenario, record_values
     gpu = resolve_gpu(args.gpu) if args.gpu else None
     pool, pool_nodes = _pool_of(args, tier_given=bool(args.tier))
     if pool is not None:
@@ -636,16 +638,9 @@ def _command(args):
         tier = _node_tier(node, tier)
     engine, cfg = engine_of(args)
     check_tier(cfg, tier.name)
-    b = band(model_of(args), gpu, tier,
-                     args.tokens, tp=args.tp,
-                     bandwidth_Bps=args.bandwidth * 1e9 if args.bandwidth else None,
-                     efficiency=args.efficiency, kv_dtype=args.kv_dtype,
-                     compute_dtype=args.compute_dtype, engine=engine,
-                     concurrent_reloads=args.concurrent_reloads, ep=args.ep, batch=args.batch,
-                     resume_rate=args.resume_rate,
-                     allow_beyond_context=args.allow_beyond_context, prefill=args.prefill,
-                     new_tokens=args.new_tokens, token_ids=args.token_ids,
-                     codec=resolve_codec(args.codec) if args.codec else None)
+    b = band_of(Scenario(model=model_of(args), gpu=gpu, tier=tier, engine=engine,
+                         codec=resolve_codec(args.codec) if args.codec else None,
+                         **record_values(args)), args.tokens)
     result = {**b["nominal"], "recompute_s_band": list(b["recompute_s"]),
               "reload_s_band": list(b["reload_s"]),
               "ttft_recompute_s_band": list(b["ttft_recompute_s"]),
@@ -663,15 +658,15 @@ def _command(args):
 
 
 def _node_tier(node, tier):
-    """The tier on a node (:func:`kvmath.evaluate.logic.node_tier`)."""
-    from kvmath.evaluate.logic import node_tier
+    """The tier on a node (:func:`kvmath.logic.node_tier`)."""
+    from kvmath.logic.path import node_tier
     return node_tier(node, tier)
 
 
 def _compare_tier(name):
     """A tier of tiers.csv, hbm (the prefix still in GPU memory), or pool:NAME (a bundled pool
     shared by the nodes its row deploys, as the calculator names it)."""
-    from kvmath.evaluate.compare import HBM_TIER
+    from kvmath.evaluate.api import HBM_TIER
     from kvmath.tables.rows import pool_tiers
     if name.startswith("pool:") and name in pool_tiers():
         return pool_tiers()[name]

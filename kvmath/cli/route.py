@@ -24,7 +24,7 @@ def add_parser(subparsers):
 
 def analyse(args):
     """The JSON-ready result of ``kvmath route``."""
-    from kvmath.evaluate.compare import ScenarioError, node_tp
+    from kvmath.evaluate.api import ScenarioError, node_tp
     from kvmath.tables.rows import resolve_node
     from kvmath.traces import readers as T
 
@@ -111,7 +111,7 @@ def add_fleet_parser(subparsers):
 
 def analyse_fleet(args):
     """The JSON-ready result of ``kvmath fleet``."""
-    from kvmath.evaluate.compare import ScenarioError, node_tp
+    from kvmath.evaluate.api import ScenarioError, node_tp
     from kvmath.tables.rows import resolve_node, resolve_pool
     from kvmath.traces import readers as T
     node, model = resolve_node(args.node), model_of(args)
@@ -130,8 +130,8 @@ def analyse_fleet(args):
 def check_pool_reach(pool, node):
     """Refuse a pool the node's engines cannot reach as its row deploys it: every pool is read
     over the network, through ``client_nics`` NICs of each GPU node (nodes.csv ``nics``;
-    :func:`kvmath.evaluate.logic.node_tier`)."""
-    from kvmath.evaluate.logic import node_tier
+    :func:`kvmath.logic.node_tier`)."""
+    from kvmath.logic.path import node_tier
     from kvmath.tables.rows import pool_tier
     node_tier(node, pool_tier(pool, pool.gpu_nodes))
 

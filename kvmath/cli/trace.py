@@ -34,7 +34,7 @@ def analyse(args):
     """The JSON-ready result of ``kvmath trace``."""
     from kvmath.traces import replay as C
     from kvmath.traces import readers as T
-    from kvmath.evaluate.compare import ScenarioError, node_tp
+    from kvmath.evaluate.api import ScenarioError, node_tp
     from kvmath.tables.rows import bundled, resolve_node
 
     node = resolve_node(args.node)  # a bundled node, or the one row of a nodes CSV, as in tiers
@@ -130,7 +130,7 @@ def analyse_sampled(args, node, model, tp):
     and the hit rate of one LRU of each of the node's tiers' capacities added up (HBM, then
     HBM and host DRAM, ...: what ``route`` gives each node). A rate that keeps no block of the
     hashed stratum is refused, naming --sample-rate."""
-    from kvmath.evaluate.compare import ScenarioError
+    from kvmath.evaluate.api import ScenarioError
     from kvmath.scenario.engine_config import cache_sizes, engine_of
     from kvmath.traces import readers as T
     from kvmath.traces import replay as C

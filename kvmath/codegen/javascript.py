@@ -1,6 +1,6 @@
 """The calculator's formulas: SymPy expressions printed as JavaScript.
 
-The calculator runs the scenario logic itself (:mod:`kvmath.evaluate.logic`, printed by
+The calculator runs the scenario logic itself (:mod:`kvmath.logic`, printed by
 :mod:`kvmath.codegen.pyjs`); every catalogued expression that logic evaluates
 (:func:`calculator_keys`: the keys it names, and each attention family's expressions and prefill
 parts, which it names by the model's family) is printed here by SymPy's
@@ -27,7 +27,7 @@ FAMILY_PREFIXES = ("attention.", "derive_prefill.parts.", "derive_prefill.weight
 
 def calculator_keys(logic_keys):
     """The catalogue keys the page evaluates: those the logic names (a string constant of
-    kvmath/evaluate/logic.py that is a key) and those it names by family, in catalogue order."""
+    kvmath/logic/ that is a key) and those it names by family, in catalogue order."""
     named = set(logic_keys)
     return [k for k, _ in C.entries() if k in named or k.startswith(FAMILY_PREFIXES)]
 

@@ -1,9 +1,10 @@
 """A portable subset of Python, printed as JavaScript: the scenario logic is written once.
 
-:mod:`kvmath.evaluate.logic` (which deployment, which hops, what each engine rule sets, the
-crossings, the bands) runs as Python on the command line and, printed by :func:`transpile`, as
-the calculator's JavaScript (``kvmath/_generated/kvcalc_logic.js``). The printer reads the
-module's source (it imports nothing of it) and accepts only what both languages do alike:
+:mod:`kvmath.logic`'s modules (which deployment, which hops, what each engine rule sets, the
+crossings, the bands) run as Python on the command line and, printed by
+:func:`transpile_modules` as one bundle, as the calculator's JavaScript
+(``kvmath/_generated/kvcalc_logic.js``). The printer reads the modules' sources (it imports
+nothing of them) and accepts only what both languages do alike:
 
 * functions with positional and keyword parameters (defaults allowed); a call to one of the
   module's own functions may pass keywords, resolved to positions here; nested functions and
@@ -14,8 +15,9 @@ module's source (it imports nothing of it) and accepts only what both languages 
   lists and tuples (arrays), dicts with string keys (objects; ``**d`` spreads), list and dict
   comprehensions, conditional expressions, chained comparisons of plain operands;
 * the builtins and methods in :data:`BUILTINS` and :data:`METHODS`, ``math`` as JavaScript's
-  ``Math``, and the names the module imports from :mod:`kvmath.evaluate.runtime` (each the
-  same name in the JavaScript runtime ``R``).
+  ``Math``, the names a module imports from :mod:`kvmath.logic.runtime` (each the same name in
+  the JavaScript runtime ``R``), and the names it imports from the modules before it in the
+  bundle (one scope: two modules may not define the same name).
 
 Python's own meanings are kept where JavaScript differs: truthiness (an empty list or dict is
 false), ``and``/``or`` returning an operand, ``%`` and ``//`` rounding toward minus infinity,
@@ -29,7 +31,9 @@ import ast
 import json
 
 #: the runtime module the portable code imports its primitives from
-RUNTIME_MODULE = "kvmath.evaluate.runtime"
+RUNTIME_MODULE = "kvmath.logic.runtime"
+#: the package whose modules import each other's names
+PACKAGE = "kvmath.logic"
 
 #: the prefixes of the catalogue's keys (kvmath.codegen.catalogue): a string constant of the
 #: module that starts with one may name a formula the code calls
@@ -474,43 +478,72 @@ class _Printer:
 
 
 def transpile(source, global_name):
-    """(JavaScript, formula keys) of a portable module's source: its functions and constants
-    inside one closure over the runtime ``R``, exported as ``window[global_name]`` (an object of
-    every module-level function and constant), and the string constants that may be catalogue
-    keys (:data:`FORMULA_PREFIXES`). Raises :class:`Unsupported` naming the line."""
-    tree = ast.parse(source)
-    runtime, functions, consts = [], {}, []
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            if node.module == "__future__":
-                continue
-            if node.module != RUNTIME_MODULE:
-                raise Unsupported(node, f"an import from {node.module}")
-            runtime += [a.asname or a.name for a in node.names]
-        elif isinstance(node, ast.Import):
-            if [a.name for a in node.names] != ["math"]:
-                raise Unsupported(node, "an import other than math")
-        elif isinstance(node, ast.FunctionDef):
-            functions[node.name] = node.args
+    """(JavaScript, formula keys) of one portable module's source (:func:`transpile_modules`)."""
+    return transpile_modules([("module", source)], global_name)
+
+
+def transpile_modules(modules, global_name):
+    """(JavaScript, formula keys) of portable modules' sources ([(name, source), ...], each after
+    those it imports): their functions and constants inside one closure over the runtime ``R``,
+    exported as ``window[global_name]`` (an object of every module-level function and constant),
+    and the string constants that may be catalogue keys (:data:`FORMULA_PREFIXES`). A module may
+    import from the runtime and, by name, what a module before it defines (their names share the
+    closure); anything else, or a name two modules define, raises :class:`Unsupported` naming
+    the module and line."""
+    trees = [(name, ast.parse(source)) for name, source in modules]
+    runtime, functions, defined = [], {}, {}
+    for name, tree in trees:
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom):
+                if node.module == "__future__":
+                    continue
+                if node.module == RUNTIME_MODULE:
+                    runtime += [a.asname or a.name for a in node.names]
+                    continue
+                package, _, sibling = (node.module or "").rpartition(".")
+                if package != PACKAGE or node.level:
+                    raise Unsupported(node, f"{name}: an import from {node.module}")
+                for a in node.names:
+                    if a.asname:
+                        raise Unsupported(node, f"{name}: an import under another name")
+                    if defined.get(a.name) != sibling:
+                        raise Unsupported(node, f"{name}: {a.name} is not defined by a module "
+                                          f"{sibling} before it")
+            elif isinstance(node, ast.Import):
+                if [a.name for a in node.names] != ["math"]:
+                    raise Unsupported(node, f"{name}: an import other than math")
+            elif isinstance(node, (ast.FunctionDef, ast.Assign, ast.AnnAssign)):
+                if isinstance(node, ast.FunctionDef):
+                    names = [node.name]
+                    functions[node.name] = node.args
+                else:
+                    target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+                    names = [target.id] if isinstance(target, ast.Name) else []
+                for n in names:
+                    if n in defined:
+                        raise Unsupported(node, f"{name}: {n} is defined by {defined[n]} too")
+                    defined[n] = name
     printer = _Printer(runtime, functions)
     lines, exported = [], []
-    for node in tree.body:
-        if isinstance(node, (ast.ImportFrom, ast.Import)):
-            continue
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            continue  # the module's docstring
-        if isinstance(node, ast.FunctionDef):
-            lines += [""] + printer.function(node, 1)
-            exported.append(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-            if not isinstance(target, ast.Name):
-                raise Unsupported(node, "a module-level assignment to anything but a name")
-            lines.append(f"  const {target.id} = {printer.expr(node.value)};")
-            consts.append(target.id)
-            exported.append(target.id)
-        else:
-            raise Unsupported(node, f"module-level {type(node).__name__}")
+    for name, tree in trees:
+        if len(trees) > 1:
+            lines.append(f"\n  // {'-' * 66} {name}")
+        for node in tree.body:
+            if isinstance(node, (ast.ImportFrom, ast.Import)):
+                continue
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                continue  # the module's docstring
+            if isinstance(node, ast.FunctionDef):
+                lines += [""] + printer.function(node, 1)
+                exported.append(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+                if not isinstance(target, ast.Name):
+                    raise Unsupported(node, "a module-level assignment to anything but a name")
+                lines.append(f"  const {target.id} = {printer.expr(node.value)};")
+                exported.append(target.id)
+            else:
+                raise Unsupported(node, f"module-level {type(node).__name__}")
     body = "\n".join(lines)
     return (f"(function (R) {{\n  \"use strict\";\n{body}\n\n"
             f"  window[{json.dumps(global_name)}] = {{{', '.join(exported)}}};\n"

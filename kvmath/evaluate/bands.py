@@ -1,4 +1,5 @@
-"""Uncertainty: bands on recompute and reload times, kept inside physical limits.
+"""Uncertainty: the evidence behind the bands on recompute and reload times, and the band
+(:func:`kvmath.logic.bands.band` over :func:`band_data`), kept inside physical limits.
 
 * Recompute, calibrated model: the held-out error of the operator fit (90th percentile of
   |error| on profiles the fit never saw, ``kvmath/data/prefill_heldout.csv``) either way,
@@ -26,12 +27,12 @@ import math
 from functools import lru_cache
 
 from kvmath.codegen.own_values import MODEL_SYMBOLS
-from kvmath.evaluate import logic
-from kvmath.evaluate.compare import crossings, fn, scenario_values
-from kvmath.tables.schema import table
-from kvmath.tables.rows import bundled
+from kvmath.evaluate.api import crossings, fn, scenario, scenario_values
 from kvmath.evaluate.validation import measurements, model_of, predict
-from kvmath.evaluate.values import _codec, _engine
+from kvmath.logic import bands as _bands
+from kvmath.logic.rules import shape_key
+from kvmath.tables.rows import bundled
+from kvmath.tables.schema import table
 
 @lru_cache(maxsize=None)
 def efficiency_range():
@@ -73,24 +74,24 @@ BINDING_REL_TOL = 1e-12
 
 def binding_hop(v, hops):
     """The hop that sets the path's bandwidth (logic.binding_hop)."""
-    return logic.binding_hop(v, hops, band_data())
+    return _bands.binding_hop(v, hops, band_data())
 
 
 def reload_bandwidth_range(v, hops):
     """(low, high) effective per-GPU reload bandwidth, B/s (logic.reload_bandwidth_range)."""
-    return tuple(logic.reload_bandwidth_range(v, hops, band_data()))
+    return tuple(_bands.reload_bandwidth_range(v, hops, band_data()))
 
 
-def band(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None, kv_dtype=None,
-         compute_dtype=None, engine=None, concurrent_reloads=None, ep=None, batch=1,
-         allow_beyond_context=False, prefill="calibrated", new_tokens=1, token_ids=False,
-         resume_rate=None, codec=None):
-    """Nominal comparison plus its range (logic.band): recompute and reload times at the ends of
-    their bands, whether the verdict flips inside them; each range a (low, high) tuple."""
-    b = logic.band(model, gpu, tier, tokens, tp, bandwidth_Bps, efficiency, kv_dtype,
-                   compute_dtype, _engine(engine), concurrent_reloads, ep, batch,
-                   allow_beyond_context, prefill, new_tokens, token_ids, resume_rate,
-                   _codec(codec), None, band_data())
+def band(model, gpu, tier, tokens, **fields):
+    """Nominal comparison plus its range (logic.band) of the scenario of ``fields`` (the
+    scenario record's, by name): recompute and reload times at the ends of their bands, whether
+    the verdict flips inside them; each range a (low, high) tuple."""
+    return band_of(scenario(model, gpu, tier, **fields), tokens)
+
+
+def band_of(s, tokens):
+    """:func:`band` of a scenario record."""
+    b = _bands.band(s, tokens, band_data())
     for key in ("recompute_s", "reload_s", "ttft_recompute_s", "ttft_reload_s",
                 "reload_bandwidth_Bps"):
         b[key] = tuple(b[key])
@@ -100,7 +101,7 @@ def band(model, gpu, tier, tokens, tp=None, bandwidth_Bps=None, efficiency=None,
 def reload_floor(r, step_s):
     """The fastest a compare() result's reload can be with an engine step of step_s, s
     (logic.reload_floor)."""
-    return logic.reload_floor(r, step_s)
+    return _bands.reload_floor(r, step_s)
 
 
 def engine_cost_factor(engine_name):
@@ -142,13 +143,9 @@ def _failing_rows():
                  and (m.quantity != "decode_step_s" or m.batch == 1))
 
 
-#: the fields of a model row that set its FLOPs and bytes (logic.SHAPE_FIELDS)
-SHAPE_FIELDS = tuple(logic.SHAPE_FIELDS)
-
-
 def shape(model):
     """The architecture of a model row, as text (logic.shape_key)."""
-    return logic.shape_key(model)
+    return shape_key(model)
 
 
 @lru_cache(maxsize=None)
@@ -161,7 +158,8 @@ def known_limits(model, gpu_name, r):
     architecture (its shapes, whatever its name), GPU, tensor-parallel degree and expert layout
     are those of compare() result r (logic.known_limits)."""
     rows = {m.id: (m, ratio) for m, ratio in _failing_rows()}
-    return [rows[k["id"]] for k in logic.known_limits(model, gpu_name, r, band_data())]
+    s = scenario(model, gpu_name, None)
+    return [rows[k["id"]] for k in _bands.known_limits(s, r, band_data())]
 
 
 def tornado(model, gpu, tier, tokens, tp=None, output="speedup", **kw):
@@ -175,7 +173,7 @@ def tornado(model, gpu, tier, tokens, tp=None, output="speedup", **kw):
     never drops below it.
     """
     if kw.get("codec") is not None:  # its swing is the path's rate, not the decoded one
-        from kvmath.evaluate.values import ScenarioError
+        from kvmath.logic.runtime import ScenarioError
         raise ScenarioError("tornado takes no codec: its bandwidth swing is the path's own rate")
     v, hops = scenario_values(model, gpu, tier, tp=tp, **kw)
     for key in ("layout", "engine", "copy_bytes"):
@@ -218,7 +216,7 @@ def tornado(model, gpu, tier, tokens, tp=None, output="speedup", **kw):
 
 @lru_cache(maxsize=None)
 def band_data():
-    """The measured factors :func:`logic.band` applies (by link, GPU and engine) and the
+    """The measured factors :func:`kvmath.logic.bands.band` applies (by link, GPU and engine) and the
     configurations validation rows show the model missing (each with its architecture as
     logic.shape_key): computed once from the tables and the validation rows; the calculator
     holds the same (kvmath.present.calculator)."""

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kvmath.evaluate.compare import architecture_values, fit_transfer_curve, fn
+from kvmath.evaluate.api import architecture_values, fit_transfer_curve, fn
 from kvmath.tables.rows import CURVE_FIELDS, DataError, resolve_model, transfer_curves
 
 PREFILL_FIELDS = ("model", "gpu", "tp", "tokens", "prefill_s", "kind", "source",

@@ -12,7 +12,7 @@ import json
 from dataclasses import replace
 from functools import lru_cache
 
-from kvmath.evaluate.compare import DEFAULT_ENGINE, ScenarioError, compare
+from kvmath.evaluate.api import DEFAULT_ENGINE, ScenarioError, compare
 from kvmath.evaluate.reuse import _kind, best_ttl, pause_values, rfn
 from kvmath.tables.rows import bundled, data_path, engines
 
@@ -73,7 +73,7 @@ def tp_moves(release=PREVIOUS_RELEASE):
     """{(model, gpu, tokens): (then, now)} for every snapshot cell whose tensor-parallel degree
     changed (the degree does not depend on the tier); cells beyond the context or fitting no
     layout are left out. Only the layout is chosen, not the whole comparison."""
-    from kvmath.evaluate.compare import choose_layout
+    from kvmath.evaluate.api import choose_layout
     cat, out = bundled(), {}
     for row in snapshot(release)["rows"]:
         key = (row["model"], row["gpu"], row["tokens"])

@@ -14,9 +14,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from kvmath.evaluate import logic
-from kvmath.evaluate.logic import BYTES_ACT, DEFAULT_IMBALANCE, PARTS  # noqa: F401
-from kvmath.evaluate.values import Numeric, ScenarioError, fn
+from kvmath.evaluate.api import Numeric, Parallel, ScenarioError, fn
+from kvmath.logic import layout as _layout
+from kvmath.logic import prefill as _prefill
+from kvmath.logic.constants import BYTES_ACT, DEFAULT_IMBALANCE, PARTS  # noqa: F401
+from kvmath.scenario.record import Scenario
 from kvmath.tables.rows import (PREFILL_PARAMETERS as PARAMETERS, allreduce_figures,  # noqa: F401
                                 bundled, fitted_parameters)
 
@@ -47,8 +49,10 @@ def _resolve(model, gpu):
 def calibrated_values(model, gpu, tp=1, ep=None, dp_attention=False, compute_dtype="bf16",
                       batch=1, tp_attn=1, imbalance=DEFAULT_IMBALANCE):
     """Every substitution value of the calibrated model except T (logic.calibrated_values)."""
-    return logic.calibrated_values(model, gpu, tp, ep, dp_attention, compute_dtype, batch,
-                                   tp_attn, imbalance)
+    return _prefill.calibrated_values(
+        Scenario(model=model, gpu=gpu, tier=None),
+        Parallel(gpus=tp, ep=ep, dp_attention=dp_attention, tp_attn=tp_attn,
+                 compute_dtype=compute_dtype, batch=batch, imbalance=imbalance))
 
 
 def prefill_time(model, gpu, tokens, tp=1, ep=None, dp_attention=False, compute_dtype="bf16",
@@ -66,14 +70,16 @@ def prefill_time(model, gpu, tokens, tp=1, ep=None, dp_attention=False, compute_
         raise ScenarioError("tokens must be positive and finite")
     if kind not in ("ideal", "calibrated"):
         raise ScenarioError(f"kind must be 'ideal' or 'calibrated', got {kind!r}")
-    layout = logic.choose_layout(model, gpu, 1, tp, None, 1, compute_dtype, None, None, False)
-    at = {**logic.deployment_values(model, gpu, layout), "T": T, "n_seq": batch}
+    s = Scenario(model=model, gpu=gpu, tier=None, tp=tp, compute_dtype=compute_dtype)
+    layout = _layout.choose_layout(s, 1, None, False)
+    at = {**_layout.deployment_values(s, layout), "T": T, "n_seq": batch}
     ideal_total = fn("t_recompute" if batch == 1 else "t_recompute_batch").take(at)
     if kind == "ideal":
         return {"total_s": ideal_total, "compute_s": batch * fn("t_compute").take(at),
                 "weights_floor_s": fn("t_weights").take(at)}
-    cv = calibrated_values(model, gpu, tp, ep, dp_attention, compute_dtype, batch, tp_attn,
-                           imbalance)
+    cv = calibrated_values(model, gpu, tp=tp, ep=ep, dp_attention=dp_attention,
+                           compute_dtype=compute_dtype, batch=batch, tp_attn=tp_attn,
+                           imbalance=imbalance)
     out = _parts(model.attention, cv, T)
     out["weights_floor_s"] = _numeric(model.attention, "weights_floor_s").take({**cv, "T": T})
     out["ideal_s"] = ideal_total
@@ -92,8 +98,9 @@ def calibrated_fn(model, gpu, tp=1, ep=None, dp_attention=False, compute_dtype="
                   tp_attn=1, imbalance=DEFAULT_IMBALANCE):
     """f(T) -> calibrated prefill seconds, with every value but T fixed once (for root finding)."""
     model, gpu = _resolve(model, gpu)
-    cv = calibrated_values(model, gpu, tp, ep, dp_attention, compute_dtype, batch, tp_attn,
-                           imbalance)
+    cv = calibrated_values(model, gpu, tp=tp, ep=ep, dp_attention=dp_attention,
+                           compute_dtype=compute_dtype, batch=batch, tp_attn=tp_attn,
+                           imbalance=imbalance)
     cv = {k: cv[k] for k in set().union(*(_numeric(model.attention, p).arg_names for p in PARTS))
           if k != "T"}
     return lambda t: _parts(model.attention, cv, np.asarray(t, dtype=float))["total_s"]

@@ -14,12 +14,12 @@ from types import MappingProxyType
 
 import numpy as np
 
-from kvmath.evaluate import logic
-from kvmath.evaluate.compare import (ScenarioError, choose_layout, compare, min_tp, node_nvme_tier,
+from kvmath.logic import reuse as logic
+from kvmath.logic.path import node_tier
+from kvmath.evaluate.api import (ScenarioError, choose_layout, compare, min_tp, node_nvme_tier,
                                      node_tp, numeric_of, path_values)
 # the reuse condition's rules, one implementation for the command line and the calculator
-from kvmath.evaluate.logic import (KEEP_HORIZON_S, best_ttl,  # noqa: F401
-                                   breakeven_p, new_fraction, pause_values, saved_s)
+from kvmath.logic.reuse import KEEP_HORIZON_S, best_ttl, breakeven_p, new_fraction, pause_values, saved_s
 from kvmath.tables.rows import Tier, bundled, gpu_prices, prices
 from kvmath.tables.rows import node_drive, plan_defaults, pool_tier
 
@@ -70,7 +70,7 @@ def price_rows(overrides=()):
 
 def tier_prices(tier_name, drive=None, overrides=()):
     """(c_cap in $ per byte-second, c_wear in $ per byte written) of a tier
-    (:func:`kvmath.evaluate.logic.tier_prices`, at prices.csv's values with ``overrides`` in
+    (:func:`kvmath.logic.tier_prices`, at prices.csv's values with ``overrides`` in
     place of the rows they name; ``drive``: the node's drive row, whose rated lifetime writes
     spread NVMe's wear)."""
     price = {k: p.value for k, p in price_rows(overrides).items()}
@@ -149,10 +149,10 @@ def reuse(model, gpu, tier, tokens, pause, tp=None, gpu_price=None, compute_dtyp
     r = compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype, engine=engine,
                 codec=codec)
     price = {k: p.value for k, p in price_rows(price_overrides).items()}
-    answer = logic.reuse_of(r, pause, price, usd_per_gpu_hour=gpu_price, reach=reach,
-                            price_tier=price_tier,
-                            lifetime_drive_writes=drive.lifetime_drive_writes if drive else None,
-                            turn_new_tokens=turn_new_tokens, c_cap=c_cap)
+    answer = logic.reuse_of(r, pause, {
+        "price": price, "usd_per_gpu_hour": gpu_price, "reach": reach, "price_tier": price_tier,
+        "lifetime_drive_writes": drive.lifetime_drive_writes if drive else None,
+        "turn_new_tokens": turn_new_tokens, "c_cap": c_cap})
     head = {"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens,
             "tp": r["tp"], "compute_dtype": r["compute_dtype"], "engine": r["engine"],
             "pause": pause.name, "kv_bytes": answer["kv_bytes"], "recompute_s": r["recompute_s"],
@@ -306,7 +306,7 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     host_source, disk_source = cache_source or (None, None)  # where each size came from
     given = 0.0 if pool is None or not pool.on_gpu_nodes else pool.storage_node_bytes
     if pool is not None:  # a pool the node cannot hold or reach: the shared rule's one line
-        logic.node_tier(node, pool_tier(pool, pool_nodes or pool.gpu_nodes))
+        node_tier(node, pool_tier(pool, pool_nodes or pool.gpu_nodes))
     # a pool of the nodes' own DRAM takes its share from the node's host-DRAM tier
     host = _cache_cap(host_cache_bytes, node.host_dram_bytes - given, "host cache", "DRAM", node,
                       host_source)
@@ -623,7 +623,7 @@ def opportunity_price(pause, tau, saving_gpu_s, c_gpu, kv_bytes, resume_rate, re
 
 
 def _weights_bytes(model, weight_dtype=None):
-    from kvmath.evaluate.compare import architecture_values
+    from kvmath.evaluate.api import architecture_values
     v = architecture_values(model, weight_dtype=weight_dtype)
     return v["N_tot"] * v["b_w"]
 

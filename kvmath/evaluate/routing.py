@@ -13,7 +13,7 @@ prefixes and load balancing included; ``--reach H`` states it (a what-if).
 """
 from __future__ import annotations
 
-from kvmath.evaluate.values import ScenarioError
+from kvmath.logic.runtime import ScenarioError
 
 #: the routing policies
 ROUTERS = ("random", "round-robin", "affinity", "kv-aware")

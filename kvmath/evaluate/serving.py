@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from kvmath.evaluate.compare import (Numeric, ScenarioError, fn, numeric_of, recompute_fn,
+from kvmath.evaluate.api import (Numeric, ScenarioError, fn, numeric_of, recompute_fn,
                                      scenario_values, time_step)
 from kvmath.tables.rows import bundled
 

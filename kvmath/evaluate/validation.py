@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
-from kvmath.evaluate.compare import HBM_TIER, compare, fn, scenario_values
+from kvmath.evaluate.api import HBM_TIER, compare, fn, scenario_values
 from kvmath.tables.schema import read
 from kvmath.tables.rows import Measurement, bundled, model_of, resolve_engine  # noqa: F401 (model_of re-exported)
 

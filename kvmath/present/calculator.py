@@ -5,7 +5,7 @@ Nothing the calculator computes is typed into JavaScript by hand. :func:`write_s
 * ``kvcalc-formulas.js``: every catalogued SymPy expression the logic evaluates, as JavaScript
   (:mod:`kvmath.codegen.javascript`), generated with the numeric code by
   ``scripts/generate_numeric.py`` into ``kvmath/_generated/kvcalc_formulas.js``;
-* ``kvcalc-logic.js``: the scenario logic of :mod:`kvmath.evaluate.logic` (the layout, the path,
+* ``kvcalc-logic.js``: the scenario logic of :mod:`kvmath.logic` (the layout, the path,
   every value, the prefill model, the crossings, the comparison and its bands), printed from
   its Python by :mod:`kvmath.codegen.pyjs` into ``kvmath/_generated/kvcalc_logic.js`` (a test
   checks both are current);
@@ -29,11 +29,12 @@ from pathlib import Path
 
 from kvmath.codegen.own_values import GPU_SYMBOLS, MODEL_SYMBOLS
 from kvmath.evaluate.bands import band_data
-from kvmath.evaluate.logic import (DEFAULT_ENGINE, MIN_PREFIX_TOKENS, PREFILL_MODELS,
-                                   TP_CANDIDATES, heads_fit)
-from kvmath.evaluate.runtime import portable_data
+from kvmath.logic.constants import DEFAULT_ENGINE, MIN_PREFIX_TOKENS, PREFILL_MODELS, TP_CANDIDATES
+from kvmath.logic.layout import heads_fit
+from kvmath.logic.runtime import portable_data
 from kvmath.evaluate.reuse import pool_price_tier
 from kvmath.scenario.options import DEFAULT_PAUSE, calculator_options
+from kvmath.scenario.record import defaults as record_defaults
 from kvmath.tables.schema import data_path
 from kvmath.tables.rows import (PROJECTION, bundled, codecs, node_drive, nodes, pauses,
                                pool_tiers, pools)
@@ -174,6 +175,8 @@ def scenario_data(cat=None):
         # --bandwidth is in GB/s; compare takes B/s
         "bandwidth_scale": 1e9, "tie_speedup": TIE_SPEEDUP,
         "options": calculator_options(), "own": own_bounds(),
+        # the scenario record's defaults (kvmath.scenario.record): the page's record starts here
+        "scenario_defaults": plain(record_defaults()),
         "defaults": dict(DEFAULTS), "version": version_info()}
 
 

@@ -1,11 +1,12 @@
 /* The calculator's runtime: what the scenario logic, printed from Python
- * (kvmath/evaluate/logic.py by kvmath.codegen.pyjs into kvcalc-logic.js), calls.
+ * (kvmath/logic/ by kvmath.codegen.pyjs into kvcalc-logic.js), calls.
  *
  * Two kinds of names, nothing of the scenario itself:
  *  - Python's meanings where JavaScript differs (truthiness, and/or, %, min/max, `in`, str and
  *    format specs), so the printed logic computes what the Python computes;
- *  - the primitives of kvmath.evaluate.runtime, one for one: formula (a catalogued expression's
- *    generated function, from kvcalc-formulas.js), ScenarioError, the records Layout and PathHop,
+ *  - the primitives of kvmath.logic.runtime, one for one: formula (a catalogued expression's
+ *    generated function, from kvcalc-formulas.js), ScenarioError, the records Layout, Parallel
+ *    and PathHop,
  *    with_fields, field, is_float, vmap, memo, and DATA (the tables, from kvcalc-data.js).
  */
 (function () {
@@ -143,16 +144,18 @@
     return comma ? group(s) : s;
   }
 
-  // ------------------------------------------------------------------ kvmath.evaluate.runtime
+  // ------------------------------------------------------------------ kvmath.logic.runtime
   function formula(key, v) {
     if (!own(F.formulas, key)) throw new Error(`no formula ${key} in kvcalc-formulas.js`);
     return F.formulas[key].f(v);
   }
-  function Layout(f) {  // the record of kvmath.evaluate.runtime.Layout, with its properties
+  function Layout(f) {  // the record of kvmath.logic.runtime.Layout, with its properties
     const gpus = Math.max(f.tp, f.ep);
     return Object.assign({}, f, {gpus: gpus, expert_gpus: gpus});
   }
-  const PathHop = f => Object.assign({host_memory: false}, f);
+  // records with the defaults of their Python dataclasses (kvmath.logic.runtime.portable_data)
+  const PathHop = f => Object.assign({}, D.logic.record_defaults.PathHop, f);
+  const Parallel = f => Object.assign({}, D.logic.record_defaults.Parallel, f);
   const with_fields = (row, changes) => Object.assign({}, row, changes);
   const field = (row, name) => row[name];
   const is_float = x => typeof x === "number";
@@ -193,7 +196,7 @@
   window.KVCALC_RUNTIME = {
     truthy, and_, or_, mod, list, contains, get, len, range, enumerate, zip, sorted, sum, any, all,
     unique, dict, copy, items, keys, values, join, min, max, min_of, max_of, isinf, isclose,
-    str, repr, fmt, formula, formula_quiet, ScenarioError, Layout, PathHop, with_fields, field,
+    str, repr, fmt, formula, formula_quiet, ScenarioError, Layout, Parallel, PathHop, with_fields, field,
     is_float, vmap, memo, erf, DATA: D.logic,
   };
 })();

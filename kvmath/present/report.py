@@ -9,7 +9,7 @@ import math
 
 import sympy as sp
 
-from kvmath.evaluate.compare import compare
+from kvmath.evaluate.api import compare
 from kvmath.tables.rows import bundled
 from kvmath.present.format import fmt_bw, fmt_bytes, fmt_time  # noqa: F401  (re-exported for chapters)
 

@@ -138,7 +138,7 @@ def cache_sizes(args, cfg, node, tp, model):
     totals: the flags, else the engine's settings, a per-engine size times the node's
     node.gpus / tp engines and a per-rank size times its GPUs (or its engines, where only rank 0
     of each stores: LMCache's MLA default), else None."""
-    from kvmath.evaluate.compare import stores_once
+    from kvmath.logic.rules import stores_once
     host, disk, ratio = (getattr(args, "host_cache_bytes", None),
                          getattr(args, "disk_cache_bytes", None), None)
     if cfg is not None:

@@ -132,10 +132,22 @@ class Option:
     excludes: tuple = ()            #: options that mean nothing beside this one, refused when
     #:                                 given with it (never silently ignored), for the reason
     excludes_why: str = ""          #: ... given here
+    #: the field of the scenario record (kvmath.scenario.record.Scenario) this option sets:
+    #: "" its key; None: no field (it varies per evaluation, as the prompt's tokens, or only
+    #: steers how a command runs or prints)
+    field: str | None = ""
+    scale: float = 1.0              #: the record's unit over the option's (GB/s -> B/s: 1e9)
+    row: str | None = None          #: the table whose row a name or CSV path gives (the record
+    #:                                 holds the row): models, gpus, tiers, nodes, engines, ...
 
     @property
     def key(self) -> str:
         return self.name.replace("-", "_")
+
+    @property
+    def record_field(self) -> str | None:
+        """The scenario record's field this option sets, or None."""
+        return None if self.field is None else (self.field or self.key)
 
     def help_of(self, command: str) -> str:
         text = self.help_for.get(command, self.help)
@@ -155,23 +167,26 @@ _PAUSE = ("pause distribution: bundled name or path to a pauses CSV row (default
           "Mooncake's conversation trace; chat-lognormal is the assumed what-if)" % DEFAULT_PAUSE)
 
 OPTIONS = (
-    Option("model", TEXT, _models(), COMMANDS, required=COMMANDS, path=True, label="model"),
+    Option("model", TEXT, _models(), COMMANDS, required=COMMANDS, path=True, label="model",
+           row="models"),
     Option("gpu", TEXT, _models("GPU", "gpus"), (COMPARE, REUSE, TIERS), path=True, label="GPU",
+           row="gpus",
            required=(COMPARE, REUSE), required_unless="node",
            help_for={TIERS: "bundled GPU name or gpus CSV row (default: the node's GPU)"}),
     Option("tier", TEXT, "tier the cache is offloaded to", (COMPARE, REUSE),
-           required=(COMPARE, REUSE), label="tier", required_unless="pool",
+           required=(COMPARE, REUSE), label="tier", required_unless="pool", row="tiers",
            help_for={COMPARE: "tier: host-dram, nvme, rdma, ..., or hbm (the prefix still in "
                      "GPU memory: no load, the engine's costs remain)"}),
     Option("tokens", POSITIVE_INT, "tokens in the cached prefix", (COMPARE, REUSE, TIERS),
            unit="tokens", required=(COMPARE, REUSE, TIERS), label="prompt length (tokens)",
+           field=None,
            help_for={TIERS: "tokens per paused conversation"}),
     Option("new-tokens", POSITIVE_INT, "the new turn's own tokens, computed after the prefix "
            "either way (default 1)", (COMPARE,), unit="tokens", metavar="N", default=1),
     Option("token-ids", FLAG, "the prompt arrives as token IDs: the engine does not tokenise it",
            (COMPARE,), default=False),
     Option("node", TEXT, "bundled node name or path to a nodes CSV row (default: a bundled node "
-           "with the GPU of --gpu, else dgx-h100)", COMMANDS, path=True, label="node",
+           "with the GPU of --gpu, else dgx-h100)", COMMANDS, path=True, label="node", row="nodes",
            help_for={COMPARE: "node: bundled name or path to a nodes CSV row, as tiers and reuse "
                      "take; sets the GPU (--gpu may be left out), its count, and the drives the "
                      "nvme tier stripes (default: the tier as tiers.csv gives it, eight drives)",
@@ -189,7 +204,8 @@ OPTIONS = (
     Option("batch", POSITIVE_INT, "sequences of --tokens tokens whose KV must fit beside the "
            "weights (default 1)", (COMPARE,), default=1, label="sequences in HBM"),
     Option("engine", TEXT, "engine profile: bundled name (kvmath list) or path to an engines "
-           "CSV row", (COMPARE, REUSE, TIERS, TRACE, ROUTE, FLEET), metavar="NAME", path=True, label="engine",
+           "CSV row", (COMPARE, REUSE, TIERS, TRACE, ROUTE, FLEET), metavar="NAME", path=True,
+           label="engine", row="engines",
            help_for={REUSE: "engine profile: bundled name (kvmath list) or path to an engines "
                      "CSV row; the copies it stores per cache set capacity, writes and wear",
                      TIERS: "engine profile: bundled name (kvmath list) or path to an engines "
@@ -212,7 +228,8 @@ OPTIONS = (
            (COMPARE, REUSE, TIERS), label="compute dtype"),
     Option("bandwidth", POSITIVE, "effective reload bandwidth per GPU in GB/s, after all "
            "efficiency factors (overrides the tier's path and the engine)", (COMPARE,),
-           unit="GB/s", metavar="GBPS", label="reload bandwidth per GPU (GB/s)"),
+           unit="GB/s", metavar="GBPS", label="reload bandwidth per GPU (GB/s)",
+           field="bandwidth_Bps", scale=1e9),
     Option("efficiency", FRACTION, "prefill efficiency, achieved fraction of dense peak "
            "(0 < F <= 1)", (COMPARE,), metavar="F", label="flat prefill efficiency (0–1)"),
     Option("kv-dtype", choice(*sorted(DTYPE_BYTES)), "KV element type (default: model's)",
@@ -228,15 +245,16 @@ OPTIONS = (
            label="RoPE scaling"),
     Option("allow-projection", FLAG, "evaluate rows of kind projection (announced parts: "
            "gpus.csv rubin, links such as cxl-gen6-x8) as a what-if; without it a command "
-           "refuses them, and with it the output names each one used", COMMANDS, default=False),
+           "refuses them, and with it the output names each one used", COMMANDS, default=False,
+           field=None),
     Option("pause", TEXT, _PAUSE, (REUSE, TIERS), path=True, default=DEFAULT_PAUSE,
-           label="pause between turns (reuse)"),
+           label="pause between turns (reuse)", row="pauses"),
     Option("gpu-price", POSITIVE, "price of a GPU-hour (default: the GPU's own dated list price, "
            "gpu_prices.csv)", (REUSE, TIERS, FLEET), unit="USD/GPU-hour", metavar="USD_PER_GPU_HOUR",
            label="GPU-hour price (USD)"),
     Option("prices", TEXT, "a CSV in the format of kvmath/data/prices.csv whose rows replace the "
            "bundled ones they name (DRAM and NVMe per GB, amortisation, drive lifetime)",
-           (REUSE, TIERS), metavar="FILE.csv", path="file"),
+           (REUSE, TIERS), metavar="FILE.csv", path="file", row="prices"),
     Option("dram-price", POSITIVE, "host DRAM price per 1e9 B (default: prices.csv "
            "ddr5_usd_per_GB)", (REUSE, TIERS), unit="USD/GB", metavar="USD_PER_GB",
            label="host DRAM price (USD per GB)"),
@@ -260,7 +278,7 @@ OPTIONS = (
            "--kv-transfer-config JSON, an LMCache YAML file or a file of SGLang's server flags; "
            "sets the engine profile (with its chunk or page size and single-copy settings) and, "
            "for tiers and trace, the host DRAM and drives it caches in (instead of --engine)",
-           COMMANDS, metavar="FILE", path="file"),
+           COMMANDS, metavar="FILE", path="file", field=None),
     Option("host-cache-bytes", POSITIVE, "host DRAM the engine caches KV in, for the node "
            "(default: --engine-config's size, else the node's whole DRAM)", (TIERS, TRACE, ROUTE, FLEET),
            unit="B", metavar="B"),
@@ -272,11 +290,11 @@ OPTIONS = (
     Option("codec", TEXT, "a KV codec the cache moves encoded in: bundled name (codecs.csv: "
            "cachegen) or path to a codecs CSV row; each hop carries 1/ratio of the bytes and the "
            "GPU decodes them at the codec's measured rate (16-bit KV only); reuse: the tier "
-           "also holds and writes 1/ratio of the bytes", (COMPARE, REUSE), path=True),
+           "also holds and writes 1/ratio of the bytes", (COMPARE, REUSE), path=True, row="codecs"),
     Option("pool", TEXT, "a KV store shared by several GPU nodes: bundled name (pools.csv: "
            "mooncake-store-dram, 3fs-nvme, lustre-gcp) or path to a pools CSV row; compare and "
            "reuse reload from it (instead of --tier), tiers puts it below the node's tiers",
-           (COMPARE, REUSE, TIERS, FLEET), path=True,
+           (COMPARE, REUSE, TIERS, FLEET), path=True, row="pools",
            help_for={FLEET: "a KV store below every node's tiers, shared by the fleet's --nodes "
                      "and written as --pool-writes says: bundled name (pools.csv) or path to a "
                      "pools CSV row; with --max-nodes the fleet is also sized without it"}),
@@ -313,7 +331,7 @@ OPTIONS = (
            "machine's cores, the default), a Dask scheduler's address such as tcp://host:8786 "
            f"(refused if it does not answer within {DASK_TIMEOUT_S} s), or 'none' (threads in "
            "this process, no Dask: the same answer)", (FLEET,), metavar="ADDRESS",
-           default="local"),
+           default="local", field=None),
     Option("max-nodes", POSITIVE_INT, "also find the fewest nodes, up to this many, whose every "
            "node's prefill and decode demand fit its GPUs", (FLEET,), metavar="N"),
     Option("slo-ttft-p99", POSITIVE, "with --max-nodes, the fewest nodes must also keep the "
@@ -335,7 +353,7 @@ OPTIONS = (
     Option("policies", FLAG, "also compare LRU with ARC, S3-FIFO and the Belady bound "
            "(libCacheSim): the block hit ratio of an object cache of each policy at the "
            "capacities of the node's tiers added up (HBM, then HBM and host DRAM, ...), fed "
-           "every block access head first, beside kvmath's own prefix LRU", (TRACE,),
+           "every block access head first, beside kvmath's own prefix LRU", (TRACE,), field=None,
            excludes=("sample-rate",),
            excludes_why="ARC, S3-FIFO and Belady need every block access: a SHARDS sample "
            "scales to LRU's hit rate alone (drop --sample-rate to compare policies)"),
@@ -467,7 +485,8 @@ def calculator_options():
         if o.label is None:
             continue
         k = o.kind
-        out[o.name] = {"key": o.key, "label": o.label, "unit": o.unit, "integer": k.integer,
+        out[o.name] = {"key": o.key, "field": o.record_field, "scale": o.scale, "row": o.row,
+                       "label": o.label, "unit": o.unit, "integer": k.integer,
                        "minimum": k.minimum, "maximum": k.maximum, "below_max": k.below_max,
                        "words": k.words, "choices": list(k.choices), "flag": k.flag,
                        "text": k.text, "commands": list(o.commands)}

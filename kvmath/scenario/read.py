@@ -138,7 +138,7 @@ def read_scenario(args, command):
 
 def model_of(args):
     """The scenario's model as served: its row (bundled name or CSV path), its context window
-    under --rope-scaling where given (:func:`kvmath.evaluate.logic.served_model`)."""
-    from kvmath.evaluate.logic import served_model
+    under --rope-scaling where given (:func:`kvmath.logic.served_model`)."""
+    from kvmath.logic.rules import served_model
     from kvmath.tables.rows import resolve_model
     return served_model(resolve_model(args.model), getattr(args, "rope_scaling", None))

@@ -52,7 +52,7 @@ def _where(table_name, name):
 
 
 class Gpu(Row, table="gpus"):
-    """A GPU (gpus.csv); its peak in a compute dtype is kvmath.evaluate.logic.dense_flops (the
+    """A GPU (gpus.csv); its peak in a compute dtype is kvmath.logic.dense_flops (the
     gpus.csv field of each dtype: :data:`PEAK_FIELDS`)."""
 
     def check(self):
@@ -378,10 +378,10 @@ class Tier:
     description: str
     hops: tuple[Hop, ...]
     #: the GPUs the tier exists on (tiers.csv gpus); empty: every GPU
-    #: (kvmath.evaluate.logic.tier_exists_on)
+    #: (kvmath.logic.tier_exists_on)
     gpus: tuple = ()
     #: bytes of each GPU node's own host DRAM the tier's store takes (a pool of the GPU nodes'
-    #: DRAM, such as Mooncake Store's; kvmath.evaluate.logic.node_tier checks the node has it)
+    #: DRAM, such as Mooncake Store's; kvmath.logic.node_tier checks the node has it)
     gpu_node_dram_bytes: float = 0.0
 
 

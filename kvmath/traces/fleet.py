@@ -61,7 +61,7 @@ def ttft_fcfs(arrival_s, service_s, servers):
 def check_fleet(trace, nodes):
     """Refuse a fleet of more nodes than the trace has requests (every other node would idle,
     and the routing's work grows with nodes x requests)."""
-    from kvmath.evaluate.values import ScenarioError
+    from kvmath.evaluate.api import ScenarioError
     if nodes > max(trace.n_requests, 1):
         raise ScenarioError(f"--nodes {nodes:,} exceeds the trace's {trace.n_requests:,} "
                             "requests: at most one node per request")
@@ -82,7 +82,7 @@ def subtrace(trace, mask):
 def node_setup(trace, model, node, tp=None, engine=None, batch_seqs=None, batch_context=None,
                **cache_kw):
     """(tier specs, block bytes, cost model, blocks a node holds in all its tiers)."""
-    from kvmath.evaluate.compare import node_tp
+    from kvmath.evaluate.api import node_tp
     from kvmath.tables.rows import bundled
     gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)
     tp = tp or node_tp(model, node.gpus)
@@ -116,7 +116,7 @@ def pool_spec(node, nodes, pool):
     """The TierSpec of ``pool`` shared by the fleet's ``nodes`` GPU nodes: its whole capacity
     (:meth:`~kvmath.tables.rows.Pool.capacity`), read by each node over its share of the pool's
     servers and NICs (:func:`~kvmath.tables.rows.pool_tier`)."""
-    from kvmath.evaluate.compare import path_values
+    from kvmath.evaluate.api import path_values
     from kvmath.tables.rows import bundled, pool_tier
     gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)
     path = pool_tier(pool, nodes)
@@ -262,7 +262,7 @@ def _dask_client(dask):
     releasing the GIL) or the scheduler at an address."""
     import os
 
-    from kvmath.evaluate.values import ScenarioError
+    from kvmath.evaluate.api import ScenarioError
     try:
         from distributed import Client, LocalCluster
     except ImportError:  # pragma: no cover - pinned in requirements.txt

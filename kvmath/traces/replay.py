@@ -348,7 +348,7 @@ class HitCost:
     """
 
     def __init__(self, model, gpu, tiers, tp, gpus, engine=None):
-        from kvmath.evaluate.compare import sweep
+        from kvmath.evaluate.api import sweep
         from kvmath.tables.rows import resolve_tier
         self.model, self.gpu, self.tiers, self.tp, self.gpus = model, gpu, tiers, tp, gpus
         self.engine = engine  #: the engine profile of the reloads (None: the default)
@@ -445,7 +445,7 @@ def with_hbm_blocks(specs, model, gpu, tp, block_tokens, engine=None):
     block's: the replay counts blocks, a limit for hybrids)."""
     from dataclasses import replace as _replace
 
-    from kvmath.evaluate.compare import compare_at
+    from kvmath.evaluate.api import compare_at
     from kvmath.tables.rows import resolve_tier
     # per-token bytes, the same at any prefix the windows hold (compare needs 2 tokens or more)
     r = compare_at(model, gpu, resolve_tier("host-dram"), max(block_tokens, 2), tp=tp,
@@ -458,7 +458,7 @@ def kv_block_bytes(model, gpu, tp, block_tokens, engine=None):
     """KV bytes one block occupies in the offload tiers: compare's kv_bytes_per_token x
     block_tokens, times the copies the engine stores of it (one per rank of a replicated MLA
     latent or KV head unless the engine stores it once: kv_stored_copies)."""
-    from kvmath.evaluate.compare import compare_at
+    from kvmath.evaluate.api import compare_at
     from kvmath.tables.rows import resolve_tier
     # per-token bytes, the same at any prefix the windows hold (compare needs 2 tokens or more)
     r = compare_at(model, gpu, resolve_tier("host-dram"), max(block_tokens, 2), tp=tp,
@@ -475,9 +475,9 @@ def node_tiers(node, model, tp=None, remote_bytes=None, batch_seqs=None, batch_c
     remote pool of remote_bytes over the node's RDMA path. plan_kw: the other options of
     node_capacities (gpu, compute_dtype, gpu_memory_utilization, activation_reserve,
     writes_within_rating)."""
-    from kvmath.evaluate.compare import path_values
+    from kvmath.evaluate.api import path_values
     from kvmath.evaluate.reuse import node_capacities
-    from kvmath.evaluate.compare import node_nvme_tier
+    from kvmath.evaluate.api import node_nvme_tier
     from kvmath.tables.rows import bundled, prices
     nc = node_capacities(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context,
                          **plan_kw)

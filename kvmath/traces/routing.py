@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from kvmath.evaluate.routing import ROUTERS
-from kvmath.evaluate.values import ScenarioError
+from kvmath.evaluate.api import ScenarioError
 
 #: kv-aware's weight of the blocks to prefill against the blocks active on a node: Dynamo's
 #: default (ai-dynamo/dynamo lib/llm/src/kv_router/config.rs, impl Default for KvRouterConfig,

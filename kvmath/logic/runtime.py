@@ -1,4 +1,4 @@
-"""The primitives the portable scenario logic (:mod:`kvmath.evaluate.logic`) calls, in Python.
+"""The primitives the portable scenario logic (the modules of :mod:`kvmath.logic`) calls, in Python.
 
 The calculator's JavaScript runtime (``_ext/kvcalc_runtime.js``) defines each name here with the
 same meaning, so the logic, printed as JavaScript by :mod:`kvmath.codegen.pyjs`, runs unchanged
@@ -6,8 +6,9 @@ in the page:
 
 * :func:`formula`: a catalogued SymPy expression's generated function, called with a dict of
   symbol values (numbers, or numpy arrays here);
-* :class:`ScenarioError`, the one error a scenario raises; :class:`Layout` and :class:`PathHop`,
-  the records the logic builds; :func:`with_fields`, a row with some fields changed;
+* :class:`ScenarioError`, the one error a scenario raises; :class:`Layout`, :class:`Parallel`
+  and :class:`PathHop`, the records the logic builds; :func:`with_fields`, a row (or a scenario
+  record) with some fields changed;
   :func:`field`, a row's field by a computed name; :func:`is_float`, a number test;
 * :func:`vmap`, a function evaluated over a list of numbers (one numpy call here);
   :func:`memo`, a result remembered by its inputs (here; the page recomputes);
@@ -132,6 +133,22 @@ class Layout:
 
 
 @dataclass(frozen=True)
+class Parallel:
+    """How one prefill forward is spread: ``gpus`` GPUs of one replica, attention tensor-parallel
+    over them or (``dp_attention``) data-parallel in groups of ``tp_attn``, routed experts over
+    ``ep`` ranks (None: sharded by tensor parallelism, or over every GPU with data-parallel
+    attention), in ``compute_dtype``, ``batch`` equal prompts at once, the busiest expert rank's
+    tokens ``imbalance`` times the mean."""
+    gpus: int
+    ep: int | None = None
+    dp_attention: bool = False
+    tp_attn: int = 1
+    compute_dtype: str = "bf16"
+    batch: int = 1
+    imbalance: float = 1.0
+
+
+@dataclass(frozen=True)
 class PathHop:
     link: str
     count: int
@@ -245,4 +262,8 @@ def portable_data():
         "prices": {k: p.value for k, p in prices().items()},
         "gpu_prices": {k: p.usd_per_gpu_hour for k, p in gpu_prices().items()},
         "turn_new_tokens": plan_defaults()["turn_new_tokens"].value,
+        # the records' defaults, so the page's constructors fill what the logic leaves out
+        "record_defaults": {cls.__name__: {f.name: f.default for f in dataclasses.fields(cls)
+                                           if f.default is not dataclasses.MISSING}
+                            for cls in (Parallel, PathHop)},
     }
