@@ -103,20 +103,19 @@
                                gpu: gpu, tier: tier});
   }
 
-  /** reuse --json's answer for the state (logic.reuse_answer_of), its keys prefixed reuse_: the
-   *  pause (default the command line's), the prices, a pool's medium and a node's drive. A
+  /** reuse --json's answer for the state (logic.reuse_answer), its keys prefixed reuse_: the
+   *  pause (default the command line's), the prices (a pool's by its medium) and a node's drive. A
    *  scenario reuse refuses (a GPU with no listed price) says so in the verdict's row only. */
   function reuseOf(state) {
     const pause = ROWS.pauses[state.pause || D.default_pause];
     const lifetime = state.node !== undefined && state.tier === "nvme" ? D.node_drive_lifetime[state.node] : null;
-    const medium = has(D.pool_media, state.tier) ? D.pool_media[state.tier] : null;
     // what the form holds that reuse does not take: said beside its answer, not dropped
     const left = NAMES.filter(k => k in state && !SCENARIO.includes(k) &&
                               (!O[k].commands.includes("reuse") || D.reuse_not_run.includes(k)));
     const out = {reuse_left_out: left.map(k => O[k].label)};
     try {
       const a = LOGIC.reuse_answer(record(state), state.tokens, pause, D.logic.prices,
-                                   {pool_medium: medium, lifetime_drive_writes: lifetime});
+                                   {lifetime_drive_writes: lifetime})[1];
       for (const k of Object.keys(a)) out[`reuse_${k}`] = a[k];
     } catch (e) {
       if (!(e instanceof R.ScenarioError)) throw e;

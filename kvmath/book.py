@@ -27,8 +27,8 @@ from kvmath.logic.constants import PARTS as PREFILL_PARTS_NAMES
 from kvmath.logic.rules import served_model
 from kvmath.logic.path import tier_exists_on
 from kvmath.evaluate.prefill import fitted_parameters, prefill_time
-from kvmath.evaluate.reuse import (gpu_second_price, nvme_value, pause_values, reuse, rfn,
-    saved_s, tier_plan, tier_prices)
+from kvmath.evaluate.reuse import gpu_second_price, pause_values, reuse, rfn, saved_s, tier_prices
+from kvmath.node.plan import nvme_value, tier_plan
 from kvmath.evaluate.routing import ROUTERS, reach
 from kvmath.evaluate.serving import busy, overlap, split
 from kvmath.evaluate.validation import MARGIN_FACTOR, measurements, table as validation_table

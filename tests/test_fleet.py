@@ -9,7 +9,8 @@ import pytest
 
 from kvmath.cli.main import main
 from kvmath.evaluate.api import compare
-from kvmath.evaluate.reuse import cdf, reuse, tier_plan
+from kvmath.evaluate.reuse import cdf, reuse
+from kvmath.node.plan import tier_plan
 from kvmath.evaluate.routing import reach
 from kvmath.evaluate.api import ScenarioError, path_values
 from kvmath.tables.rows import (bundled, data_path, nodes, pauses, pool_tier, pools,

@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from kvmath import bundled
 from kvmath.cli.main import main
-from kvmath.evaluate.reuse import _weights_bytes, held_caches, rfn, tier_plan
+from kvmath.node.capacities import weights_bytes
+from kvmath.evaluate.reuse import held_caches, rfn
+from kvmath.node.plan import tier_plan
 from kvmath.tables.rows import Pause, data_path, pauses
 from kvmath.tables.rows import nodes, drives, plan_defaults, resolve_node
 
@@ -34,7 +36,7 @@ def test_hbm_tier_by_hand():
     (TP 8) and 16 running 32k-token sequences of 10.74 GB."""
     plan = tier_plan(NODE, M70, 32768, 1.0, PAUSE, find_limit=False)
     kv = 327_680 * 32_768
-    expected = 8 * 80 * 2**30 * 0.92 * 0.95 - _weights_bytes(M70) - 16 * kv
+    expected = 8 * 80 * 2**30 * 0.92 * 0.95 - weights_bytes(M70) - 16 * kv
     assert plan["hbm_free_bytes"] == pytest.approx(expected, rel=1e-12)
     assert plan["tiers"][0]["capacity_bytes"] == pytest.approx(expected, rel=1e-12)
     assert plan["batch_kv_bytes"] == 16 * kv

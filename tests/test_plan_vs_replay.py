@@ -5,7 +5,7 @@ import pytest
 
 from kvmath.traces import replay as C
 from kvmath.traces.plan_vs_replay import max_abs, plan_vs_replay
-from kvmath.evaluate.reuse import node_capacities
+from kvmath.node.capacities import node_capacities
 from kvmath.tables.rows import nodes, resolve_model
 
 MODEL = resolve_model("llama-3.1-70b")

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from kvmath import bundled
 from kvmath.derive import reuse as DR
 from kvmath.derive import symbols as S
-from kvmath.evaluate.reuse import best_ttl, reuse, rfn, tier_plan, ttl_filling, held_caches
+from kvmath.evaluate.reuse import best_ttl, reuse, rfn, ttl_filling, held_caches
+from kvmath.node.plan import tier_plan
 from kvmath.tables.rows import Pause, nodes, pauses
 
 CAT = bundled()
@@ -134,7 +135,7 @@ def test_tier_served_capped_by_bandwidth():
 
 
 def test_nvme_value_grows_then_is_capped():
-    from kvmath.evaluate.reuse import nvme_value
+    from kvmath.node.plan import nvme_value
     node = nodes()["dgx-h100"]
     vals = [nvme_value(node, CAT.models["llama-3.1-70b"], 32768, r, pauses()["chat-lognormal"])[0]
             for r in (0.2, 4.0)]
@@ -233,7 +234,8 @@ def test_every_price_is_dated_and_its_age_is_flagged():
     from kvmath.tables.rows import gpu_prices, prices
     assert all(p.observed for p in gpu_prices().values())
     assert all(prices()[k].observed for k in ("ddr5_usd_per_GB", "nvme_usd_per_GB"))
-    used = prices_used(H100, ["host-dram", "nvme", "hbm"])
+    from kvmath.tiers.build import HBM_TIER
+    used = prices_used(H100, [bundled().tiers["host-dram"], bundled().tiers["nvme"], HBM_TIER])
     assert set(used) == {"h100-sxm GPU-hour", "ddr5_usd_per_GB", "nvme_usd_per_GB"}
     day = datetime.date.fromisoformat(str(used["h100-sxm GPU-hour"]))
     assert price_warnings(used, day) == []

@@ -205,7 +205,7 @@ REUSE_NUMERIC = ["ttl_s", "p_breakeven", "value_usd", "hit_probability", "saving
 def _python_reuse(s):
     """reuse --json's answer for a page state, as the command line computes it."""
     from kvmath.logic.path import node_gpu, node_tier
-    from kvmath.evaluate.reuse import pool_price_tier, reuse
+    from kvmath.evaluate.reuse import reuse
     from kvmath.tables.rows import node_drive, nodes, pauses, prices
     from dataclasses import replace
     cat = bundled()
@@ -225,7 +225,6 @@ def _python_reuse(s):
                  pauses()[s.get("pause", "conversation-fitted")], tp=s.get("tp"),
                  gpu_price=s.get("gpu-price"), engine=s.get("engine"), price_overrides=over,
                  reach=1.0 if pool else s.get("reach", 1.0),
-                 price_tier=pool_price_tier(pool) if pool else None,
                  turn_new_tokens=s.get("turn-new-tokens"), drive=drive)
 
 

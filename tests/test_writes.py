@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kvmath.cli.main import main
-from kvmath.evaluate.reuse import tier_plan
+from kvmath.node.plan import tier_plan
 from kvmath.evaluate.api import ScenarioError
 from kvmath.tables.rows import nodes, pauses, plan_defaults, resolve_model
 from kvmath.traces import readers as T

@@ -431,8 +431,12 @@
     return R.with_fields(node_gpu_row, ({"gpus_per_node": node.gpus}));
   }
 
+  function tier_kind(tier) {
+    return R.DATA.tier_kinds[tier.kind];
+  }
+
   function node_tier(node, tier) {
-    let pool, h, taken, drives;
+    let pool, h, taken, kind, drives;
     pool = (tier.name.startsWith("pool:") ? tier.name.slice(R.len("pool:")) : tier.name);
     for (const h of R.list(tier.hops)) {
       if (((h.requests != null) && (h.scope === "per-node") && !((h.count <= node.nics)))) {
@@ -446,14 +450,15 @@
     if (((taken > 0) && !((taken < node.host_dram_bytes)))) {
       throw new R.ScenarioError(`--pool ${R.fmt(pool, "")} takes ${R.fmt((taken / 1000000000.0), ".4g")} GB of each GPU node's DRAM (pools.csv storage_node_bytes), and node ${R.fmt(node.name, "")} has ${R.fmt((node.host_dram_bytes / 1000000000.0), ".4g")} GB (host_dram_bytes): nothing would be left for its own host tier`);
     }
-    if ((tier.name.startsWith("nvme") && !((node.nvme_drives > 0)))) {
+    kind = tier_kind(tier);
+    if ((kind["on_node"] !== "stripe")) {
+      return tier;
+    }
+    if (!((node.nvme_drives > 0))) {
       throw new R.ScenarioError(`node ${R.fmt(node.name, "")} has no NVMe drives (nvme_drives ${R.fmt(node.nvme_drives, "")}): --tier ${R.fmt(tier.name, "")} has nothing to read`);
     }
-    if ((tier.name.startsWith("nvme") && (tier.name !== "nvme"))) {
-      throw new R.ScenarioError(`--tier ${R.fmt(tier.name, "")} names drives of its own (${R.fmt(tier.description, "")}); node ${R.fmt(node.name, "")} has ${R.fmt(node.nvme_drives, "")} ${R.fmt(node.nvme_drive_link, "")} drives: use --tier nvme on the node, or a nodes CSV row with the drives you mean`);
-    }
-    if ((tier.name !== "nvme")) {
-      return tier;
+    if ((tier.name !== kind["node_tier"])) {
+      throw new R.ScenarioError(`--tier ${R.fmt(tier.name, "")} names drives of its own (${R.fmt(tier.description, "")}); node ${R.fmt(node.name, "")} has ${R.fmt(node.nvme_drives, "")} ${R.fmt(node.nvme_drive_link, "")} drives: use --tier ${R.fmt(kind["node_tier"], "")} on the node, or a nodes CSV row with the drives you mean`);
     }
     drives = R.with_fields(tier.hops[0], ({"link": node.nvme_drive_link, "count": node.nvme_drives}));
     return R.with_fields(tier, ({"hops": R.list([...[drives], ...R.list(tier.hops.slice(1))]), "description": `${R.fmt(node.name, "")}'s ${R.fmt(node.nvme_drives, "")} ${R.fmt(node.nvme_drive_link, "")} drives striped, bounced through host DRAM, then the GPU's host link`}));
@@ -888,7 +893,7 @@
 
   function codec_keys(codec, tier, v, at) {
     at = ({...at, "B_dec": v["B_dec"], "r_c": v["r_c"], "n_g": 1.0});
-    return ({"codec": codec.name, "codec_compression_ratio": v["r_c"], "codec_decode_Bps": v["B_dec"], "codec_pipelined": codec.pipelined, "codec_decode_s": Number(R.formula("derive.t_decode", at)), "kv_bytes_moved_per_gpu": Number(R.formula("derive.gpu_hop_bytes", at)), "reload_wire_bandwidth_Bps": v["B_wire"], "codec_what_if": !(((tier.name === "rdma") || tier.name.startsWith("pool:")))});
+    return ({"codec": codec.name, "codec_compression_ratio": v["r_c"], "codec_decode_Bps": v["B_dec"], "codec_pipelined": codec.pipelined, "codec_decode_s": Number(R.formula("derive.t_decode", at)), "kv_bytes_moved_per_gpu": Number(R.formula("derive.gpu_hop_bytes", at)), "reload_wire_bandwidth_Bps": v["B_wire"], "codec_what_if": !(R.truthy(tier_kind(tier)["coded"]))});
   }
 
   function finite(result, what) {
@@ -993,7 +998,7 @@
     } else if ((given != null)) {
       load_from = "given";
     }
-    result = ({"model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens, "context_window_tokens": model.max_context_tokens, "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention, "gpus": layout.gpus, "layout_from": layout.reason, "layout_by_length": layout_lengths(s, ((tokens + new_tokens) - 1)), "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype, "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": rec_fn[0], "batch": s.batch, "concurrent_reloads": v["n_c"], "gpu_reloads": v["n_g"], "gpus_per_node": v["N_node"], "resume_rate_per_s": resume_rate, "reload_queue_s": queue, "load_from": load_from, "kv_bytes_per_token": Number(R.formula("derive.kv_bytes_per_token", v)), "kv_bytes": Number(R.formula("derive.kv_bytes_total", at)), "kv_bytes_unique": Number(R.formula("derive.kv_bytes_unique", at)), "kv_bytes_per_gpu": Number(R.formula("derive.kv_bytes_per_gpu", at)), "kv_replication": v["rho"], "node_hop_copies": Number(R.formula("derive.node_copies", at)), ...state_keys(model, v, at, layout), "kv_bytes_stored": Number(R.formula("derive.kv_bytes_stored", ({...at, "rho_s": v["rho_s"], "r_c": R.get(v, "r_c", 1.0)}))), "kv_stored_copies": v["rho_s"], "weights_bytes_per_gpu": fit[1], "hbm_fit_bytes_per_gpu": (usable_fraction(s) * own_value(own, "C_hbm", gpu.hbm_capacity_bytes)), "hbm_free_bytes_per_gpu": fit[0], "prefill_flops": Number(R.formula("derive.flops_prefill", at)), "prefill_efficiency": v["eta"], "compute_s": Number(R.formula("derive.t_compute", at)), "weights_read_s": Number(R.formula("derive.t_weights", at)), "recompute_s": recompute, "reload_s": reload, "new_tokens": new_tokens, "token_ids": R.truthy(s.token_ids), "ttft_recompute_s": ttft_cold, "ttft_reload_s": ttft_hit, "request_s": Number(R.formula("derive.t_request", at)), "request_fixed_s": v["t_req"], "hash_token_s": v["c_hash"], "tokenize_token_s": v["c_tokz"], "hit_token_s": v["c_hit"], "hit_cost_s": (v["c_hit"] * tokens), "engine_costs_calibrated": engine_costs_calibrated(eng), "reload_bandwidth_Bps": (Number.isFinite(v["B"]) ? v["B"] : null), "reload_latency_s": v["t_lat"], "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"], "overlap_hidden_s": Number(R.formula("derive.t_overlap_hidden", at)), "copy_bytes": copy, ...((codec != null) ? codec_keys(codec, tier, v, at) : ({})), "load_kernel": R.and_((R.len(tier.hops) > 0), () => load_kernel(eng, copy, gpu.platform)), "path": path, "winner": ((ttft_hit < ttft_cold) ? "reload" : "recompute"), "speedup": (R.max(ttft_hit, ttft_cold) / R.min(ttft_hit, ttft_cold)), "breakeven_tokens": cross, "min_reload_bandwidth_Bps": min_bw, "model_flops_per_kv_byte": Number(R.formula("derive.model_flops_per_kv_byte", v)), "model_flops_per_kv_byte_at_tokens": Number(R.formula("derive.model_flops_per_kv_byte_at_T", at)), "gpu_flops_per_link_byte": (Number.isFinite(v["B"]) ? Number(R.formula("derive.gpu_flops_per_link_byte", v)) : 0.0)});
+    result = ({"model": model.name, "gpu": gpu.name, "tier": tier.name, "tier_kind": tier.kind, "tier_medium": tier.medium, "tokens": tokens, "context_window_tokens": model.max_context_tokens, "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention, "gpus": layout.gpus, "layout_from": layout.reason, "layout_by_length": layout_lengths(s, ((tokens + new_tokens) - 1)), "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype, "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": rec_fn[0], "batch": s.batch, "concurrent_reloads": v["n_c"], "gpu_reloads": v["n_g"], "gpus_per_node": v["N_node"], "resume_rate_per_s": resume_rate, "reload_queue_s": queue, "load_from": load_from, "kv_bytes_per_token": Number(R.formula("derive.kv_bytes_per_token", v)), "kv_bytes": Number(R.formula("derive.kv_bytes_total", at)), "kv_bytes_unique": Number(R.formula("derive.kv_bytes_unique", at)), "kv_bytes_per_gpu": Number(R.formula("derive.kv_bytes_per_gpu", at)), "kv_replication": v["rho"], "node_hop_copies": Number(R.formula("derive.node_copies", at)), ...state_keys(model, v, at, layout), "kv_bytes_stored": Number(R.formula("derive.kv_bytes_stored", ({...at, "rho_s": v["rho_s"], "r_c": R.get(v, "r_c", 1.0)}))), "kv_stored_copies": v["rho_s"], "weights_bytes_per_gpu": fit[1], "hbm_fit_bytes_per_gpu": (usable_fraction(s) * own_value(own, "C_hbm", gpu.hbm_capacity_bytes)), "hbm_free_bytes_per_gpu": fit[0], "prefill_flops": Number(R.formula("derive.flops_prefill", at)), "prefill_efficiency": v["eta"], "compute_s": Number(R.formula("derive.t_compute", at)), "weights_read_s": Number(R.formula("derive.t_weights", at)), "recompute_s": recompute, "reload_s": reload, "new_tokens": new_tokens, "token_ids": R.truthy(s.token_ids), "ttft_recompute_s": ttft_cold, "ttft_reload_s": ttft_hit, "request_s": Number(R.formula("derive.t_request", at)), "request_fixed_s": v["t_req"], "hash_token_s": v["c_hash"], "tokenize_token_s": v["c_tokz"], "hit_token_s": v["c_hit"], "hit_cost_s": (v["c_hit"] * tokens), "engine_costs_calibrated": engine_costs_calibrated(eng), "reload_bandwidth_Bps": (Number.isFinite(v["B"]) ? v["B"] : null), "reload_latency_s": v["t_lat"], "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"], "overlap_hidden_s": Number(R.formula("derive.t_overlap_hidden", at)), "copy_bytes": copy, ...((codec != null) ? codec_keys(codec, tier, v, at) : ({})), "load_kernel": R.and_((R.len(tier.hops) > 0), () => load_kernel(eng, copy, gpu.platform)), "path": path, "winner": ((ttft_hit < ttft_cold) ? "reload" : "recompute"), "speedup": (R.max(ttft_hit, ttft_cold) / R.min(ttft_hit, ttft_cold)), "breakeven_tokens": cross, "min_reload_bandwidth_Bps": min_bw, "model_flops_per_kv_byte": Number(R.formula("derive.model_flops_per_kv_byte", v)), "model_flops_per_kv_byte_at_tokens": Number(R.formula("derive.model_flops_per_kv_byte_at_T", at)), "gpu_flops_per_link_byte": (Number.isFinite(v["B"]) ? Number(R.formula("derive.gpu_flops_per_link_byte", v)) : 0.0)});
     return finite(result, `${R.fmt(model.name, "")} on ${R.fmt(gpu.name, "")}`);
   }
 
@@ -1222,15 +1227,26 @@
     return ({"mu": Math.log(pause.median_s), "sigma": pause.sigma, "p": pause.return_probability, "h_route": reach});
   }
 
-  function tier_prices(tier_name, price, lifetime_drive_writes = null) {
-    let months, lifetime, at;
-    months = price["amortisation_months"];
-    if (tier_name.startsWith("nvme")) {
-      lifetime = (R.truthy(lifetime_drive_writes) ? lifetime_drive_writes : price["nvme_drive_writes_lifetime"]);
-      at = ({"p_GB": price["nvme_usd_per_GB"], "m_amort": months, "W_life": lifetime});
+  function capacity_pricing(kind, medium = null) {
+    let k;
+    k = R.DATA.tier_kinds[kind];
+    if ((k["price_by_medium"] != null)) {
+      if (!R.contains(k["price_by_medium"], medium)) {
+        throw new R.ScenarioError(`a tier of kind ${R.fmt(kind, "")} priced by its medium names medium ${R.repr(medium, "")}; expected one of ${R.fmt(R.join(", ", R.list(k["price_by_medium"])), "")}`);
+      }
+      return k["price_by_medium"][medium];
+    }
+    return [k["price"], k["wear"]];
+  }
+
+  function tier_prices(pricing, price, lifetime_drive_writes = null) {
+    let at;
+    at = ({"p_GB": (R.truthy(R.is_float(pricing[0])) ? pricing[0] : price[pricing[0]]), "m_amort": price["amortisation_months"]});
+    if ((pricing[1] === "drive")) {
+      at["W_life"] = (R.truthy(lifetime_drive_writes) ? lifetime_drive_writes : price["nvme_drive_writes_lifetime"]);
       return [Number(R.formula("derive_reuse.capacity_price", at)), Number(R.formula("derive_reuse.wear_price", at))];
     }
-    return [Number(R.formula("derive_reuse.capacity_price", ({"p_GB": price["ddr5_usd_per_GB"], "m_amort": months}))), 0.0];
+    return [Number(R.formula("derive_reuse.capacity_price", at)), 0.0];
   }
 
   function gpu_hour_price(gpu_name, usd_per_gpu_hour = null) {
@@ -1340,7 +1356,7 @@
   }
 
   function reuse_of(r, pause, economics) {
-    let price, reach, c_cap, turn_new_tokens, saving, prices, c_gpu, turn_new, v, out, kind, keys, tau, at, value, pays, p_star;
+    let price, reach, c_cap, turn_new_tokens, saving, pricing, prices, c_gpu, turn_new, v, out, kind, keys, tau, at, value, pays, p_star;
     price = economics["price"];
     reach = R.get(economics, "reach");
     if ((reach == null)) {
@@ -1349,7 +1365,11 @@
     c_cap = R.get(economics, "c_cap");
     turn_new_tokens = R.get(economics, "turn_new_tokens");
     saving = (r["gpus"] * saved_s(r));
-    prices = tier_prices(R.or_(R.get(economics, "price_tier"), () => r["tier"]), price, R.get(economics, "lifetime_drive_writes"));
+    pricing = R.get(economics, "pricing");
+    if ((pricing == null)) {
+      pricing = capacity_pricing(r["tier_kind"], r["tier_medium"]);
+    }
+    prices = tier_prices(pricing, price, R.get(economics, "lifetime_drive_writes"));
     c_gpu = (gpu_hour_price(r["gpu"], R.get(economics, "usd_per_gpu_hour")) / 3600);
     turn_new = ((turn_new_tokens == null) ? R.DATA.turn_new_tokens : turn_new_tokens);
     v = ({...pause_values(pause, reach), "S_gpu": R.max(saving, 1e-300), "c_gpu": c_gpu, "c_cap": ((c_cap == null) ? prices[0] : c_cap), "c_wear": prices[1], "Q": r["kv_bytes_stored"], "f_new": new_fraction(turn_new, r["tokens"])});
@@ -1374,7 +1394,7 @@
   }
 
   function reuse_answer(s, tokens, pause, price, extras) {
-    let r, pool_medium, reach;
+    let r, reach;
     r = compare(reuse_scenario(s), tokens);
     price = R.dict(price);
     if ((s.dram_price != null)) {
@@ -1383,13 +1403,12 @@
     if ((s.nvme_price != null)) {
       price[PRICE_OPTIONS["nvme_price"]] = s.nvme_price;
     }
-    pool_medium = R.get(extras, "pool_medium");
     reach = s.reach;
-    if (((pool_medium != null) || (reach == null))) {
+    if (R.truthy(R.or_(R.DATA.tier_kinds[s.tier.kind]["shared"], () => (reach == null)))) {
       reach = 1.0;
     }
-    return reuse_of(r, pause, ({"price": price, "usd_per_gpu_hour": s.gpu_price, "reach": reach, "price_tier": pool_medium, "lifetime_drive_writes": R.get(extras, "lifetime_drive_writes"), "turn_new_tokens": s.turn_new_tokens, "c_cap": R.get(extras, "c_cap")}));
+    return [r, reuse_of(r, pause, ({"price": price, "usd_per_gpu_hour": s.gpu_price, "reach": reach, "lifetime_drive_writes": R.get(extras, "lifetime_drive_writes"), "turn_new_tokens": s.turn_new_tokens, "c_cap": R.get(extras, "c_cap")}))];
   }
 
-  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, BEYOND_CONTEXT_ELSEWHERE, MAY_BE_INF, SHAPE_FIELDS, engine_of, prefill_model, own_value, is_moe, latent, shape_key, round_up, sign, dense_flops, served_model, rope_hint, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, usable_fraction, choose_layout, deployment_values, longest_prompt, layout_lengths, node_gpu, node_tier, tier_exists_on, check_tier_gpu, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, load_shares, concurrent_at_load, load_values, calibrated_values, prefill_parts, layout_parallel, recompute_fn, suffix_values, time_step, CROSSING_POINTS, CROSSING_ITERATIONS, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, compare_at, compare, ttft_curve, prompt_limit, binding_hop, reload_bandwidth_range, reload_floor, known_limits, variant, variant_loads, variant_bandwidth, band, TTL_MIN_S, TTL_MAX_S, TTL_POINTS, KEEP_HORIZON_S, REUSE_KEYS, PRICE_OPTIONS, pause_kind, pause_values, tier_prices, gpu_hour_price, ttl_grid, breakeven_p, best_ttl, saved_s, new_fraction, reuse_of, reuse_scenario, reuse_answer};
+  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, BEYOND_CONTEXT_ELSEWHERE, MAY_BE_INF, SHAPE_FIELDS, engine_of, prefill_model, own_value, is_moe, latent, shape_key, round_up, sign, dense_flops, served_model, rope_hint, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, usable_fraction, choose_layout, deployment_values, longest_prompt, layout_lengths, node_gpu, tier_kind, node_tier, tier_exists_on, check_tier_gpu, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, load_shares, concurrent_at_load, load_values, calibrated_values, prefill_parts, layout_parallel, recompute_fn, suffix_values, time_step, CROSSING_POINTS, CROSSING_ITERATIONS, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, compare_at, compare, ttft_curve, prompt_limit, binding_hop, reload_bandwidth_range, reload_floor, known_limits, variant, variant_loads, variant_bandwidth, band, TTL_MIN_S, TTL_MAX_S, TTL_POINTS, KEEP_HORIZON_S, REUSE_KEYS, PRICE_OPTIONS, pause_kind, pause_values, capacity_pricing, tier_prices, gpu_hour_price, ttl_grid, breakeven_p, best_ttl, saved_s, new_fraction, reuse_of, reuse_scenario, reuse_answer};
 })(window.KVCALC_RUNTIME);

@@ -448,7 +448,8 @@ def _price_overrides(args):
 
 
 def _run_reuse(args):
-    from kvmath.evaluate.reuse import pool_price_tier, reuse, tier_plan
+    from kvmath.evaluate.reuse import reuse
+    from kvmath.node.plan import tier_plan
     from kvmath.tables.rows import resolve_pause
     from kvmath.tables.rows import node_drive
     from kvmath.tables.rows import pool_tier
@@ -463,10 +464,9 @@ def _run_reuse(args):
     # every node reaches a pool; the node's own tier only the returns routed to it
     h, h_from = (1.0, "a pool every node reads") if pool else _reach_of(args)
     engine, cfg = engine_of(args)
-    check_tier(cfg, tier.name)
+    check_tier(cfg, tier)
     kw = dict(tp=args.tp, gpu_price=args.gpu_price, compute_dtype=args.compute_dtype,
               engine=engine, price_overrides=_price_overrides(args), reach=h,
-              price_tier=pool_price_tier(pool) if pool else None,
               turn_new_tokens=args.turn_new_tokens,
               codec=resolve_codec(args.codec) if args.codec else None)
     if kw["codec"] is not None and args.resume_rate is not None:
@@ -507,7 +507,7 @@ def _run_reuse(args):
 
 
 def _run_tiers(args):
-    from kvmath.evaluate.reuse import tier_plan
+    from kvmath.node.plan import tier_plan
     from kvmath.tables.rows import resolve_pause
     read_scenario(args, TIERS)
     node, gpu = _node_and_gpu(args)
@@ -637,7 +637,7 @@ def _command(args):
         node, gpu = _node_and_gpu(args)
         tier = _node_tier(node, tier)
     engine, cfg = engine_of(args)
-    check_tier(cfg, tier.name)
+    check_tier(cfg, tier)
     b = band_of(Scenario(model=model_of(args), gpu=gpu, tier=tier, engine=engine,
                          codec=resolve_codec(args.codec) if args.codec else None,
                          **record_values(args)), args.tokens)

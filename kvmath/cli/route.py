@@ -224,7 +224,7 @@ def _fleet_human(r):
                      f"{fmt_bytes(p['read_Bps'], 3)}/s, written {fmt_bytes(p['write_Bps'], 3)}/s "
                      f"over {p['replicas']} replica(s); its media "
                      f"${p['pool_cost_per_million_tokens_usd']:.3g} per million tokens at "
-                     f"{p['pool_price_tier']} prices (its servers not priced)"
+                     f"{p['pool_priced_as']} prices (its servers not priced)"
                      + ("" if p["writes_within_bandwidth"] else
                         f": INFEASIBLE, beyond its {fmt_bytes(p['write_bandwidth_Bps'], 3)}/s"))
     if "nodes_needed_without_pool" in r:

@@ -58,7 +58,7 @@ def analyse(args):
                          **cache_sizes(args, cfg, node, tp, model))
     specs = C.with_hbm_blocks(specs, model, gpu, tp, trace.block_tokens, engine)
     cost = C.HitCost(model, gpu, specs, tp, node.gpus, engine=engine)
-    from kvmath.evaluate.reuse import node_capacities
+    from kvmath.node.capacities import node_capacities
     hbm_free = node_capacities(node, model, tp=tp, batch_seqs=args.batch_seqs,
                                batch_context=batch_context)["hbm_free_bytes"]
     rep = C.replay(trace, specs, block_bytes, policy=args.policy, ttl_s=args.ttl,

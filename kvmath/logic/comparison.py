@@ -11,6 +11,7 @@ from kvmath.logic.constants import BEYOND_CONTEXT_HINT, MAY_BE_INF, MIN_PREFIX_T
 from kvmath.logic.crossings import ttft_crossings
 from kvmath.logic.layout import (default_concurrency, hbm_slack, layout_lengths,
                                  longest_prompt, usable_fraction)
+from kvmath.logic.path import tier_kind
 from kvmath.logic.prefill import recompute_fn, time_step
 from kvmath.logic.rules import engine_costs_calibrated, load_kernel, own_value, rope_hint
 from kvmath.logic.runtime import DATA, ScenarioError, formula, is_float, with_fields
@@ -34,15 +35,15 @@ def state_keys(model, v, at, layout):
 
 def codec_keys(codec, tier, v, at):
     """compare's keys for a KV codec: what the KV is encoded in and what decoding costs, and
-    whether the tier is one an engine codes (LMCache codes its remote backends only: a remote
-    DRAM pool or a shared pool; elsewhere the codec is a what-if)."""
+    whether the tier is one an engine codes (its kind says so, kvmath.tiers.kinds: LMCache
+    codes its remote backends only; elsewhere the codec is a what-if)."""
     at = {**at, "B_dec": v["B_dec"], "r_c": v["r_c"], "n_g": 1.0}
     return {"codec": codec.name, "codec_compression_ratio": v["r_c"],
             "codec_decode_Bps": v["B_dec"], "codec_pipelined": codec.pipelined,
             "codec_decode_s": float(formula("derive.t_decode", at)),
             "kv_bytes_moved_per_gpu": float(formula("derive.gpu_hop_bytes", at)),
             "reload_wire_bandwidth_Bps": v["B_wire"],
-            "codec_what_if": not (tier.name == "rdma" or tier.name.startswith("pool:"))}
+            "codec_what_if": not tier_kind(tier)["coded"]}
 
 
 def finite(result, what):
@@ -173,7 +174,8 @@ def compare_at(s, tokens):
     elif given is not None:
         load_from = "given"
     result = {
-        "model": model.name, "gpu": gpu.name, "tier": tier.name, "tokens": tokens,
+        "model": model.name, "gpu": gpu.name, "tier": tier.name, "tier_kind": tier.kind,
+        "tier_medium": tier.medium, "tokens": tokens,
         "context_window_tokens": model.max_context_tokens, "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention,
         "gpus": layout.gpus, "layout_from": layout.reason,
         # the default layout's TP by prompt length up to this one, where it changes ([] when

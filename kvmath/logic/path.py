@@ -24,13 +24,20 @@ def node_gpu(node, node_gpu_row, gpu):
     return with_fields(node_gpu_row, {"gpus_per_node": node.gpus})
 
 
+def tier_kind(tier):
+    """What the tier's kind declares (kvmath.tiers.kinds: on_node, node_tier, price, wear,
+    coded, reads)."""
+    return DATA.tier_kinds[tier.kind]
+
+
 def node_tier(node, tier):
-    """A tier on a node: the nvme tier striped over the node's own drives (nodes.csv: their link
-    and count) before the bundled path's later hops (host memory, the GPU's host link); any
-    other tier as it is. ScenarioError for a drive tier on a node without drives, or one that
-    names drives of its own (nvme-gen5, nvme-1drive): each would be priced on drives the node
-    does not have; for a pool read over more NICs per GPU node than the node has; and for a
-    pool of the GPU nodes' own DRAM that takes all of a node's DRAM or more."""
+    """A tier on a node, as its kind places it (kvmath.tiers.kinds): a kind of the node's own
+    units (on_node "stripe": drives) makes its node tier (nvme) of the node's units (nodes.csv:
+    their link and count) before the bundled path's later hops (host memory, the GPU's host
+    link); any other tier as it is. ScenarioError for such a tier on a node without those units,
+    or one of the kind that names units of its own (nvme-gen5, nvme-1drive): each would be priced
+    on drives the node does not have; for a pool read over more NICs per GPU node than the node
+    has; and for a pool of the GPU nodes' own DRAM that takes all of a node's DRAM or more."""
     pool = tier.name[len("pool:"):] if tier.name.startswith("pool:") else tier.name
     for h in tier.hops:  # a pool's client hop: the NICs each GPU node reads it over
         if h.requests is not None and h.scope == "per-node" and not h.count <= node.nics:
@@ -46,16 +53,17 @@ def node_tier(node, tier):
                             f"(pools.csv storage_node_bytes), and node {node.name} has "
                             f"{node.host_dram_bytes / 1e9:.4g} GB (host_dram_bytes): nothing "
                             "would be left for its own host tier")
-    if tier.name.startswith("nvme") and not node.nvme_drives > 0:
+    kind = tier_kind(tier)
+    if kind["on_node"] != "stripe":
+        return tier
+    if not node.nvme_drives > 0:
         raise ScenarioError(f"node {node.name} has no NVMe drives (nvme_drives "
                             f"{node.nvme_drives}): --tier {tier.name} has nothing to read")
-    if tier.name.startswith("nvme") and tier.name != "nvme":
+    if tier.name != kind["node_tier"]:
         raise ScenarioError(f"--tier {tier.name} names drives of its own ({tier.description}); "
                             f"node {node.name} has {node.nvme_drives} {node.nvme_drive_link} "
-                            "drives: use --tier nvme on the node, or a nodes CSV row with the "
-                            "drives you mean")
-    if tier.name != "nvme":
-        return tier
+                            f"drives: use --tier {kind['node_tier']} on the node, or a nodes "
+                            "CSV row with the drives you mean")
     drives = with_fields(tier.hops[0], {"link": node.nvme_drive_link, "count": node.nvme_drives})
     return with_fields(tier, {
         "hops": tuple([drives] + list(tier.hops[1:])),

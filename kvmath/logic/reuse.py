@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 
 from kvmath.logic.comparison import compare
-from kvmath.logic.runtime import DATA, ScenarioError, formula, formula_quiet, vmap, with_fields
+from kvmath.logic.runtime import (DATA, ScenarioError, formula, formula_quiet, is_float, vmap,
+                                  with_fields)
 
 #: the TTLs searched for the best TTL and the break-even: this many, log-spaced from TTL_MIN_S to
 #: TTL_MAX_S (10 ms to about three years), then refined between the best one's neighbours
@@ -47,21 +48,34 @@ def pause_values(pause, reach=1.0):
             "p": pause.return_probability, "h_route": reach}
 
 
-def tier_prices(tier_name, price, lifetime_drive_writes=None):
-    """[c_cap in $ per byte-second, c_wear in $ per byte written] of a tier, from ``price``
-    (prices.csv's values by name, or a user's in their place): capacity at its purchase price
-    amortised over price['amortisation_months']; NVMe wear spreads a drive byte's price over
-    the drive's rated lifetime writes (DWPD x warranty days) when the drive is known, else
-    over prices.csv's assumed lifetime writes. A tier other than NVMe is priced as DDR5."""
-    months = price["amortisation_months"]
-    if tier_name.startswith("nvme"):
-        lifetime = (lifetime_drive_writes if lifetime_drive_writes
-                    else price["nvme_drive_writes_lifetime"])
-        at = {"p_GB": price["nvme_usd_per_GB"], "m_amort": months, "W_life": lifetime}
+def capacity_pricing(kind, medium=None):
+    """[what prices a tier's capacity: a prices.csv row or USD per GB, what its writes wear:
+    "drive" or None] by its kind (kvmath.tiers.kinds), by the tier's medium where the kind
+    prices by medium (a pool's)."""
+    k = DATA.tier_kinds[kind]
+    if k["price_by_medium"] is not None:
+        if medium not in k["price_by_medium"]:
+            raise ScenarioError(f"a tier of kind {kind} priced by its medium names medium "
+                                f"{medium!r}; expected one of {', '.join(list(k['price_by_medium']))}")
+        return k["price_by_medium"][medium]
+    return [k["price"], k["wear"]]
+
+
+def tier_prices(pricing, price, lifetime_drive_writes=None):
+    """[c_cap in $ per byte-second, c_wear in $ per byte written] of a tier priced by
+    ``pricing`` (:func:`capacity_pricing`), from ``price`` (prices.csv's values by name, or a
+    user's in their place): capacity at its purchase price amortised over
+    price['amortisation_months']; a drive's wear spreads a byte's price over the drive's rated
+    lifetime writes (DWPD x warranty days) when the drive is known, else over prices.csv's
+    assumed lifetime writes; no wear otherwise."""
+    at = {"p_GB": pricing[0] if is_float(pricing[0]) else price[pricing[0]],
+          "m_amort": price["amortisation_months"]}
+    if pricing[1] == "drive":
+        at["W_life"] = (lifetime_drive_writes if lifetime_drive_writes
+                        else price["nvme_drive_writes_lifetime"])
         return [float(formula("derive_reuse.capacity_price", at)),
                 float(formula("derive_reuse.wear_price", at))]
-    return [float(formula("derive_reuse.capacity_price",
-                          {"p_GB": price["ddr5_usd_per_GB"], "m_amort": months})), 0.0]
+    return [float(formula("derive_reuse.capacity_price", at)), 0.0]
 
 
 def gpu_hour_price(gpu_name, usd_per_gpu_hour=None):
@@ -176,8 +190,8 @@ def reuse_of(r, pause, economics):
     writing it, at the GPU-hour's price, with the return probability the pause row states times
     the reach. ``economics``: price (prices.csv's values by name, or a user's in their place),
     and where given usd_per_gpu_hour (else the GPU's listed price), reach (the share of returns
-    that reach the cache's node; 1), price_tier (the tier whose price holds the capacity: a
-    pool's medium's), lifetime_drive_writes (the node's drive's), turn_new_tokens (tokens a
+    that reach the cache's node; 1), pricing (what prices the capacity and wear, in place of the
+    tier kind's: :func:`capacity_pricing`), lifetime_drive_writes (the node's drive's), turn_new_tokens (tokens a
     returning turn adds) and c_cap (a holding price of your own, $ per byte-second: an
     opportunity cost)."""
     price = economics["price"]
@@ -187,8 +201,10 @@ def reuse_of(r, pause, economics):
     c_cap = economics.get("c_cap")
     turn_new_tokens = economics.get("turn_new_tokens")
     saving = r["gpus"] * saved_s(r)
-    prices = tier_prices(economics.get("price_tier") or r["tier"], price,
-                         economics.get("lifetime_drive_writes"))
+    pricing = economics.get("pricing")
+    if pricing is None:
+        pricing = capacity_pricing(r["tier_kind"], r["tier_medium"])
+    prices = tier_prices(pricing, price, economics.get("lifetime_drive_writes"))
     c_gpu = gpu_hour_price(r["gpu"], economics.get("usd_per_gpu_hour")) / 3600
     turn_new = DATA.turn_new_tokens if turn_new_tokens is None else turn_new_tokens
     v = {**pause_values(pause, reach), "S_gpu": max(saving, 1e-300), "c_gpu": c_gpu,
@@ -235,26 +251,25 @@ def reuse_scenario(s):
 
 
 def reuse_answer(s, tokens, pause, price, extras):
-    """``reuse``'s answer for scenario ``s`` (the command line's and the calculator's): the
-    comparison reuse makes (:func:`reuse_scenario`), then :func:`reuse_of` at ``price``
+    """[the comparison, ``reuse``'s answer] for scenario ``s`` (the command line's and the
+    calculator's): the comparison reuse makes (:func:`reuse_scenario`), then :func:`reuse_of` at
+    ``price``
     (prices.csv's values by name) with the scenario's per-item prices (:data:`PRICE_OPTIONS`:
     its dram_price and nvme_price) in place of theirs, its GPU-hour price (gpu_price), its reach
-    and the tokens a returning turn adds. ``extras``: pool_medium (the tier is a pool whose
-    capacity is priced as this tier's, host-dram or nvme, which every node reads: reach 1),
-    lifetime_drive_writes (the node's drive's, for its NVMe's wear), c_cap (a holding price of
-    your own)."""
+    (every node reaches a store its tier kind says is shared: a pool) and the tokens a returning
+    turn adds. ``extras``: lifetime_drive_writes (the node's drive's, for its drives' wear),
+    c_cap (a holding price of your own)."""
     r = compare(reuse_scenario(s), tokens)
     price = dict(price)
     if s.dram_price is not None:
         price[PRICE_OPTIONS["dram_price"]] = s.dram_price
     if s.nvme_price is not None:
         price[PRICE_OPTIONS["nvme_price"]] = s.nvme_price
-    pool_medium = extras.get("pool_medium")
     reach = s.reach
-    if pool_medium is not None or reach is None:  # a pool: every node reads it
+    if DATA.tier_kinds[s.tier.kind]["shared"] or reach is None:  # a pool: every node reads it
         reach = 1.0
-    return reuse_of(r, pause, {"price": price, "usd_per_gpu_hour": s.gpu_price, "reach": reach,
-                               "price_tier": pool_medium,
-                               "lifetime_drive_writes": extras.get("lifetime_drive_writes"),
-                               "turn_new_tokens": s.turn_new_tokens,
-                               "c_cap": extras.get("c_cap")})
+    return [r, reuse_of(r, pause, {"price": price, "usd_per_gpu_hour": s.gpu_price,
+                                   "reach": reach,
+                                   "lifetime_drive_writes": extras.get("lifetime_drive_writes"),
+                                   "turn_new_tokens": s.turn_new_tokens,
+                                   "c_cap": extras.get("c_cap")})]

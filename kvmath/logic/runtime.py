@@ -26,7 +26,7 @@ import numpy as np
 from kvmath._generated import numeric as _numeric
 from kvmath.errors import InputError
 from kvmath.tables.families import FAMILIES
-from kvmath.tables.rows import GPU_HOST_LINK, GPU_HOST_MEMORY
+from kvmath.tiers.records import GPU_HOST_LINK, GPU_HOST_MEMORY
 
 
 class Numeric:
@@ -169,8 +169,8 @@ def field(row, name):
 
 
 def is_float(x):
-    """Whether x is a floating-point number (in the page: any number)."""
-    return isinstance(x, float)
+    """Whether x is a number, not a flag (in the page: any number)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def vmap(f, xs):
@@ -230,6 +230,7 @@ def portable_data():
                                     engines, fitted_parameters, gpu_prices, plan_defaults, prices,
                                     rope_scalings, row_location)
     from kvmath.tables.schema import table
+    from kvmath.tiers.kinds import KINDS
     cat = bundled()
     deps = {}
     for (model, gpu), d in deployments().items():
@@ -262,6 +263,8 @@ def portable_data():
         "prices": {k: p.value for k, p in prices().items()},
         "gpu_prices": {k: p.usd_per_gpu_hour for k, p in gpu_prices().items()},
         "turn_new_tokens": plan_defaults()["turn_new_tokens"].value,
+        # what each tier kind declares (kvmath.tiers.kinds), as the logic reads it
+        "tier_kinds": {n: k.portable() for n, k in KINDS.items()},
         # the records' defaults, so the page's constructors fill what the logic leaves out
         "record_defaults": {cls.__name__: {f.name: f.default for f in dataclasses.fields(cls)
                                            if f.default is not dataclasses.MISSING}

@@ -32,7 +32,6 @@ from kvmath.evaluate.bands import band_data
 from kvmath.logic.constants import DEFAULT_ENGINE, MIN_PREFIX_TOKENS, PREFILL_MODELS, TP_CANDIDATES
 from kvmath.logic.layout import heads_fit
 from kvmath.logic.runtime import portable_data
-from kvmath.evaluate.reuse import pool_price_tier
 from kvmath.scenario.options import DEFAULT_PAUSE, calculator_options
 from kvmath.scenario.record import defaults as record_defaults
 from kvmath.tables.schema import data_path
@@ -154,9 +153,8 @@ def scenario_data(cat=None):
         "rows": {"models": plain(cat.models), "gpus": plain(calculator_gpus(cat)),
                  "tiers": plain(calculator_tiers(cat)), "nodes": plain(calculator_nodes(cat)),
                  "codecs": plain(codecs()), "pauses": plain(pauses())},
-        # reuse's prices: a pool's capacity at its medium's, a node's NVMe worn at its drive's
-        # rated lifetime writes; the pause reuse takes unless told
-        "pool_media": {f"pool:{n}": pool_price_tier(p) for n, p in pools().items()},
+        # reuse's prices: a node's NVMe worn at its drive's rated lifetime writes (a pool's
+        # capacity is priced by its medium, which its tier row holds); the pause reuse takes
         "node_drive_lifetime": {n: (node_drive(node).lifetime_drive_writes
                                     if node_drive(node) is not None else None)
                                 for n, node in calculator_nodes(cat).items()},

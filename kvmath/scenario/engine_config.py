@@ -126,10 +126,12 @@ def engine_of(args):
     return (resolve_engine(args.engine) if getattr(args, "engine", None) else None), None
 
 
-def check_tier(cfg, tier_name):
-    """Refuse a drive tier the engine's settings do not configure."""
-    if cfg is not None and tier_name.startswith("nvme") and not cfg.disk_tier:
-        raise UsageError(f"--tier {tier_name}: the engine's settings ({cfg.path}) configure no "
+def check_tier(cfg, tier):
+    """Refuse a drive tier (a tier of a kind that wears drives) the engine's settings do not
+    configure."""
+    from kvmath.tiers.kinds import KINDS
+    if cfg is not None and KINDS[tier.kind].wear == "drive" and not cfg.disk_tier:
+        raise UsageError(f"--tier {tier.name}: the engine's settings ({cfg.path}) configure no "
                          "disk tier, so nothing is reloaded from drives")
 
 

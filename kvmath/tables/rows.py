@@ -16,8 +16,8 @@ from kvmath.errors import InputError
 from kvmath.tables.families import family
 from kvmath.tables.schema import DataError, FieldError, Row, UnknownName, data_path, package, read, resource, table
 
-#: hop names that stand for the GPU's own host link and its host's memory in a tier
-GPU_HOST_LINK, GPU_HOST_MEMORY = "gpu-host-link", "gpu-host-memory"
+from kvmath.tiers.build import HBM_TIER, kind_tiers, pool_tier, pool_tiers, tiers_of  # noqa: F401
+from kvmath.tiers.records import GPU_HOST_LINK, GPU_HOST_MEMORY, Hop, Tier  # noqa: F401
 
 
 def _need(row, when, names, what):
@@ -79,6 +79,10 @@ class Efficiency(Row, table="efficiencies"):
 
 class TierRow(Row, table="tiers"):
     def check(self):
+        from kvmath.tiers.kinds import KINDS
+        if self.kind and self.kind not in KINDS:
+            raise FieldError("kind", f"unknown tier kind {self.kind!r}; expected one of "
+                             f"{', '.join(KINDS)} (kvmath/tiers/kinds/)")
         if self.hop not in (GPU_HOST_LINK, GPU_HOST_MEMORY, *table("links")):
             raise FieldError("hop", f"unknown link {self.hop!r}; expected one of "
                              f"{', '.join(sorted(table('links')))}, {GPU_HOST_LINK} or {GPU_HOST_MEMORY}")
@@ -359,71 +363,6 @@ engine_settings = partial(table, "engine_settings")
 pools = partial(table, "pools")
 
 
-@dataclass(frozen=True)
-class Hop:
-    link: str
-    count: int  #: parallel units striped (drives, NICs)
-    #: the node's share of the units: 1 for its own; 1/N for a pool's, shared by N GPU nodes
-    share: float = 1.0
-    scope: str | None = None  #: in place of the link's scope (a pool's hops are the node's share)
-    engine_io: bool = True  #: the engine's storage reads size this hop (False: a pool's servers)
-    #: the engine's requests on this hop: (bytes per request, fixed cost per request in s,
-    #: requests in flight); None: the engine profile's storage reads (drives) or none
-    requests: tuple | None = None
-
-
-@dataclass(frozen=True)
-class Tier:
-    name: str
-    description: str
-    hops: tuple[Hop, ...]
-    #: the GPUs the tier exists on (tiers.csv gpus); empty: every GPU
-    #: (kvmath.logic.tier_exists_on)
-    gpus: tuple = ()
-    #: bytes of each GPU node's own host DRAM the tier's store takes (a pool of the GPU nodes'
-    #: DRAM, such as Mooncake Store's; kvmath.logic.node_tier checks the node has it)
-    gpu_node_dram_bytes: float = 0.0
-
-
-def pool_tier(pool, nodes):
-    """The tier of ``pool`` as one of ``nodes`` GPU nodes sharing it sees it: the servers' media
-    and NICs (all of them, the node's 1/nodes share of them, split further among the node's
-    reloads in flight), the node's client NICs at the engine's request size, cost and requests
-    in flight, host memory where the path bounces through it, then the GPU's host link."""
-    fleet = pool.servers(nodes)
-    hops = (Hop(pool.media_link, fleet * pool.media_per_storage_node, 1.0 / nodes, "per-node",
-                engine_io=False),
-            Hop(pool.nic_link, fleet * pool.nics_per_storage_node, 1.0 / nodes, "per-node",
-                engine_io=False),
-            Hop(pool.client_link, pool.client_nics, scope="per-node",
-                requests=(pool.request_bytes, pool.request_s, pool.requests_in_flight)))
-    if pool.client_via_host_memory:  # each byte crosses host DRAM twice: the NIC writes it,
-        hops += (Hop(GPU_HOST_MEMORY, 1, 0.5),)  # the GPU's copy reads it
-    return Tier(f"pool:{pool.name}", f"{pool.description}, shared by {nodes} GPU node(s)",
-                hops + (Hop(GPU_HOST_LINK, 1),),
-                gpu_node_dram_bytes=pool.storage_node_bytes if pool.on_gpu_nodes else 0.0)
-
-
-def pool_tiers():
-    """The bundled pools as tiers named ``pool:NAME``, each shared by the GPU nodes its row
-    deploys (what ``compare --tier pool:NAME`` and the calculator reload from)."""
-    return {f"pool:{p.name}": pool_tier(p, p.gpu_nodes) for p in pools().values()}
-
-
-def tiers_of(rows, path=None):
-    """Tiers from tiers.csv rows: hops in file order; a tier's GPUs from its rows (given once,
-    or the same on each)."""
-    out = {}
-    for i, r in enumerate(rows, start=1):
-        t = out.setdefault(r.tier, Tier(r.tier, r.description or "", (), r.gpu_names))
-        if r.gpu_names and r.gpu_names != t.gpus:
-            raise DataError(path or data_path("tiers.csv"), i, "gpus", f"tier {r.tier} names "
-                            f"its GPUs as {';'.join(t.gpus) or 'every GPU'} on an earlier row; "
-                            "expected the same or empty")
-        out[r.tier] = replace(t, hops=t.hops + (Hop(r.hop, r.count),))
-    return out
-
-
 def efficiencies_of(path=None):
     """Efficiencies by (item, quantity), ``value`` = measured/peak capped at 1; a same_as row
     takes its item's value."""
@@ -469,7 +408,8 @@ def bundled():
                                             if (n, "placement") in eff else 1.0))
              for n, link in table("links").items()}
     gpus = {n: _with_efficiency(g, eff, row=i) for i, (n, g) in enumerate(table("gpus").items(), start=1)}
-    return Catalogue(gpus, links, tiers_of(read(TierRow)), table("models"), eff)
+    return Catalogue(gpus, links, {**tiers_of(read(TierRow)), **kind_tiers()}, table("models"),
+                     eff)
 
 
 def resolve(cls, name_or_path, what=None):

@@ -521,19 +521,19 @@ def fleet_cost(trace, node, nodes, usd_per_gpu_hour=None):
 
 
 def pool_cost(trace, pool, nodes, write_Bps):
-    """{pool_cost_per_million_tokens_usd, pool_price_tier}: the pool's media for ``nodes`` GPU
+    """{pool_cost_per_million_tokens_usd, pool_priced_as}: the pool's media for ``nodes`` GPU
     nodes (every replica's raw bytes) held at its medium's price and worn by ``write_Bps`` (the
     bytes its replicas take per second), per million tokens the trace serves
     (kvmath.derive.reuse.pool_cost_per_million_tokens); its servers, CPUs and NICs are not
     priced, so a lower bound."""
-    from kvmath.evaluate.reuse import pool_price_tier, rfn, tier_prices
-    tier = pool_price_tier(pool)
-    c_cap, c_wear = tier_prices(tier)
+    from kvmath.evaluate.reuse import rfn, tier_prices
+    from kvmath.tiers.build import pool_tier
+    c_cap, c_wear = tier_prices(pool_tier(pool, nodes))
     rate = float(trace.prompt_tokens.sum() + trace.output_tokens.sum()) / max(trace.duration_s, 1.0)
     return {"pool_cost_per_million_tokens_usd": float(rfn("pool_cost_per_million_tokens")(
                 c_cap=c_cap, c_wear=c_wear, pool_raw_bytes=pool.capacity(nodes) * pool.replicas,
                 W_carried=write_Bps, r_tok=rate)),
-            "pool_price_tier": tier}
+            "pool_priced_as": pool.medium}
 
 
 def nodes_needed(trace, model, node, router, max_nodes=64, slo_ttft_p99_s=None, **kw):

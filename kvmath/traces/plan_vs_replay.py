@@ -22,7 +22,7 @@ import math
 from kvmath.traces import replay as C
 from kvmath.traces import reading, statistics as S
 from kvmath.evaluate.api import node_tp
-from kvmath.evaluate.reuse import tier_plan
+from kvmath.node.plan import tier_plan
 from kvmath.tables.rows import Pause, bundled
 
 

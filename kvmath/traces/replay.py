@@ -476,7 +476,7 @@ def node_tiers(node, model, tp=None, remote_bytes=None, batch_seqs=None, batch_c
     node_capacities (gpu, compute_dtype, gpu_memory_utilization, activation_reserve,
     writes_within_rating)."""
     from kvmath.evaluate.api import path_values
-    from kvmath.evaluate.reuse import node_capacities
+    from kvmath.node.capacities import node_capacities
     from kvmath.evaluate.api import node_nvme_tier
     from kvmath.tables.rows import bundled, prices
     nc = node_capacities(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context,
