@@ -246,7 +246,8 @@ def _reload_at_load(row, path, s, load):
         row["reload_gpu_load_per_s"] = gpu_rate
         try:
             loaded = compared(s["model"], s["gpu"], path, s["tokens"], s["tp"],
-                              s["compute_dtype"], s["engine"], rate * traffic, gpu_rate)
+                              s["compute_dtype"], s["engine"], resume_rate=rate * traffic,
+                              gpu_resume_rate=gpu_rate)
             row["reload_s"] = loaded["reload_s"]
             row["reload_load_from"] = "the tier's own resumes and offload writes"
         except ScenarioError:  # that traffic fills the path
