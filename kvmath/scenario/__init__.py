@@ -1,3 +1,8 @@
-"""Layer 5, one scenario for every command: each option declared once (options), read from flags
-or a TOML file (read) or an engine's own offload settings (engine_config).
+"""One scenario for every command: each option declared once (:mod:`~kvmath.scenario.options`:
+its flag, kind and bounds, help, default, the commands that take it, and the field of the
+scenario record it sets), the record built from those declarations
+(:mod:`~kvmath.scenario.record`: :class:`~kvmath.scenario.record.Scenario`, the rows a scenario
+names and every option's value, which the logic of :mod:`kvmath.logic` reads), scenario files
+read from TOML (:mod:`~kvmath.scenario.read`) and an engine's own offload settings
+(:mod:`~kvmath.scenario.engine_config`: vLLM, LMCache and SGLang configurations).
 """
