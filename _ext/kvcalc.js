@@ -201,7 +201,7 @@
     known_limits: ids => ids.length ? `${ids.join(", ")}: validation rows that show the model missing this configuration (their error is in the ranges)` : "none",
   };
   const usd = x => `$${Number(x.toPrecision(3))}`;
-  Object.assign(FORMAT, {  // reuse, as the command line prints it (kvmath.cli.main._reuse_human)
+  Object.assign(FORMAT, {  // reuse, as the command line prints it (kvmath.cli.reuse.human)
     reuse_verdict: x => x, reuse_ttl_s: t => t === 0 ? "none pays (do not offload)" : Number.isFinite(t) ? fmtTime(t) : "keep until return",
     reuse_p_breakeven: p => p === null || p === undefined ? "none: not even p = 1 pays" : sig3(p),
     reuse_hit_probability: x => `${x.toFixed(3)} of returning conversations`,

@@ -228,11 +228,11 @@ def test_compare_reads_a_scenario_file(capsys, tmp_path):
 def test_a_bug_is_not_a_user_error(capsys, monkeypatch):
     """issue 19: a bare KeyError had become exit 2 and a one-line error, so a bug looked like a
     user's mistake; only a name no bundled row holds (UnknownName) is one."""
-    import kvmath.cli.main as cli
+    import kvmath.cli.listing as listing
 
     def broken():
         return {}["no such key"]
-    monkeypatch.setattr(cli, "_list", broken)
+    monkeypatch.setattr(listing, "text", broken)
     with pytest.raises(KeyError):
         main(["list"])
     code, out, err = run(capsys, "compare", "--model", "no-such-model", "--gpu", "h100-sxm",

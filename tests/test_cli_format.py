@@ -6,7 +6,9 @@ import subprocess
 
 import pytest
 
-from kvmath.cli.main import columns, main, override_note
+from kvmath.cli.compare import override_note
+from kvmath.cli.main import main
+from kvmath.cli.tiers import columns
 from kvmath.present.format import fmt_time, fmt_token_list, join_and
 from kvmath.version import version_info, version_line
 

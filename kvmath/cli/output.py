@@ -1,6 +1,6 @@
 """What every command prints: one JSON object or its human lines.
 
-Shared by :mod:`kvmath.cli.main` and :mod:`kvmath.cli.trace`, so neither imports the other back.
+Shared by every command group's module (:mod:`kvmath.cli`), so none imports another for it.
 """
 from __future__ import annotations
 

@@ -5,6 +5,11 @@ Each node caches the trace's KV blocks in an LRU of what all its tiers hold toge
 the weights and running batch, host DRAM, drives: the node plan's capacities); the measured
 ``reach_continuation`` (the share of turns routed to their previous turn's node) is the h_route
 that ``reuse`` and ``tiers`` take as ``--reach``.
+
+``kvmath fleet FILE --model M --nodes N`` (here too: the same group) replays each node's tiers
+after routing: hits, traffic, wear, prefill and decode demand, times to first token, cost, and
+with ``--max-nodes`` the fewest nodes that serve the trace. Both read their scenario as every
+command does (:func:`kvmath.scenario.build.scenario_of`: the node, its TP, the engine, a pool).
 """
 from __future__ import annotations
 
@@ -13,7 +18,8 @@ import tempfile
 from kvmath.cli.output import print_result
 from kvmath.cli.trace import add_trace_command, window_keys, window_line
 from kvmath.errors import UsageError
-from kvmath.scenario.read import model_of
+from kvmath.scenario.build import scenario_of
+from kvmath.scenario.options import FLEET, ROUTE
 
 
 def add_parser(subparsers):
@@ -24,42 +30,35 @@ def add_parser(subparsers):
 
 def analyse(args):
     """The JSON-ready result of ``kvmath route``."""
-    from kvmath.evaluate.api import ScenarioError, node_tp
-    from kvmath.tables.rows import resolve_node
     from kvmath.traces import readers as T
-
-    node = resolve_node(args.node)
-    model = model_of(args)
-    tp = args.tp or node_tp(model, node.gpus)
-    if tp > node.gpus:
-        raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
+    s, cfg = scenario_of(args, ROUTE)
     with tempfile.TemporaryDirectory(prefix="kvmath-route-") as work:
         trace = T.stream(args.file, work)  # its blocks on disk, read in order
-        return _analyse_route(args, trace, node, model, tp)
+        return _analyse_route(args, trace, s, cfg)
 
 
-def _analyse_route(args, trace, node, model, tp):
+def _analyse_route(args, trace, s, cfg):
     from kvmath.evaluate.routing import ROUTERS, reach
-    from kvmath.scenario.engine_config import cache_sizes, engine_of
+    from kvmath.scenario.engine_config import cache_sizes
     from kvmath.traces import readers as T
     from kvmath.traces.fleet import check_fleet, node_setup
     from kvmath.traces.routing import route
-    check_fleet(trace, args.nodes)
-    engine, cfg = engine_of(args)
-    batch_context = args.batch_context or T.batch_context_of(trace, model)
-    _, block_bytes, _, blocks, _ = node_setup(trace, model, node, tp, engine, args.batch_seqs,
+    node, model, tp, engine, nodes = s.node, s.model, s.tp, s.engine, s.nodes
+    check_fleet(trace, nodes)
+    batch_context = s.batch_context or T.batch_context_of(trace, model)
+    _, block_bytes, _, blocks, _ = node_setup(trace, model, node, tp, engine, s.batch_seqs,
                                               batch_context,
-                                              **cache_sizes(args, cfg, node, tp, model))
+                                              **cache_sizes(s, cfg, node, tp, model))
     routers = []
     parent = T.continuations(trace)
     for name in ROUTERS:
-        r = route(trace, args.nodes, name, blocks, parent=parent)
+        r = route(trace, nodes, name, blocks, parent=parent)
         r.pop("routed_prompt_tokens")
-        r["reach_analytic"] = reach(name, args.nodes)
+        r["reach_analytic"] = reach(name, nodes)
         routers.append(r)
-    one = route(trace, 1, "round-robin", blocks * args.nodes, parent=parent)  # the caches as one
+    one = route(trace, 1, "round-robin", blocks * nodes, parent=parent)  # the caches as one
     return {"trace": args.file, "model": model.name, "node": node.name, "tp": tp,
-            "nodes": args.nodes, "requests": trace.n_requests,
+            "nodes": nodes, "requests": trace.n_requests,
             "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
             "capacity_blocks_per_node": blocks,
             "shared_cache_token_hit_rate": one["token_hit_rate"],
@@ -94,10 +93,6 @@ def _human(r):
 
 def run(args):
     """Run ``kvmath route``; returns the exit status."""
-    from kvmath.scenario.options import ROUTE
-    from kvmath.scenario.read import read_scenario
-    read_scenario(args, ROUTE)
-    args.node = args.node or "dgx-h100"
     print_result(args, analyse(args), _human)
     return 0
 
@@ -111,20 +106,14 @@ def add_fleet_parser(subparsers):
 
 def analyse_fleet(args):
     """The JSON-ready result of ``kvmath fleet``."""
-    from kvmath.evaluate.api import ScenarioError, node_tp
-    from kvmath.tables.rows import resolve_node, resolve_pool
     from kvmath.traces import readers as T
-    node, model = resolve_node(args.node), model_of(args)
-    tp = args.tp or node_tp(model, node.gpus)
-    if tp > node.gpus:
-        raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
-    pool = resolve_pool(args.pool) if args.pool else None  # a bad pool before the trace's read
-    if pool is not None:
-        check_pool_reach(pool, node)
+    s, cfg = scenario_of(args, FLEET)
+    if s.pool is not None:  # a pool the nodes cannot reach, before the trace's read
+        check_pool_reach(s.pool, s.node)
     with tempfile.TemporaryDirectory(prefix="kvmath-fleet-") as work:
         # the trace's blocks stay on disk, read in order; each node's go to a file beside them
         trace = T.stream(args.file, work)
-        return _analyse_fleet(args, trace, node, model, tp, pool)
+        return _analyse_fleet(args, trace, s, cfg)
 
 
 def check_pool_reach(pool, node):
@@ -136,39 +125,39 @@ def check_pool_reach(pool, node):
     node_tier(node, pool_tier(pool, pool.gpu_nodes))
 
 
-def _analyse_fleet(args, trace, node, model, tp, pool):
-    from kvmath.scenario.engine_config import cache_sizes, engine_of
+def _analyse_fleet(args, trace, s, cfg):
+    from kvmath.scenario.engine_config import cache_sizes
     from kvmath.traces.fleet import fleet, fleet_cost, nodes_needed
-    engine, cfg = engine_of(args)
-    kw = dict(tp=tp, engine=engine, batch_seqs=args.batch_seqs, batch_context=args.batch_context,
-              dask=None if args.dask == "none" else args.dask, writes=args.writes,
-              **cache_sizes(args, cfg, node, tp, model))
-    out = fleet(trace, model, node, args.nodes, args.router, pool=pool,
-                pool_writes=args.pool_writes, **kw)
+    node, model, pool = s.node, s.model, s.pool
+    kw = dict(tp=s.tp, engine=s.engine, batch_seqs=s.batch_seqs, batch_context=s.batch_context,
+              dask=None if args.dask == "none" else args.dask, writes=s.writes,
+              **cache_sizes(s, cfg, node, s.tp, model))
+    out = fleet(trace, model, node, s.nodes, s.router, pool=pool, pool_writes=s.pool_writes,
+                **kw)
     out["trace"] = args.file
     out.update(window_keys(trace, model), requests=trace.n_requests, model=model.name)
     # what the fleet's nodes cost per million tokens served, at the GPU-hour price (a cloud
     # node's, its host included); the network between nodes is not priced
-    out.update(fleet_cost(trace, node, args.nodes, args.gpu_price))
-    if args.slo_ttft_p99 is not None and not args.max_nodes:
+    out.update(fleet_cost(trace, node, s.nodes, s.gpu_price))
+    if s.slo_ttft_p99 is not None and not s.max_nodes:
         raise UsageError("--slo-ttft-p99 needs --max-nodes (the largest fleet to search)")
-    if args.max_nodes:
+    if s.max_nodes:
         def cost(n):
-            return (fleet_cost(trace, node, n, args.gpu_price)["cost_per_million_tokens_usd"]
+            return (fleet_cost(trace, node, n, s.gpu_price)["cost_per_million_tokens_usd"]
                     if n else None)
-        need, _ = nodes_needed(trace, model, node, args.router, max_nodes=args.max_nodes,
-                               slo_ttft_p99_s=args.slo_ttft_p99, pool=pool,
-                               pool_writes=args.pool_writes, **kw)
+        need, _ = nodes_needed(trace, model, node, s.router, max_nodes=s.max_nodes,
+                               slo_ttft_p99_s=s.slo_ttft_p99, pool=pool,
+                               pool_writes=s.pool_writes, **kw)
         out["nodes_needed"] = need
         out["cost_per_million_tokens_usd_nodes_needed"] = cost(need)
         if pool is not None:  # the same search without the pool, to set against it
-            alone, _ = nodes_needed(trace, model, node, args.router, max_nodes=args.max_nodes,
-                                    slo_ttft_p99_s=args.slo_ttft_p99, **kw)
+            alone, _ = nodes_needed(trace, model, node, s.router, max_nodes=s.max_nodes,
+                                    slo_ttft_p99_s=s.slo_ttft_p99, **kw)
             out["nodes_needed_without_pool"] = alone
             out["cost_per_million_tokens_usd_nodes_needed_without_pool"] = cost(alone)
         out["nodes_needed_for"] = "every node's prefill and decode demand within its GPUs" + (
-            f" and the fleet's p99 time to first token within {args.slo_ttft_p99:g} s"
-            if args.slo_ttft_p99 is not None else "")
+            f" and the fleet's p99 time to first token within {s.slo_ttft_p99:g} s"
+            if s.slo_ttft_p99 is not None else "")
     if cfg is not None:
         out["engine_config"] = cfg.summary()
     return out
@@ -240,9 +229,5 @@ def _fleet_human(r):
 
 def run_fleet(args):
     """Run ``kvmath fleet``; returns the exit status."""
-    from kvmath.scenario.options import FLEET
-    from kvmath.scenario.read import read_scenario
-    read_scenario(args, FLEET)
-    args.node = args.node or "dgx-h100"
     print_result(args, analyse_fleet(args), _fleet_human)
     return 0

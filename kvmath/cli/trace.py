@@ -2,16 +2,18 @@
 
 FILE is a bundled trace name (conversation, synthetic) or a Mooncake / generic trace file
 (see :mod:`kvmath.traces.readers`). Bad input raises TraceError (a DataError): exit status 2.
+The scenario (the node, default dgx-h100, its GPU and TP, the engine and the replay's options) is
+the record of :func:`kvmath.scenario.build.scenario_of`, as tiers reads it. Also the parser of
+every command that reads a trace (:func:`add_trace_command`: route and fleet too) and the window
+line they share.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
 from kvmath.cli.output import print_result
-from kvmath.scenario.read import model_of
 
 
 def add_trace_command(subparsers, command, help):
@@ -32,39 +34,34 @@ def add_parser(subparsers):
 
 def analyse(args):
     """The JSON-ready result of ``kvmath trace``."""
+    from kvmath.scenario.build import scenario_of
+    from kvmath.scenario.engine_config import cache_sizes
+    from kvmath.scenario.options import TRACE
     from kvmath.traces import replay as C
     from kvmath.traces import readers as T
-    from kvmath.evaluate.api import ScenarioError, node_tp
-    from kvmath.tables.rows import bundled, resolve_node
 
-    node = resolve_node(args.node)  # a bundled node, or the one row of a nodes CSV, as in tiers
-    model = model_of(args)
-    gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)  # the node's count
-    tp = args.tp or node_tp(model, node.gpus)
-    if tp > node.gpus:
-        raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
-    if args.sample_rate:
-        return analyse_sampled(args, node, model, tp)
+    s, cfg = scenario_of(args, TRACE)
+    node, model, gpu, tp, engine = s.node, s.model, s.gpu, s.tp, s.engine
+    if s.sample_rate:
+        return analyse_sampled(args, s, cfg)
     trace = T.load(args.file)
     stats = T.reuse_stats(trace)
     distances = C.stack_distances(trace)
     curve = C.lru_curve(trace, distances)
-    from kvmath.scenario.engine_config import cache_sizes, engine_of
-    engine, cfg = engine_of(args)
     block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens, engine=engine)
-    batch_context = args.batch_context or T.batch_context_of(trace, model)
-    specs = C.node_tiers(node, model, tp=tp, remote_bytes=args.remote_bytes,
-                         batch_seqs=args.batch_seqs, batch_context=batch_context,
-                         **cache_sizes(args, cfg, node, tp, model))
+    batch_context = s.batch_context or T.batch_context_of(trace, model)
+    specs = C.node_tiers(node, model, tp=tp, remote_bytes=s.remote_bytes,
+                         batch_seqs=s.batch_seqs, batch_context=batch_context,
+                         **cache_sizes(s, cfg, node, tp, model))
     specs = C.with_hbm_blocks(specs, model, gpu, tp, trace.block_tokens, engine)
     cost = C.HitCost(model, gpu, specs, tp, node.gpus, engine=engine)
     from kvmath.node.capacities import node_capacities
-    hbm_free = node_capacities(node, model, tp=tp, batch_seqs=args.batch_seqs,
+    hbm_free = node_capacities(node, model, tp=tp, batch_seqs=s.batch_seqs,
                                batch_context=batch_context)["hbm_free_bytes"]
-    rep = C.replay(trace, specs, block_bytes, policy=args.policy, ttl_s=args.ttl,
-                   min_uses=args.min_uses, cost=cost, writes=args.writes)
+    rep = C.replay(trace, specs, block_bytes, policy=s.policy, ttl_s=s.ttl,
+                   min_uses=s.min_uses, cost=cost, writes=s.writes)
     from kvmath.traces.fleet import node_decode
-    decode = node_decode(trace, model, node, tp, engine, args.batch_seqs)
+    decode = node_decode(trace, model, node, tp, engine, s.batch_seqs)
     decode_demand = (float(trace.output_tokens.sum()) * decode["decode_gpu_s_per_token"]
                      / max(trace.duration_s, 1.0))
     compute_feasible = rep["prefill_gpu_s_per_s"] + decode_demand <= rep["node_gpu_s_per_s"]
@@ -79,7 +76,7 @@ def analyse(args):
     policies = (policy_rows(trace, specs, block_bytes, distances) if args.policies else None)
     return {
         "trace": args.file, "model": model.name, "node": node.name, "tp": tp,
-        "policy": args.policy, "writes": args.writes, "requests": trace.n_requests,
+        "policy": s.policy, "writes": s.writes, "requests": trace.n_requests,
         "prompt_tokens": int(trace.prompt_tokens.sum()), "duration_s": trace.duration_s,
         "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
         "batch_context_tokens": batch_context,
@@ -123,38 +120,39 @@ SAMPLED_LEAVES_OUT = ("the reuse statistics, the pause fit and the tier replay n
                       "access: run without --sample-rate for them")
 
 
-def analyse_sampled(args, node, model, tp):
+def analyse_sampled(args, s, cfg):
     """The JSON-ready result of ``kvmath trace --sample-rate R``: the trace read as a stratified
     SHARDS sample, taken as the file is read (:func:`kvmath.traces.readers.load`: memory holds
     the kept accesses, never every access), and what a sample answers: the LRU hit-rate curve,
     and the hit rate of one LRU of each of the node's tiers' capacities added up (HBM, then
     HBM and host DRAM, ...: what ``route`` gives each node). A rate that keeps no block of the
-    hashed stratum is refused, naming --sample-rate."""
+    hashed stratum is refused, naming --sample-rate. ``s``: the scenario record, ``cfg``: the
+    engine's own settings or None (:func:`kvmath.scenario.build.scenario_of`)."""
     from kvmath.evaluate.api import ScenarioError
-    from kvmath.scenario.engine_config import cache_sizes, engine_of
+    from kvmath.scenario.engine_config import cache_sizes
     from kvmath.traces import readers as T
     from kvmath.traces import replay as C
     from kvmath.traces.fleet import node_setup
-    rate = T.shards_rate(args.sample_rate)
+    node, model, tp, engine = s.node, s.model, s.tp, s.engine
+    rate = T.shards_rate(s.sample_rate)
     if rate == 0:
-        raise ScenarioError(f"--sample-rate {args.sample_rate:g} keeps no block: SHARDS keeps a "
+        raise ScenarioError(f"--sample-rate {s.sample_rate:g} keeps no block: SHARDS keeps a "
                             "block when a 32-bit hash of it falls below R x 2^32, so a rate below "
                             f"2^-32 ({1 / T.SHARDS_MODULUS:.3g}) keeps none")
-    trace = T.load(args.file, args.sample_rate)
+    trace = T.load(args.file, s.sample_rate)
     full = trace.full_positions
     hashed = int(np.maximum(trace.n_blocks - full, 0).sum())  # the hash-sampled stratum
     kept = int((trace.pos >= full).sum())
     if hashed and not kept:
-        raise ScenarioError(f"--sample-rate {args.sample_rate:g} kept none of the trace's "
+        raise ScenarioError(f"--sample-rate {s.sample_rate:g} kept none of the trace's "
                             f"{hashed:,} block accesses past each request's {_first(full)}, "
                             "and a sample of none estimates nothing (a rate R keeps about R x "
                             f"{hashed:,} of them)")
     curve = C.lru_curve(trace)
-    engine, cfg = engine_of(args)
-    batch_context = args.batch_context or T.batch_context_of(trace, model)
-    specs, block_bytes, _, _, _ = node_setup(trace, model, node, tp, engine, args.batch_seqs,
+    batch_context = s.batch_context or T.batch_context_of(trace, model)
+    specs, block_bytes, _, _, _ = node_setup(trace, model, node, tp, engine, s.batch_seqs,
                                              batch_context,
-                                             **cache_sizes(args, cfg, node, tp, model))
+                                             **cache_sizes(s, cfg, node, tp, model))
     from kvmath.traces.policies import tier_capacities
     at_tiers = []
     for names, size, blocks in tier_capacities(specs, block_bytes):
@@ -289,10 +287,5 @@ def _policies_human(p):
 
 def run(args):
     """Run ``kvmath trace``; returns the exit status."""
-    from kvmath.scenario.read import read_scenario
-    from kvmath.scenario.options import TRACE
-    read_scenario(args, TRACE)
-    args.node = args.node or "dgx-h100"
-    result = analyse(args)
-    print_result(args, result, _human)
+    print_result(args, analyse(args), _human)
     return 0

@@ -38,6 +38,8 @@ from kvmath.logic.rules import (copies_span_layers, engine_costs_calibrated,  # 
                                 request_cost_values, served_model, shape_key, stores_once)
 from kvmath.logic.runtime import Layout, Numeric, Parallel, PathHop, ScenarioError  # noqa: F401
 from kvmath.logic.values import concurrent_at_load, load_shares, plain_values  # noqa: F401
+from kvmath.scenario.build import node_tp  # noqa: F401 (the command line's, by name)
+from kvmath.tiers.build import HBM_TIER  # noqa: F401
 from kvmath.scenario.record import Scenario, scenario  # noqa: F401
 from kvmath.tables.rows import Model, Tier
 
@@ -91,12 +93,6 @@ def engine_row(engine):
     return engine
 
 
-#: the tier a prefix still in GPU memory is "loaded" from: no hop, no connector; the engine's
-#: request costs and the new tokens' forward pass remain
-HBM_TIER = Tier(HBM_TIER_NAME,
-                "the prefix still in GPU memory (a prefix-cache hit: nothing moves)", ())
-
-
 def node_nvme_tier(node):
     """The ``nvme`` tier of a node: its own drives striped, then the bundled nvme tier's later
     hops (:func:`kvmath.logic.path.node_tier`)."""
@@ -118,12 +114,6 @@ def parameter_counts(model: Model):
     """(active matmul parameters, all parameters, attention parameters per layer)."""
     v = architecture_values(model)
     return v["N_lin"], v["N_tot"], float(family_fn(model.attention, "attn_params").take(v))
-
-
-def node_tp(model: Model, gpus: int):
-    """The TP a node's plan uses by default: all of its gpus, or the largest TP below that the
-    model's heads allow (Qwen2.5-7B's 28 heads take TP 4 on an 8-GPU node, not 8)."""
-    return max(k for k in range(1, gpus + 1) if heads_fit(model, k))
 
 
 def choose_layout(model, gpu, tokens=1, usable=None, check_fit=True, **fields):

@@ -10,9 +10,10 @@ Two fields no option sets: ``own``, a reader's own symbol values (the calculator
 ``resume_rate``'s through the node's hops (the tier plan's).
 
 Adding an option is one declaration (its field comes with it), and the rule that reads it. The
-command line (:func:`scenario_of`), the Python face (:func:`scenario`) and the calculator (its
-form's fields carry ``field`` and ``scale``: kvmath.present.calculator) all build this record,
-and the logic (:mod:`kvmath.logic`) reads it, so every command gives the same numbers for it.
+command line (every command, by :func:`kvmath.scenario.build.scenario_of`), the Python face
+(:func:`scenario`) and the calculator (its form's fields carry ``field`` and ``scale``:
+kvmath.present.calculator) all build this record, and the logic (:mod:`kvmath.logic`) reads it,
+so every command gives the same numbers for it.
 """
 from __future__ import annotations
 

@@ -1,0 +1,198 @@
+"""``kvmath compare``: reload against recompute for one scenario, with its bands.
+
+The scenario is the record of :func:`kvmath.scenario.build.scenario_of`; its band
+(:func:`kvmath.evaluate.bands.band_of`) is printed as one JSON object or as the lines of
+:func:`human`: each value with its range, the one division's winner, what overrides it
+(:func:`override_note`) and the verdict.
+"""
+from __future__ import annotations
+
+import math
+
+from kvmath.cli.output import print_result
+from kvmath.present.format import TIE_SPEEDUP, fmt_bytes, fmt_time, fmt_token_list
+from kvmath.scenario.options import COMPARE, add_options
+
+
+def add_parser(subparsers):
+    """Add the ``compare`` sub-command to an argparse subparsers object."""
+    add_options(subparsers.add_parser(COMPARE, help="reload against recompute for one scenario"),
+                COMPARE)
+
+
+def answer(args):
+    """The JSON-ready result of ``kvmath compare``: the nominal comparison and its bands."""
+    from kvmath.evaluate.bands import band_of
+    from kvmath.scenario.build import scenario_of
+    s, cfg = scenario_of(args, COMPARE)
+    b = band_of(s, args.tokens)
+    result = {**b["nominal"], "recompute_s_band": list(b["recompute_s"]),
+              "reload_s_band": list(b["reload_s"]),
+              "ttft_recompute_s_band": list(b["ttft_recompute_s"]),
+              "ttft_reload_s_band": list(b["ttft_reload_s"]),
+              "reload_bandwidth_Bps_band": (list(b["reload_bandwidth_Bps"])
+                                            if b["reload_bandwidth_Bps"][0] is not None else None),
+              "verdict_flips_in_band": b["flips"], "prefill_fit_own": b["prefill_fit_own"],
+              "known_limits": b["known_limits"]}
+    if s.pool is not None:
+        result.update(pool=s.pool.name, pool_nodes=s.pool_nodes)
+    if cfg is not None:
+        result["engine_config"] = cfg.summary()
+    return result
+
+
+def run(args):
+    """Run ``kvmath compare``; returns the exit status."""
+    print_result(args, answer(args), human)
+    return 0
+
+
+def _layout(r):
+    parts = [f"{r['gpus']}x {r['gpu']}"]
+    if r["dp_attention"]:
+        parts.append(f"attention data-parallel (TP {r['tp']}), experts EP {r['ep']}")
+    else:
+        parts.append(f"TP {r['tp']}" + (f", experts EP {r['ep']}" if r["ep"] > 1 else ""))
+    parts.append(f"{r['weight_dtype']} weights, {r['compute_dtype']} compute")
+    return ", ".join(parts)
+
+
+def _band(pair):
+    return f"[{fmt_time(pair[0])} to {fmt_time(pair[1])}]"
+
+
+def _side(model_fpb, gpu_fpb):
+    """The winner the division alone names: reload when the model needs more FLOP per KV byte."""
+    return "reload" if model_fpb > gpu_fpb else "recompute"
+
+
+def override_note(r):
+    """One line when the one division's winner is not the scenario's, naming what overrides it.
+
+    The division compares the linear term only, at a length every layer holds, with the flat
+    prefill and no fixed cost. Adding, in turn, the attention term (and sliding windows) at this
+    length, the prefill model in use (the weight-read floor of the flat roofline, or the
+    calibrated operator model), and the reload's fixed cost, the factors that move the answer to
+    the final winner are named. None when the division already agrees.
+    """
+    division = _side(r["model_flops_per_kv_byte"], r["gpu_flops_per_link_byte"])
+    if division == r["winner"]:
+        return None
+    transfer = r["reload_s"] - r["reload_fixed_s"]
+    if r["prefill_model"] == "calibrated":
+        prefill = (f"the calibrated prefill ({fmt_time(r['recompute_s'])}, against "
+                   f"{fmt_time(r['compute_s'])} of compute at the flat efficiency)")
+    else:
+        prefill = (f"recompute's weight-read floor ({fmt_time(r['weights_read_s'])} to read the "
+                   f"weights once, against {fmt_time(r['compute_s'])} of compute)")
+    steps = [
+        (_side(r["model_flops_per_kv_byte_at_tokens"], r["gpu_flops_per_link_byte"]),
+         f"the attention term at {r['tokens']:,} tokens (model "
+         f"{r['model_flops_per_kv_byte_at_tokens']:,.0f} FLOP/B at this length)"),
+        ("reload" if transfer < r["recompute_s"] else "recompute", prefill),
+        (r["winner"], f"the reload's fixed cost ({fmt_time(r['reload_fixed_s'])})"),
+    ]
+    why, prev = [], division
+    for side, reason in steps:
+        if side != prev and side == r["winner"]:
+            why.append(reason)
+        prev = side
+    return (f"note: the one division says {division} wins, but {r['winner']} wins here because "
+            f"of {' and '.join(why) or 'the fixed costs'}")
+
+
+def _load_text(r):
+    """Where the reloads in flight come from, as the output line says it."""
+    if r["load_from"] == "resume rate":
+        return (f"at {r['resume_rate_per_s']:g} resumes/s, {r['gpu_reloads']:.3g} reload(s) in "
+                f"flight on each replica's own links, sharing adds {fmt_time(r['reload_queue_s'])}")
+    if r["load_from"] == "given":
+        return "as given"
+    return "every replica at once, the worst case; --resume-rate sets a load"
+
+
+def _costs(r):
+    """What the engine charges a request, as the output line says it."""
+    if r["engine"] == "ideal":
+        return "the ideal engine charges none"
+    text = (f"{fmt_time(r['request_fixed_s'])} fixed, {r['hash_token_s'] * 1e9:.3g} ns/token "
+            f"hashing, {r['tokenize_token_s'] * 1e9:.3g} ns/token tokenising"
+            + (" (token IDs)" if r["token_ids"] else ""))
+    if not r["engine_costs_calibrated"]:
+        text += f"; {r['engine']}'s request costs are not calibrated (engine_costs.csv)"
+    return text
+
+
+def human(r):
+    """The human lines of a comparison (its JSON result)."""
+    division = _side(r["model_flops_per_kv_byte"], r["gpu_flops_per_link_byte"])
+    rows = [
+        ("scenario", f"{r['model']}, tier {r['tier']}, {r['tokens']:,} tokens, KV {r['kv_dtype']}"
+                     f" (window {r['context_window_tokens']:,})"),
+        ("deployment", _layout(r)),
+        ("engine", f"{r['engine']}, " + (
+            f"at {r['resume_rate_per_s']:g} resumes/s on a node of {r['gpus_per_node']:g} GPUs: "
+            f"{r['concurrent_reloads']:.3g} reload(s) in flight on its shared hops, "
+            f"{r['gpu_reloads']:.3g} on each replica's own links; sharing adds "
+            f"{fmt_time(r['reload_queue_s'])}" if r["load_from"] == "resume rate" else
+            f"{r['concurrent_reloads']:.3g} replica(s) reloading at once per node of "
+            f"{r['gpus_per_node']:g} GPUs ({_load_text(r)})")),
+        ("KV per token", f"{r['kv_bytes_per_token']:,.0f} B"),
+        ("KV moved", f"{fmt_bytes(r['kv_bytes'], 4)} ({fmt_bytes(r['kv_bytes_per_gpu'], 4)} per GPU)"),
+        *([("codec", f"{r['codec']}: {r['codec_compression_ratio']:.3g}x fewer bytes on the path "
+                     f"({fmt_bytes(r['kv_bytes_moved_per_gpu'], 4)} per GPU at "
+                     f"{r['reload_wire_bandwidth_Bps'] / 1e9:.3g} GB/s), decoded at "
+                     f"{r['codec_decode_Bps'] / 1e9:.3g} GB/s per GPU: "
+                     f"{fmt_time(r['codec_decode_s'])}"
+                     + (" overlapped with the transfer" if r["codec_pipelined"]
+                        else " after the transfer")
+                     + ("; a what-if on this tier (LMCache codes remote backends only)"
+                        if r["codec_what_if"] else ""))] if r.get("codec") else []),
+        ("recompute", f"{fmt_time(r['recompute_s'])} {_band(r['recompute_s_band'])}  "
+                      f"({r['prefill_model']} prefill of {r['prefill_flops']:.3g} FLOP)"),
+        ("reload", f"{fmt_time(r['reload_s'])} {_band(r['reload_s_band'])}  "
+                   + (f"({r['reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU, "
+                      if r["reload_bandwidth_Bps"] is not None else "(nothing moves, ")
+                   + f"{fmt_time(r['reload_fixed_s'])} fixed cost, "
+                     f"{fmt_time(r['hit_cost_s'])} connector"
+                   + (f"; {fmt_time(r['overlap_hidden_s'])} of it hidden under the step, "
+                      "loaded layer by layer" if r["overlap_hidden_s"] > 0 else "") + ")"),
+        ("request", f"{fmt_time(r['request_s'])} on either side ({r['new_tokens']:,} new "
+                    f"token(s); {_costs(r)})"),
+        ("TTFT", f"recompute {fmt_time(r['ttft_recompute_s'])} "
+                 f"{_band(r['ttft_recompute_s_band'])}, reload {fmt_time(r['ttft_reload_s'])} "
+                 f"{_band(r['ttft_reload_s_band'])}"),
+        ("one division", f"model {r['model_flops_per_kv_byte']:,.0f} FLOP/B vs GPU "
+                         f"{r['gpu_flops_per_link_byte']:,.0f} FLOP/B: favours {division}"),
+        ("break-even at", fmt_token_list(r["breakeven_tokens"])
+         if r["breakeven_tokens"] else "none (same winner at every length from 2 tokens)"),
+        ("min bandwidth", f"{r['min_reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU"
+         + (" of path, before decoding" if r.get("codec") else "")
+         if math.isfinite(r["min_reload_bandwidth_Bps"])
+         else "none suffices (the fixed cost, engine step included"
+         + (", and the codec's decode" if r.get("codec") else "") + ", alone loses)"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    loser = "recompute" if r["winner"] == "reload" else "reload"
+    flips = " (the other wins somewhere inside the bands)" if r["verdict_flips_in_band"] else ""
+    margin = (f"{r['speedup']:.3g}x faster than {loser}" if r["speedup"] >= TIE_SPEEDUP
+              else f"by {100 * (r['speedup'] - 1):.2g} % (a tie in all but name)")
+    lines.append(f"verdict: {r['winner']} wins, {margin}{flips}")
+    note = override_note(r)
+    if note:
+        lines.append(note)
+    if not r["prefill_fit_own"] and r["prefill_model"] == "calibrated":
+        lines.append(f"note: {r['gpu']} has no operator profile of its own; its prefill is "
+                     "H100's fit, and the recompute band is as wide as that fit's error on the "
+                     "GPUs it was held against")
+    if r["known_limits"]:
+        lines.append(f"note: validation row(s) {', '.join(r['known_limits'])} show the model "
+                     "missing this configuration; their error is in the bands")
+    if r.get("load_kernel"):
+        lines.append(f"note: {r['engine']} loads copies of {fmt_bytes(r['copy_bytes'], 3)} "
+                     "by its copy kernel, charged no per-copy cost (an assumption, no published "
+                     "rate: the link's asymptote); the band's slow end is the driver copies it "
+                     "replaced")
+    return "\n".join(lines)
+
