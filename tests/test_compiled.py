@@ -181,28 +181,28 @@ def test_the_store_is_an_ordered_dict_per_list():
     over two lists sharing keys, against OrderedDicts; grown from its smallest size."""
     from numba import njit
 
-    from kvmath.traces import compiled as K
+    from kvmath.traces.simulate import store as K
 
     @njit
     def op(S, kind, key, lst):
         if kind == 0:
-            e = K._find(S, key, lst)
+            e = K.find(S, key, lst)
             if e < 0:
-                e = K._add(S, key, lst)
-                K._link_tail(S, e)
+                e = K.add(S, key, lst)
+                K.link_tail(S, e)
             else:
-                K._touch(S, e)
+                K.touch(S, e)
             return np.int64(0)
         if kind == 1:
-            e = K._find(S, key, lst)
+            e = K.find(S, key, lst)
             if e >= 0:
-                K._unlink(S, e)
-                K._remove(S, e)
+                K.unlink(S, e)
+                K.remove(S, e)
             return np.int64(e >= 0)
-        if S[K._CNT][lst] > 0:
-            e = K._pop_head(S, lst)
-            k = S[K._KEY][e]
-            K._remove(S, e)
+        if S[K.CNT][lst] > 0:
+            e = K.pop_head(S, lst)
+            k = S[K.KEY][e]
+            K.remove(S, e)
             return np.int64(k)
         return np.int64(-1)
 

@@ -53,8 +53,8 @@ def ttft_fcfs(arrival_s, service_s, servers):
     """Time to first token of each request, s: first come, first served over ``servers``
     identical replicas, each serving one request at a time (wait for the earliest free one, then
     its own service time). Requests in order of arrival. Compiled
-    (:func:`kvmath.traces.compiled.fcfs`)."""
-    from kvmath.traces.compiled import fcfs
+    (:func:`kvmath.traces.simulate.queue.fcfs`)."""
+    from kvmath.traces.simulate.queue import fcfs
     return fcfs(arrival_s, service_s, servers)
 
 
@@ -170,10 +170,10 @@ def pool_write_back(trace, where, first, paths, capacity_blocks):
     back: Mooncake Store's and LMCache's remote backends under HiCache's write_back, a block
     reaching the pool when its node lets it go), over the whole trace in arrival order: each
     request reads what its node lacks from the pool, then the blocks its node evicted while
-    serving it are written (:class:`kvmath.traces.compiled.BackLRU`). first: each node's
+    serving it are written (:class:`kvmath.traces.simulate.pools.BackLRU`). first: each node's
     :func:`node_exits`, in node order, their hashes in the files ``paths``; read a chunk of
     requests at a time, so memory holds the per-request columns and the pool's blocks."""
-    from kvmath.traces.compiled import BackLRU
+    from kvmath.traces.simulate.pools import BackLRU
     n, nodes = trace.n_requests, len(first)
     node_hit, n_exits = np.zeros(n, np.int64), np.zeros(n, np.int64)
     for k, x in enumerate(first):
@@ -308,7 +308,7 @@ class NodeBlocks:
         return os.path.join(self.directory, f"node-{n}.u64")
 
     def add(self, a, b, hashes, chosen):
-        from kvmath.traces.compiled import split_by_node
+        from kvmath.traces.simulate.routing import split_by_node
         ordered, counts = split_by_node(chosen, self.n_blocks[a:b], hashes, self.nodes)
         o = 0
         for n, c in enumerate(counts.tolist()):

@@ -1,5 +1,8 @@
-"""Compiled loops over a trace's block accesses (numba), where numpy's whole-array steps would
-hold many access-length temporaries at once (issue 20: memory must not grow past what the
+"""LRU stack distances of a trace's block accesses (numba): for every access, the distinct blocks
+used since its block's last use, and the prefix distance (the largest over the request's leading
+blocks up to it), which place the access in every LRU cache size at once (Mattson et al. 1970;
+:func:`kvmath.traces.replay.stack_distances`). A compiled loop, where numpy's whole-array steps
+would hold many access-length temporaries at once (issue 20: memory must not grow past what the
 trace itself holds by more than a few access-length arrays).
 
 :func:`prefix_distances` computes the LRU stack distance of every access with a Fenwick tree
