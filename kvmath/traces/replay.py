@@ -276,18 +276,19 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
         raise ValueError("policy ttl needs a positive ttl_s")
     if writes not in WRITE_MODES:
         raise ValueError(f"unknown write mode {writes!r}; expected {' or '.join(WRITE_MODES)}")
-    from kvmath.traces.simulate.tiers import replay_arrays
+    from kvmath.traces.simulate.tiers import Tiers, replay_arrays
     sizes = [t.block_bytes or block_bytes for t in tiers]  # bytes of a block in each tier
     caps = [int(t.capacity_bytes // b) for t, b in zip(tiers, sizes)]
     windows = int(math.floor(trace.duration_s)) + 1
     if shared is not None:
         shared_spec = shared[0]
         shared_size = shared_spec.block_bytes or block_bytes
-    out = replay_arrays(trace.timestamp_s, trace.n_blocks, trace.hashes, caps, sizes,
-                        [t.write_Bps for t in tiers], [bool(t.drive_bytes) for t in tiers],
-                        policy, ttl_s if policy == "ttl" else None, min_uses, writes == "through",
-                        None if shared is None else shared[1],
-                        shared_size if shared is not None else 0.0, exits=exits)
+    out = replay_arrays(trace, Tiers(cap=caps, size=sizes, wbps=[t.write_Bps for t in tiers],
+                                     drive=[bool(t.drive_bytes) for t in tiers]),
+                        policy, ttl=ttl_s if policy == "ttl" else None, min_uses=min_uses,
+                        through=writes == "through",
+                        shared_hits=None if shared is None else shared[1],
+                        shared_size=shared_size if shared is not None else 0.0, exits=exits)
     total_blocks = int(np.sum(trace.n_blocks))
     duration = max(trace.duration_s, 1.0)
     out_tiers = []

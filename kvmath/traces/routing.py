@@ -51,13 +51,13 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
     """Replay ``trace`` over ``nodes`` nodes under ``router``; the dict described above, with
     ``assignment`` (the node of each request, an int32 array) when asked for.
 
-    Compiled (:class:`kvmath.traces.simulate.routing.Router`), the trace read a chunk of requests at a
+    Compiled (:class:`kvmath.traces.simulate.routing.Routing`), the trace read a chunk of requests at a
     time (:func:`kvmath.traces.trace.block_chunks`); memory: the nodes' LRUs (bounded by their
     capacity) and a few per-request arrays. parent: the previous turns
     (:func:`~kvmath.traces.statistics.continuations`), computed first when not given.
     spill: called with (first request, end request, hashes, nodes of those requests) after each
     chunk is routed (the fleet sorts the blocks by node there)."""
-    from kvmath.traces.simulate.routing import Router
+    from kvmath.traces.simulate.routing import Routing
     from kvmath.traces.trace import block_chunks
     if router not in ROUTERS:
         raise ScenarioError(f"unknown router {router!r}; expected one of {', '.join(ROUTERS)}")
@@ -70,9 +70,8 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
         parent = continuations(trace)
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, nodes, size=trace.n_requests) if router == "random" else None
-    state = Router(nodes, router, capacity_blocks, trace.timestamp_s, trace.n_blocks,
-                   trace.prompt_tokens, trace.block_tokens, draws, load_window_s,
-                   overlap_weight)
+    state = Routing(trace, nodes, ROUTERS.index(router), capacity_blocks, draws=draws,
+                    load_window_s=load_window_s, overlap_weight=overlap_weight)
     for a, b, hashes in block_chunks(trace):
         state.feed(a, b, hashes, parent[a:b])
         if spill is not None:

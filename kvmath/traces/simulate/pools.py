@@ -10,6 +10,8 @@ bounded by its capacity, fed a chunk of requests at a time.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -17,12 +19,29 @@ from kvmath.traces.simulate.store import (CNT, META, Store, add, find, link_tail
                                           remove, touch)
 
 
+class Chunk(NamedTuple):
+    """A chunk of requests, in order."""
+    off: np.ndarray  #: where each request's blocks begin in ``hashes`` (n + 1, int64)
+    hashes: np.ndarray  #: their block hashes, head first (uint64)
+    hits: np.ndarray  #: filled in: each request's leading blocks found (int64)
+
+
+class Handed(NamedTuple):
+    """What the nodes hand a write-back pool while serving a chunk of requests."""
+    node_hit: np.ndarray  #: per request, its node's own hit, blocks (int64)
+    node_of: np.ndarray  #: per request, its node (int64)
+    n_exits: np.ndarray  #: per request, the blocks its node let go while serving it (int64)
+    seg: np.ndarray  #: those blocks' hashes, each node's together, in order (uint64)
+    cursor: np.ndarray  #: per node, where its next block is in ``seg`` (int64; advanced)
+
+
 # ------------------------------------------------------------------ a shared write-through LRU
 @njit(cache=True, nogil=True)
-def _shared_lru(r0, S, cap, off, hashes, hits, counters, need):  # pragma: no cover (compiled)
-    """Requests r0.. (offsets local to the hashes given) against one LRU that every request
-    reads, then writes (tail first, head last); hits: leading blocks present; counters[0]:
+def _shared_lru(r0, S, cap, chunk, counters, need):  # pragma: no cover (compiled)
+    """Requests r0.. of a chunk against one LRU of ``cap`` blocks that every request reads,
+    then writes (tail first, head last); the chunk's hits: leading blocks present; counters[0]:
     blocks absent when their request began (written)."""
+    off, hashes, hits = chunk
     n = len(off) - 1
     for r in range(r0, n):
         o = off[r]
@@ -75,20 +94,22 @@ class SharedLRU:
         r = 0
         while r < n:
             self.store.ensure(need)
-            r = _shared_lru(r, self.store.S, self.cap, off, hashes, hits, self.counters, need)
+            r = _shared_lru(r, self.store.S, self.cap, Chunk(off, hashes, hits), self.counters,
+                            need)
         return hits
 
 
 # ------------------------------------------------------------------ a shared write-back LRU
 @njit(cache=True, nogil=True)
-def _back_lru(r0, S, cap, off, hashes, node_hit, node_of, n_exits, seg, cursor, hits, counters,
-              need):  # pragma: no cover (compiled)
-    """Requests r0.. (offsets local to the hashes given) against one LRU that the nodes' evicted
-    blocks are written to: each request first reads from it the blocks beyond its node's own
-    hit (node_hit) that it holds, in order, touching them (hits: its node's and the store's
-    leading blocks together), then the n_exits[r] blocks its node evicted while serving it
-    (seg from cursor[node_of[r]] on) are written, an existing one only refreshed;
+def _back_lru(r0, S, cap, chunk, handed, counters, need):  # pragma: no cover (compiled)
+    """Requests r0.. of a chunk against one LRU of ``cap`` blocks that the nodes' evicted
+    blocks are written to (:class:`Handed`): each request first reads from it the blocks beyond
+    its node's own hit that it holds, in order, touching them (the chunk's hits: its node's and
+    the store's leading blocks together), then the n_exits[r] blocks its node evicted while
+    serving it (seg from cursor[node_of[r]] on) are written, an existing one only refreshed;
     counters[0]: blocks written (absent when offered)."""
+    off, hashes, hits = chunk
+    node_hit, node_of, n_exits, seg, cursor = handed
     n = len(off) - 1
     for r in range(r0, n):
         if S[META][0] < need:
@@ -133,12 +154,12 @@ class BackLRU(SharedLRU):
         np.cumsum(n_blocks, out=off[1:])
         hits = np.zeros(n, np.int64)
         need = int(np.max(n_exits)) + 1 if n else 1
-        cursor = np.asarray(starts, np.int64).copy()
+        handed = Handed(np.asarray(node_hit, np.int64), np.asarray(node_of, np.int64),
+                        np.asarray(n_exits, np.int64), seg, np.asarray(starts, np.int64).copy())
         r = 0
         while r < n:
             self.store.ensure(need)
-            r = _back_lru(r, self.store.S, self.cap, off, hashes,
-                          np.asarray(node_hit, np.int64), np.asarray(node_of, np.int64),
-                          np.asarray(n_exits, np.int64), seg, cursor, hits, self.counters, need)
+            r = _back_lru(r, self.store.S, self.cap, Chunk(off, hashes, hits), handed,
+                          self.counters, need)
         return hits
 

@@ -13,22 +13,61 @@ requests routed to a node within a sliding window. Fed a chunk of requests at a 
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 from kvmath.traces.simulate.store import (CNT, LINK, META, Store, add, find, link_tail, pop_head,
                                           remove, touch)
 
-ROUTER_CODES = {"random": 0, "round-robin": 1, "affinity": 2, "kv-aware": 3}
+class Fleet(NamedTuple):
+    """How the fleet routes."""
+    nodes: int
+    cap: int  #: blocks each node's LRU holds
+    router: int  #: the router's code (:mod:`kvmath.fleet.routers`)
+    bt: int  #: tokens a block
+    window: float  #: seconds of routed requests whose blocks count as a node's load
+    overlap: float  #: kv-aware's weight of the blocks to prefill against the load
+
+
+class Requests(NamedTuple):
+    """The trace's requests (indexed by request of the whole trace)."""
+    ts: np.ndarray  #: arrival, s (float64)
+    nb: np.ndarray  #: blocks
+    tokens: np.ndarray  #: prompt tokens
+    parent: np.ndarray  #: previous turn (-1: none)
+    draws: np.ndarray  #: the random router's node for each (empty for the others)
+
+
+class Tally(NamedTuple):
+    """What routing decides and counts."""
+    chosen: np.ndarray  #: each request's node (int32)
+    load: np.ndarray  #: each node's blocks of the requests in the load window (int64)
+    routed: np.ndarray  #: each node's prompt tokens routed (float64)
+    sums: np.ndarray  #: [hit tokens, tokens of the longest prefix cached anywhere] (float64)
+    #: [continued, followed, holders, reached, the first request still in the load window, a
+    #: sink the compiler keeps loads for] (int64)
+    counts: np.ndarray
+
+
+class Chunk(NamedTuple):
+    """The requests base..end of the trace, their blocks."""
+    base: int
+    end: int
+    off: np.ndarray  #: where each one's blocks begin in ``hashes`` (end - base + 1, int64)
+    hashes: np.ndarray  #: their block hashes, head first (uint64)
 
 
 @njit(cache=True, nogil=True)
-def _route(r0, r1, base, S, nodes, cap, router, ts, nb, tokens, bt, off, hashes, parent, draws,
-           window, overlap, chosen, load, routed, sums, counts, need):  # pragma: no cover
-    """routing.route's loop for the global requests r0..r1 (hashes and off local to the chunk
-    that begins at request base).
-    sums: [hit tokens, best tokens]; counts: [continued, followed, holders, reached, the
-    first request still in the load window]."""
+def _route(r0, S, fleet, requests, chunk, tally, need):  # pragma: no cover (compiled)
+    """routing.route's loop for the requests r0.. of a chunk (:class:`Chunk`; requests indexed
+    over the whole trace, its blocks local to the chunk); returns the request it stopped before
+    (the chunk's end when done; earlier when the store has fewer than ``need`` free entries)."""
+    nodes, cap, router, bt, window, overlap = fleet
+    ts, nb, tokens, parent, draws = requests
+    base, r1, off, hashes = chunk
+    chosen, load, routed, sums, counts = tally
     match = np.zeros(nodes, np.int64)
     found = np.empty(max(need, 1), np.int64)
     for r in range(r0, r1):
@@ -50,6 +89,7 @@ def _route(r0, r1, base, S, nodes, cap, router, ts, nb, tokens, bt, off, hashes,
             match[nd] = c
             if c > best:
                 best = c
+        # the routers by their codes (kvmath.fleet.routers): a new router is a branch here
         if router == 0:
             node = draws[r]
         elif router == 1:
@@ -112,28 +152,30 @@ def _route(r0, r1, base, S, nodes, cap, router, ts, nb, tokens, bt, off, hashes,
     return r1
 
 
-class Router:
-    """routing.route's state over a trace fed a chunk of requests at a time."""
+class Routing:
+    """routing.route's state over a trace (its per-request columns: ``timestamp_s``, ``n_blocks``,
+    ``prompt_tokens``; ``block_tokens``) fed a chunk of requests at a time, over ``nodes``
+    nodes each caching ``capacity_blocks`` under the router of code ``code``; draws: the random
+    router's node for each request."""
 
-    def __init__(self, nodes, router, capacity_blocks, timestamp_s, n_blocks, prompt_tokens,
-                 block_tokens, draws, load_window_s, overlap_weight):
-        self.nodes, self.code = int(nodes), ROUTER_CODES[router]
-        self.cap = int(min(max(int(capacity_blocks), 0), 2 ** 62))
-        n = len(timestamp_s)
-        self.ts = np.asarray(timestamp_s, np.float64)
-        self.nb = np.asarray(n_blocks)
-        self.tokens = np.asarray(prompt_tokens)
-        self.bt = int(block_tokens)
-        self.draws = np.zeros(0, np.int64) if draws is None else draws
-        self.window, self.overlap = float(load_window_s), float(overlap_weight)
-        self.chosen = np.empty(n, np.int32)
+    def __init__(self, trace, nodes, code, capacity_blocks, *, draws=None,
+                 load_window_s, overlap_weight):
+        n = len(trace.timestamp_s)
+        self.nodes, self.cap = int(nodes), int(min(max(int(capacity_blocks), 0), 2 ** 62))
+        self.fleet = Fleet(self.nodes, self.cap, int(code), int(trace.block_tokens),
+                           float(load_window_s), float(overlap_weight))
+        self.nb = np.asarray(trace.n_blocks)
         self.parent = np.full(n, -1, np.int32 if n < 2 ** 31 else np.int64)
-        self.load = np.zeros(self.nodes, np.int64)
-        self.routed = np.zeros(self.nodes, np.float64)
-        self.sums = np.zeros(2, np.float64)
-        self.counts = np.zeros(6, np.int64)  # (the last: a sink the compiler keeps loads for)
-        total = int(np.sum(n_blocks, dtype=np.int64))
-        nmax = int(np.max(n_blocks)) if n else 0
+        self.requests = Requests(np.asarray(trace.timestamp_s, np.float64), self.nb,
+                                 np.asarray(trace.prompt_tokens), self.parent,
+                                 np.zeros(0, np.int64) if draws is None else draws)
+        self.tally = Tally(chosen=np.empty(n, np.int32), load=np.zeros(self.nodes, np.int64),
+                           routed=np.zeros(self.nodes, np.float64), sums=np.zeros(2, np.float64),
+                           counts=np.zeros(6, np.int64))
+        self.chosen, self.routed = self.tally.chosen, self.tally.routed
+        self.sums, self.counts = self.tally.sums, self.tally.counts
+        total = int(np.sum(trace.n_blocks, dtype=np.int64))
+        nmax = int(np.max(trace.n_blocks)) if n else 0
         # every node's LRU at its capacity and a request beyond it: no growth when that is
         # modest (a larger bound grows on demand, as a trace with fewer blocks needs less)
         self.store = Store(min(self.nodes * (self.cap + nmax + 1), total + 64, 1 << 23),
@@ -146,13 +188,11 @@ class Router:
         off = np.zeros(b - a + 1, np.int64)
         np.cumsum(self.nb[a:b], out=off[1:])
         need = int(np.max(self.nb[a:b])) + 1 if b > a else 1
+        chunk = Chunk(a, b, off, hashes)
         r = a
         while r < b:
             self.store.ensure(need)
-            r = _route(r, b, a, self.store.S, self.nodes, self.cap, self.code, self.ts, self.nb,
-                       self.tokens, self.bt, off, hashes, self.parent, self.draws, self.window,
-                       self.overlap, self.chosen, self.load, self.routed, self.sums,
-                       self.counts, need)
+            r = _route(r, self.store.S, self.fleet, self.requests, chunk, self.tally, need)
         self.done = b
 
 

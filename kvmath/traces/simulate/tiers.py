@@ -18,23 +18,92 @@ arrays could fill, and :func:`replay_arrays` grows them and resumes it.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 from kvmath.traces.simulate.store import (CNT, FVAL, HEAD, IVAL, KEY, META, Store, add, find,
                                           link_tail, pop_head, remove, touch, unlink)
 
+#: the policies' codes in the kernel
 POLICIES = {"lru": 0, "ttl": 1, "selective": 2}
 
 
+class Requests(NamedTuple):
+    """The requests a node replays, in arrival order."""
+    ts: np.ndarray  #: arrival, s (float64)
+    window: np.ndarray  #: its 1-s window's index among the windows with requests (int64)
+    off: np.ndarray  #: where each request's blocks begin in ``hashes`` (n + 1, int64)
+    hashes: np.ndarray  #: the block hashes, head first (uint64)
+    shared: np.ndarray  #: leading blocks of each a pool below the node holds (empty: no pool)
+    shared_size: float  #: bytes of a block in that pool
+
+
+class Tiers(NamedTuple):
+    """The node's tiers, fastest first (the first is HBM)."""
+    cap: np.ndarray  #: capacity, blocks (int64)
+    size: np.ndarray  #: bytes of a block in the tier (float64)
+    wbps: np.ndarray  #: write bandwidth, B/s (float64): writes beyond it in a window are dropped
+    drive: np.ndarray  #: a tier of drives, whose writes ``selective`` filters (bool)
+
+
+class Policy(NamedTuple):
+    """How the tiers are written."""
+    code: int  #: the policy (:data:`POLICIES`)
+    ttl: float  #: ``ttl``: seconds a block below HBM lives unused
+    min_uses: int  #: ``selective``: uses before a tier of drives takes a block
+    through: bool  #: written through (else back)
+
+
+class Counts(NamedTuple):
+    """What the replay counts."""
+    hits: np.ndarray  #: per tier, blocks found there (int64)
+    writes: np.ndarray  #: per tier, blocks written (int64)
+    dropped: np.ndarray  #: per tier, writes beyond its bandwidth (int64)
+    filtered: np.ndarray  #: per tier, writes ``selective`` refused (int64)
+    rd: np.ndarray  #: bytes read from each tier in each window ([tier, window], float64)
+    wr: np.ndarray  #: bytes written to each tier in each window ([tier, window], float64)
+    srd: np.ndarray  #: bytes read from the pool below the node in each window (float64)
+    hit_blocks: np.ndarray  #: per request, its leading blocks found (int64)
+    counters: np.ndarray  #: [blocks read from the pool, runs written, exits recorded] (int64)
+
+
+class Runs(NamedTuple):
+    """The hit runs, in order: request r's blocks [a, b) found in tier k (the tiers' count: the
+    pool below the node)."""
+    r: np.ndarray
+    k: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+
+
+class Exits(NamedTuple):
+    """The blocks leaving the node, in order (recorded when the arrays are not empty)."""
+    r: np.ndarray  #: the request they leave during
+    h: np.ndarray  #: their hashes
+
+
+class Node(NamedTuple):
+    """One node's replay: its tiers, how they are written, and what it records."""
+    tiers: Tiers
+    policy: Policy
+    counts: Counts
+    runs: Runs
+    exits: Exits
+
+
 @njit(cache=True, nogil=True)
-def _offer(S, k, b, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses, through, nwr,
-           dropped, filtered, wr, r, ex_r, ex_h, counters):  # pragma: no cover (compiled)
-    """Block b offered to tier k (an eviction from the tier above, or a write-through): the
-    Python replay's offer(), line for line. A block that leaves the node (written back:
-    filtered, dropped, or evicted from its last tier; written through: evicted from its last
-    tier) is recorded in ex_r / ex_h (request r, hash) when they have room for it (the caller
-    sizes them: see :func:`_replay`), counters[2] counting them."""
+def _offer(S, node, k, b, now, w, r):  # pragma: no cover (compiled)
+    """Block b offered to tier k (an eviction from the tier above, or a write-through) in
+    window w at time now, while request r is served: the Python replay's offer(), line for
+    line. A block that leaves the node (written back: filtered, dropped, or evicted from its
+    last tier; written through: evicted from its last tier) is recorded (:func:`_exit`)."""
+    cap, size, wbps, drive = node.tiers
+    policy, ttl, min_uses, through = node.policy
+    nwr, dropped, filtered, wr = (node.counts.writes, node.counts.dropped, node.counts.filtered,
+                                  node.counts.wr)
+    T = len(cap)
     while k < T:
         e = find(S, b, k)
         if e >= 0:
@@ -46,12 +115,12 @@ def _offer(S, k, b, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses, th
             if u < min_uses:
                 filtered[k] += 1
                 if not through:  # written through, the tiers above still hold it
-                    _exit(S, T, r, b, ex_r, ex_h, counters)
+                    _exit(S, node, r, b)
                 return
         if wr[k, w] + size[k] > wbps[k]:
             dropped[k] += 1
             if not through:
-                _exit(S, T, r, b, ex_r, ex_h, counters)
+                _exit(S, node, r, b)
             return
         wr[k, w] += size[k]
         nwr[k] += 1
@@ -73,18 +142,21 @@ def _offer(S, k, b, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses, th
         remove(S, old)
         if through:
             if k == T - 1:  # the last tier, the node's largest, lets it go
-                _exit(S, T, r, b, ex_r, ex_h, counters)
+                _exit(S, node, r, b)
             return
         k += 1
-    _exit(S, T, r, b, ex_r, ex_h, counters)
+    _exit(S, node, r, b)
 
 
 @njit(cache=True, nogil=True)
-def _exit(S, T, r, b, ex_r, ex_h, counters):  # pragma: no cover (compiled)
-    """Record block b leaving the node at request r (when recording: ex_r has room), unless
-    one of the node's T tiers still holds a copy of it (lower tiers keep copies of what a
-    reload brought back up): the node has let it go only when none does."""
-    for k in range(T):
+def _exit(S, node, r, b):  # pragma: no cover (compiled)
+    """Record block b leaving the node at request r (when recording: the exit arrays have room;
+    counters[2] counts them), unless one of the node's tiers still holds a copy of it (lower
+    tiers keep copies of what a reload brought back up): the node has let it go only when none
+    does."""
+    ex_r, ex_h = node.exits
+    counters = node.counts.counters
+    for k in range(len(node.tiers.cap)):
         if find(S, b, k) >= 0:
             return
     q = counters[2]
@@ -95,14 +167,18 @@ def _exit(S, T, r, b, ex_r, ex_h, counters):  # pragma: no cover (compiled)
 
 
 @njit(cache=True, nogil=True)
-def _replay(r0, S, ts, wid, off, hashes, cap, size, wbps, drive, policy, ttl, min_uses,
-            through, sh, shared_size, hits, nwr, dropped, filtered, rd, wr, srd, counters,
-            hit_blocks, run_r, run_k, run_a, run_b, ex_r, ex_h, need):  # pragma: no cover
-    """Requests r0.. through the tiers; returns the request it stopped before (len(ts) when
-    done; earlier when the store has fewer than ``need`` free entries, or the run or exit
-    arrays could fill). counters: [blocks read from the shared store, runs written, exits
-    recorded]. ex_r / ex_h: the blocks leaving the node (request, hash), recorded when they are
-    not empty: at most one a block the request writes (an eviction chain ends in one exit)."""
+def _replay(r0, S, requests, node, need):  # pragma: no cover (compiled)
+    """Requests r0.. (:class:`Requests`) through the node's tiers (:class:`Node`); returns the
+    request it stopped before (the requests' count when done; earlier when the store has fewer
+    than ``need`` free entries, or the run or exit arrays could fill). The exits are recorded
+    when their arrays are not empty: at most one a block the request writes (an eviction chain
+    ends in one exit)."""
+    ts, wid, off, hashes, sh, shared_size = requests
+    cap, size, wbps, drive = node.tiers
+    policy, ttl, min_uses, through = node.policy
+    hits, nwr, dropped, filtered, rd, wr, srd, hit_blocks, counters = node.counts
+    run_r, run_k, run_a, run_b = node.runs
+    ex_r = node.exits.r
     T = len(cap)
     n = len(ts)
     nmax = 0
@@ -200,17 +276,15 @@ def _replay(r0, S, ts, wid, off, hashes, cap, size, wbps, drive, policy, ttl, mi
             link_tail(S, e)
             if through:
                 for k in range(1, T):
-                    _offer(S, k, b, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses,
-                           through, nwr, dropped, filtered, wr, r, ex_r, ex_h, counters)
+                    _offer(S, node, k, b, now, w, r)
             while S[CNT][0] > cap[0]:
                 old = pop_head(S, 0)
                 ob = S[KEY][old]
                 remove(S, old)
                 if not through:
-                    _offer(S, 1, ob, now, w, T, cap, size, wbps, drive, policy, ttl, min_uses,
-                           through, nwr, dropped, filtered, wr, r, ex_r, ex_h, counters)
+                    _offer(S, node, 1, ob, now, w, r)
                 elif T == 1:  # no tier below HBM: it leaves the node
-                    _exit(S, T, r, ob, ex_r, ex_h, counters)
+                    _exit(S, node, r, ob)
     return n
 
 
@@ -230,63 +304,93 @@ def windows_of(timestamp_s):
 EXIT_BUFFER = 1 << 18
 
 
-def replay_arrays(timestamp_s, n_blocks, hashes, cap, size, wbps, drive, policy, ttl,
-                  min_uses, through, shared_hits=None, shared_size=0.0, exits=None):
-    """Run the compiled replay over requests (arrival times, block counts, their hashes head
-    first, flat) through tiers (capacity in blocks, block bytes, write bandwidth B/s, drive or
-    not). Returns a dict of arrays: per tier hits, writes, dropped, filtered and the bytes of
-    each 1-s window with requests (``rd``, ``wr``: [tier, window]); ``srd`` the shared store's
-    reads per window; per request ``hit_blocks``; the hit runs (``runs``: r, k, a, b).
+def replay_arrays(requests, tiers, policy="lru", *, ttl=None, min_uses=2, through=False,
+                  shared_hits=None, shared_size=0.0, exits=None):
+    """Run the compiled replay over ``requests`` (a trace: ``timestamp_s``, ``n_blocks`` and
+    their ``hashes`` head first, flat) through ``tiers`` (a :class:`Tiers` of sequences:
+    capacity in blocks, block bytes, write bandwidth B/s, drive or not) under ``policy``
+    (:data:`POLICIES`; ``ttl`` s for ``ttl``, ``min_uses`` for ``selective``), written through
+    or back. shared_hits: the leading blocks of each request a pool below the node holds (of
+    ``shared_size`` bytes a block). Returns a dict of arrays: per tier hits, writes, dropped,
+    filtered and the bytes of each 1-s window with requests (``rd``, ``wr``: [tier, window]);
+    ``srd`` the shared store's reads per window; per request ``hit_blocks``; the hit runs
+    (``runs``, a :class:`Runs`).
     exits: called with (request indices, hashes) of the blocks leaving the node (evicted from
     its last tier, or refused by a tier below the first), in order, a bounded buffer at a
     time (the arrays are reused after the call returns)."""
+    timestamp_s, n_blocks, hashes = requests.timestamp_s, requests.n_blocks, requests.hashes
     n = len(timestamp_s)
-    T = len(cap)
+    T = len(tiers.cap)
     off = np.zeros(n + 1, np.int64)
     np.cumsum(n_blocks, out=off[1:])
     wid, W = windows_of(timestamp_s)
     nmax = int(np.max(n_blocks)) if n else 0
     need = nmax * (T + 1) + 1
     p = POLICIES[policy]
-    cap_a = np.minimum(np.asarray(cap, dtype=np.float64), 2.0 ** 62).astype(np.int64)
+    tiers = Tiers(np.minimum(np.asarray(tiers.cap, dtype=np.float64), 2.0 ** 62).astype(np.int64),
+                  np.asarray(tiers.size, np.float64), np.asarray(tiers.wbps, np.float64),
+                  np.asarray(tiers.drive, np.bool_))
     # a store a little larger than the tiers' blocks, or than the trace's accesses
-    store = Store(min(int(cap_a.sum()) + need, max(len(hashes), 1)) if p == 0
+    store = Store(min(int(tiers.cap.sum()) + need, max(len(hashes), 1)) if p == 0
                   else min(len(hashes) + 1, 1 << 20), T + 1, ints=p == 2, floats=p == 1)
-    hits = np.zeros(T, np.int64)
-    nwr, dropped, filtered = np.zeros(T, np.int64), np.zeros(T, np.int64), np.zeros(T, np.int64)
-    rd, wr, srd = np.zeros((T, W)), np.zeros((T, W)), np.zeros(W)
-    counters = np.zeros(3, np.int64)
+    counts = Counts(hits=np.zeros(T, np.int64), writes=np.zeros(T, np.int64),
+                    dropped=np.zeros(T, np.int64), filtered=np.zeros(T, np.int64),
+                    rd=np.zeros((T, W)), wr=np.zeros((T, W)), srd=np.zeros(W),
+                    hit_blocks=np.zeros(n, np.int64), counters=np.zeros(3, np.int64))
+    counters = counts.counters
     ex_n = max(EXIT_BUFFER, nmax + 1) if exits is not None else 0
-    ex_r, ex_h = np.empty(ex_n, np.int64), np.empty(ex_n, np.uint64)
-    hit_blocks = np.zeros(n, np.int64)
-    runs = [np.empty(max(2 * n, 16), np.int64) for _ in range(4)]
+    ex = Exits(np.empty(ex_n, np.int64), np.empty(ex_n, np.uint64))
+    runs = Runs(*(np.empty(max(2 * n, 16), np.int64) for _ in range(4)))
     sh = (np.empty(0, np.int64) if shared_hits is None
           else np.minimum(shared_hits, n_blocks).astype(np.int64))
+    reqs = Requests(np.asarray(timestamp_s, np.float64), wid, off, hashes, sh, float(shared_size))
+    node = Node(tiers, Policy(p, float(ttl or 0.0), int(min_uses), bool(through)), counts, runs,
+                ex)
     r = 0
     while True:
-        r = _replay(r, store.S, np.asarray(timestamp_s, np.float64), wid, off, hashes, cap_a,
-                    np.asarray(size, np.float64), np.asarray(wbps, np.float64),
-                    np.asarray(drive, np.bool_), p, float(ttl or 0.0), int(min_uses),
-                    bool(through), sh, float(shared_size), hits, nwr, dropped, filtered, rd, wr,
-                    srd, counters, hit_blocks, *runs, ex_r, ex_h, need)
+        r = _replay(r, store.S, reqs, node, need)
         if exits is not None and counters[2]:
-            exits(ex_r[:counters[2]], ex_h[:counters[2]])
+            exits(ex.r[:counters[2]], ex.h[:counters[2]])
             counters[2] = 0
         if r >= n:
             break
         store.ensure(need)
-        if counters[1] + nmax + 2 > len(runs[0]):
-            runs = [np.concatenate([a, np.empty(len(a), np.int64)]) for a in runs]
+        if counters[1] + nmax + 2 > len(node.runs.r):
+            node = node._replace(runs=Runs(*(np.concatenate([a, np.empty(len(a), np.int64)])
+                                             for a in node.runs)))
     q = int(counters[1])
-    return {"hits": hits, "writes": nwr, "dropped": dropped, "filtered": filtered, "rd": rd,
-            "wr": wr, "srd": srd, "shared_blocks": int(counters[0]), "hit_blocks": hit_blocks,
-            "runs": tuple(a[:q] for a in runs), "windows_with_requests": W}
+    return {"hits": counts.hits, "writes": counts.writes, "dropped": counts.dropped,
+            "filtered": counts.filtered, "rd": counts.rd, "wr": counts.wr, "srd": counts.srd,
+            "shared_blocks": int(counters[0]), "hit_blocks": counts.hit_blocks,
+            "runs": Runs(*(a[:q] for a in node.runs)), "windows_with_requests": W}
+
+
+class Prices(NamedTuple):
+    """What a hit run is priced at (s): each request's recompute of its whole prompt, the
+    recompute of a prefix of j blocks, each tier's reload of j blocks ([tier, j]), and which
+    tiers' hits are never recomputed (HBM)."""
+    prompt: np.ndarray
+    blocks: np.ndarray
+    reload: np.ndarray
+    free: np.ndarray
+
+
+class Priced(NamedTuple):
+    """Per tier the recompute its runs saved (s) and the blocks whose reload was slower
+    (recomputed instead); each request's own time (its prompt's recompute less what its runs
+    saved; empty: not asked for)."""
+    saved: np.ndarray
+    lost: np.ndarray
+    own: np.ndarray
 
 
 @njit(cache=True, nogil=True)
-def _price(run_r, run_k, run_a, run_b, n_blocks, rec_prompt, rec_blk, reload_blk, free_tier,
-           saved, lost, own, has_own):  # pragma: no cover (compiled)
-    """HitCost.price's loop: each run's saving against its reload, in the runs' order."""
+def _price(runs, n_blocks, prices, out, has_own):  # pragma: no cover (compiled)
+    """HitCost.price's loop: each run's saving against its reload, in the runs' order (the
+    requests' own times too when has_own); returns the reload time."""
+    run_r, run_k, run_a, run_b = runs
+    rec_prompt, rec_blk, reload_blk, free_tier = prices
+    saved, lost, own = out
     reload_time = 0.0
     for i in range(len(run_r)):
         r = run_r[i]
@@ -311,8 +415,9 @@ def price_runs(runs, n_blocks, rec_prompt, rec_blk, reload_blk, free_tier, servi
     saved, lost = np.zeros(K), np.zeros(K, np.int64)
     own = np.array(rec_prompt, dtype=float) if service else np.zeros(0)
     table = np.vstack(reload_blk) if K else np.zeros((0, 1))
-    rt = _price(*runs, np.asarray(n_blocks, np.int64), np.asarray(rec_prompt, np.float64),
-                np.asarray(rec_blk, np.float64), table, np.asarray(free_tier, np.bool_),
-                saved, lost, own, bool(service))
+    prices = Prices(np.asarray(rec_prompt, np.float64), np.asarray(rec_blk, np.float64), table,
+                    np.asarray(free_tier, np.bool_))
+    rt = _price(Runs(*runs), np.asarray(n_blocks, np.int64), prices, Priced(saved, lost, own),
+                bool(service))
     return saved, lost, rt, (own if service else None)
 

@@ -9,10 +9,19 @@ continued; it doubles when half full. Fed a chunk of requests at a time (:class:
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 from kvmath.traces.simulate.store import slot
+
+
+class Prompts(NamedTuple):
+    """A chunk of requests, in order."""
+    off: np.ndarray  #: where each request's blocks begin in ``hashes`` (n + 1, int64)
+    hashes: np.ndarray  #: their block hashes, head first (uint64)
+    tokens: np.ndarray  #: their prompts' tokens (int64)
 
 
 # A plain map from a prompt's last full block to its request (+ 1; 0: an empty slot), no order:
@@ -49,10 +58,11 @@ def _map_find(tab, key):  # pragma: no cover (compiled)
 
 
 @njit(cache=True, nogil=True)
-def _continuations(r0, base, tab, count, n_blocks, prompt, bt, off, hashes,
-                   parent):  # pragma: no cover (compiled)
-    """readers.continuations' loop for requests r0.. of a chunk (request base + r); stops when
-    the map is half full (count[0]: its entries)."""
+def _continuations(r0, base, tab, count, prompts, bt, parent):  # pragma: no cover (compiled)
+    """readers.continuations' loop for requests r0.. of a chunk (:class:`Prompts`; request
+    base + r of the trace) of ``bt`` tokens a block, each one's previous turn written to parent;
+    stops when the map is half full (count[0]: its entries)."""
+    off, hashes, prompt = prompts
     n = len(off) - 1
     limit = tab.shape[0] // 2
     for r in range(r0, n):
@@ -102,10 +112,10 @@ class Continuations:
         off = np.zeros(n + 1, np.int64)
         np.cumsum(n_blocks, out=off[1:])
         parent = np.full(n, -1, np.int64)
+        prompts = Prompts(off, hashes, np.asarray(prompt_tokens, np.int64))
         r = 0
         while True:
-            r = _continuations(r, self.base, self.tab, self.count, np.asarray(n_blocks, np.int64),
-                               np.asarray(prompt_tokens, np.int64), self.bt, off, hashes, parent)
+            r = _continuations(r, self.base, self.tab, self.count, prompts, self.bt, parent)
             if r >= n:
                 break
             old, self.tab = self.tab, np.zeros((2 * self.tab.shape[0], 2), np.uint64)
