@@ -10,11 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import replay_oracle as O
+from kvmath.fleet import nodes as F, routing as R
 from kvmath.tables.rows import nodes, pools, resolve_model
-from kvmath.traces import fleet as F
 from kvmath.traces import readers as T
 from kvmath.traces import replay as C
-from kvmath.traces import routing as R
 
 NODE = nodes()["dgx-h100"]
 MODEL = resolve_model("llama-3.1-70b")
@@ -80,7 +79,7 @@ def test_the_compiled_replay_is_the_python_one(setups, name, scale, wscale, writ
 
 @pytest.mark.parametrize("writes", ["back", "through"])
 def test_the_compiled_replay_with_a_shared_pool_is_the_python_one(setups, writes):
-    from kvmath.traces.fleet import pool_setup
+    from kvmath.fleet.pool import pool_setup
     trace, specs, block_bytes, cost = setups["synthetic"]
     spec, hits, _ = pool_setup(trace, MODEL, NODE, 4, pools()["3fs-nvme"], cost.tp, block_bytes)
     specs = _tiers(specs, 0.05)

@@ -414,7 +414,7 @@ def _pool_of(args, tier_given=False):
 
 def _reach_of(args):
     """(h_route, where it came from): --reach, else --router's over --nodes."""
-    from kvmath.evaluate.routing import reach
+    from kvmath.fleet.routers import reach
     if args.reach is not None:
         return args.reach, "--reach (stated)"
     h = reach(args.router, args.nodes)

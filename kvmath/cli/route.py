@@ -39,11 +39,11 @@ def analyse(args):
 
 
 def _analyse_route(args, trace, node, model, tp):
-    from kvmath.evaluate.routing import ROUTERS, reach
+    from kvmath.fleet.nodes import check_fleet, node_setup
+    from kvmath.fleet.routers import ROUTERS, reach
+    from kvmath.fleet.routing import route
     from kvmath.scenario.engine_config import cache_sizes, engine_of
     from kvmath.traces import readers as T
-    from kvmath.traces.fleet import check_fleet, node_setup
-    from kvmath.traces.routing import route
     check_fleet(trace, args.nodes)
     engine, cfg = engine_of(args)
     batch_context = args.batch_context or T.batch_context_of(trace, model)
@@ -138,7 +138,7 @@ def check_pool_reach(pool, node):
 
 def _analyse_fleet(args, trace, node, model, tp, pool):
     from kvmath.scenario.engine_config import cache_sizes, engine_of
-    from kvmath.traces.fleet import fleet, fleet_cost, nodes_needed
+    from kvmath.fleet.run import fleet, fleet_cost, nodes_needed
     engine, cfg = engine_of(args)
     kw = dict(tp=tp, engine=engine, batch_seqs=args.batch_seqs, batch_context=args.batch_context,
               dask=None if args.dask == "none" else args.dask, writes=args.writes,

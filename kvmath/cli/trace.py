@@ -63,7 +63,7 @@ def analyse(args):
                                batch_context=batch_context)["hbm_free_bytes"]
     rep = C.replay(trace, specs, block_bytes, policy=args.policy, ttl_s=args.ttl,
                    min_uses=args.min_uses, cost=cost, writes=args.writes)
-    from kvmath.traces.fleet import node_decode
+    from kvmath.fleet.nodes import node_decode
     decode = node_decode(trace, model, node, tp, engine, args.batch_seqs)
     decode_demand = (float(trace.output_tokens.sum()) * decode["decode_gpu_s_per_token"]
                      / max(trace.duration_s, 1.0))
@@ -134,7 +134,7 @@ def analyse_sampled(args, node, model, tp):
     from kvmath.scenario.engine_config import cache_sizes, engine_of
     from kvmath.traces import readers as T
     from kvmath.traces import replay as C
-    from kvmath.traces.fleet import node_setup
+    from kvmath.fleet.nodes import node_setup
     rate = T.shards_rate(args.sample_rate)
     if rate == 0:
         raise ScenarioError(f"--sample-rate {args.sample_rate:g} keeps no block: SHARDS keeps a "

@@ -15,8 +15,11 @@ arrays and the requests in arrival order:
 
 Each kernel is a plain loop written to give exactly the results of the Python simulation it
 replaced (tests/replay_oracle.py, the oracle: the same lookups, insertions and evictions in the
-same order, every floating-point sum in the same order). A kernel stops at a request boundary
-when its store or output arrays could fill, and its Python driver grows them and resumes it.
+same order, every floating-point sum in the same order). A kernel takes at most seven
+positional arguments: what it reads and writes travels in records (named tuples of arrays and
+scalars, grouped by what they describe, which numba reads as typed tuples). A kernel stops at a
+request boundary when its store or output arrays could fill, and its Python driver grows them
+and resumes it.
 Importing this package imports nothing; each module compiles its kernels on first use (cached on
 disk).
 """
