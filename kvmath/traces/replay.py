@@ -52,7 +52,8 @@ def stack_distances(trace: Trace):
     (:meth:`Trace.weights`: 1 / sample_rate, or 1 in the fully kept stratum), an unbiased
     estimate of the distinct blocks in between (Horvitz-Thompson); plain SHARDS scales the
     sample's distance by 1 / R, the same when every weight is 1 / R. Computed by
-    :func:`kvmath.traces.simulate.distances.prefix_distances` (a Fenwick tree, a few access-length arrays).
+    :func:`kvmath.traces.simulate.distances.prefix_distances` (a Fenwick tree, a few
+    access-length arrays).
     """
     from kvmath.traces.simulate.distances import prefix_distances
     ids, n_ids = block_ids(trace.hashes)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+
 @njit(cache=True, nogil=True)
 def _fcfs(arrival, service, servers, out):  # pragma: no cover (compiled)
+    """Each request's wait and service (out), in arrival order, over ``servers`` replicas."""
     free = np.zeros(servers)
     for i in range(len(arrival)):
         k = 0
@@ -23,7 +25,7 @@ def _fcfs(arrival, service, servers, out):  # pragma: no cover (compiled)
 
 def fcfs(arrival_s, service_s, servers):
     """Each request's time to first token over ``servers`` replicas, first come first served
-    (fleet.ttft_fcfs's heap, as a scan: the replica free earliest)."""
+    (the heap of the Python queue it replaced, as a scan: the replica free earliest)."""
     out = np.empty(len(arrival_s))
     if len(out):
         _fcfs(np.asarray(arrival_s, np.float64), np.asarray(service_s, np.float64),

@@ -21,6 +21,7 @@ from numba import njit
 from kvmath.traces.simulate.store import (CNT, LINK, META, Store, add, find, link_tail, pop_head,
                                           remove, touch)
 
+
 class Fleet(NamedTuple):
     """How the fleet routes."""
     nodes: int
@@ -61,9 +62,10 @@ class Chunk(NamedTuple):
 
 @njit(cache=True, nogil=True)
 def _route(r0, S, fleet, requests, chunk, tally, need):  # pragma: no cover (compiled)
-    """routing.route's loop for the requests r0.. of a chunk (:class:`Chunk`; requests indexed
-    over the whole trace, its blocks local to the chunk); returns the request it stopped before
-    (the chunk's end when done; earlier when the store has fewer than ``need`` free entries)."""
+    """:func:`kvmath.fleet.routing.route`'s loop for the requests r0.. of a chunk (:class:`Chunk`;
+    requests indexed over the whole trace, its blocks local to the chunk); returns the request it
+    stopped before (the chunk's end when done; earlier when the store has fewer than ``need``
+    free entries)."""
     nodes, cap, router, bt, window, overlap = fleet
     ts, nb, tokens, parent, draws = requests
     base, r1, off, hashes = chunk
@@ -153,10 +155,10 @@ def _route(r0, S, fleet, requests, chunk, tally, need):  # pragma: no cover (com
 
 
 class Routing:
-    """routing.route's state over a trace (its per-request columns: ``timestamp_s``, ``n_blocks``,
-    ``prompt_tokens``; ``block_tokens``) fed a chunk of requests at a time, over ``nodes``
-    nodes each caching ``capacity_blocks`` under the router of code ``code``; draws: the random
-    router's node for each request."""
+    """:func:`kvmath.fleet.routing.route`'s state over a trace (its per-request columns
+    ``timestamp_s``, ``n_blocks``, ``prompt_tokens``; its ``block_tokens``) fed a chunk of
+    requests at a time, over ``nodes`` nodes each caching ``capacity_blocks`` under the router
+    of code ``code``; draws: the random router's node for each request."""
 
     def __init__(self, trace, nodes, code, capacity_blocks, *, draws=None,
                  load_window_s, overlap_weight):
