@@ -1,9 +1,10 @@
 """Where a fleet's node jobs run (:func:`run_jobs`): on Dask (``dask="local"``, the command's
 default: a local cluster, one worker of a thread per core in this process, started once per
-process; or the address of a running scheduler, given up on after :data:`DASK_TIMEOUT_S`), or in
-this process on a thread per core (``dask=None``, the function's default; the compiled kernels
-release the GIL), with the same results. The jobs are made lazily, so a job's arrays exist while
-it is queued or running, and the answers come back in node order.
+process; or the address of a running scheduler, given up on after
+:data:`~kvmath.scenario.options.DASK_TIMEOUT_S`), or in this process on a thread per core
+(``dask=None``, the function's default; the compiled kernels release the GIL), with the same
+results. The jobs are made lazily, so a job's arrays exist while it is queued or running, and
+the answers come back in node order.
 """
 from __future__ import annotations
 

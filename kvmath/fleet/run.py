@@ -47,7 +47,7 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
     :class:`~kvmath.tables.rows.Pool` below every node's tiers, shared by the fleet (a pool of
     the nodes' own DRAM takes its share of each node's host DRAM), written through (every
     request's new blocks) or back (``pool_writes="back"``: the blocks the nodes evict, found
-    by a first pass over the nodes, :func:`pool_write_back`).
+    by a first pass over the nodes, :func:`~kvmath.fleet.pool.pool_write_back`).
 
     ``trace``: a :class:`~kvmath.traces.readers.Trace`, or a
     :class:`~kvmath.traces.readers.TraceFile` whose blocks stay on disk: one pass routes it

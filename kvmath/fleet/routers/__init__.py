@@ -41,7 +41,8 @@ ROUTERS = tuple(BY_NAME)
 
 
 def router(name):
-    """The router of that name (a :class:`ScenarioError` naming the others if none)."""
+    """The router of that name (a :class:`~kvmath.evaluate.values.ScenarioError` naming the
+    others if none)."""
     if name not in BY_NAME:
         raise ScenarioError(f"unknown router {name!r}; expected one of {', '.join(ROUTERS)}")
     return BY_NAME[name]

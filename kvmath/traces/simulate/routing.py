@@ -8,7 +8,7 @@ counts), then the router picks a node by its code (:mod:`kvmath.fleet.routers` d
 router and its code; a new router is a module there and a branch of :func:`_route`), and the
 request's blocks become that node's most recent. The load a router balances is the blocks of the
 requests routed to a node within a sliding window. Fed a chunk of requests at a time
-(:class:`Router`); the Python side (the trace read in chunks, the answer) is
+(:class:`Routing`); the Python side (the trace read in chunks, the answer) is
 :func:`kvmath.fleet.routing.route`.
 """
 from __future__ import annotations
