@@ -56,17 +56,20 @@ class Policy(NamedTuple):
     through: bool  #: written through (else back)
 
 
-class Counts(NamedTuple):
-    """What the replay counts."""
-    hits: np.ndarray  #: per tier, blocks found there (int64)
+class Written(NamedTuple):
+    """What the writes to the tiers count."""
     writes: np.ndarray  #: per tier, blocks written (int64)
     dropped: np.ndarray  #: per tier, writes beyond its bandwidth (int64)
     filtered: np.ndarray  #: per tier, writes ``selective`` refused (int64)
-    rd: np.ndarray  #: bytes read from each tier in each window ([tier, window], float64)
     wr: np.ndarray  #: bytes written to each tier in each window ([tier, window], float64)
+
+
+class Read(NamedTuple):
+    """What the lookups count."""
+    hits: np.ndarray  #: per tier, blocks found there (int64)
+    rd: np.ndarray  #: bytes read from each tier in each window ([tier, window], float64)
     srd: np.ndarray  #: bytes read from the pool below the node in each window (float64)
     hit_blocks: np.ndarray  #: per request, its leading blocks found (int64)
-    counters: np.ndarray  #: [blocks read from the pool, runs written, exits recorded] (int64)
 
 
 class Runs(NamedTuple):
@@ -85,12 +88,13 @@ class Exits(NamedTuple):
 
 
 class Node(NamedTuple):
-    """One node's replay: its tiers, how they are written, and what it records."""
+    """One node's tiers, how they are written, and what a block offered to them records (what
+    :func:`_offer` takes: no more, as every array it is handed is passed on each call)."""
     tiers: Tiers
     policy: Policy
-    counts: Counts
-    runs: Runs
+    written: Written
     exits: Exits
+    counters: np.ndarray  #: [blocks read from the pool, runs written, exits recorded] (int64)
 
 
 @njit(cache=True, nogil=True)
@@ -101,8 +105,8 @@ def _offer(S, node, k, b, now, w, r):  # pragma: no cover (compiled)
     last tier; written through: evicted from its last tier) is recorded (:func:`_exit`)."""
     cap, size, wbps, drive = node.tiers
     policy, ttl, min_uses, through = node.policy
-    nwr, dropped, filtered, wr = (node.counts.writes, node.counts.dropped, node.counts.filtered,
-                                  node.counts.wr)
+    nwr, dropped, filtered, wr = node.written
+    exits, counters = node.exits, node.counters
     T = len(cap)
     while k < T:
         e = find(S, b, k)
@@ -115,12 +119,12 @@ def _offer(S, node, k, b, now, w, r):  # pragma: no cover (compiled)
             if u < min_uses:
                 filtered[k] += 1
                 if not through:  # written through, the tiers above still hold it
-                    _exit(S, node, r, b)
+                    _exit(S, T, r, b, exits, counters)
                 return
         if wr[k, w] + size[k] > wbps[k]:
             dropped[k] += 1
             if not through:
-                _exit(S, node, r, b)
+                _exit(S, T, r, b, exits, counters)
             return
         wr[k, w] += size[k]
         nwr[k] += 1
@@ -142,21 +146,20 @@ def _offer(S, node, k, b, now, w, r):  # pragma: no cover (compiled)
         remove(S, old)
         if through:
             if k == T - 1:  # the last tier, the node's largest, lets it go
-                _exit(S, node, r, b)
+                _exit(S, T, r, b, exits, counters)
             return
         k += 1
-    _exit(S, node, r, b)
+    _exit(S, T, r, b, exits, counters)
 
 
 @njit(cache=True, nogil=True)
-def _exit(S, node, r, b):  # pragma: no cover (compiled)
+def _exit(S, T, r, b, exits, counters):  # pragma: no cover (compiled)
     """Record block b leaving the node at request r (when recording: the exit arrays have room;
-    counters[2] counts them), unless one of the node's tiers still holds a copy of it (lower
+    counters[2] counts them), unless one of the node's T tiers still holds a copy of it (lower
     tiers keep copies of what a reload brought back up): the node has let it go only when none
     does."""
-    ex_r, ex_h = node.exits
-    counters = node.counts.counters
-    for k in range(len(node.tiers.cap)):
+    ex_r, ex_h = exits
+    for k in range(T):
         if find(S, b, k) >= 0:
             return
     q = counters[2]
@@ -167,18 +170,21 @@ def _exit(S, node, r, b):  # pragma: no cover (compiled)
 
 
 @njit(cache=True, nogil=True)
-def _replay(r0, S, requests, node, need):  # pragma: no cover (compiled)
-    """Requests r0.. (:class:`Requests`) through the node's tiers (:class:`Node`); returns the
-    request it stopped before (the requests' count when done; earlier when the store has fewer
-    than ``need`` free entries, or the run or exit arrays could fill). The exits are recorded
-    when their arrays are not empty: at most one a block the request writes (an eviction chain
-    ends in one exit)."""
+def _replay(r0, S, requests, node, read, runs, need):  # pragma: no cover (compiled)
+    """Requests r0.. (:class:`Requests`) through the node's tiers (:class:`Node`), counting
+    their lookups (:class:`Read`) and hit runs (:class:`Runs`); returns the request it stopped
+    before (the requests' count when done; earlier when the store has fewer than ``need`` free
+    entries, or the run or exit arrays could fill). The exits are recorded when their arrays
+    are not empty: at most one a block the request writes (an eviction chain ends in one
+    exit)."""
     ts, wid, off, hashes, sh, shared_size = requests
     cap, size, wbps, drive = node.tiers
     policy, ttl, min_uses, through = node.policy
-    hits, nwr, dropped, filtered, rd, wr, srd, hit_blocks, counters = node.counts
-    run_r, run_k, run_a, run_b = node.runs
-    ex_r = node.exits.r
+    nwr, dropped, filtered, wr = node.written
+    exits, counters = node.exits, node.counters
+    hits, rd, srd, hit_blocks = read
+    run_r, run_k, run_a, run_b = runs
+    ex_r = exits.r
     T = len(cap)
     n = len(ts)
     nmax = 0
@@ -284,7 +290,7 @@ def _replay(r0, S, requests, node, need):  # pragma: no cover (compiled)
                 if not through:
                     _offer(S, node, 1, ob, now, w, r)
                 elif T == 1:  # no tier below HBM: it leaves the node
-                    _exit(S, node, r, ob)
+                    _exit(S, T, r, ob, exits, counters)
     return n
 
 
@@ -333,36 +339,34 @@ def replay_arrays(requests, tiers, policy="lru", *, ttl=None, min_uses=2, throug
     # a store a little larger than the tiers' blocks, or than the trace's accesses
     store = Store(min(int(tiers.cap.sum()) + need, max(len(hashes), 1)) if p == 0
                   else min(len(hashes) + 1, 1 << 20), T + 1, ints=p == 2, floats=p == 1)
-    counts = Counts(hits=np.zeros(T, np.int64), writes=np.zeros(T, np.int64),
-                    dropped=np.zeros(T, np.int64), filtered=np.zeros(T, np.int64),
-                    rd=np.zeros((T, W)), wr=np.zeros((T, W)), srd=np.zeros(W),
-                    hit_blocks=np.zeros(n, np.int64), counters=np.zeros(3, np.int64))
-    counters = counts.counters
+    written = Written(np.zeros(T, np.int64), np.zeros(T, np.int64), np.zeros(T, np.int64),
+                      np.zeros((T, W)))
+    read = Read(np.zeros(T, np.int64), np.zeros((T, W)), np.zeros(W), np.zeros(n, np.int64))
+    counters = np.zeros(3, np.int64)
     ex_n = max(EXIT_BUFFER, nmax + 1) if exits is not None else 0
     ex = Exits(np.empty(ex_n, np.int64), np.empty(ex_n, np.uint64))
     runs = Runs(*(np.empty(max(2 * n, 16), np.int64) for _ in range(4)))
     sh = (np.empty(0, np.int64) if shared_hits is None
           else np.minimum(shared_hits, n_blocks).astype(np.int64))
     reqs = Requests(np.asarray(timestamp_s, np.float64), wid, off, hashes, sh, float(shared_size))
-    node = Node(tiers, Policy(p, float(ttl or 0.0), int(min_uses), bool(through)), counts, runs,
-                ex)
+    node = Node(tiers, Policy(p, float(ttl or 0.0), int(min_uses), bool(through)), written, ex,
+                counters)
     r = 0
     while True:
-        r = _replay(r, store.S, reqs, node, need)
+        r = _replay(r, store.S, reqs, node, read, runs, need)
         if exits is not None and counters[2]:
             exits(ex.r[:counters[2]], ex.h[:counters[2]])
             counters[2] = 0
         if r >= n:
             break
         store.ensure(need)
-        if counters[1] + nmax + 2 > len(node.runs.r):
-            node = node._replace(runs=Runs(*(np.concatenate([a, np.empty(len(a), np.int64)])
-                                             for a in node.runs)))
+        if counters[1] + nmax + 2 > len(runs.r):
+            runs = Runs(*(np.concatenate([a, np.empty(len(a), np.int64)]) for a in runs))
     q = int(counters[1])
-    return {"hits": counts.hits, "writes": counts.writes, "dropped": counts.dropped,
-            "filtered": counts.filtered, "rd": counts.rd, "wr": counts.wr, "srd": counts.srd,
-            "shared_blocks": int(counters[0]), "hit_blocks": counts.hit_blocks,
-            "runs": Runs(*(a[:q] for a in node.runs)), "windows_with_requests": W}
+    return {"hits": read.hits, "writes": written.writes, "dropped": written.dropped,
+            "filtered": written.filtered, "rd": read.rd, "wr": written.wr, "srd": read.srd,
+            "shared_blocks": int(counters[0]), "hit_blocks": read.hit_blocks,
+            "runs": Runs(*(a[:q] for a in runs)), "windows_with_requests": W}
 
 
 class Prices(NamedTuple):
