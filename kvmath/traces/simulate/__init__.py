@@ -17,7 +17,9 @@ Each kernel is a plain loop written to give exactly the results of the Python si
 replaced (tests/replay_oracle.py, the oracle: the same lookups, insertions and evictions in the
 same order, every floating-point sum in the same order). A kernel takes at most seven
 positional arguments: what it reads and writes travels in records (named tuples of arrays and
-scalars, grouped by what they describe, which numba reads as typed tuples). A kernel stops at a
+scalars, grouped by what they describe, which numba reads as typed tuples); a function one
+calls in its loop gets a record of what it uses and no more, as every array of a record is passed
+on each call (a whole node's record had slowed the tier replay by a fifth). A kernel stops at a
 request boundary when its store or output arrays could fill, and its Python driver grows them
 and resumes it.
 Importing this package imports nothing; each module compiles its kernels on first use (cached on
