@@ -136,10 +136,12 @@ def main():
         w_b, w_t = full * len(conv.hashes), full * conv.prompt_tokens.sum()
         b_mix, t_mix = b_full * w_b, t_full * w_t
         if rest:
-            cut = T.Trace("cut", conv.timestamp_s[:rest], conv.prompt_tokens[:rest],
-                          conv.output_tokens[:rest], conv.n_blocks[:rest],
-                          conv.rid[conv.rid < rest], conv.pos[conv.rid < rest],
-                          conv.hashes[conv.rid < rest], conv.block_tokens)
+            kept = conv.rid < rest
+            cut = T.Trace(name="cut", timestamp_s=conv.timestamp_s[:rest],
+                          prompt_tokens=conv.prompt_tokens[:rest],
+                          output_tokens=conv.output_tokens[:rest], n_blocks=conv.n_blocks[:rest],
+                          rid=conv.rid[kept], pos=conv.pos[kept], hashes=conv.hashes[kept],
+                          block_tokens=conv.block_tokens)
             b_cut, t_cut = C.lru_curve(cut).at(caps)
             b_mix += b_cut * len(cut.hashes)
             t_mix += t_cut * cut.prompt_tokens.sum()

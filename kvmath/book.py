@@ -29,17 +29,18 @@ from kvmath.logic.path import tier_exists_on
 from kvmath.evaluate.prefill import fitted_parameters, prefill_time
 from kvmath.evaluate.reuse import gpu_second_price, pause_values, reuse, rfn, saved_s, tier_prices
 from kvmath.node.plan import nvme_value, tier_plan
-from kvmath.evaluate.routing import ROUTERS, reach
+from kvmath.fleet.routers import ROUTERS, reach
 from kvmath.evaluate.serving import busy, overlap, split
 from kvmath.evaluate.validation import MARGIN_FACTOR, measurements, table as validation_table
 from kvmath.scenario.options import DEFAULT_PAUSE
 from kvmath.traces import readers as trace_readers, replay as trace_replay
 from kvmath.traces.statistics import batch_context_of
-from kvmath.traces.fleet import fleet, fleet_cost, nodes_needed
 from kvmath.traces.generate import agent_parameters, agent_trace
 from kvmath.traces.plan_vs_replay import max_abs, plan_vs_replay, trace_pause
 from kvmath.traces import policies as trace_policies
-from kvmath.traces.routing import LOAD_WINDOW_S, OVERLAP_WEIGHT, route
+from kvmath.fleet.routers import ROUTERS, reach
+from kvmath.fleet.routing import LOAD_WINDOW_S, OVERLAP_WEIGHT, route
+from kvmath.fleet.run import fleet, fleet_cost, nodes_needed
 from kvmath.present.calculator import DEFAULTS, ERF_TOLERANCE, calculator_gpus, calculator_tiers
 from kvmath.present.report import (decision, decision_rows, decision_table, fmt_bw, fmt_bytes,
     fmt_time, fmt_tokens, latex, layout_cell, md_table)

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvmath.evaluate.routing import ROUTERS
+from kvmath.fleet.routers import ROUTERS
 from kvmath.evaluate.api import ScenarioError
 from kvmath.traces.replay import TierSpec, stack_distances
-from kvmath.traces.routing import LOAD_WINDOW_S, OVERLAP_WEIGHT
+from kvmath.fleet.routing import LOAD_WINDOW_S, OVERLAP_WEIGHT
 
 
 @dataclass
@@ -453,13 +453,14 @@ def ttft_fcfs(arrival_s, service_s, servers):
 
 
 # ------------------------------------------------------------------ the fleet, as it was
-# kvmath/traces/fleet.py's fleet before the kernels, on the Python replay, routers and pricing
-# above (the setup, decode and costs are the package's own: they did not change)
+# kvmath/traces/fleet.py's fleet (now kvmath/fleet/) before the kernels, on the Python replay,
+# routers and pricing above (the setup, decode and costs are the package's own: they did not change)
 from dataclasses import replace  # noqa: E402
 
 from kvmath.traces import replay as C  # noqa: E402
-from kvmath.traces.fleet import (NOT_COUNTED, check_fleet, node_decode, node_setup,  # noqa: E402
-                                 pool_cost)
+from kvmath.fleet.nodes import check_fleet, node_decode, node_setup  # noqa: E402
+from kvmath.fleet.pool import pool_cost  # noqa: E402
+from kvmath.fleet.run import NOT_COUNTED  # noqa: E402
 
 
 def subtrace(trace, mask):
@@ -539,7 +540,8 @@ def fleet(trace, model, node, nodes, router, tp=None, engine=None, batch_seqs=No
     decode = node_decode(trace, model, node, tp, engine, batch_seqs)
     shared = pool_answer = None
     if pool is not None:
-        spec, hits, written = pool_setup(trace, model, node, nodes, pool, tp, block_bytes, engine)
+        spec, hits, written = pool_setup(trace, model, node, nodes, pool, tp, block_bytes,
+                                         engine=engine)
         cost = C.HitCost(cost.model, cost.gpu, [*specs, spec], cost.tp, cost.gpus,
                          engine=cost.engine)
         pool_Bps = written * block_bytes / max(trace.duration_s, 1.0)  # each block once

@@ -10,11 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import replay_oracle as O
+from kvmath.fleet import nodes as F, routing as R
 from kvmath.tables.rows import nodes, pools, resolve_model
-from kvmath.traces import fleet as F
 from kvmath.traces import readers as T
 from kvmath.traces import replay as C
-from kvmath.traces import routing as R
 
 NODE = nodes()["dgx-h100"]
 MODEL = resolve_model("llama-3.1-70b")
@@ -80,7 +79,7 @@ def test_the_compiled_replay_is_the_python_one(setups, name, scale, wscale, writ
 
 @pytest.mark.parametrize("writes", ["back", "through"])
 def test_the_compiled_replay_with_a_shared_pool_is_the_python_one(setups, writes):
-    from kvmath.traces.fleet import pool_setup
+    from kvmath.fleet.pool import pool_setup
     trace, specs, block_bytes, cost = setups["synthetic"]
     spec, hits, _ = pool_setup(trace, MODEL, NODE, 4, pools()["3fs-nvme"], cost.tp, block_bytes)
     specs = _tiers(specs, 0.05)
@@ -181,28 +180,28 @@ def test_the_store_is_an_ordered_dict_per_list():
     over two lists sharing keys, against OrderedDicts; grown from its smallest size."""
     from numba import njit
 
-    from kvmath.traces import compiled as K
+    from kvmath.traces.simulate import store as K
 
     @njit
     def op(S, kind, key, lst):
         if kind == 0:
-            e = K._find(S, key, lst)
+            e = K.find(S, key, lst)
             if e < 0:
-                e = K._add(S, key, lst)
-                K._link_tail(S, e)
+                e = K.add(S, key, lst)
+                K.link_tail(S, e)
             else:
-                K._touch(S, e)
+                K.touch(S, e)
             return np.int64(0)
         if kind == 1:
-            e = K._find(S, key, lst)
+            e = K.find(S, key, lst)
             if e >= 0:
-                K._unlink(S, e)
-                K._remove(S, e)
+                K.unlink(S, e)
+                K.remove(S, e)
             return np.int64(e >= 0)
-        if S[K._CNT][lst] > 0:
-            e = K._pop_head(S, lst)
-            k = S[K._KEY][e]
-            K._remove(S, e)
+        if S[K.CNT][lst] > 0:
+            e = K.pop_head(S, lst)
+            k = S[K.KEY][e]
+            K.remove(S, e)
             return np.int64(k)
         return np.int64(-1)
 

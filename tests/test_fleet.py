@@ -11,12 +11,12 @@ from kvmath.cli.main import main
 from kvmath.evaluate.api import compare
 from kvmath.evaluate.reuse import cdf, reuse
 from kvmath.node.plan import tier_plan
-from kvmath.evaluate.routing import reach
+from kvmath.fleet.routers import reach
 from kvmath.evaluate.api import ScenarioError, path_values
 from kvmath.tables.rows import (bundled, data_path, nodes, pauses, pool_tier, pools,
                                 resolve_model)
 from kvmath.traces import readers as T
-from kvmath.traces.routing import route
+from kvmath.fleet.routing import route
 
 CAT = bundled()
 H100 = CAT.gpus["h100-sxm"]
@@ -342,7 +342,7 @@ def test_delta_writes_never_exceed_whole_cache_writes():
 
 # ------------------------------------------------------------------ the fleet replay
 def test_subtraces_partition_the_trace(conversation):
-    from kvmath.traces.fleet import subtrace
+    from kvmath.fleet.nodes import subtrace
     where = np.arange(conversation.n_requests) % 3
     parts = [subtrace(conversation, where == n) for n in range(3)]
     assert sum(p.n_requests for p in parts) == conversation.n_requests
@@ -354,7 +354,8 @@ def test_subtraces_partition_the_trace(conversation):
 def test_a_one_node_fleet_is_the_trace_replay(conversation):
     """One node: the fleet replay is kvmath trace's replay of the whole trace."""
     from kvmath.traces import replay as C
-    from kvmath.traces.fleet import fleet, node_setup
+    from kvmath.fleet.nodes import node_setup
+    from kvmath.fleet.run import fleet
     specs, block_bytes, cost, _, _ = node_setup(conversation, MODEL, NODE)
     rep = C.replay(conversation, specs, block_bytes, cost=cost)
     f = fleet(conversation, MODEL, NODE, 1, "kv-aware")
@@ -364,7 +365,7 @@ def test_a_one_node_fleet_is_the_trace_replay(conversation):
 
 
 def test_more_nodes_split_the_prefill(conversation):
-    from kvmath.traces.fleet import fleet, nodes_needed
+    from kvmath.fleet.run import fleet, nodes_needed
     two = fleet(conversation, MODEL, NODE, 2, "round-robin")
     assert two["per_node"][0]["requests"] + two["per_node"][1]["requests"] == \
         conversation.n_requests
@@ -380,7 +381,7 @@ def test_more_nodes_split_the_prefill(conversation):
 def test_decode_demand_is_the_output_tokens_at_the_steps_cost(conversation):
     """Each node's decode GPU-s/s is its output tokens over the span at the GPU time a token
     costs in the planned batch's step; feasibility adds it to prefill."""
-    from kvmath.traces.fleet import fleet
+    from kvmath.fleet.run import fleet
     from kvmath.traces.readers import decode_context_of
     f = fleet(conversation, MODEL, NODE, 3, "round-robin")
     per_token = f["decode"]["decode_gpu_s_per_token"]
@@ -397,7 +398,7 @@ def test_decode_demand_is_the_output_tokens_at_the_steps_cost(conversation):
 
 
 def test_a_larger_running_batch_makes_decode_cheaper_per_token(conversation):
-    from kvmath.traces.fleet import node_decode
+    from kvmath.fleet.nodes import node_decode
     small = node_decode(conversation, MODEL, NODE, 8, batch_seqs=8)
     large = node_decode(conversation, MODEL, NODE, 8, batch_seqs=128)
     assert large["decode_gpu_s_per_token"] < small["decode_gpu_s_per_token"]
@@ -409,7 +410,7 @@ def test_a_larger_running_batch_makes_decode_cheaper_per_token(conversation):
 
 def test_fleet_search_keeps_the_cache_sizes(conversation):
     """--max-nodes searches with the same cache sizes as the fleet it answers for."""
-    from kvmath.traces.fleet import fleet, nodes_needed
+    from kvmath.fleet.run import fleet, nodes_needed
     kw = dict(host_cache_bytes=1e9, disk_cache_bytes=0, batch_seqs=64)
     need, tried = nodes_needed(conversation, MODEL, NODE, "kv-aware", max_nodes=4, **kw)
     assert tried[need]["feasible"] and fleet(conversation, MODEL, NODE, need, "kv-aware",
@@ -419,7 +420,7 @@ def test_fleet_search_keeps_the_cache_sizes(conversation):
 
 
 def test_a_fleet_larger_than_the_trace_is_refused(conversation):
-    from kvmath.traces.fleet import fleet
+    from kvmath.fleet.run import fleet
     with pytest.raises(ScenarioError, match="at most one node per request"):
         fleet(conversation, MODEL, NODE, conversation.n_requests + 1, "random")
 
@@ -436,7 +437,7 @@ def test_cli_fleet(capsys):
 
 # ------------------------------------------------------------------ the nodes' replays on Dask
 def test_fleet_on_a_local_dask_cluster_equals_in_process():
-    from kvmath.traces.fleet import fleet
+    from kvmath.fleet.run import fleet
     trace = T.load("synthetic")
     model = resolve_model("llama-3.1-8b")
     here = fleet(trace, model, NODE, 3, "kv-aware", pool=pools()["3fs-nvme"])
@@ -481,7 +482,7 @@ def test_a_shared_pools_hits_are_an_lru_over_the_whole_trace(capacity):
 def test_a_pool_below_the_fleet_serves_what_the_nodes_miss(conversation):
     """3FS (its own servers, so the nodes keep their DRAM): every node's tiers hit what they hit
     without it, the pool serves more, and prefill falls; its reads are the nodes' reads of it."""
-    from kvmath.traces.fleet import fleet
+    from kvmath.fleet.run import fleet
     alone = fleet(conversation, MODEL, NODE, 4, "kv-aware")
     pooled = fleet(conversation, MODEL, NODE, 4, "kv-aware", pool=pools()["3fs-nvme"])
     assert pooled["token_hit_rate"] > alone["token_hit_rate"]
@@ -497,7 +498,7 @@ def test_a_pool_below_the_fleet_serves_what_the_nodes_miss(conversation):
 
 
 def test_a_pool_of_the_nodes_dram_takes_from_their_host_tier(conversation):
-    from kvmath.traces.fleet import fleet
+    from kvmath.fleet.run import fleet
     alone = fleet(conversation, MODEL, NODE, 4, "kv-aware")
     pooled = fleet(conversation, MODEL, NODE, 4, "kv-aware", pool=pools()["mooncake-store-dram"])
     dram = [t["hit_rate"] for t in pooled["per_node"][0]["tiers"] if t["tier"] == "host-dram"]
@@ -516,8 +517,8 @@ def test_cli_fleet_with_a_pool_sizes_it_both_ways(capsys):
 
 def test_a_dask_address_that_does_not_answer_is_refused_in_time(monkeypatch, capsys):
     import time
-    from kvmath.traces import fleet as F
-    monkeypatch.setattr(F, "DASK_TIMEOUT_S", 2)
+    from kvmath.fleet import jobs
+    monkeypatch.setattr(jobs, "DASK_TIMEOUT_S", 2)
     start = time.monotonic()
     code, out, err = run(capsys, "fleet", "synthetic", "--model", "llama-3.1-8b", "--nodes", "2",
                          "--dask", "tcp://127.0.0.1:9")
@@ -527,7 +528,7 @@ def test_a_dask_address_that_does_not_answer_is_refused_in_time(monkeypatch, cap
 
 # ------------------------------------------------------------------ time to first token
 def test_ttft_fcfs_by_hand():
-    from kvmath.traces.fleet import ttft_fcfs
+    from kvmath.fleet.nodes import ttft_fcfs
     a = np.array([0.0, 0.0, 1.0, 10.0])
     s = np.array([2.0, 2.0, 2.0, 1.0])
     # one replica: the second waits 2 s, the third starts at 4, the fourth at 10
@@ -539,7 +540,7 @@ def test_ttft_fcfs_by_hand():
 
 
 def test_fleet_reports_ttft_and_searches_an_slo(conversation):
-    from kvmath.traces.fleet import fleet, nodes_needed
+    from kvmath.fleet.run import fleet, nodes_needed
     one = fleet(conversation, MODEL, NODE, 1, "affinity")
     two = fleet(conversation, MODEL, NODE, 2, "affinity")
     four = fleet(conversation, MODEL, NODE, 4, "affinity")
@@ -558,7 +559,7 @@ def test_the_fleets_cost_per_million_tokens_is_its_gpus_over_its_tokens():
     # N nodes x GPUs x $/GPU-s over the tokens served per second (prompt and output), x 1e6:
     # by hand against the bundled list price, and a given price scales it
     from kvmath.tables.rows import gpu_prices, resolve_node
-    from kvmath.traces.fleet import fleet_cost
+    from kvmath.fleet.run import fleet_cost
     from kvmath.traces.readers import load
     trace, node = load("conversation"), resolve_node("dgx-h100")
     tokens = float(trace.prompt_tokens.sum() + trace.output_tokens.sum()) / trace.duration_s

@@ -10,10 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvmath.cli.main import main
+from kvmath.fleet.nodes import NodeBlocks, node_requests
+from kvmath.fleet.pool import node_exits, pool_write_back
+from kvmath.fleet.run import fleet
 from kvmath.tables.rows import nodes, pools, resolve_model
 from kvmath.traces import readers as T
 from kvmath.traces import replay as C
-from kvmath.traces.fleet import NodeBlocks, _node_requests, fleet, node_exits, pool_write_back
 
 
 def _by_hand(trace, where, caps, n_nodes, pool_cap, through=False):
@@ -126,7 +128,7 @@ def test_write_back_pool_equals_a_replay_by_hand(tmp_path_factory, case, caps, p
     by_node.add(0, trace.n_requests, trace.hashes, where)
     tmp = tmp_path_factory.mktemp("exits")
     paths = [str(tmp / f"{n}.u64") for n in range(3)]
-    first = [node_exits(n, _node_requests(trace, where, n, by_node), specs, 1.0, writes,
+    first = [node_exits(n, node_requests(trace, where, n, by_node), specs, 1.0, writes,
                         paths[n]) for n in range(3)]
     hits, written = pool_write_back(trace, where, first, paths, pool_cap)
     want_node, want_hits, want_written = _by_hand(trace, where, caps, 3, pool_cap,
@@ -137,7 +139,7 @@ def test_write_back_pool_equals_a_replay_by_hand(tmp_path_factory, case, caps, p
     assert got_node.tolist() == want_node.tolist()
     assert hits.tolist() == want_hits.tolist() and written == want_written
     # returned instead of written to a file (a Dask worker elsewhere): the same blocks
-    again = node_exits(0, _node_requests(trace, where, 0, by_node), specs, 1.0, writes)
+    again = node_exits(0, node_requests(trace, where, 0, by_node), specs, 1.0, writes)
     assert again["exit_hashes"].tobytes() == open(paths[0], "rb").read()
 
 
@@ -155,7 +157,7 @@ def test_a_block_a_node_still_holds_is_not_handed_to_the_pool(tmp_path):
     specs = [C.TierSpec("hbm", 1.0, 1e30, 1e30), C.TierSpec("dram", 1.0, 1e30, 1e30, "host-dram")]
     by_node = NodeBlocks(trace, 1)
     by_node.add(0, 4, trace.hashes, where)
-    x = node_exits(0, _node_requests(trace, where, 0, by_node), specs, 1.0, "back")
+    x = node_exits(0, node_requests(trace, where, 0, by_node), specs, 1.0, "back")
     assert x["hit_blocks"].tolist() == [0, 0, 1, 0]
     # block 1 stays in the node (HBM, then DRAM again); block 2 leaves at the fourth request
     # (it had been handed on at the third, and block 1 with it, before the node's copies counted)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import replay_oracle as O
 from kvmath.cli.main import main
 from kvmath.tables.rows import data_path, nodes, pools, resolve_model
-from kvmath.traces import fleet as F
+from kvmath.fleet import jobs as J, run as F
 from kvmath.traces import readers as T
 
 NODE = nodes()["dgx-h100"]
@@ -264,7 +264,7 @@ def test_the_fleets_bad_input_is_one_line_and_exit_2(capsys, tmp_path, argv, wor
 def test_a_dask_scheduler_without_workers_is_refused_in_time(monkeypatch, capsys):
     """A scheduler that answers but has no worker would hold the replays forever: one line."""
     from distributed import LocalCluster
-    monkeypatch.setattr(F, "DASK_TIMEOUT_S", 1)
+    monkeypatch.setattr(J, "DASK_TIMEOUT_S", 1)
     with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
         code, out, err = run(capsys, "fleet", "synthetic", "--model", "llama-3.1-8b", "--nodes",
                              "2", "--dask", cluster.scheduler_address)

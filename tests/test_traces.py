@@ -3,6 +3,7 @@ import csv
 import gzip
 import json
 from collections import OrderedDict
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -141,8 +142,7 @@ def test_a_hash_repeated_at_another_position_keeps_its_strata_apart():
     # only within a request): the old mark leaves the tree of its own stratum (the review found
     # it left the current access's, so a block moving stratum counted wrongly)
     tr = T.from_requests([(0, 32, [2, 1]), (1, 32, [4, 3]), (2, 32, [5, 4]), (3, 32, [2, 1])], 16)
-    s = T.Trace(tr.name, tr.timestamp_s, tr.prompt_tokens, tr.output_tokens, tr.n_blocks,
-                tr.rid, tr.pos, tr.hashes, tr.block_tokens, 0.5, 1)
+    s = replace(tr, sample_rate=0.5, full_positions=1)
     d, _ = C.stack_distances(s)
     # sequence (tail first): 1 2 | 3 4 | 4 5 | 1 2, weights 2 1 | 2 1 | 2 1 | 2 1 (position 0
     # weighs 1, position 1 weighs 2; block 4 moves from position 0 to 1). r3's block 1: the
@@ -159,9 +159,7 @@ def test_distances_do_not_depend_on_the_accesses_storage_order():
     tr = T.from_requests(reqs)
     d, e = C.stack_distances(tr)
     perm = np.random.default_rng(0).permutation(len(tr.hashes))
-    shuffled = T.Trace(tr.name, tr.timestamp_s, tr.prompt_tokens, tr.output_tokens,
-                       tr.n_blocks, tr.rid[perm], tr.pos[perm], tr.hashes[perm],
-                       tr.block_tokens)
+    shuffled = replace(tr, rid=tr.rid[perm], pos=tr.pos[perm], hashes=tr.hashes[perm])
     d2, e2 = C.stack_distances(shuffled)
     assert np.array_equal(d2, d[perm]) and np.array_equal(e2, e[perm])
 

@@ -25,8 +25,8 @@ def add_parser(subparsers):
 
 def reach_of(s):
     """(h_route, where it came from) of scenario ``s``: its stated reach (--reach), else its
-    router's over its nodes (:func:`kvmath.evaluate.routing.reach`)."""
-    from kvmath.evaluate.routing import reach
+    router's over its nodes (:func:`kvmath.fleet.routers.reach`)."""
+    from kvmath.fleet.routers import reach
     if s.reach is not None:
         return s.reach, "--reach (stated)"
     h = reach(s.router, s.nodes)

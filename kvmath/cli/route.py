@@ -38,11 +38,11 @@ def analyse(args):
 
 
 def _analyse_route(args, trace, s, cfg):
-    from kvmath.evaluate.routing import ROUTERS, reach
+    from kvmath.fleet.routers import ROUTERS, reach
     from kvmath.scenario.engine_config import cache_sizes
     from kvmath.traces import readers as T
-    from kvmath.traces.fleet import check_fleet, node_setup
-    from kvmath.traces.routing import route
+    from kvmath.fleet.nodes import check_fleet, node_setup
+    from kvmath.fleet.routing import route
     node, model, tp, engine, nodes = s.node, s.model, s.tp, s.engine, s.nodes
     check_fleet(trace, nodes)
     batch_context = s.batch_context or T.batch_context_of(trace, model)
@@ -127,7 +127,7 @@ def check_pool_reach(pool, node):
 
 def _analyse_fleet(args, trace, s, cfg):
     from kvmath.scenario.engine_config import cache_sizes
-    from kvmath.traces.fleet import fleet, fleet_cost, nodes_needed
+    from kvmath.fleet.run import fleet, fleet_cost, nodes_needed
     node, model, pool = s.node, s.model, s.pool
     kw = dict(tp=s.tp, engine=s.engine, batch_seqs=s.batch_seqs, batch_context=s.batch_context,
               dask=None if args.dask == "none" else args.dask, writes=s.writes,

@@ -60,7 +60,7 @@ def analyse(args):
                                batch_context=batch_context)["hbm_free_bytes"]
     rep = C.replay(trace, specs, block_bytes, policy=s.policy, ttl_s=s.ttl,
                    min_uses=s.min_uses, cost=cost, writes=s.writes)
-    from kvmath.traces.fleet import node_decode
+    from kvmath.fleet.nodes import node_decode
     decode = node_decode(trace, model, node, tp, engine, s.batch_seqs)
     decode_demand = (float(trace.output_tokens.sum()) * decode["decode_gpu_s_per_token"]
                      / max(trace.duration_s, 1.0))
@@ -132,7 +132,7 @@ def analyse_sampled(args, s, cfg):
     from kvmath.scenario.engine_config import cache_sizes
     from kvmath.traces import readers as T
     from kvmath.traces import replay as C
-    from kvmath.traces.fleet import node_setup
+    from kvmath.fleet.nodes import node_setup
     node, model, tp, engine = s.node, s.model, s.tp, s.engine
     rate = T.shards_rate(s.sample_rate)
     if rate == 0:

@@ -42,7 +42,7 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
     pool: a :class:`~kvmath.tables.rows.Pool` below the node's tiers, shared by pool_nodes GPU
     nodes (every bundled engine puts its remote store last: SGLang HiCache's L3, LMCache's
     remote backend, Dynamo KVBM's G4), holding the node's share of it. reach: h_route, the
-    probability a returning turn reaches this node (:func:`kvmath.evaluate.routing.reach`);
+    probability a returning turn reaches this node (:func:`kvmath.fleet.routers.reach`);
     the node's own tiers serve only those turns, the pool every one. pool_writes: "through"
     (every offload is written to the pool too, which holds every cache from age 0 and serves
     the returns the node's tiers miss: LMCache stores each chunk in every backend) or "back"

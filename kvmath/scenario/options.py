@@ -13,7 +13,7 @@ import argparse
 import math
 from dataclasses import dataclass, field
 
-from kvmath.evaluate.routing import ROUTERS
+from kvmath.fleet.routers import ROUTERS
 from kvmath.tables.rows import DTYPE_BYTES, rope_scalings
 
 #: the largest integer any option accepts: beyond it no deployment exists and floats lose digits

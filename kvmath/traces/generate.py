@@ -82,5 +82,6 @@ def agent_trace(block_tokens=MOONCAKE_BLOCK_TOKENS, **overrides):
         np.where(full, ((session + np.uint64(1)) << np.uint64(24)) | upos,
                  np.uint64(1 << 63) | ((session + np.uint64(1)) << np.uint64(40))
                  | (turn << np.uint64(24)) | upos))
-    return Trace("agent", ts, prompt, output, n_blocks, rid, pos.astype(np.int32),
-                 hashes.astype(np.uint64), block_tokens)
+    return Trace(name="agent", timestamp_s=ts, prompt_tokens=prompt, output_tokens=output,
+                 n_blocks=n_blocks, rid=rid, pos=pos.astype(np.int32),
+                 hashes=hashes.astype(np.uint64), block_tokens=block_tokens)

@@ -52,9 +52,10 @@ def stack_distances(trace: Trace):
     (:meth:`Trace.weights`: 1 / sample_rate, or 1 in the fully kept stratum), an unbiased
     estimate of the distinct blocks in between (Horvitz-Thompson); plain SHARDS scales the
     sample's distance by 1 / R, the same when every weight is 1 / R. Computed by
-    :func:`kvmath.traces.kernels.prefix_distances` (a Fenwick tree, a few access-length arrays).
+    :func:`kvmath.traces.simulate.distances.prefix_distances` (a Fenwick tree, a few
+    access-length arrays).
     """
-    from kvmath.traces.kernels import prefix_distances
+    from kvmath.traces.simulate.distances import prefix_distances
     ids, n_ids = block_ids(trace.hashes)
     order = access_sequence(trace)
     if trace.sample_rate >= 1:
@@ -221,10 +222,10 @@ def shared_prefix_hits(trace: Trace, capacity_blocks):
     contents are an LRU over the whole trace, whichever node served each request), and the
     blocks written to it (an int, the accesses not present: new blocks only, deduplicated).
 
-    Simulated (:class:`kvmath.traces.compiled.SharedLRU`, memory bounded by the capacity), a
+    Simulated (:class:`kvmath.traces.simulate.pools.SharedLRU`, memory bounded by the capacity), a
     chunk of requests at a time; the same as the blocks whose prefix distance is within the
     capacity (Mattson: present iff D <= C), which tests hold it to."""
-    from kvmath.traces.compiled import SharedLRU
+    from kvmath.traces.simulate.pools import SharedLRU
     lru = SharedLRU(capacity_blocks)
     hits = np.concatenate([lru.feed(trace.n_blocks[a:b], h) for a, b, h in block_chunks(trace)]
                           or [np.zeros(0, np.int64)])
@@ -259,11 +260,11 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
     Its row reports its reads; its contents and writes are the fleet's, not the node's. The
     cost model must price ``tiers`` then its spec.
     exits: called with (request indices, hashes) of the blocks leaving the node, a bounded
-    buffer at a time (:func:`kvmath.traces.compiled.replay_arrays`): what a write-back pool
+    buffer at a time (:func:`kvmath.traces.simulate.tiers.replay_arrays`): what a write-back pool
     below the node takes; the answer then also holds each request's own ``hit_blocks``. A block
     the ``ttl`` policy lets expire is deleted, not handed on.
 
-    The replay is compiled (:func:`kvmath.traces.compiled.replay_arrays`): the trace's
+    The replay is compiled (:func:`kvmath.traces.simulate.tiers.replay_arrays`): the trace's
     per-request arrays and its block hashes (8 bytes an access), beside the tiers' contents
     (a few tens of bytes a block held; with ``ttl`` or ``selective``, a count for every block
     the trace names).
@@ -276,18 +277,19 @@ def replay(trace: Trace, tiers, block_bytes, policy="lru", ttl_s=None, min_uses=
         raise ValueError("policy ttl needs a positive ttl_s")
     if writes not in WRITE_MODES:
         raise ValueError(f"unknown write mode {writes!r}; expected {' or '.join(WRITE_MODES)}")
-    from kvmath.traces.compiled import replay_arrays
+    from kvmath.traces.simulate.tiers import Tiers, replay_arrays
     sizes = [t.block_bytes or block_bytes for t in tiers]  # bytes of a block in each tier
     caps = [int(t.capacity_bytes // b) for t, b in zip(tiers, sizes)]
     windows = int(math.floor(trace.duration_s)) + 1
     if shared is not None:
         shared_spec = shared[0]
         shared_size = shared_spec.block_bytes or block_bytes
-    out = replay_arrays(trace.timestamp_s, trace.n_blocks, trace.hashes, caps, sizes,
-                        [t.write_Bps for t in tiers], [bool(t.drive_bytes) for t in tiers],
-                        policy, ttl_s if policy == "ttl" else None, min_uses, writes == "through",
-                        None if shared is None else shared[1],
-                        shared_size if shared is not None else 0.0, exits=exits)
+    out = replay_arrays(trace, Tiers(cap=caps, size=sizes, wbps=[t.write_Bps for t in tiers],
+                                     drive=[bool(t.drive_bytes) for t in tiers]),
+                        policy, ttl=ttl_s if policy == "ttl" else None, min_uses=min_uses,
+                        through=writes == "through",
+                        shared_hits=None if shared is None else shared[1],
+                        shared_size=shared_size if shared is not None else 0.0, exits=exits)
     total_blocks = int(np.sum(trace.n_blocks))
     duration = max(trace.duration_s, 1.0)
     out_tiers = []
@@ -418,8 +420,8 @@ class HitCost:
         """The replay's savings and demand; with ``service``, also ``service_s``: each request's
         own time on its replica (its prefill less what its hits saved, plus their reloads), s.
         runs: the replay's hit runs (arrays of request, tier, first block, end block), priced
-        in order by a compiled loop (:func:`kvmath.traces.compiled.price_runs`)."""
-        from kvmath.traces.compiled import price_runs
+        in order by a compiled loop (:func:`kvmath.traces.simulate.tiers.price_runs`)."""
+        from kvmath.traces.simulate.tiers import price_runs
         rec_blk, reload_blk, rec_prompt = self._tables(trace)
         saved, lost, reload_time, own = price_runs(
             runs, trace.n_blocks, rec_prompt, rec_blk, reload_blk,

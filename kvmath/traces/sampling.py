@@ -56,10 +56,11 @@ def sample(trace, sample_rate, full_positions=1):
     """A stratified SHARDS sample of an in-memory trace (the same blocks as
     :func:`kvmath.traces.reading.load`)."""
     keep = shards_keep(trace.hashes, sample_rate, trace.pos, full_positions)
-    return Trace(trace.name, trace.timestamp_s, trace.prompt_tokens, trace.output_tokens,
-                 trace.n_blocks, trace.rid[keep], trace.pos[keep], trace.hashes[keep],
-                 trace.block_tokens, shards_rate(sample_rate),
-                 full_positions)
+    return Trace(name=trace.name, timestamp_s=trace.timestamp_s,
+                 prompt_tokens=trace.prompt_tokens, output_tokens=trace.output_tokens,
+                 n_blocks=trace.n_blocks, rid=trace.rid[keep], pos=trace.pos[keep],
+                 hashes=trace.hashes[keep], block_tokens=trace.block_tokens,
+                 sample_rate=shards_rate(sample_rate), full_positions=full_positions)
 
 
 class Sample:

@@ -204,10 +204,10 @@ def continuations(trace):
     conversation's next turn, and a later one repeating the same blocks is not (so a prompt of
     only a system prompt that every conversation shares does not chain them all).
 
-    Compiled (:class:`kvmath.traces.compiled.Continuations`): a map of the prompts not yet
+    Compiled (:class:`kvmath.traces.simulate.turns.Continuations`): a map of the prompts not yet
     continued (16 bytes each at half load: it grows with the prompts a trace never continues),
     the trace read a chunk of requests at a time."""
-    from kvmath.traces.compiled import Continuations
+    from kvmath.traces.simulate.turns import Continuations
     turns = Continuations(trace.block_tokens)
     parent = np.full(trace.n_requests, -1, np.int32 if trace.n_requests < 2 ** 31 else np.int64)
     for a, b, h in block_chunks(trace):

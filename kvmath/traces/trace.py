@@ -144,7 +144,9 @@ def from_requests(requests, block_tokens=MOONCAKE_BLOCK_TOKENS, name="in-memory"
     hashes = np.array([h for r in requests for h in r[2]], dtype=np.uint64)
     rid = np.repeat(np.arange(len(requests), dtype=np.int64), n)
     pos = np.array([j for r in requests for j in range(len(r[2]))], dtype=np.int32)
-    return Trace(name, ts, prompt, np.zeros_like(prompt), n, rid, pos, hashes, block_tokens)
+    return Trace(name=name, timestamp_s=ts, prompt_tokens=prompt,
+                 output_tokens=np.zeros_like(prompt), n_blocks=n, rid=rid, pos=pos, hashes=hashes,
+                 block_tokens=block_tokens)
 
 
 def block_ids(hashes):

@@ -1,5 +1,8 @@
-"""Compiled loops over a trace's block accesses (numba), where numpy's whole-array steps would
-hold many access-length temporaries at once (issue 20: memory must not grow past what the
+"""LRU stack distances of a trace's block accesses (numba): for every access, the distinct blocks
+used since its block's last use, and the prefix distance (the largest over the request's leading
+blocks up to it), which place the access in every LRU cache size at once (Mattson et al. 1970;
+:func:`kvmath.traces.replay.stack_distances`). A compiled loop, where numpy's whole-array steps
+would hold many access-length temporaries at once (issue 20: memory must not grow past what the
 trace itself holds by more than a few access-length arrays).
 
 :func:`prefix_distances` computes the LRU stack distance of every access with a Fenwick tree
@@ -14,9 +17,19 @@ per access); time O(n log n).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 _compiled = {}
+
+
+class Accesses(NamedTuple):
+    """The access sequence and what each access is."""
+    order: np.ndarray  #: trace indices, requests in turn, each tail first (int32)
+    rid: np.ndarray  #: the request of each access
+    ids: np.ndarray  #: the dense block id of each access (0 .. n_ids - 1, int32)
+    full: np.ndarray  #: whether an access is in the rate-1 stratum (bool)
 
 
 def _kernel():
@@ -26,7 +39,8 @@ def _kernel():
         from numba import njit
 
         @njit(cache=True, nogil=True)
-        def prefix(order, rid, ids, full, n_ids, inv_rate, d, e):  # pragma: no cover (compiled)
+        def prefix(accesses, n_ids, inv_rate, d, e):  # pragma: no cover (compiled)
+            order, rid, ids, full = accesses
             n = len(order)
             tree_full = np.zeros(n + 1, dtype=np.int32)
             tree_hashed = np.zeros(n + 1, dtype=np.int32)
@@ -101,5 +115,5 @@ def prefix_distances(order, rid, ids, full, n_ids, inv_rate):
     d = np.empty(n, dtype=np.float64)
     e = np.empty(n, dtype=np.float64)
     if n:
-        _kernel()(order, rid, ids, full, int(n_ids), float(inv_rate), d, e)
+        _kernel()(Accesses(order, rid, ids, full), int(n_ids), float(inv_rate), d, e)
     return d, e

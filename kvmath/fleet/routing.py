@@ -3,19 +3,10 @@
 A per-node cache helps a resumed turn only when the router sends the turn to the node holding
 its prefix. :func:`route` replays a trace through N nodes, each caching KV blocks in an LRU of
 ``capacity_blocks`` (every tier of the node together: HBM, host DRAM, drives), under one of
-:data:`ROUTERS`:
-
-- ``random``: a node drawn uniformly (seeded), as gateways' random policy;
-- ``round-robin``: request i to node i mod N;
-- ``affinity``: session stickiness. The traces carry no session id, so a request continues the
-  session of its previous turn (:func:`kvmath.traces.statistics.continuations`: the latest earlier
-  request whose whole prompt it repeats) and goes to that turn's node; any other request opens
-  a new session, placed on the least-loaded node;
-- ``kv-aware``: the node of least cost, cost = ``overlap_weight`` x the blocks it would have
-  to prefill + the blocks active on it (Dynamo's KV router's cost; llm-d's scheduler weighs a
-  prefix-cache score against load the same way), ties to the least loaded. Active blocks: the
-  blocks of the requests routed to the node in the last ``load_window_s`` seconds, a stand-in
-  for the KV its running requests hold.
+the routers of :mod:`kvmath.fleet.routers` (random, round-robin, affinity, kv-aware: each
+module says how it places a request). The load the affinity and kv-aware routers balance is a
+node's active blocks: the blocks of the requests routed to it in the last ``load_window_s``
+seconds, a stand-in for the KV its running requests hold.
 
 Reported per router: ``token_hit_rate`` (prompt tokens found on the node reached),
 ``reach_continuation`` (of the requests that continue an earlier turn, the share routed to the
@@ -33,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvmath.evaluate.routing import ROUTERS
-from kvmath.evaluate.api import ScenarioError
+from kvmath.fleet.routers import router as router_named
+from kvmath.logic.runtime import ScenarioError
 
 #: kv-aware's weight of the blocks to prefill against the blocks active on a node: Dynamo's
 #: default (ai-dynamo/dynamo lib/llm/src/kv_router/config.rs, impl Default for KvRouterConfig,
@@ -51,16 +42,15 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
     """Replay ``trace`` over ``nodes`` nodes under ``router``; the dict described above, with
     ``assignment`` (the node of each request, an int32 array) when asked for.
 
-    Compiled (:class:`kvmath.traces.compiled.Router`), the trace read a chunk of requests at a
-    time (:func:`kvmath.traces.trace.block_chunks`); memory: the nodes' LRUs (bounded by their
-    capacity) and a few per-request arrays. parent: the previous turns
+    Compiled (:class:`kvmath.traces.simulate.routing.Routing`), the trace read a chunk of
+    requests at a time (:func:`kvmath.traces.trace.block_chunks`); memory: the nodes' LRUs
+    (bounded by their capacity) and a few per-request arrays. parent: the previous turns
     (:func:`~kvmath.traces.statistics.continuations`), computed first when not given.
     spill: called with (first request, end request, hashes, nodes of those requests) after each
     chunk is routed (the fleet sorts the blocks by node there)."""
-    from kvmath.traces.compiled import Router
+    from kvmath.traces.simulate.routing import Routing
     from kvmath.traces.trace import block_chunks
-    if router not in ROUTERS:
-        raise ScenarioError(f"unknown router {router!r}; expected one of {', '.join(ROUTERS)}")
+    declared = router_named(router)
     if nodes < 1:
         raise ScenarioError(f"a fleet of {nodes} nodes: expected at least 1")
     if trace.sample_rate < 1:
@@ -69,10 +59,9 @@ def route(trace, nodes, router, capacity_blocks, seed=0, load_window_s=LOAD_WIND
         from kvmath.traces.statistics import continuations
         parent = continuations(trace)
     rng = np.random.default_rng(seed)
-    draws = rng.integers(0, nodes, size=trace.n_requests) if router == "random" else None
-    state = Router(nodes, router, capacity_blocks, trace.timestamp_s, trace.n_blocks,
-                   trace.prompt_tokens, trace.block_tokens, draws, load_window_s,
-                   overlap_weight)
+    draws = rng.integers(0, nodes, size=trace.n_requests) if declared.draws else None
+    state = Routing(trace, nodes, declared.code, capacity_blocks, draws=draws,
+                    load_window_s=load_window_s, overlap_weight=overlap_weight)
     for a, b, hashes in block_chunks(trace):
         state.feed(a, b, hashes, parent[a:b])
         if spill is not None:
