@@ -8,10 +8,10 @@ from kvmath.derive.attention import FAMILIES as attention_families
 from kvmath.codegen.catalogue import expression as catalogued_expression
 from kvmath.codegen.javascript import calculator_keys
 from kvmath.codegen.numpy_printer import render_logic
-from kvmath.tables.rows import (Pause, bundled, codecs, data_path, deployments, drives, engine_costs,
-    engines, gpu_prices, nodes, pauses, plan_defaults, pool_tier, pool_tiers,
-    pools, prices, read, resolve_gpu, resolve_model, resolve_tier, rope_scalings, thresholds,
-    transfer_curves)
+from kvmath.tables.rows import (Pause, bundled, codecs, data_path, deployments, drives,
+    engine_costs, engines, gpu_prices, nodes, pauses, plan_defaults, pools, prices, read,
+    resolve_gpu, resolve_model, resolve_tier, rope_scalings, thresholds, transfer_curves)
+from kvmath.tiers.build import pool_tier, pool_tiers
 from kvmath.tables.schema import table as data_table
 from kvmath.evaluate import engine_fit
 from kvmath.evaluate.bands import (band, bandwidth_range, borrowed_fit_factor, borrowed_fit_gpus,

@@ -94,7 +94,8 @@ def test_a_codec_the_scenario_cannot_use_is_one_line(capsys, argv, words):
 def test_a_load_shares_the_encoded_bytes():
     # the hop a load shares carries 1/ratio of the bytes, so it is busy 1/ratio as long: a
     # load the plain path saturates fits once encoded (the review found the uncoded time used)
-    from kvmath.tables.rows import pool_tier, pools
+    from kvmath.tiers.build import pool_tier
+    from kvmath.tables.rows import pools
     lustre = pools()["lustre-gcp"]
     tier = pool_tier(lustre, lustre.gpu_nodes)
     qwen, h200 = CAT.models["qwen3-235b-a22b"], CAT.gpus["h200"]

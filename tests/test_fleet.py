@@ -13,8 +13,8 @@ from kvmath.evaluate.reuse import cdf, reuse
 from kvmath.node.plan import tier_plan
 from kvmath.fleet.routers import reach
 from kvmath.evaluate.api import ScenarioError, path_values
-from kvmath.tables.rows import (bundled, data_path, nodes, pauses, pool_tier, pools,
-                                resolve_model)
+from kvmath.tables.rows import bundled, data_path, nodes, pauses, pools, resolve_model
+from kvmath.tiers.build import pool_tier
 from kvmath.traces import readers as T
 from kvmath.fleet.routing import route
 

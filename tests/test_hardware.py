@@ -9,7 +9,8 @@ from kvmath.evaluate.api import compare
 from kvmath.evaluate.prefill import prefill_time
 from kvmath.tables.rows import (DataError, Link, Measurement, Node, TierRow, bundled, data_path,
                                 projections_allowed, read, resolve_gpu, resolve_model,
-                                resolve_node, resolve_tier, row_location, tiers_of)
+                                resolve_node, resolve_tier, row_location)
+from kvmath.tiers.build import tiers_of
 
 from conftest import bundled_rows, write_csv
 

@@ -69,7 +69,7 @@ def test_a_pool_needs_the_nodes_nics_in_every_command(capsys):
     # the review: fleet and tiers refused a GB200 tray (4 NICs) a pool read over 8 NICs per
     # node, while compare, reuse and the calculator answered it at 8 NICs' rate
     from kvmath.cli.main import main
-    from kvmath.tables.rows import pool_tiers
+    from kvmath.tiers.build import pool_tiers
     tray = nodes()["gb200-nvl72-tray"]
     with pytest.raises(ScenarioError, match="8 NICs per GPU node"):
         node_tier(tray, pool_tiers()["pool:mooncake-store-dram"])

@@ -4,8 +4,9 @@ import pytest
 from kvmath import DataError, bundled, resolve_gpu, resolve_model
 from kvmath.logic.rules import dense_flops
 from kvmath.tables.schema import resource, table
-from kvmath.tables.rows import (DTYPE_BYTES, Link, Model, TierRow, VidurMlp, data_path, efficiencies_of, read,
-                           tiers_of)
+from kvmath.tables.rows import (DTYPE_BYTES, Link, Model, TierRow, VidurMlp, data_path,
+                                efficiencies_of, read)
+from kvmath.tiers.build import tiers_of
 
 KINDS = set(next(f for f in resource("gpus")["schema"]["fields"] if f["name"] == "kind")["constraints"]["enum"])
 

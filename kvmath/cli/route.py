@@ -121,7 +121,7 @@ def check_pool_reach(pool, node):
     over the network, through ``client_nics`` NICs of each GPU node (nodes.csv ``nics``;
     :func:`kvmath.logic.node_tier`)."""
     from kvmath.logic.path import node_tier
-    from kvmath.tables.rows import pool_tier
+    from kvmath.tiers.build import pool_tier
     node_tier(node, pool_tier(pool, pool.gpu_nodes))
 
 

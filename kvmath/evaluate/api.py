@@ -41,7 +41,8 @@ from kvmath.logic.values import concurrent_at_load, load_shares, plain_values  #
 from kvmath.scenario.build import node_tp  # noqa: F401 (the command line's, by name)
 from kvmath.tiers.build import HBM_TIER  # noqa: F401
 from kvmath.scenario.record import Scenario, scenario  # noqa: F401
-from kvmath.tables.rows import Model, Tier
+from kvmath.tables.rows import Model
+from kvmath.tiers.records import Tier
 
 
 @lru_cache(maxsize=None)

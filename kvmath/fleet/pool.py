@@ -28,7 +28,8 @@ def pool_spec(node, nodes, pool):
     (:meth:`~kvmath.tables.rows.Pool.capacity`), read by each node over its share of the pool's
     servers and NICs (:func:`~kvmath.tables.rows.pool_tier`)."""
     from kvmath.evaluate.api import path_values
-    from kvmath.tables.rows import bundled, pool_tier
+    from kvmath.tables.rows import bundled
+    from kvmath.tiers.build import pool_tier
     gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)
     path = pool_tier(pool, nodes)
     bw = path_values(path, gpu, node.gpus)[0] * node.gpus

@@ -35,8 +35,8 @@ from kvmath.logic.runtime import portable_data
 from kvmath.scenario.options import DEFAULT_PAUSE, calculator_options
 from kvmath.scenario.record import defaults as record_defaults
 from kvmath.tables.schema import data_path
-from kvmath.tables.rows import (PROJECTION, bundled, codecs, node_drive, nodes, pauses,
-                               pool_tiers, pools)
+from kvmath.tables.rows import PROJECTION, bundled, codecs, node_drive, nodes, pauses, pools
+from kvmath.tiers.build import pool_tiers
 from kvmath.present.format import TIE_SPEEDUP, _TIME_UNITS
 from kvmath.version import version_info
 

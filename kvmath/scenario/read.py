@@ -66,7 +66,8 @@ def load_scenario(path, allowed):
 def _bundled_names(key, command=None):
     """The bundled names a scenario key may hold (a name, not a file), or None; hbm is a tier
     of compare's only (the prefix still in GPU memory)."""
-    from kvmath.tables.rows import bundled, codecs, engines, nodes, pauses, pool_tiers, pools
+    from kvmath.tables.rows import bundled, codecs, engines, nodes, pauses, pools
+    from kvmath.tiers.build import pool_tiers
     cat = bundled()
     tables = {"model": lambda: cat.models, "gpu": lambda: cat.gpus,
               "tier": lambda: [*cat.tiers] + (["hbm", *pool_tiers()] if command in (None, "compare")

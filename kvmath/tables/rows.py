@@ -16,8 +16,8 @@ from kvmath.errors import InputError
 from kvmath.tables.families import family
 from kvmath.tables.schema import DataError, FieldError, Row, UnknownName, data_path, package, read, resource, table
 
-from kvmath.tiers.build import HBM_TIER, kind_tiers, pool_tier, pool_tiers, tiers_of  # noqa: F401
-from kvmath.tiers.records import GPU_HOST_LINK, GPU_HOST_MEMORY, Hop, Tier  # noqa: F401
+from kvmath.tiers.build import kind_tiers, tiers_of
+from kvmath.tiers.records import GPU_HOST_LINK, GPU_HOST_MEMORY
 
 
 def _need(row, when, names, what):
