@@ -172,7 +172,10 @@ def test_tiers_json(capsys):
                        "--resume-rate", "2", "--json")
     plan = json.loads(out)
     assert code == 0 and [t["tier"] for t in plan["tiers"]] == ["hbm", "host-dram", "nvme"]
-    assert plan["tp"] == 8
+    # the layout every command takes: the smallest TP that holds the weights and one prompt
+    code, out, _ = run(capsys, "compare", "--model", "llama-3.1-70b", "--gpu", "h100-sxm",
+                       "--tier", "host-dram", "--tokens", "32768", "--json")
+    assert plan["tp"] == json.loads(out)["tp"] == 4
 
 
 def test_tiers_human(capsys):
@@ -402,13 +405,14 @@ def test_inputs_are_never_silently_dropped(capsys, tmp_path):
 
 
 def test_review_fixes_of_the_node_and_engine_rules(capsys):
-    """After review: the default TP of a node's plan is the largest its heads allow (Qwen2.5-7B
-    had failed with '--tp 8', a flag nobody typed); vLLM's single-copy MLA store and its copy
+    """After review: the default TP of a node's plan is the layout every command takes, within
+    what its heads allow (Qwen2.5-7B had failed with '--tp 8', a flag nobody typed; it fits one
+    H100); vLLM's single-copy MLA store and its copy
     kernel are CUDA's (on MI300X every rank stores its own copy, by driver copies); trace
     sizes a block by the copies the engine stores."""
     code, out, err = run(capsys, "tiers", "--model", "qwen2.5-7b", "--tokens", "4096",
                          "--resume-rate", "1", "--json")
-    assert code == 0 and json.loads(out)["tp"] == 4, err
+    assert code == 0 and json.loads(out)["tp"] == 1, err
     r = {}
     for gpu in ("h200", "mi300x"):
         code, out, err = run(capsys, "compare", "--model", "deepseek-v3", "--gpu", gpu,

@@ -541,9 +541,10 @@ def test_ttft_fcfs_by_hand():
 
 def test_fleet_reports_ttft_and_searches_an_slo(conversation):
     from kvmath.fleet.run import fleet, nodes_needed
-    one = fleet(conversation, MODEL, NODE, 1, "affinity")
-    two = fleet(conversation, MODEL, NODE, 2, "affinity")
-    four = fleet(conversation, MODEL, NODE, 4, "affinity")
+    # one replica a node (TP 8): the SLO search's mechanics, not the layout default's
+    one = fleet(conversation, MODEL, NODE, 1, "affinity", tp=8)
+    two = fleet(conversation, MODEL, NODE, 2, "affinity", tp=8)
+    four = fleet(conversation, MODEL, NODE, 4, "affinity", tp=8)
     assert 0 < four["ttft_s_p50"] <= four["ttft_s_p99"] < two["ttft_s_p99"]
     # one node: decode alone fills its GPUs, so prefill never gets a turn and the wait grows
     # without bound (said, not printed as a number)
@@ -551,7 +552,7 @@ def test_fleet_reports_ttft_and_searches_an_slo(conversation):
     assert one["ttft_s_p50"] is None and not one["feasible"]
     slo = four["ttft_s_p99"]
     need, tried = nodes_needed(conversation, MODEL, NODE, "affinity", max_nodes=8,
-                               slo_ttft_p99_s=slo)
+                               slo_ttft_p99_s=slo, tp=8)
     assert need is not None and need <= 4 and tried[need]["ttft_s_p99"] <= slo
 
 

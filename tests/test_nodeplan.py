@@ -31,12 +31,16 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def test_hbm_tier_by_hand():
-    """8 x 80 GiB x 0.92 used x 0.95 after the activation reserve, less one copy of the weights
-    (TP 8) and 16 running 32k-token sequences of 10.74 GB."""
-    plan = tier_plan(NODE, M70, 32768, 1.0, PAUSE, find_limit=False)
+@pytest.mark.parametrize("tp", [8, None])
+def test_hbm_tier_by_hand(tp):
+    """8 x 80 GiB x 0.92 used x 0.95 after the activation reserve, less a copy of the weights
+    per replica (TP 8: one; by default the layout every command takes, the smallest TP that
+    holds the weights and one 32k-token prompt, TP 4: two) and 16 running 32k-token sequences
+    of 10.74 GB."""
+    plan = tier_plan(NODE, M70, 32768, 1.0, PAUSE, tp=tp, find_limit=False)
+    assert plan["tp"] == (tp or 4)
     kv = 327_680 * 32_768
-    expected = 8 * 80 * 2**30 * 0.92 * 0.95 - weights_bytes(M70) - 16 * kv
+    expected = 8 * 80 * 2**30 * 0.92 * 0.95 - 8 / plan["tp"] * weights_bytes(M70) - 16 * kv
     assert plan["hbm_free_bytes"] == pytest.approx(expected, rel=1e-12)
     assert plan["tiers"][0]["capacity_bytes"] == pytest.approx(expected, rel=1e-12)
     assert plan["batch_kv_bytes"] == 16 * kv
@@ -104,7 +108,7 @@ def test_writes_within_rating_stay_within_endurance(rate):
 def test_compute_demand_by_hand_and_limit():
     plan = tier_plan(NODE, M70, 32768, 8.0, PAUSE)
     assert plan["prefill_demand_gpu_s_per_s"] == pytest.approx(
-        8.0 * plan["recomputed_fraction"] * plan["recompute_s"] * 8)
+        8.0 * plan["recomputed_fraction"] * plan["recompute_s"] * plan["tp"])
     limit = plan["compute_limit_resume_rate_per_s"]
     assert 0 < limit < 8 and not plan["compute_feasible"]
     assert tier_plan(NODE, M70, 32768, limit * 0.99, PAUSE, find_limit=False)["compute_feasible"]

@@ -57,6 +57,21 @@ def _layout(r):
     return ", ".join(parts)
 
 
+def layout_note(r):
+    """One line when the default layout moves with the prompt's length (compare's
+    layout_by_length), or None: the TP each length up to this one takes."""
+    steps = r.get("layout_by_length") or []
+    if not steps:
+        return None
+    spans, lo = [], 2
+    for upto, tp in steps:
+        spans.append(f"TP {tp} from {lo:,.0f} to {upto:,.0f} tokens")
+        lo = upto + 1
+    return (f"note: the layout moves with the prompt ({'; '.join(spans)}): the smallest TP that "
+            "holds the weights and the prompt's KV, the default every command takes; --tp holds "
+            "one layout at every length")
+
+
 def _band(pair):
     return f"[{fmt_time(pair[0])} to {fmt_time(pair[1])}]"
 
@@ -189,6 +204,9 @@ def human(r):
     if r["known_limits"]:
         lines.append(f"note: validation row(s) {', '.join(r['known_limits'])} show the model "
                      "missing this configuration; their error is in the bands")
+    note = layout_note(r)
+    if note:
+        lines.append(note)
     if r.get("load_kernel"):
         lines.append(f"note: {r['engine']} loads copies of {fmt_bytes(r['copy_bytes'], 3)} "
                      "by its copy kernel, charged no per-copy cost (an assumption, no published "

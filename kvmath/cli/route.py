@@ -43,9 +43,11 @@ def _analyse_route(args, trace, s, cfg):
     from kvmath.traces import readers as T
     from kvmath.fleet.nodes import check_fleet, node_setup
     from kvmath.fleet.routing import route
+    from kvmath.scenario.build import with_node_tp
+    check_fleet(trace, s.nodes)
+    batch_context = s.batch_context or T.batch_context_of(trace, s.model)
+    s = with_node_tp(s, batch_context)
     node, model, tp, engine, nodes = s.node, s.model, s.tp, s.engine, s.nodes
-    check_fleet(trace, nodes)
-    batch_context = s.batch_context or T.batch_context_of(trace, model)
     _, block_bytes, _, blocks, _ = node_setup(trace, model, node, tp, engine, s.batch_seqs,
                                               batch_context,
                                               **cache_sizes(s, cfg, node, tp, model))
@@ -128,6 +130,9 @@ def check_pool_reach(pool, node):
 def _analyse_fleet(args, trace, s, cfg):
     from kvmath.scenario.engine_config import cache_sizes
     from kvmath.fleet.run import fleet, fleet_cost, nodes_needed
+    from kvmath.scenario.build import with_node_tp
+    from kvmath.traces import readers as T
+    s = with_node_tp(s, s.batch_context or T.batch_context_of(trace, s.model))
     node, model, pool = s.node, s.model, s.pool
     kw = dict(tp=s.tp, engine=s.engine, batch_seqs=s.batch_seqs, batch_context=s.batch_context,
               dask=None if args.dask == "none" else args.dask, writes=s.writes,

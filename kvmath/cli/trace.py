@@ -34,17 +34,18 @@ def add_parser(subparsers):
 
 def analyse(args):
     """The JSON-ready result of ``kvmath trace``."""
-    from kvmath.scenario.build import scenario_of
+    from kvmath.scenario.build import scenario_of, with_node_tp
     from kvmath.scenario.engine_config import cache_sizes
     from kvmath.scenario.options import TRACE
     from kvmath.traces import replay as C
     from kvmath.traces import readers as T
 
     s, cfg = scenario_of(args, TRACE)
-    node, model, gpu, tp, engine = s.node, s.model, s.gpu, s.tp, s.engine
     if s.sample_rate:
         return analyse_sampled(args, s, cfg)
     trace = T.load(args.file)
+    s = with_node_tp(s, s.batch_context or T.batch_context_of(trace, s.model))
+    node, model, gpu, tp, engine = s.node, s.model, s.gpu, s.tp, s.engine
     stats = T.reuse_stats(trace)
     distances = C.stack_distances(trace)
     curve = C.lru_curve(trace, distances)
@@ -133,7 +134,8 @@ def analyse_sampled(args, s, cfg):
     from kvmath.traces import readers as T
     from kvmath.traces import replay as C
     from kvmath.fleet.nodes import node_setup
-    node, model, tp, engine = s.node, s.model, s.tp, s.engine
+    from kvmath.scenario.build import with_node_tp
+    node, model, engine = s.node, s.model, s.engine
     rate = T.shards_rate(s.sample_rate)
     if rate == 0:
         raise ScenarioError(f"--sample-rate {s.sample_rate:g} keeps no block: SHARDS keeps a "
@@ -150,6 +152,8 @@ def analyse_sampled(args, s, cfg):
                             f"{hashed:,} of them)")
     curve = C.lru_curve(trace)
     batch_context = s.batch_context or T.batch_context_of(trace, model)
+    s = with_node_tp(s, batch_context)
+    tp = s.tp
     specs, block_bytes, _, _, _ = node_setup(trace, model, node, tp, engine, s.batch_seqs,
                                              batch_context,
                                              **cache_sizes(s, cfg, node, tp, model))

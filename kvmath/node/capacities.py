@@ -92,7 +92,10 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     """
     cat = bundled()
     gpu = gpu or cat.gpus[node.gpu]
-    tp = tp or node_tp(model, node.gpus)
+    if tp is None and not batch_context:
+        raise ScenarioError("a node's TP by default holds one running sequence's context: give "
+                            "tp or batch_context")
+    tp = tp or node_tp(model, node, batch_context, gpu, None, compute_dtype)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
     d = plan_defaults()

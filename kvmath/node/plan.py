@@ -80,7 +80,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
     NVMe tier's value for the plans a sweep of the plans already made."""
     cat = bundled()
     gpu = gpu or cat.gpus[node.gpu]
-    tp = tp or node_tp(model, node.gpus)
+    tp = tp or node_tp(model, node, tokens, gpu, engine, compute_dtype)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
     base = compared(model, gpu, cat.tiers["host-dram"], tokens, tp, compute_dtype, engine)

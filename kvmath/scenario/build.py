@@ -18,8 +18,9 @@ options name and fills every other field from :func:`~kvmath.scenario.record.rec
 * the engine (:func:`kvmath.scenario.engine_config.engine_of`: ``--engine``, or the profile of
   the engine's own settings in ``--engine-config``), the codec, the pause, and the rows of a
   ``--prices`` file (:func:`price_overrides` adds the per-item price flags to them);
-* for the commands planning a whole node (tiers, trace, route, fleet), the TP: ``--tp``, else
-  :func:`node_tp`, refused above the node's GPUs.
+* for the commands planning a whole node (tiers, trace, route, fleet), the TP: ``--tp``, refused
+  above the node's GPUs; else the layout default every command takes (:func:`node_tp`), which
+  tiers settles here and the trace commands once their trace says how long its prompts run.
 
 What the scenario layer cannot resolve stays with the command that needs it: the share of
 returns a router sends back to the cache's node (``reach``, by the routers' rule: the reuse and
@@ -32,7 +33,8 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from kvmath.errors import UsageError
-from kvmath.logic.layout import heads_fit
+from kvmath.logic.constants import MIN_PREFIX_TOKENS
+from kvmath.logic.layout import choose_layout
 from kvmath.logic.path import node_gpu, node_tier
 from kvmath.logic.rules import dense_flops
 from kvmath.logic.reuse import PRICE_OPTIONS
@@ -83,8 +85,9 @@ def scenario_of(args, command) -> Built:
         check_tier(cfg, tier)
     model = model_of(args)
     values = record_values(args)
-    if command in NODE_COMMANDS:
-        values["tp"] = node_tp_checked(model, node, args.tp)
+    if command in NODE_COMMANDS:  # tiers plans --tokens; a trace's prompts are read later
+        values["tp"] = node_tp_checked(model, node, args.tp, args.tokens if command == TIERS
+                                       else None, gpu, engine, getattr(args, "compute_dtype", None))
     pause = resolve_pause(args.pause) if getattr(args, "pause", None) else None
     codec = resolve_codec(args.codec) if getattr(args, "codec", None) else None
     values["pool_nodes"] = pool_nodes  # given, or the pool's default
@@ -156,15 +159,39 @@ def tier_of(args, command, pool=None, pool_nodes=None):
     return resolve_tier(name)
 
 
-def node_tp(model: Model, gpus: int):
-    """The TP a node's plan uses by default: all of its gpus, or the largest TP below that the
-    model's heads allow (Qwen2.5-7B's 28 heads take TP 4 on an 8-GPU node, not 8)."""
-    return max(k for k in range(1, gpus + 1) if heads_fit(model, k))
+def node_tp(model: Model, node, tokens, gpu=None, engine=None, compute_dtype=None):
+    """The TP a scenario on ``node`` takes when none is given: the layout default every command
+    takes, stated once (:func:`kvmath.logic.layout.choose_layout`: the sourced deployment for the
+    model and GPU, else the smallest TP whose HBM holds the weights and one prompt of ``tokens``
+    tokens); ScenarioError when that is more than the node's GPUs. gpu: the node's (default its
+    row, counted as the node holds it)."""
+    if gpu is None:
+        gpu = node_gpu(node, resolve_gpu(node.gpu), None)
+    s = Scenario(model=model, gpu=gpu, tier=None, engine=engine, compute_dtype=compute_dtype)
+    tp = choose_layout(s, max(float(tokens), MIN_PREFIX_TOKENS), None, False).tp
+    if tp > node.gpus:
+        raise ScenarioError(f"{model.name} with {tokens:,.0f}-token prompts takes TP {tp} (the "
+                            f"smallest that holds its weights and one prompt's KV on {gpu.name}): "
+                            f"more than node {node.name}'s {node.gpus} GPUs; give --tp, or a "
+                            "larger node")
+    return tp
 
 
-def node_tp_checked(model, node, tp=None):
-    """--tp, else :func:`node_tp` of the node; ScenarioError above the node's GPUs."""
-    tp = tp or node_tp(model, node.gpus)
+def with_node_tp(s, tokens):
+    """Scenario ``s`` on its node with its TP settled: its own, else :func:`node_tp` at prompts
+    of ``tokens`` tokens (a trace's running context)."""
+    if s.tp is not None:
+        return s
+    return replace(s, tp=node_tp(s.model, s.node, tokens, s.gpu, s.engine, s.compute_dtype))
+
+
+def node_tp_checked(model, node, tp=None, tokens=None, gpu=None, engine=None,
+                    compute_dtype=None):
+    """--tp, refused above the node's GPUs; else :func:`node_tp` at ``tokens`` (None: left to
+    the command, which knows its prompts' length only later)."""
+    if tp is None:
+        return None if tokens is None else node_tp(model, node, tokens, gpu, engine,
+                                                   compute_dtype)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
     return tp
