@@ -1,5 +1,5 @@
 """The chapters' facade: every name a chapter of the book uses, from the layer that defines it.
-A chapter imports ``kvmath.book`` and nothing else of kvmath (tests/test_book.py checks), so the
+A chapter imports ``kvmath.book`` and nothing else of kvmath (tests/book/test_book.py checks), so the
 package can move beneath the book without a chapter changing. Grouped by layer, lowest first.
 """
 from kvmath.derive import (kv as derive_kv, prefill as derive_prefill, reuse as derive_reuse,

@@ -1,6 +1,6 @@
 """Fit vLLM's request costs on the TTFT rows of validation.csv and write them to
 kvmath/data/engine_costs.csv (kvmath.evaluate.engine_fit.fit; the hashing row, a sourced measurement,
-is kept). tests/test_engine_fit.py checks that the committed values are the fit's.
+is kept). tests/evaluate/test_engine_fit.py checks that the committed values are the fit's.
 
 Run after changing a TTFT validation row, the prefill model or a path: the fit's base is
 compare()'s TTFT with these costs taken out. ``python scripts/fit_engine_costs.py``

@@ -4,7 +4,7 @@ default pause of ``reuse`` and ``tiers``.
 
     PYTHONPATH=$PWD python scripts/fit_pauses.py
 
-tests/test_traces.py fails if either file drifts from what kvmath.traces.readers.fit_pauses computes.
+tests/traces/test_traces.py fails if either file drifts from what kvmath.traces.readers.fit_pauses computes.
 """
 import csv
 import sys

@@ -1,6 +1,6 @@
 """Re-run the command-line examples in README.md and replace their output blocks.
 
-tests/test_readme.py fails when an example's output no longer matches the CLI; run this on
+tests/cli/test_readme.py fails when an example's output no longer matches the CLI; run this on
 purpose, review `git diff README.md`, and commit.
 """
 import contextlib

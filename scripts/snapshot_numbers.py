@@ -1,6 +1,6 @@
 """Write tests/snapshots/numbers.json: the CLI's JSON answers over a fixed grid of scenarios.
 
-tests/test_snapshot.py checks that the library still gives these numbers (rel. diff <= 1e-9),
+tests/evaluate/test_snapshot.py checks that the library still gives these numbers (rel. diff <= 1e-9),
 so a refactor (generated numeric code, the data layer) cannot silently move an answer.
 Regenerate only for a deliberate change of a number: ``python scripts/snapshot_numbers.py``.
 """

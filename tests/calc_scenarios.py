@@ -1,5 +1,5 @@
 """Random calculator scenarios (CLI flag names) and Python's compare for each, shared by the
-Node test (tests/test_webcalc.py) and the browser test (tests/browser/test_calculator.py)."""
+Node test (tests/present/test_webcalc.py) and the browser test (tests/browser/test_calculator.py)."""
 import math
 import random
 
@@ -173,3 +173,31 @@ def mismatches(cases, got):
                 if not close(hh[key], wh[key]):
                     out.append((s, f"path {wh['link']} {key}", hh[key], wh[key]))
     return out
+
+
+def python_reuse(s):
+    """reuse --json's answer for a page state, as the command line computes it (shared by the
+    Node test and the browser test)."""
+    from kvmath.tables.rows import pools
+    from kvmath.logic.path import node_gpu, node_tier
+    from kvmath.evaluate.reuse import reuse
+    from kvmath.tables.rows import node_drive, nodes, pauses, prices
+    from dataclasses import replace
+    cat = bundled()
+    gpu = cat.gpus[s["gpu"]]
+    pool = pools()[s["tier"][5:]] if s["tier"].startswith("pool:") else None
+    from kvmath.present.calculator import calculator_tiers
+    tier = calculator_tiers()[s["tier"]]
+    drive = None
+    if "node" in s:
+        node = nodes()[s["node"]]
+        gpu, tier = node_gpu(node, cat.gpus[node.gpu], gpu), node_tier(node, tier)
+        drive = node_drive(node) if tier.name == "nvme" else None
+    over = tuple((row, replace(prices()[row], value=s[flag])) for flag, row in
+                 (("dram-price", "ddr5_usd_per_GB"), ("nvme-price", "nvme_usd_per_GB"))
+                 if flag in s)
+    return reuse(cat.models[s["model"]], gpu, tier, s["tokens"],
+                 pauses()[s.get("pause", "conversation-fitted")], tp=s.get("tp"),
+                 gpu_price=s.get("gpu-price"), engine=s.get("engine"), price_overrides=over,
+                 reach=1.0 if pool else s.get("reach", 1.0),
+                 turn_new_tokens=s.get("turn-new-tokens"), drive=drive)

@@ -1,6 +1,6 @@
 """The pure-Python replay, routers, previous turns and queue that the compiled ones replaced
 (issue 21 item 5), kept as the oracle the compiled kernels are held equal to
-(tests/test_compiled.py). Copied from kvmath/traces/replay.py, routing.py, readers.py and
+(tests/traces/test_simulate.py). Copied from kvmath/traces/replay.py, routing.py, readers.py and
 fleet.py as they stood before the kernels; only the imports differ."""
 from __future__ import annotations
 

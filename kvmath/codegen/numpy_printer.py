@@ -3,7 +3,7 @@
 ``numpy.minimum``/``maximum``, erf through ``math.erf``), into :mod:`kvmath._generated.numeric`;
 and the calculator's formulas (:mod:`kvmath.codegen.javascript`) into
 ``kvmath/_generated/kvcalc_formulas.js``. Arguments are the free symbols sorted by name, as
-``kvmath.logic.runtime.Numeric`` passes them. tests/test_numeric.py checks that regenerating
+``kvmath.logic.runtime.Numeric`` passes them. tests/codegen/test_numeric.py checks that regenerating
 gives the same bytes, so the SymPy derivations stay the single source.
 """
 import keyword

@@ -18,7 +18,7 @@ only when the file and its directory belong to this user and no one else may wri
 another user cannot plant values. A value planted by this user's own account is not detected:
 such an account could change the installed package itself; and a planted value never reaches
 the answer path, which reads the committed generated code, whose test
-(tests/test_numeric.py) regenerates it and fails if it differs.
+(tests/codegen/test_numeric.py) regenerates it and fails if it differs.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class UnsafeCache(ValueError):
 
 
 #: the SymPy classes a stored srepr may call: the arithmetic the derivations' results are made
-#: of (tests/test_symcache.py checks every stored result's are among them), nothing that
+#: of (tests/derive/test_symcache.py checks every stored result's are among them), nothing that
 #: computes more than it is given
 ALLOWED = ("Add", "Mul", "Pow", "Symbol", "Dummy", "Integer", "Rational", "Float", "Half",
            "NegativeOne", "One", "Zero", "Infinity", "NegativeInfinity", "NaN", "ComplexInfinity",

@@ -17,7 +17,7 @@ Nothing the calculator computes is typed into JavaScript by hand. :func:`write_s
   factors, and the form's fields (:mod:`kvmath.scenario.options`), at build time.
 
 ``_ext/kvcalc.js`` (hand-written) is the user interface only: it reads the form or a permalink,
-calls the printed logic and shows its answer. ``tests/test_webcalc.py`` runs the page's
+calls the printed logic and shows its answer. ``tests/present/test_webcalc.py`` runs the page's
 evaluation under Node against ``compare``.
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ RUNTIME = Path(__file__).with_name("kvcalc_runtime.js")
 #: the scenario the page opens with (the book's headline scenario)
 DEFAULTS = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 32768}
 #: the page's erf (kvcalc_runtime.js) against Python's math.erf, absolute, over the range the
-#: pause distributions reach (tests/test_webcalc.py holds it)
+#: pause distributions reach (tests/present/test_webcalc.py holds it)
 ERF_TOLERANCE = 2e-15
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from kvmath._generated import numeric as _numeric
 
 #: the generated table (absent only while scripts/generate_numeric.py writes a first or stale
-#: file: tests/test_numeric.py fails on a stale one)
+#: file: tests/codegen/test_numeric.py fails on a stale one)
 _FAMILIES = getattr(_numeric, "FAMILIES", {})
 
 

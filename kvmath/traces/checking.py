@@ -17,7 +17,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 #: the longest line a JSONL trace may hold, bytes (DuckDB's default largest JSON object): about
 #: 760,000 hashes of 20 digits, the prompt of the longest context window a bundled model takes
 #: (Llama 4 Scout's 10,485,760 tokens) in vLLM's default 16-token blocks, with room to spare
-#: (tests/test_trace_hardening.py holds it to the models). A longer line is refused by number,
+#: (tests/traces/test_hostile_traces.py holds it to the models). A longer line is refused by number,
 #: so no reader ever holds an unbounded line (issue 20: a 5 GB file without a newline took
 #: 10.6 GB, a gzip bomb 4 GB)
 MAX_LINE_BYTES = 16 << 20

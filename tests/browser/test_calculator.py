@@ -225,7 +225,7 @@ def test_the_page_shows_reuse_at_the_prices_given(server, browser):  # noqa: F81
     """The reuse rows (reuse --json's answer, prefixed reuse_) for a permalink with a pause and
     prices: the page shows what Python's reuse answers, to 1e-9."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from test_webcalc import _python_reuse
+    from calc_scenarios import python_reuse
     state = {"model": "llama-3.1-70b", "gpu": "h200", "tier": "nvme", "tokens": 32768,
              "pause": "chat-exponential", "gpu-price": 2.5, "nvme-price": 0.2}
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -235,7 +235,7 @@ def test_the_page_shows_reuse_at_the_prices_given(server, browser):  # noqa: F81
     t.goto(f"{server}{PAGE}?" + "&".join(f"{k}={v}" for k, v in state.items()),
            wait_until="load")
     t.wait_for_selector("#reuse_verdict[data-value]")
-    shown, want = _shown(t), _python_reuse(state)
+    shown, want = _shown(t), python_reuse(state)
     assert shown["reuse_verdict"] == want["verdict"]
     for k in ("p_breakeven", "ttl_s", "value_usd"):
         assert close(float(shown[f"reuse_{k}"]), want[k]), k

@@ -8,7 +8,7 @@ defines here: the KV elements per token and layer ``e_kv``, the copies ``rho`` a
 tensor-parallel GPUs, the attention weights per layer, the query/key and value widths one
 query-key pair costs (``d_qk``, ``d_v``), the GEMM shapes of its projections. Adding a family is
 one module beside these (defining ``FAMILY``) and its value in the data package's
-``attention`` enum (tests/test_tables.py holds the two equal).
+``attention`` enum (tests/tables/test_tables.py holds the two equal).
 """
 import importlib
 import pkgutil

@@ -6,7 +6,7 @@ A tier of tiers.csv names its kind (its ``kind`` column); a pool (pools.csv) is 
 and a prefix still in GPU memory of kind ``hbm``. Adding a kind is one module here (its tiers in
 tiers.csv, or in the module's ``tiers``): the registry finds it, the logic prices it
 (:mod:`kvmath.logic.path`, :mod:`kvmath.logic.reuse`) and the node plan places it
-(:mod:`kvmath.node`); tests/test_tier_kinds.py adds one of its own.
+(:mod:`kvmath.node`); tests/tiers/test_tier_kinds.py adds one of its own.
 """
 import importlib
 import pkgutil

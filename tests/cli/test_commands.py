@@ -384,7 +384,7 @@ def test_inputs_are_never_silently_dropped(capsys, tmp_path):
     range'), --resume-rate was dropped without a word for tiers outside the node plan, and
     trace --batch-seqs 200 set HBM to 0 B with no INFEASIBLE flag."""
     import csv
-    rows = list(csv.DictReader(open(Path(__file__).resolve().parents[1] / "kvmath" / "data"
+    rows = list(csv.DictReader(open(Path(__file__).resolve().parents[2] / "kvmath" / "data"
                                     / "nodes.csv")))
     node = {**rows[0], "name": "no-drives", "nvme_drives": "0"}
     path = tmp_path / "node.csv"

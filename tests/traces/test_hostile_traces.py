@@ -18,7 +18,7 @@ import pytest
 from kvmath.cli.main import main
 from kvmath.traces import readers as T
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GOOD = {"timestamp": 0, "input_length": 1024, "output_length": 5, "hash_ids": [1, 2]}
 
 

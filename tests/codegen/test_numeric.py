@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 from kvmath._generated import numeric as _numeric  # noqa: E402
 from kvmath.codegen import numpy_printer as generate_numeric  # noqa: E402
 from kvmath.evaluate.api import Numeric  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 
 from kvmath.cli.main import main
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 EXAMPLES = re.findall(r"```sh\n\.venv/bin/python -m kvmath ((?:compare|reuse|tiers|trace|route|fleet) [^\n]+)\n```\n\n```text\n(.*?)```",
                       README, flags=re.S)
 

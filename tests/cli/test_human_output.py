@@ -114,7 +114,7 @@ def test_version_agrees_everywhere():
 
     import yaml
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     pyproject = re.search(r'^version = "([^"]+)"', (root / "pyproject.toml").read_text(), re.M)
     cff = yaml.safe_load((root / "CITATION.cff").read_text())
     assert pyproject.group(1) == version_info()["version"] == cff["version"]

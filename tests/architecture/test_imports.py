@@ -3,7 +3,7 @@ function-level imports included, so a module's place in the layering is its impo
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "kvmath"
+PACKAGE = Path(__file__).resolve().parents[2] / "kvmath"
 
 
 def _name(path):

@@ -19,9 +19,9 @@ from kvmath.evaluate.api import TP_CANDIDATES, default_concurrency
 from kvmath.tables.rows import bundled, pools
 from kvmath.present.calculator import ERF_TOLERANCE, generate, scenario_data, write_static
 
-from calc_scenarios import mismatches, scenarios
+from calc_scenarios import mismatches, python_reuse, scenarios
 
-UI = Path(__file__).resolve().parents[1] / "_ext" / "kvcalc.js"
+UI = Path(__file__).resolve().parents[2] / "_ext" / "kvcalc.js"
 NODE = shutil.which("node")
 
 
@@ -202,32 +202,6 @@ REUSE_NUMERIC = ["ttl_s", "p_breakeven", "value_usd", "hit_probability", "saving
                  "write_usd_per_byte", "kv_bytes", "new_fraction", "return_probability"]
 
 
-def _python_reuse(s):
-    """reuse --json's answer for a page state, as the command line computes it."""
-    from kvmath.logic.path import node_gpu, node_tier
-    from kvmath.evaluate.reuse import reuse
-    from kvmath.tables.rows import node_drive, nodes, pauses, prices
-    from dataclasses import replace
-    cat = bundled()
-    gpu = cat.gpus[s["gpu"]]
-    pool = pools()[s["tier"][5:]] if s["tier"].startswith("pool:") else None
-    from kvmath.present.calculator import calculator_tiers
-    tier = calculator_tiers()[s["tier"]]
-    drive = None
-    if "node" in s:
-        node = nodes()[s["node"]]
-        gpu, tier = node_gpu(node, cat.gpus[node.gpu], gpu), node_tier(node, tier)
-        drive = node_drive(node) if tier.name == "nvme" else None
-    over = tuple((row, replace(prices()[row], value=s[flag])) for flag, row in
-                 (("dram-price", "ddr5_usd_per_GB"), ("nvme-price", "nvme_usd_per_GB"))
-                 if flag in s)
-    return reuse(cat.models[s["model"]], gpu, tier, s["tokens"],
-                 pauses()[s.get("pause", "conversation-fitted")], tp=s.get("tp"),
-                 gpu_price=s.get("gpu-price"), engine=s.get("engine"), price_overrides=over,
-                 reach=1.0 if pool else s.get("reach", 1.0),
-                 turn_new_tokens=s.get("turn-new-tokens"), drive=drive)
-
-
 @pytest.mark.skipif(NODE is None, reason="Node.js not installed (the browser test covers it)")
 def test_the_pages_reuse_is_the_command_lines(tmp_path):
     """The page's reuse answer (logic.reuse_answer, printed) equals reuse's for the same
@@ -240,7 +214,7 @@ def test_the_pages_reuse_is_the_command_lines(tmp_path):
     got = json.loads(out.stdout)
     for s, g in zip(REUSE_STATES, got):
         assert "error" not in g and "reuse_error" not in g, (s, g)
-        want = _python_reuse(s)
+        want = python_reuse(s)
         assert g["reuse_verdict"] == want["verdict"], s
         assert g["reuse_offload_can_pay"] == want["offload_can_pay"], s
         for k in REUSE_NUMERIC:

@@ -13,7 +13,7 @@ from kvmath.evaluate.api import ScenarioError, fn, numeric_of, scenario_values
 from kvmath.evaluate.prefill import PARTS, fitted_parameters, prefill_time
 from kvmath.tables.rows import DataError, bundled
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CAT = bundled()
 DENSE = [m for m in CAT.models.values() if not m.is_moe]
 TOKENS = np.array([1.0, 7.0, 64.0, 500.0, 4096.0, 32768.0])

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kvmath.cli.main import main
 from kvmath.tables.rows import data_path
 
-from test_cli_fuzz import NUMBERS, _clean
+from test_hostile_arguments import NUMBERS, _clean
 
 FUZZ = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])

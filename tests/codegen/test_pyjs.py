@@ -13,7 +13,7 @@ import pytest
 from kvmath.codegen.pyjs import Unsupported, transpile
 
 NODE = shutil.which("node")
-RUNTIME = Path(__file__).resolve().parents[1] / "kvmath" / "present" / "kvcalc_runtime.js"
+RUNTIME = Path(__file__).resolve().parents[2] / "kvmath" / "present" / "kvcalc_runtime.js"
 
 #: a module in the subset, each function exercising what JavaScript means otherwise
 SOURCE = '''
