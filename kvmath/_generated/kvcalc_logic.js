@@ -261,12 +261,24 @@
     return [Number(R.formula("derive.hbm_slack", v)), Number(R.formula("derive.weights_per_gpu", v)), (s.batch * Number(R.formula("derive.kv_bytes_per_gpu", v)))];
   }
 
+  function running_batch_fits(s, layout, tokens, usable) {
+    let running, n_node, share, context;
+    running = ((s.batch_seqs != null) ? s.batch_seqs : R.DATA.running_batch_seqs);
+    if (!((running > 0))) {
+      return true;
+    }
+    n_node = own_value(s.own, "N_node", s.gpu.gpus_per_node);
+    share = R.with_fields(s, ({"batch": ((running * layout.tp) / n_node)}));
+    context = ((s.batch_context != null) ? s.batch_context : tokens);
+    return (hbm_slack(share, layout, context, usable)[0] >= 0);
+  }
+
   function usable_fraction(s) {
     return hbm_fit_fraction(((s.engine != null) ? s.engine : R.DATA.engines[DEFAULT_ENGINE]));
   }
 
   function choose_layout(s, tokens = 1, usable = null, check_fit = true) {
-    let model, gpu, own, ep, tp, compute_dtype, experts, served, dep, weight_dtype, layout, kv, make, k, fit, fits, hint;
+    let model, gpu, own, ep, tp, compute_dtype, experts, served, dep, weight_dtype, layout, kv, make, alone, k, fit, fits, hint;
     model = s.model;
     gpu = s.gpu;
     own = s.own;
@@ -316,11 +328,20 @@
         layout = make(tp, "given");
       } else {
         layout = null;
+        alone = null;
         for (const k of R.list(TP_CANDIDATES)) {
           if (R.truthy(R.and_(heads_fit(model, k, own), () => (hbm_slack(s, make(k, ""), tokens, usable)[0] >= 0)))) {
-            layout = make(k, "smallest TP that holds the weights and the batch's KV");
-            break;
+            if (R.truthy(running_batch_fits(s, make(k, ""), tokens, usable))) {
+              layout = make(k, "smallest TP that holds the weights, the prompt's KV and its share of the node's running batch");
+              break;
+            }
+            if ((alone == null)) {
+              alone = make(k, "smallest TP that holds the weights and the prompt's KV (no TP holds the node's running batch too)");
+            }
           }
+        }
+        if ((layout == null)) {
+          layout = alone;
         }
         if ((layout == null)) {
           throw new R.ScenarioError(`${R.fmt(model.name, "")} does not fit ${R.fmt(TP_CANDIDATES.at((-1)), "")} ${R.fmt(gpu.name, "")} GPUs (the largest TP tried) with --batch ${R.fmt(s.batch, "")} x --tokens ${R.fmt(tokens, ",")} tokens of KV`);
@@ -1410,5 +1431,5 @@
     return [r, reuse_of(r, pause, ({"price": price, "usd_per_gpu_hour": s.gpu_price, "reach": reach, "lifetime_drive_writes": R.get(extras, "lifetime_drive_writes"), "turn_new_tokens": s.turn_new_tokens, "c_cap": R.get(extras, "c_cap")}))];
   }
 
-  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, BEYOND_CONTEXT_ELSEWHERE, MAY_BE_INF, SHAPE_FIELDS, engine_of, prefill_model, own_value, is_moe, latent, shape_key, round_up, sign, dense_flops, served_model, rope_hint, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, usable_fraction, choose_layout, deployment_values, longest_prompt, layout_lengths, node_gpu, tier_kind, node_tier, tier_exists_on, check_tier_gpu, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, load_shares, concurrent_at_load, load_values, calibrated_values, prefill_parts, layout_parallel, recompute_fn, suffix_values, time_step, CROSSING_POINTS, CROSSING_ITERATIONS, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, compare_at, compare, ttft_curve, prompt_limit, binding_hop, reload_bandwidth_range, reload_floor, known_limits, variant, variant_loads, variant_bandwidth, band, TTL_MIN_S, TTL_MAX_S, TTL_POINTS, KEEP_HORIZON_S, REUSE_KEYS, PRICE_OPTIONS, pause_kind, pause_values, capacity_pricing, tier_prices, gpu_hour_price, ttl_grid, breakeven_p, best_ttl, saved_s, new_fraction, reuse_of, reuse_scenario, reuse_answer};
+  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, BEYOND_CONTEXT_ELSEWHERE, MAY_BE_INF, SHAPE_FIELDS, engine_of, prefill_model, own_value, is_moe, latent, shape_key, round_up, sign, dense_flops, served_model, rope_hint, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, running_batch_fits, usable_fraction, choose_layout, deployment_values, longest_prompt, layout_lengths, node_gpu, tier_kind, node_tier, tier_exists_on, check_tier_gpu, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, load_shares, concurrent_at_load, load_values, calibrated_values, prefill_parts, layout_parallel, recompute_fn, suffix_values, time_step, CROSSING_POINTS, CROSSING_ITERATIONS, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, compare_at, compare, ttft_curve, prompt_limit, binding_hop, reload_bandwidth_range, reload_floor, known_limits, variant, variant_loads, variant_bandwidth, band, TTL_MIN_S, TTL_MAX_S, TTL_POINTS, KEEP_HORIZON_S, REUSE_KEYS, PRICE_OPTIONS, pause_kind, pause_values, capacity_pricing, tier_prices, gpu_hour_price, ttl_grid, breakeven_p, best_ttl, saved_s, new_fraction, reuse_of, reuse_scenario, reuse_answer};
 })(window.KVCALC_RUNTIME);

@@ -75,8 +75,7 @@ def answer(args):
                          compute_dtype=s.compute_dtype, gpu_price=s.gpu_price, find_limit=False,
                          engine=s.engine, price_overrides=kw["price_overrides"], reach=h,
                          turn_new_tokens=s.turn_new_tokens,
-                         **cache_sizes(s, cfg, node, s.tp or node_tp(s.model, node, args.tokens, s.gpu,
-                                                             s.engine, s.compute_dtype),
+                         **cache_sizes(s, cfg, node, s.tp or node_tp(s, args.tokens),
                                        s.model))
         row = next((t for t in plan["tiers"] if t["tier"] == tier.name), None)
         if row is None:

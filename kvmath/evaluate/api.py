@@ -38,7 +38,7 @@ from kvmath.logic.rules import (copies_span_layers, engine_costs_calibrated,  # 
                                 request_cost_values, served_model, shape_key, stores_once)
 from kvmath.logic.runtime import Layout, Numeric, Parallel, PathHop, ScenarioError  # noqa: F401
 from kvmath.logic.values import concurrent_at_load, load_shares, plain_values  # noqa: F401
-from kvmath.scenario.build import node_tp  # noqa: F401 (the command line's, by name)
+from kvmath.scenario.build import node_layout_tp  # noqa: F401 (a node's default TP)
 from kvmath.tiers.build import HBM_TIER  # noqa: F401
 from kvmath.scenario.record import Scenario, scenario  # noqa: F401
 from kvmath.tables.rows import Model

@@ -48,11 +48,12 @@ def subtrace(trace, mask):
 def node_setup(trace, model, node, tp=None, engine=None, batch_seqs=None, batch_context=None,
                **cache_kw):
     """(tier specs, block bytes, cost model, blocks a node holds in all its tiers)."""
-    from kvmath.evaluate.api import node_tp
+    from kvmath.evaluate.api import node_layout_tp
     from kvmath.tables.rows import bundled
     gpu = replace(bundled().gpus[node.gpu], gpus_per_node=node.gpus)
     batch_context = batch_context or T.batch_context_of(trace, model)
-    tp = tp or node_tp(model, node, batch_context, gpu, engine)
+    tp = tp or node_layout_tp(model, node, batch_context, gpu=gpu, engine=engine,
+                             batch_seqs=batch_seqs, batch_context=batch_context)
     specs = C.node_tiers(node, model, tp=tp, batch_seqs=batch_seqs, batch_context=batch_context,
                          **cache_kw)
     specs = C.with_hbm_blocks(specs, model, gpu, tp, trace.block_tokens, engine)

@@ -15,7 +15,7 @@ from kvmath.logic.constants import DEFAULT_ENGINE, FAMILY_SYMBOL_DEFAULTS, MIN_P
     TP_CANDIDATES
 from kvmath.logic.rules import (compute_efficiency, dense_flops, hbm_fit_fraction, is_moe,
                                 kv_element_bytes, latent, own_value)
-from kvmath.logic.runtime import DATA, Layout, ScenarioError, field, formula
+from kvmath.logic.runtime import DATA, Layout, ScenarioError, field, formula, with_fields
 
 
 def model_values(model, kv_dtype=None, weight_dtype=None, own=None):
@@ -112,6 +112,20 @@ def hbm_slack(s, layout, tokens, usable):
             s.batch * float(formula("derive.kv_bytes_per_gpu", v))]
 
 
+def running_batch_fits(s, layout, tokens, usable):
+    """Whether each replica of ``layout`` also holds its share of the node's running batch
+    beside its weights: ``s.batch_seqs`` sequences (plan_defaults.csv's batch_seqs when the
+    scenario states none; 0: no running batch) of ``s.batch_context`` tokens (default the
+    prompt's), spread over the node's GPUs / TP replicas."""
+    running = s.batch_seqs if s.batch_seqs is not None else DATA.running_batch_seqs
+    if not running > 0:
+        return True
+    n_node = own_value(s.own, "N_node", s.gpu.gpus_per_node)
+    share = with_fields(s, {"batch": running * layout.tp / n_node})
+    context = s.batch_context if s.batch_context is not None else tokens
+    return hbm_slack(share, layout, context, usable)[0] >= 0
+
+
 def usable_fraction(s):
     """The share of HBM a scenario's engine lets weights and KV fill (:func:`hbm_fit_fraction`
     of its engine, the default one's when it names none)."""
@@ -119,12 +133,15 @@ def usable_fraction(s):
 
 
 def choose_layout(s, tokens=1, usable=None, check_fit=True):
-    """How the scenario's model is served, the layout default stated once: a sourced deployment
-    for (model, gpu) when no TP is given, else the given TP, else the smallest TP whose HBM
-    holds the weights plus the KV of ``s.batch`` sequences of ``tokens`` tokens within the
-    usable fraction (default: the scenario engine's :func:`usable_fraction`). A deployment also
-    sets the dtypes under a given TP (a TP changes the degree, not the precision it is served
-    in). ScenarioError when the given TP cannot hold them (naming a TP that would)."""
+    """How the scenario's model is served, the layout default every command takes, stated once:
+    a sourced deployment for (model, gpu) when no TP is given, else the given TP, else the
+    smallest TP whose HBM holds, within the usable fraction (default: the scenario engine's
+    :func:`usable_fraction`), the weights plus the KV of ``s.batch`` prompts of ``tokens``
+    tokens and each replica's share of the node's running batch (:func:`running_batch_fits`);
+    where no TP holds the running batch too, the smallest that holds the prompts (the node's
+    plan then says its batch does not fit). A deployment also sets the dtypes under a given TP
+    (a TP changes the degree, not the precision it is served in). ScenarioError when the given
+    TP cannot hold them (naming a TP that would)."""
     model = s.model
     gpu = s.gpu
     own = s.own
@@ -176,11 +193,19 @@ def choose_layout(s, tokens=1, usable=None, check_fit=True):
             layout = make(tp, "given")
         else:
             layout = None
+            alone = None  # the smallest that holds the prompts but not the running batch
             for k in TP_CANDIDATES:
                 if heads_fit(model, k, own) and \
                         hbm_slack(s, make(k, ""), tokens, usable)[0] >= 0:
-                    layout = make(k, "smallest TP that holds the weights and the batch's KV")
-                    break
+                    if running_batch_fits(s, make(k, ""), tokens, usable):
+                        layout = make(k, "smallest TP that holds the weights, the prompt's KV "
+                                         "and its share of the node's running batch")
+                        break
+                    if alone is None:
+                        alone = make(k, "smallest TP that holds the weights and the prompt's "
+                                        "KV (no TP holds the node's running batch too)")
+            if layout is None:
+                layout = alone
             if layout is None:
                 raise ScenarioError(f"{model.name} does not fit {TP_CANDIDATES[-1]} {gpu.name} "
                                     f"GPUs (the largest TP tried) with --batch {s.batch} x "

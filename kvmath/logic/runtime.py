@@ -263,6 +263,8 @@ def portable_data():
         "prices": {k: p.value for k, p in prices().items()},
         "gpu_prices": {k: p.usd_per_gpu_hour for k, p in gpu_prices().items()},
         "turn_new_tokens": plan_defaults()["turn_new_tokens"].value,
+        # the node's running batch a default layout holds beside a prompt (plan_defaults.csv)
+        "running_batch_seqs": plan_defaults()["batch_seqs"].value,
         # what each tier kind declares (kvmath.tiers.kinds), as the logic reads it
         "tier_kinds": {n: k.portable() for n, k in KINDS.items()},
         # the records' defaults, so the page's constructors fill what the logic leaves out

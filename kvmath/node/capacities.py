@@ -6,7 +6,8 @@ weights, the activation reserve and the running batch; then each tier kind a nod
 """
 from __future__ import annotations
 
-from kvmath.evaluate.api import ScenarioError, architecture_values, choose_layout, node_tp, path_values
+from kvmath.evaluate.api import (ScenarioError, architecture_values, choose_layout,
+                                 node_layout_tp, path_values)
 from kvmath.evaluate.reuse import compared, rfn
 from kvmath.logic.path import node_tier
 from kvmath.tables.rows import bundled, node_drive, plan_defaults
@@ -95,7 +96,8 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
     if tp is None and not batch_context:
         raise ScenarioError("a node's TP by default holds one running sequence's context: give "
                             "tp or batch_context")
-    tp = tp or node_tp(model, node, batch_context, gpu, None, compute_dtype)
+    tp = tp or node_layout_tp(model, node, batch_context, gpu=gpu, compute_dtype=compute_dtype,
+                             batch_seqs=batch_seqs, batch_context=batch_context)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
     d = plan_defaults()

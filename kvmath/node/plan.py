@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from kvmath.evaluate.api import ScenarioError, node_tp
+from kvmath.evaluate.api import ScenarioError, node_layout_tp
 from kvmath.evaluate.reuse import (_kind, cdf_or, compared, gpu_second_price, iso,  # noqa: F401
                                    new_fraction, pause_values, prices_used, rfn, saved_s,
                                    tier_prices, tier_read_bytes, ttl_filling)
@@ -80,7 +80,9 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
     NVMe tier's value for the plans a sweep of the plans already made."""
     cat = bundled()
     gpu = gpu or cat.gpus[node.gpu]
-    tp = tp or node_tp(model, node, tokens, gpu, engine, compute_dtype)
+    tp = tp or node_layout_tp(model, node, tokens, gpu=gpu, engine=engine,
+                             compute_dtype=compute_dtype, batch_seqs=batch_seqs,
+                             batch_context=batch_context)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
     base = compared(model, gpu, cat.tiers["host-dram"], tokens, tp, compute_dtype, engine)

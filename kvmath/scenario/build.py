@@ -85,14 +85,15 @@ def scenario_of(args, command) -> Built:
         check_tier(cfg, tier)
     model = model_of(args)
     values = record_values(args)
-    if command in NODE_COMMANDS:  # tiers plans --tokens; a trace's prompts are read later
-        values["tp"] = node_tp_checked(model, node, args.tp, args.tokens if command == TIERS
-                                       else None, gpu, engine, getattr(args, "compute_dtype", None))
+    if command in NODE_COMMANDS and args.tp is not None and args.tp > node.gpus:
+        raise ScenarioError(f"--tp {args.tp} exceeds the node's {node.gpus} GPUs")
     pause = resolve_pause(args.pause) if getattr(args, "pause", None) else None
     codec = resolve_codec(args.codec) if getattr(args, "codec", None) else None
     values["pool_nodes"] = pool_nodes  # given, or the pool's default
     record = Scenario(model=model, gpu=gpu, tier=tier, node=node, engine=engine, codec=codec,
                       pool=pool, pause=pause, prices=prices_of(args), **values)
+    if command == TIERS:  # its prompts are --tokens; a trace's are read later
+        record = with_node_tp(record, args.tokens)
     return Built(record, cfg)
 
 
@@ -159,42 +160,34 @@ def tier_of(args, command, pool=None, pool_nodes=None):
     return resolve_tier(name)
 
 
-def node_tp(model: Model, node, tokens, gpu=None, engine=None, compute_dtype=None):
-    """The TP a scenario on ``node`` takes when none is given: the layout default every command
-    takes, stated once (:func:`kvmath.logic.layout.choose_layout`: the sourced deployment for the
-    model and GPU, else the smallest TP whose HBM holds the weights and one prompt of ``tokens``
-    tokens); ScenarioError when that is more than the node's GPUs. gpu: the node's (default its
-    row, counted as the node holds it)."""
-    if gpu is None:
-        gpu = node_gpu(node, resolve_gpu(node.gpu), None)
-    s = Scenario(model=model, gpu=gpu, tier=None, engine=engine, compute_dtype=compute_dtype)
-    tp = choose_layout(s, max(float(tokens), MIN_PREFIX_TOKENS), None, False).tp
-    if tp > node.gpus:
-        raise ScenarioError(f"{model.name} with {tokens:,.0f}-token prompts takes TP {tp} (the "
-                            f"smallest that holds its weights and one prompt's KV on {gpu.name}): "
-                            f"more than node {node.name}'s {node.gpus} GPUs; give --tp, or a "
-                            "larger node")
-    return tp
+def node_tp(s, tokens):
+    """The TP scenario ``s`` takes on its node when it gives none: the layout default every
+    command takes, stated once (:func:`kvmath.logic.layout.choose_layout`: the sourced
+    deployment for the model and GPU, else the smallest TP that holds the weights, a prompt of
+    ``tokens`` tokens and its share of the node's running batch); ScenarioError when that is
+    more than the node's GPUs."""
+    node = s.node
+    gpu = s.gpu if s.gpu is not None else node_gpu(node, resolve_gpu(node.gpu), None)
+    layout = choose_layout(replace(s, gpu=gpu, tp=None), max(float(tokens), MIN_PREFIX_TOKENS),
+                           None, False)
+    if layout.tp > node.gpus:
+        raise ScenarioError(f"{s.model.name} with {tokens:,.0f}-token prompts takes TP "
+                            f"{layout.tp} on {gpu.name} ({layout.reason}): more than node "
+                            f"{node.name}'s {node.gpus} GPUs; give --tp, or a larger node")
+    return layout.tp
 
 
 def with_node_tp(s, tokens):
     """Scenario ``s`` on its node with its TP settled: its own, else :func:`node_tp` at prompts
     of ``tokens`` tokens (a trace's running context)."""
-    if s.tp is not None:
-        return s
-    return replace(s, tp=node_tp(s.model, s.node, tokens, s.gpu, s.engine, s.compute_dtype))
+    return s if s.tp is not None else replace(s, tp=node_tp(s, tokens))
 
 
-def node_tp_checked(model, node, tp=None, tokens=None, gpu=None, engine=None,
-                    compute_dtype=None):
-    """--tp, refused above the node's GPUs; else :func:`node_tp` at ``tokens`` (None: left to
-    the command, which knows its prompts' length only later)."""
-    if tp is None:
-        return None if tokens is None else node_tp(model, node, tokens, gpu, engine,
-                                                   compute_dtype)
-    if tp > node.gpus:
-        raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
-    return tp
+def node_layout_tp(model, node, tokens, **fields):
+    """:func:`node_tp` of a scenario given by its fields (gpu, engine, compute_dtype,
+    batch_seqs, batch_context): the default TP of a node's plan or replay in Python."""
+    return node_tp(Scenario(model=model, gpu=fields.pop("gpu", None), tier=None, node=node,
+                            **{k: v for k, v in fields.items() if v is not None}), tokens)
 
 
 def prices_of(args):

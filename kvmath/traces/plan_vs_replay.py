@@ -21,7 +21,7 @@ import math
 
 from kvmath.traces import replay as C
 from kvmath.traces import reading, statistics as S
-from kvmath.evaluate.api import node_tp
+from kvmath.evaluate.api import node_layout_tp
 from kvmath.node.plan import tier_plan
 from kvmath.tables.rows import Pause, bundled
 
@@ -57,7 +57,8 @@ def plan_vs_replay(trace_name, model, node, tp=None, batch_seqs=None, batch_cont
     resume_rate = n_cont / duration
     tokens = int(round(stats["hit_tokens_continuation"] * stats["prompt_tokens"] / n_cont))
     batch_context = batch_context or S.batch_context_of(trace, model)
-    tp = tp or node_tp(model, node, batch_context)
+    tp = tp or node_layout_tp(model, node, batch_context, batch_seqs=batch_seqs,
+                             batch_context=batch_context)
     plan = tier_plan(node, model, tokens, resume_rate, pause, tp=tp, batch_seqs=batch_seqs,
                      batch_context=batch_context, find_limit=False,
                      turn_new_tokens=turn_new_tokens or S.turn_new_tokens(trace),

@@ -32,8 +32,9 @@ def test_replay_and_plan_share_node_capacities(result):
 
 
 def test_running_batch_shrinks_hbm():
-    small = C.node_tiers(NODE, MODEL, batch_seqs=1, batch_context=1000)[0].capacity_bytes
-    big = C.node_tiers(NODE, MODEL, batch_seqs=32, batch_context=32768)[0].capacity_bytes
+    """At one layout (the default moves with the batch: a bigger one takes a larger TP)."""
+    small = C.node_tiers(NODE, MODEL, tp=8, batch_seqs=1, batch_context=1000)[0].capacity_bytes
+    big = C.node_tiers(NODE, MODEL, tp=8, batch_seqs=32, batch_context=32768)[0].capacity_bytes
     assert big < small
 
 
