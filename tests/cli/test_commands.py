@@ -439,9 +439,16 @@ def test_one_scenario_gives_the_same_per_request_numbers_in_every_command(capsys
     from kvmath.book import bundled, compare, node_nvme_tier, resolve_model, resolve_tier
     from kvmath.tables.rows import resolve_node
     f = tmp_path / "s.toml"
-    f.write_text('model = "llama-3.1-70b"\nnode = "dgx-h100"\ntp = 8\ntokens = 32768\n')
+    # no tp: every command takes the one layout default (issue 32 item 8)
+    f.write_text('model = "llama-3.1-70b"\nnode = "dgx-h100"\ntokens = 32768\n'
+                 'batch_context = 32768\n')
     code, out, err = run(capsys, "tiers", "--scenario", str(f), "--resume-rate", "0.6", "--json")
     plan = json.loads(out)
+    tp = plan["tp"]
+    for cmd in (["trace", "conversation"], ["fleet", "conversation", "--nodes", "2",
+                                              "--dask", "none"]):
+        code, out, err = run(capsys, *cmd, "--scenario", str(f), "--json")
+        assert code == 0 and json.loads(out)["tp"] == tp, (cmd, err)
     node, model = resolve_node("dgx-h100"), resolve_model("llama-3.1-70b")
     reads = 0.6 * sum(t["resume_fraction"] for t in plan["tiers"] if t["tier"] != "hbm")
     for tier in ("host-dram", "nvme"):
@@ -450,7 +457,7 @@ def test_one_scenario_gives_the_same_per_request_numbers_in_every_command(capsys
         # the GPUs' links carry every tier's reads, not the writes (their duplex share does)
         assert row["reload_gpu_load_per_s"] == pytest.approx(reads, rel=1e-12)
         path = node_nvme_tier(node) if tier == "nvme" else resolve_tier(tier)
-        r = compare(model, bundled().gpus[node.gpu], path, 32768, tp=8,
+        r = compare(model, bundled().gpus[node.gpu], path, 32768, tp=tp,
                     resume_rate=row["reload_load_per_s"],
                     gpu_resume_rate=row["reload_gpu_load_per_s"])
         assert r["reload_s"] == pytest.approx(row["reload_s"], rel=1e-12), tier
@@ -458,6 +465,13 @@ def test_one_scenario_gives_the_same_per_request_numbers_in_every_command(capsys
         code, out, err = run(capsys, "reuse", "--scenario", str(f), "--tier", tier, "--json")
         code, out2, err = run(capsys, "compare", "--scenario", str(f), "--tier", tier, "--json")
         assert json.loads(out)["reload_s"] == pytest.approx(json.loads(out2)["reload_s"], rel=1e-12)
+        assert json.loads(out)["tp"] == json.loads(out2)["tp"] == tp
+        # at the tier's own load, compare on the node gives the plan's reload: the node's own
+        # drives for nvme
+        code, out3, err = run(capsys, "compare", "--scenario", str(f), "--tier", tier,
+                              "--resume-rate", str(row["reload_load_per_s"]), "--json")
+        assert code == 0 and json.loads(out3)["tp"] == tp
+        assert [h["link"] for h in json.loads(out3)["path"]] == [h["link"] for h in r["path"]]
 
 
 def test_a_user_node_without_drives_is_named_by_file_row_and_field(capsys, tmp_path):
