@@ -20,6 +20,7 @@ from kvmath.evaluate.changes import (LAST_RELEASE, OTHER_CAUSE, PREVIOUS_RELEASE
     WHY_LAYOUT, WHY_MLA, WHY_MOE, breakeven_then_now, cause, diff, diff_since_last, snapshot,
     tp_moves)
 from kvmath.evaluate.api import (DEFAULT_ENGINE, Numeric, ScenarioError, architecture_values,
+    node_layout_tp,
     compare, crossings, default_concurrency, engine_costs_calibrated, fit_transfer_curve, fn,
     node_nvme_tier,
     parameter_counts, path_values, replication, scenario_values, sweep)
