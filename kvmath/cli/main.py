@@ -19,6 +19,7 @@ import re
 import sys
 
 from kvmath.cli import compare, listing, reuse, route, tiers, trace
+from kvmath.cli.output import error_line
 from kvmath.errors import InputError, UsageError
 from kvmath.logic.constants import BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT
 from kvmath.logic.runtime import ScenarioError
@@ -188,7 +189,7 @@ def main(argv=None):
             return _stdout_failed(exc)
         raise
     except InputError as exc:  # bad input, of every kind; any other exception is a bug
-        print(f"kvmath: error: {exc}", file=sys.stderr)
+        print(f"kvmath: error: {error_line(exc)}", file=sys.stderr)
     except (OverflowError, ZeroDivisionError, FloatingPointError):  # a last guard: magnitudes
         # the checks let through
         print("kvmath: error: an input is out of range (a number overflowed or underflowed); check the "

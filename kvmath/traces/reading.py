@@ -13,7 +13,8 @@ import numpy as np
 
 from kvmath.tables.rows import data_path
 from kvmath.traces.checking import (MAX_LINE_BYTES, check_lines, detect, file_data, is_gzip,
-                                    is_parquet, locate_jsonl, locate_parquet, parquet_columns)
+                                    is_parquet, locate_jsonl, locate_parquet, parquet_columns,
+                                    sql_path)
 from kvmath.traces.sampling import Sample, mix, shards_rate
 from kvmath.traces.trace import CHUNK_REQUESTS, Trace, TraceError, TraceFile
 
@@ -25,13 +26,26 @@ STREAM_MEMORY_LIMIT = "384MB"
 
 
 def resolve_path(name_or_path):
-    """A bundled trace's path by short name, or the given path."""
+    """A bundled trace's path by short name, or the given path, which must be a regular file:
+    a FIFO would block the read for ever and a device never end (each is named as what it is,
+    not as a missing file)."""
+    import stat
     if name_or_path in BUNDLED:
         return data_path(f"traces/{BUNDLED[name_or_path]}")
     path = Path(name_or_path)
-    if not path.is_file():
-        raise TraceError(path, None, None, "no such trace file; bundled traces: "
-                         + ", ".join(sorted(BUNDLED)))
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        import errno
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise TraceError(path, None, None, "no such trace file; bundled traces: "
+                             + ", ".join(sorted(BUNDLED))) from None
+        raise TraceError(path, None, None, f"cannot read file ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):
+        what = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a device or socket")
+        raise TraceError(path, None, None, f"{what}, not a regular file (expected a trace "
+                         "file: JSONL, gzipped or not, or Parquet)")
     return path
 
 
@@ -55,7 +69,7 @@ def _source_sql(path, fmt, parquet=False, columns=(), gz=False):
     line-by-line check, which names the line and field). JSONL is read as objects and each
     record's fields extracted in one parse; gz: the file is gzip (by its first bytes, whatever
     its name: DuckDB goes by the name)."""
-    p = str(path).replace("'", "''")
+    p = sql_path(path)  # this file, literally: no glob, no hive columns
     out = fmt.output
     if parquet:
         col = {name: name for name in fmt.parquet_types}
@@ -67,7 +81,7 @@ def _source_sql(path, fmt, parquet=False, columns=(), gz=False):
         # UBIGINT past 2^63) is NULL, a bad row that locate_parquet names, not a conversion
         # error naming no row
         output = f"TRY_CAST({output} AS BIGINT)"
-        strict, src = "false", f"read_parquet('{p}')"
+        strict, src = "false", f"read_parquet({p}, hive_partitioning=false)"
     else:
         fields, optional = fmt.fields, fmt.optional
         names = fmt.names
@@ -89,8 +103,9 @@ def _source_sql(path, fmt, parquet=False, columns=(), gz=False):
         strict = f"NOT ({' AND '.join(checks)})"
         paths = ", ".join(f"'$.{n}'" for n in names)
         src = (f"(SELECT json, json_extract(json, [{paths}]) AS v "
-               f"FROM read_ndjson_objects('{p}', compression='{'gzip' if gz else 'none'}', "
-               f"maximum_object_size={MAX_LINE_BYTES + 2}))")  # a line and its end (check_lines)
+               f"FROM read_ndjson_objects({p}, compression='{'gzip' if gz else 'none'}', "
+               # the longest object: a line and its end (check_lines)
+               f"hive_partitioning=false, maximum_object_size={MAX_LINE_BYTES + 2}))")
         if out is None:
             output = "0::BIGINT"
         elif out in optional:  # absent or null: none
