@@ -36,8 +36,11 @@ def answer(args):
               "known_limits": b["known_limits"]}
     if s.pool is not None:
         result.update(pool=s.pool.name, pool_nodes=s.pool_nodes)
-    if cfg is not None:
-        result["engine_config"] = cfg.summary()
+    if cfg is not None:  # a host or disk cache its settings size below this prompt: refused
+        from kvmath.scenario.engine_config import check_holds
+        check_holds(cfg, s.tier, s.model, result["tp"], result["gpus_per_node"],
+                    result["kv_bytes_stored"])
+        result["engine_config"] = cfg.summary(s.model)
     return result
 
 

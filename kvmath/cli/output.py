@@ -117,5 +117,7 @@ def engine_config_line(cfg):
         parts.append(f"disk cache {size(cfg['disk_cache_bytes'], 'drives')}")
     line = "; ".join(parts)
     if cfg["not_modelled"]:
-        line += f"; not modelled: {', '.join(cfg['not_modelled'])}"
+        more = cfg.get("not_modelled_count", 0) - len(cfg["not_modelled"])
+        line += f"; not modelled: {', '.join(cfg['not_modelled'])}" + (
+            f" and {more:,} more" if more > 0 else "")
     return line

@@ -66,7 +66,7 @@ def _analyse_route(args, trace, s, cfg):
             "shared_cache_token_hit_rate": one["token_hit_rate"],
             "routers": routers, **window_keys(trace, model),
             **({"engine": engine.name} if engine is not None else {}),
-            **({"engine_config": cfg.summary()} if cfg is not None else {})}
+            **({"engine_config": cfg.summary(model)} if cfg is not None else {})}
 
 
 def _human(r):
@@ -164,7 +164,7 @@ def _analyse_fleet(args, trace, s, cfg):
             f" and the fleet's p99 time to first token within {s.slo_ttft_p99:g} s"
             if s.slo_ttft_p99 is not None else "")
     if cfg is not None:
-        out["engine_config"] = cfg.summary()
+        out["engine_config"] = cfg.summary(model)
     return out
 
 

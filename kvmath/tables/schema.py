@@ -135,9 +135,10 @@ def _validator(name):
 MAX_INPUT_BYTES = 64 * 2**20
 
 
-def regular_file(path):
-    """``path`` as a Path, refused (DataError) unless it is a regular file of at most
-    MAX_INPUT_BYTES: a FIFO would block a read for ever and a device would never end."""
+def regular_file(path, limit=MAX_INPUT_BYTES, what="table or scenario"):
+    """``path`` as a Path, refused (DataError) unless it is a regular file of at most ``limit``
+    bytes (MAX_INPUT_BYTES: a table or scenario; ``what`` names the kind in the refusal): a
+    FIFO would block a read for ever and a device would never end."""
     p = Path(path)
     try:
         st = p.stat()
@@ -146,9 +147,9 @@ def regular_file(path):
     if not stat.S_ISREG(st.st_mode):
         raise DataError(path, None, None, "not a regular file (a FIFO, device or directory "
                         "cannot be read as a table or scenario)")
-    if st.st_size > MAX_INPUT_BYTES:
-        raise DataError(path, None, None, f"{st.st_size:,} B is larger than any table or "
-                        f"scenario ({MAX_INPUT_BYTES:,} B at most)")
+    if st.st_size > limit:
+        raise DataError(path, None, None, f"{st.st_size:,} B is larger than any {what} "
+                        f"({limit:,} B at most)")
     return p
 
 
