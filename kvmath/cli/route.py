@@ -13,7 +13,6 @@ command does (:func:`kvmath.scenario.build.scenario_of`: the node, its TP, the e
 """
 from __future__ import annotations
 
-import tempfile
 from dataclasses import replace
 
 from kvmath.cli.output import print_result
@@ -33,7 +32,7 @@ def analyse(args):
     """The JSON-ready result of ``kvmath route``."""
     from kvmath.traces import readers as T
     s, cfg = scenario_of(args, ROUTE)
-    with tempfile.TemporaryDirectory(prefix="kvmath-route-") as work:
+    with T.WorkDirectory("kvmath-route-") as work:  # a full disk there: one line, exit 2
         trace = T.stream(args.file, work)  # its blocks on disk, read in order
         return _analyse_route(args, trace, s, cfg)
 
@@ -116,7 +115,7 @@ def analyse_fleet(args):
     s, cfg = scenario_of(args, FLEET)
     if s.pool is not None:  # a pool the nodes cannot reach, before the trace's read
         check_pool_reach(s.pool, s.node)
-    with tempfile.TemporaryDirectory(prefix="kvmath-fleet-") as work:
+    with T.WorkDirectory("kvmath-fleet-") as work:  # a full disk there: one line, exit 2
         # the trace's blocks stay on disk, read in order; each node's go to a file beside them
         trace = T.stream(args.file, work)
         return _analyse_fleet(args, trace, s, cfg)

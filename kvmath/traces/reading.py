@@ -49,6 +49,50 @@ def resolve_path(name_or_path):
     return path
 
 
+def _full(exc):
+    """Whether an error is a write that found no room: an OSError of a full disk, file size
+    limit or quota, numpy's short write ("... requested and ... written"), or DuckDB's I/O
+    error saying so."""
+    import errno
+    if isinstance(exc, OSError):
+        return exc.errno in {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", 122)} or (
+            exc.errno is None and "requested and" in str(exc) and "written" in str(exc))
+    text = str(exc)
+    return "duckdb" in type(exc).__module__ and (
+        "No space left" in text or "File too large" in text or "quota exceeded" in text.lower())
+
+
+class WorkDirectory:
+    """A temporary work directory (``with WorkDirectory("kvmath-route-") as work``) for a trace's
+    blocks, removed after: a directory that cannot be made (TMPDIR missing or not writable) or
+    that fills up (a full disk) is one line naming it, a :class:`TraceError` (exit 2), not a
+    traceback or "cannot write the output" (issue 37: route and fleet said so, exit 1)."""
+
+    def __init__(self, prefix):
+        import tempfile
+        try:
+            self._tmp = tempfile.TemporaryDirectory(prefix=prefix)
+        except OSError as exc:
+            raise TraceError(tempfile.gettempdir(), None, None, "cannot make a work directory "
+                             f"for the trace's blocks here ({exc.strerror or exc}); set TMPDIR "
+                             "to a writable directory") from None
+        self.name = self._tmp.name
+
+    def __enter__(self):
+        return self.name
+
+    def __exit__(self, kind, exc, tb):
+        try:
+            self._tmp.cleanup()
+        except OSError:
+            pass
+        if exc is not None and not isinstance(exc, TraceError) and _full(exc):
+            raise TraceError(self.name, None, None, "the work directory cannot hold the "
+                             f"trace's blocks ({getattr(exc, 'strerror', None) or exc}); set "
+                             "TMPDIR to a disk with room") from None
+        return False
+
+
 def _canonical_chunks(path):
     """The file's data for the compiled JSONL reader (:func:`kvmath.traces.jsonl.read`), its
     chunks at most ``CHUNK_BYTES`` decompressed (a gzip bomb inflates no further); a file that
@@ -150,12 +194,14 @@ def _first_repeat(h, rid, mixed):
 def _interrupt(exc):
     """Raise KeyboardInterrupt if a DuckDB error is an interrupt (SIGINT while a query ran), so
     the CLI ends as on any interrupt ("kvmath: interrupted", status 130) and no handler below
-    takes it for a bad file. DuckDB raises its InterruptException, or a plain RuntimeError
+    takes it for a bad file; raise the error itself if it is a full disk (:func:`_full`). DuckDB raises its InterruptException, or a plain RuntimeError
     "Query interrupted" from a statement it was running (issue 20: a traceback)."""
     import duckdb
     if isinstance(exc, duckdb.InterruptException) or (
             type(exc) is RuntimeError and str(exc).strip() == "Query interrupted"):
         raise KeyboardInterrupt from None
+    if _full(exc):  # its work directory's disk, not the trace: WorkDirectory says so
+        raise exc
 
 
 class _Parsed:
@@ -354,7 +400,6 @@ def _load_sampled(name_or_path, rate, full_positions):
     a chunk of requests at a time. Memory: the per-request columns and the kept accesses (issue
     20: the whole trace had been loaded before it was sampled). The same Trace as sampling the
     whole one (tests hold it to :func:`~kvmath.traces.sampling.sample`)."""
-    import tempfile
     path = resolve_path(name_or_path)
     sample, cols = Sample(rate, full_positions), None
     try:
@@ -367,7 +412,7 @@ def _load_sampled(name_or_path, rate, full_positions):
         if cols is None:
             sample = Sample(rate, full_positions)  # what it was given before it gave up
     if cols is None:
-        with tempfile.TemporaryDirectory(prefix="kvmath-trace-") as work:
+        with WorkDirectory("kvmath-trace-") as work:
             parsed = _Parsed(name_or_path, workdir=work)
             try:
                 for a in range(0, parsed.n_requests, CHUNK_REQUESTS):

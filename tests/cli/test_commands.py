@@ -328,7 +328,7 @@ def test_a_full_disk_is_one_line():
     with open("/dev/full", "w") as full:
         p = subprocess.run([sys.executable, "-m", "kvmath", "list"], stdout=full,
                            stderr=subprocess.PIPE, text=True, timeout=60)
-    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "cannot write" in p.stderr
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "cannot write" in p.stderr
 
 
 def test_reuse_prices_an_nvme_hit_on_the_nodes_drives(capsys, node_file):
