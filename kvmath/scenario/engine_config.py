@@ -162,7 +162,6 @@ def check_holds(cfg, tier, model, tp, node_gpus, stored_bytes):
     (LMCache, SGLang) hold ``tp`` ranks' shares, or rank 0's alone where it alone stores; a
     size the settings leave open (the node's whole DRAM or drives, SGLang's ratio to its device
     pool, which holds the prompt) is not checked here (the node plan caps it)."""
-    from kvmath.present.format import fmt_bytes
     from kvmath.tiers.kinds import KINDS
     kind = KINDS.get(tier.kind)
     if cfg is None or kind is None or kind.cache is None or not stored_bytes > 0:
@@ -182,11 +181,20 @@ def check_holds(cfg, tier, model, tp, node_gpus, stored_bytes):
         "on rank 0, which alone stores it" if ranks == 1 and tp > 1 else
         f"over its {ranks} rank(s)")
     raise UsageError(f"--tier {tier.name}: the engine's {kind.cache[1]} ({cfg.path}, field "
-                     f"'{setting}') holds {fmt_bytes(capacity, 4)} {per}, "
+                     f"'{setting}') holds {_bytes(capacity)} {per}, "
                      f"{_share(capacity / stored_bytes)} of this prompt's "
-                     f"{fmt_bytes(stored_bytes, 4)} of stored KV: the engine never holds the "
+                     f"{_bytes(stored_bytes)} of stored KV: the engine never holds the "
                      "whole prompt there, so the reload compared cannot happen (give a larger "
                      "cache, or fewer --tokens)")
+
+
+def _bytes(x):
+    """Bytes in SI units, four figures, as the output says them (kvmath.present.format's
+    fmt_bytes, which this layer may not import)."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.4g} {unit}"
+    return f"{x:.4g} B"
 
 
 def _share(x):
