@@ -72,7 +72,8 @@ def dask_client(dask):
             atexit.register(_close_local)
         return _LOCAL
     address = dask_address(dask)
-    _handshake(dask, address)  # a scheduler's own first words, within the deadline
+    if address.startswith("tcp://"):
+        _handshake(dask, address)  # a scheduler's own first words, within the deadline
     try:
         client = Client(address, timeout=f"{DASK_TIMEOUT_S}s")
     except (OSError, TimeoutError, ValueError) as exc:
@@ -96,8 +97,8 @@ _SCHEMES = {
            "kvmath does not take",
     "ws": "kvmath reaches a scheduler over TCP only, not websockets",
     "ucx": "UCX needs its own transport package and network, which kvmath does not set up",
-    "inproc": "an in-process address names a scheduler inside another process, which this one "
-              "cannot reach",
+    "inproc": "an in-process address names a scheduler inside another process (its id is not "
+              "this one's), which this one cannot reach",
 }
 _EXPECTED = ("expected 'local', 'none' or a scheduler's tcp://HOST:PORT (as `dask scheduler` "
              "prints it)")
@@ -108,13 +109,17 @@ MAX_HANDSHAKE_BYTES = 1 << 16
 
 def dask_address(dask):
     """``tcp://HOST:PORT`` of a scheduler's address as given (``HOST:PORT`` is TCP, as Dask
-    takes it); ScenarioError saying why for any other scheme, a missing or bad port, or no
-    host, before anything is tried."""
+    takes it), or an inproc:// address of a scheduler in this process; ScenarioError saying why
+    for any other scheme, a missing or bad port, or no host, before anything is tried."""
+    import os
+
     from kvmath.logic.runtime import ScenarioError
     scheme, sep, loc = dask.partition("://")
     if not sep:
         scheme, loc = "tcp", dask
     scheme = scheme.lower()
+    if scheme == "inproc" and loc.split("/")[1:2] == [str(os.getpid())]:
+        return dask  # a scheduler in this very process (inproc://HOST/PID/N): Dask reaches it
     if scheme != "tcp":
         why = _SCHEMES.get(scheme, f"{scheme!r} is no scheme kvmath reaches a scheduler by")
         raise ScenarioError(f"--dask {dask}: {why}; {_EXPECTED}")

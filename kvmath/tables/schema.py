@@ -163,7 +163,7 @@ def regular_file(path, limit=MAX_INPUT_BYTES, what="table or scenario"):
         raise DataError(path, None, None, f"cannot read file ({exc.strerror})") from None
     if not stat.S_ISREG(st.st_mode):
         raise DataError(path, None, None, "not a regular file (a FIFO, device or directory "
-                        "cannot be read as a table or scenario)")
+                        f"cannot be read as a {what})")
     if st.st_size > limit:
         raise DataError(path, None, None, f"{st.st_size:,} B is larger than any {what} "
                         f"({limit:,} B at most)")
