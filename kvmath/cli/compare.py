@@ -8,9 +8,13 @@ The scenario is the record of :func:`kvmath.scenario.build.scenario_of`; its ban
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from kvmath.cli.output import print_result
-from kvmath.present.format import TIE_SPEEDUP, fmt_bytes, fmt_time, fmt_token_list
+from kvmath.logic.comparison import compare as compare_scenario, prompt_limit
+from kvmath.logic.constants import MIN_PREFIX_TOKENS
+from kvmath.logic.layout import layout_lengths
+from kvmath.present.format import TIE_SPEEDUP, fmt_bytes, fmt_time, join_and
 from kvmath.scenario.options import COMPARE, add_options
 
 
@@ -34,11 +38,106 @@ def answer(args):
                                             if b["reload_bandwidth_Bps"][0] is not None else None),
               "verdict_flips_in_band": b["flips"], "prefill_fit_own": b["prefill_fit_own"],
               "known_limits": b["known_limits"]}
+    result["winner_by_length"] = winner_by_length(s, result)
     if s.pool is not None:
         result.update(pool=s.pool.name, pool_nodes=s.pool_nodes)
-    if cfg is not None:
-        result["engine_config"] = cfg.summary()
+    if cfg is not None:  # a host or disk cache its settings size below this prompt: refused
+        from kvmath.scenario.engine_config import check_holds
+        check_holds(cfg, s.tier, s.model, result["tp"], result["gpus_per_node"],
+                    result["kv_bytes_stored"])
+        result["engine_config"] = cfg.summary(s.model)
     return result
+
+
+def winner_by_length(s, r):
+    """Who wins at every length the break-even line speaks of (issue 37: it said "same winner at
+    every length from 2 tokens" while recompute won at 2 tokens): {"spans": [[from, to,
+    winner, TP, crossing], ...], "to_why": ...}, integer lengths from the shortest prefix (a
+    hybrid model's first state checkpoint) to the context window (or the prompt, if longer),
+    each length in the layout it takes: the given TP (or the sourced deployment) at every
+    length, else the default's TP at each length (each span's crossings found at its own TP).
+    A layout stops at the longest prompt its HBM holds (``to_why`` says so). ``crossing``: the
+    break-even length where the span's winner took over inside one layout; None at the start
+    or where the layout moves."""
+    from kvmath.logic.runtime import ScenarioError
+    lo = math.ceil(max(MIN_PREFIX_TOKENS, r.get("state_checkpoint_tokens", 0.0)))
+    top = math.floor(max(r["context_window_tokens"], r["tokens"]))
+    steps = layout_lengths(s, top) if r.get("layout_by_length") is not None else []
+    out, start, why = [], lo, None
+    for upto, tp in steps or [[top, r["tp"]]]:
+        b = math.floor(upto)
+        one = replace(s, tp=tp)
+        try:
+            limit = prompt_limit(one, max(start, 2))
+            if limit is not None and limit["why"] == "HBM full" and limit["tokens"] < b:
+                b, why = math.floor(limit["tokens"]), f"longer prompts do not fit TP {tp}'s HBM"
+            if tp == r["tp"] and start <= r["tokens"] <= b and not r.get("state_tail_tokens"):
+                crossings, known_at, known = r["breakeven_tokens"], r["tokens"], r["winner"]
+            else:  # at the span's end; a hybrid model at a checkpoint (no tail computed, whose
+                # tokens would move the crossings)
+                known_at = b
+                if "state_checkpoint_tokens" in r:
+                    c = compare_scenario(one, b)["state_checkpoint_tokens"]
+                    known_at = max(math.floor(b / c) * c, c)
+                at = compare_scenario(one, known_at)
+                crossings, known = at["breakeven_tokens"], at["winner"]
+        except ScenarioError as exc:  # no length from here fits
+            why = f"longer prompts: {exc}"
+            break
+        # a crossing x parts the lengths up to x from those above it (a hybrid model's crossings
+        # below its first checkpoint are put at it: reload wins from there)
+        flips = sum(1 for x in crossings if start <= x < known_at) - sum(
+            1 for x in crossings if x == start == lo > MIN_PREFIX_TOKENS)
+        winner = known if flips % 2 == 0 else _other(known)
+        begin, crossing = start, None
+        for x in sorted(x for x in crossings if start <= x < b and not x == start == lo):
+            if math.floor(x) >= begin:
+                out.append([begin, math.floor(x), winner, tp, crossing])
+            begin, crossing, winner = math.floor(x) + 1, x, _other(winner)
+        out.append([begin, b, winner, tp, crossing])
+        start = b + 1
+        if why:
+            break
+    return {"spans": out, "to_why": why}
+
+
+def _other(winner):
+    return "recompute" if winner == "reload" else "reload"
+
+
+def breakeven_line(r):
+    """The break-even line: the lengths where the winner changes and who wins between them, at
+    every length from the shortest prefix to the window, in the layout each length takes
+    (:func:`winner_by_length`); true at every length it speaks of (a test holds it)."""
+    spans = r["winner_by_length"]["spans"]
+    merged = []  # runs of one winner, with the length where each took over and why
+    for a, b, winner, tp, crossing in spans:
+        if merged and merged[-1][2] == winner:
+            merged[-1][1] = b
+        else:
+            merged.append([a, b, winner, crossing, tp])
+    switches = [f"{crossing:,.0f}" if crossing is not None else
+                f"{a:,} (where the layout moves to TP {tp})" for a, _, _, crossing, tp in merged[1:]]
+    who = ", ".join(f"{w} {'wins ' if i == 0 else ''}from {a:,} to {b:,}"
+                    for i, (a, b, w, _, _) in enumerate(merged))
+    text = (f"{join_and(switches)} tokens: {who} tokens" if switches else
+            f"none: {merged[0][2]} wins at every length from {merged[0][0]:,} to "
+            f"{merged[0][1]:,} tokens")
+    tps = []
+    for a, b, _, tp, _ in spans:
+        if tps and tps[-1][2] == tp:
+            tps[-1][1] = b
+        else:
+            tps.append([a, b, tp])
+    text += (f" (TP {tps[0][2]}" if len(tps) == 1 else " (" + ", ".join(
+        f"TP {tp} from {a:,} to {b:,}" for a, b, tp in tps) + " tokens, the layout each length "
+        "takes")
+    why = r["winner_by_length"]["to_why"]
+    first = spans[0][0]
+    if first > MIN_PREFIX_TOKENS:  # a hybrid model: its state is reloaded at its checkpoints
+        text += (f"; at its state checkpoints, every {first:,} tokens: below the first nothing "
+                 "is reloaded, and between them the tail past the last is computed either way")
+    return text + (f"; {why})" if why else ")")
 
 
 def run(args):
@@ -68,8 +167,10 @@ def layout_note(r):
         spans.append(f"TP {tp} from {lo:,.0f} to {upto:,.0f} tokens")
         lo = upto + 1
     return (f"note: the layout moves with the prompt ({'; '.join(spans)}): the smallest TP that "
-            "holds the weights and the prompt's KV, the default every command takes; --tp holds "
-            "one layout at every length")
+            "holds the weights, the prompt's KV and each replica's share of the node's running "
+            "batch, the default every command takes (tiers, trace, route and fleet move at the "
+            "same lengths), so a longer prompt may reload faster on more GPUs; --tp holds one "
+            "layout at every length")
 
 
 def _band(pair):
@@ -179,8 +280,7 @@ def human(r):
                  f"{_band(r['ttft_reload_s_band'])}"),
         ("one division", f"model {r['model_flops_per_kv_byte']:,.0f} FLOP/B vs GPU "
                          f"{r['gpu_flops_per_link_byte']:,.0f} FLOP/B: favours {division}"),
-        ("break-even at", fmt_token_list(r["breakeven_tokens"])
-         if r["breakeven_tokens"] else "none (same winner at every length from 2 tokens)"),
+        ("break-even at", breakeven_line(r)),
         ("min bandwidth", f"{r['min_reload_bandwidth_Bps'] / 1e9:.3g} GB/s per GPU"
          + (" of path, before decoding" if r.get("codec") else "")
          if math.isfinite(r["min_reload_bandwidth_Bps"])

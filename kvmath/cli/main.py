@@ -8,8 +8,10 @@ theirs (:func:`build_parser`), the dispatch to their runs (:data:`RUNS`) and the
 errors to what a user sees: a user's mistake (unknown name, malformed file, bad number: an
 :class:`~kvmath.errors.InputError`) prints one line on stderr and exits with status 2, never a
 traceback; an interrupt is one line and status 130, a reader gone away (``| head``) status 0,
-an output that cannot be written (a full disk) one line and status 1. Any other exception is a
-bug, and shows as one.
+an output that cannot be written (a full disk, /dev/full) or a work directory that cannot hold
+a trace's blocks one line and status 2, as every error the command cannot answer through
+(issue 37: status 1 had been given, against the contract). Any other exception is a bug, and
+shows as one.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import re
 import sys
 
 from kvmath.cli import compare, listing, reuse, route, tiers, trace
+from kvmath.cli.output import error_line
 from kvmath.errors import InputError, UsageError
 from kvmath.logic.constants import BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT
 from kvmath.logic.runtime import ScenarioError
@@ -137,14 +140,14 @@ def _from_scenario_file(args, exc):
 
 
 def _stdout_failed(exc):
-    """The output could not be written (a full disk, /dev/full): say so once; the interpreter's
-    own flush at exit would otherwise print a second error."""
+    """The output could not be written (a full disk, /dev/full): say so once, status 2; the
+    interpreter's own flush at exit would otherwise print a second error."""
     print(f"kvmath: error: cannot write the output ({exc.strerror or exc})", file=sys.stderr)
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError):
         pass
-    return 1
+    return USAGE_ERROR
 
 
 def main(argv=None):
@@ -155,7 +158,7 @@ def main(argv=None):
         if sys.stderr is not None:
             print("kvmath: error: standard output is closed; nothing can be written",
                   file=sys.stderr)
-        return 1
+        return USAGE_ERROR
     try:
         # a numpy warning is an error inside kvmath (issue 20): it never reaches the terminal,
         # and an answer it would have made (inf, nan) is not printed
@@ -188,7 +191,7 @@ def main(argv=None):
             return _stdout_failed(exc)
         raise
     except InputError as exc:  # bad input, of every kind; any other exception is a bug
-        print(f"kvmath: error: {exc}", file=sys.stderr)
+        print(f"kvmath: error: {error_line(exc)}", file=sys.stderr)
     except (OverflowError, ZeroDivisionError, FloatingPointError):  # a last guard: magnitudes
         # the checks let through
         print("kvmath: error: an input is out of range (a number overflowed or underflowed); check the "

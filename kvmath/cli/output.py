@@ -6,9 +6,51 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from kvmath.tables.rows import projections_used
 from kvmath.version import with_version
+
+
+#: a character a terminal does not print as itself: C0 and C1 controls (a newline, ESC of a
+#: terminal escape, ...), DEL, and what str.isprintable refuses beyond them (line and paragraph
+#: separators, bidirectional overrides)
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e"
+                          r"\u2066-\u2069\ufeff]")
+#: the longest error line printed: a name or value quoted in it is cut in the middle beyond
+ERROR_CHARS = 2000
+
+
+def printable(text):
+    """``text`` with every character a terminal would act on (a newline, a terminal escape, a
+    bidirectional override) written as its Python escape (``\\n``, ``\\x1b``): a name from a
+    user's file or a path on the command line prints as one visible line, never moves the
+    cursor, recolours the terminal or makes a second line."""
+    return _UNPRINTABLE.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
+def printable_values(x):
+    """A result with every text in it :func:`printable` (keys and values, nested): what the
+    human lines are formatted from."""
+    if isinstance(x, str):
+        return printable(x)
+    if isinstance(x, dict):
+        return {printable_values(k): printable_values(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(printable_values(v) for v in x)
+    return x
+
+
+def error_line(message):
+    """An error message as the one line printed: :func:`printable`, and at most
+    :data:`ERROR_CHARS` characters (the middle of a longer one, a 5 MB name quoted in it, left
+    out and counted)."""
+    text = printable(str(message))
+    if len(text) > ERROR_CHARS:
+        cut = len(text) - ERROR_CHARS
+        text = (f"{text[:ERROR_CHARS * 3 // 4]} ... ({cut:,} characters left out) ... "
+                f"{text[-ERROR_CHARS // 4:]}")
+    return text
 
 
 def dump(result):
@@ -26,16 +68,19 @@ def dump(result):
 
 def print_result(args, result, human):
     """One JSON object, or the human lines; with a scenario file, the keys of it this command
-    does not use (another command's) are named, never skipped silently."""
+    does not use (another command's) are named, never skipped silently. The human lines are
+    formatted from the result with every name in it :func:`printable` (a pool or node name, a
+    trace's path)."""
     unused = getattr(args, "scenario_keys_not_used", None)
     if args.scenario:
         result["scenario_keys_not_used"] = unused or []
     used = projections_used()
     if used:  # every answer that rests on an announced part says so
         result["projections"] = used
-    if args.json:
+    if args.json:  # JSON escapes every control character itself
         print(dump(result))
         return
+    result, used, unused = (printable_values(x) for x in (result, used, unused))
     print(human(result))
     if used:
         print(f"projection: this answer uses {', '.join(used)}: announced parts, not measured "
@@ -72,5 +117,7 @@ def engine_config_line(cfg):
         parts.append(f"disk cache {size(cfg['disk_cache_bytes'], 'drives')}")
     line = "; ".join(parts)
     if cfg["not_modelled"]:
-        line += f"; not modelled: {', '.join(cfg['not_modelled'])}"
+        more = cfg.get("not_modelled_count", 0) - len(cfg["not_modelled"])
+        line += f"; not modelled: {', '.join(cfg['not_modelled'])}" + (
+            f" and {more:,} more" if more > 0 else "")
     return line

@@ -58,6 +58,10 @@ def answer(args):
               price_overrides=price_overrides(s), reach=s.reach,
               turn_new_tokens=s.turn_new_tokens, codec=s.codec)
     result = reuse(s.model, s.gpu, tier, args.tokens, s.pause, drive=drive, **kw)
+    if cfg is not None:  # a host or disk cache its settings size below this prompt: refused
+        from kvmath.scenario.engine_config import check_holds
+        check_holds(cfg, tier, s.model, result["tp"],
+                    node.gpus if node is not None else s.gpu.gpus_per_node, result["kv_bytes"])
     result.update(reach=h, reach_from=h_from, pool=s.pool.name if s.pool else None,
                   pool_nodes=s.pool_nodes)
     result["holding_priced_at"] = "purchase"
@@ -89,7 +93,7 @@ def answer(args):
                        verdict_opportunity=o["verdict"])
     result.update(opp, node=node.name if node is not None else None)
     if cfg is not None:
-        result["engine_config"] = cfg.summary()
+        result["engine_config"] = cfg.summary(s.model)
     return result
 
 

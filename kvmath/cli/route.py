@@ -13,7 +13,7 @@ command does (:func:`kvmath.scenario.build.scenario_of`: the node, its TP, the e
 """
 from __future__ import annotations
 
-import tempfile
+from dataclasses import replace
 
 from kvmath.cli.output import print_result
 from kvmath.cli.trace import add_trace_command, window_keys, window_line
@@ -32,7 +32,7 @@ def analyse(args):
     """The JSON-ready result of ``kvmath route``."""
     from kvmath.traces import readers as T
     s, cfg = scenario_of(args, ROUTE)
-    with tempfile.TemporaryDirectory(prefix="kvmath-route-") as work:
+    with T.WorkDirectory("kvmath-route-") as work:  # a full disk there: one line, exit 2
         trace = T.stream(args.file, work)  # its blocks on disk, read in order
         return _analyse_route(args, trace, s, cfg)
 
@@ -59,14 +59,15 @@ def _analyse_route(args, trace, s, cfg):
         r["reach_analytic"] = reach(name, nodes)
         routers.append(r)
     one = route(trace, 1, "round-robin", blocks * nodes, parent=parent)  # the caches as one
+    fit = hbm_fit(replace(s, batch_context=batch_context), trace)
     return {"trace": args.file, "model": model.name, "node": node.name, "tp": tp,
             "nodes": nodes, "requests": trace.n_requests,
             "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
             "capacity_blocks_per_node": blocks,
             "shared_cache_token_hit_rate": one["token_hit_rate"],
-            "routers": routers, **window_keys(trace, model),
+            "routers": routers, **fit, **window_keys(trace, model),
             **({"engine": engine.name} if engine is not None else {}),
-            **({"engine_config": cfg.summary()} if cfg is not None else {})}
+            **({"engine_config": cfg.summary(model)} if cfg is not None else {})}
 
 
 def _human(r):
@@ -88,6 +89,8 @@ def _human(r):
                  "as --reach); of cached: the tokens hit over those cached anywhere in the fleet, "
                  "shared prefixes included; imbalance: the busiest node's prompt tokens over the "
                  "mean")
+    if hbm_line(r):
+        lines.append(hbm_line(r))
     if window_line(r):
         lines.append(window_line(r))
     return "\n".join(lines)
@@ -112,10 +115,33 @@ def analyse_fleet(args):
     s, cfg = scenario_of(args, FLEET)
     if s.pool is not None:  # a pool the nodes cannot reach, before the trace's read
         check_pool_reach(s.pool, s.node)
-    with tempfile.TemporaryDirectory(prefix="kvmath-fleet-") as work:
+    with T.WorkDirectory("kvmath-fleet-") as work:  # a full disk there: one line, exit 2
         # the trace's blocks stay on disk, read in order; each node's go to a file beside them
         trace = T.stream(args.file, work)
         return _analyse_fleet(args, trace, s, cfg)
+
+
+def hbm_fit(s, trace):
+    """{hbm_free_bytes, hbm_feasible}: the HBM a node of scenario ``s`` has left beside the
+    weights and its running batch (batch_seqs sequences of batch_context tokens, the trace's
+    running context by default), negative when the batch overfills it
+    (:func:`kvmath.node.capacities.node_capacities`)."""
+    from kvmath.node.capacities import node_capacities
+    from kvmath.traces import readers as T
+    free = node_capacities(s.node, s.model, tp=s.tp, batch_seqs=s.batch_seqs,
+                           batch_context=s.batch_context or T.batch_context_of(trace, s.model)
+                           )["hbm_free_bytes"]
+    return {"hbm_free_bytes": free, "hbm_feasible": free >= 0}
+
+
+def hbm_line(r):
+    """The line saying a node's running batch overfills its HBM, or None."""
+    from kvmath.present.format import fmt_bytes
+    if r.get("hbm_feasible", True):
+        return None
+    return (f"HBM: INFEASIBLE, each node's running batch overfills its HBM by "
+            f"{fmt_bytes(-r['hbm_free_bytes'], 4)} (--batch-seqs sequences of --batch-context "
+            "tokens beside the weights)")
 
 
 def check_pool_reach(pool, node):
@@ -141,6 +167,10 @@ def _analyse_fleet(args, trace, s, cfg):
                 **kw)
     out["trace"] = args.file
     out.update(window_keys(trace, model), requests=trace.n_requests, model=model.name)
+    # the running batch must fit each node's HBM too, as trace and tiers say (issue 37: a batch
+    # of 1e9 sequences was answered feasible)
+    out.update(hbm_fit(s, trace), compute_feasible=out["feasible"])
+    out["feasible"] = out["feasible"] and out["hbm_feasible"]
     # what the fleet's nodes cost per million tokens served, at the GPU-hour price (a cloud
     # node's, its host included); the network between nodes is not priced
     out.update(fleet_cost(trace, node, s.nodes, s.gpu_price))
@@ -153,7 +183,7 @@ def _analyse_fleet(args, trace, s, cfg):
         need, _ = nodes_needed(trace, model, node, s.router, max_nodes=s.max_nodes,
                                slo_ttft_p99_s=s.slo_ttft_p99, pool=pool,
                                pool_writes=s.pool_writes, **kw)
-        out["nodes_needed"] = need
+        out["nodes_needed"] = need if out["hbm_feasible"] else None  # no node holds the batch
         out["cost_per_million_tokens_usd_nodes_needed"] = cost(need)
         if pool is not None:  # the same search without the pool, to set against it
             alone, _ = nodes_needed(trace, model, node, s.router, max_nodes=s.max_nodes,
@@ -164,7 +194,7 @@ def _analyse_fleet(args, trace, s, cfg):
             f" and the fleet's p99 time to first token within {s.slo_ttft_p99:g} s"
             if s.slo_ttft_p99 is not None else "")
     if cfg is not None:
-        out["engine_config"] = cfg.summary()
+        out["engine_config"] = cfg.summary(model)
     return out
 
 
@@ -184,7 +214,8 @@ def _fleet_human(r):
              f"per replica at {dec['decode_context_tokens']:,.0f} tokens of context, "
              f"{fmt_time(dec['decode_step_s'])} a step); the busiest node "
              f"{r['gpu_s_per_s_max_node']:.3g} of its {r['gpus_per_node']}: "
-             f"{'feasible' if r['feasible'] else 'INFEASIBLE'}",
+             f"{'feasible' if r['compute_feasible'] else 'INFEASIBLE'}",
+             *([hbm_line(r)] if hbm_line(r) else []),
              "time to first token: " + (
                  f"p50 {fmt_time(r['ttft_s_p50'])}, p99 {fmt_time(r['ttft_s_p99'])} "
                  f"({r['replicas_per_node']} replica(s) per node, first come first served, in "

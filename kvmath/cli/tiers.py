@@ -43,7 +43,7 @@ def answer(args):
                     **cache_sizes(s, cfg, s.node, s.tp, s.model))
     out.update(reach_from=h_from, nodes=s.nodes, router=None if stated else s.router)
     if cfg is not None:
-        out["engine_config"] = cfg.summary()
+        out["engine_config"] = cfg.summary(s.model)
     return out
 
 

@@ -99,7 +99,7 @@ def analyse(args):
         "decode_gpu_s_per_s": decode_demand, "decode": decode,
         "compute_feasible": compute_feasible, "feasible": compute_feasible and hbm_free >= 0,
         **({"engine": engine.name} if engine is not None else {}),
-        **({"engine_config": cfg.summary()} if cfg is not None else {}),
+        **({"engine_config": cfg.summary(model)} if cfg is not None else {}),
         **({"policies": policies} if policies is not None else {}),
     }
 
@@ -177,7 +177,7 @@ def analyse_sampled(args, s, cfg):
         "lru_at_tier_capacity": at_tiers, "not_computed": SAMPLED_LEAVES_OUT,
         **window_keys(trace, model),
         **({"engine": engine.name} if engine is not None else {}),
-        **({"engine_config": cfg.summary()} if cfg is not None else {}),
+        **({"engine_config": cfg.summary(model)} if cfg is not None else {}),
     }
 
 

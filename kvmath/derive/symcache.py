@@ -4,7 +4,8 @@ The derivations (kvmath/derive/*.py) solve and simplify at import. The answer pa
 them (it runs kvmath/_generated/numeric.py), but every book chapter and test does, and the same inputs
 give the same result: each result is stored under a hash of the function name, the inputs'
 ``srepr`` (symbols with their assumptions) and the SymPy version, in ``$KVMATH_CACHE``
-(default ``~/.cache/kvmath``). A changed derivation is a new key, so a stored result is never
+(default ``~/.cache/kvmath``; nothing is stored when no home directory is known, never
+``/.cache``). A changed derivation is a new key, so a stored result is never
 stale; an unreadable or unwritable cache only costs the time of the computation.
 
 The cache cannot run code (issue 20: it was a pickle, and a crafted file ran code on import):
@@ -15,7 +16,8 @@ bounded size, numbers of bounded bits and Floats of bounded precision, so no ent
 the import hang (a factorial of 10^8, 10^(10^10), nested powers, a billion-digit Float); an entry
 that is not what its function returns (solve: a list of expressions) is recomputed. It is used
 only when the file and its directory belong to this user and no one else may write them, so
-another user cannot plant values. A value planted by this user's own account is not detected:
+another user cannot plant values, and only a regular file of a bounded size is read (a FIFO in
+its place would block the import; a file nested too deep is written afresh). A value planted by this user's own account is not detected:
 such an account could change the installed package itself; and a planted value never reaches
 the answer path, which reads the committed generated code, whose test
 (tests/codegen/test_numeric.py) regenerates it and fails if it differs.
@@ -32,8 +34,31 @@ from pathlib import Path
 
 import sympy as sp
 
-_DIR = Path(os.environ.get("KVMATH_CACHE") or Path.home() / ".cache" / "kvmath")
-_FILE = _DIR / f"sympy-{sp.__version__}.json"
+def _cache_dir():
+    """``$KVMATH_CACHE``, else ``$HOME/.cache/kvmath``, else the account's home directory's
+    (the password database); None (nothing stored, only the time of the computation lost) when
+    none is an absolute path: an empty or relative HOME made the cache ``/.cache`` or a
+    directory relative to wherever the process started."""
+    given = os.environ.get("KVMATH_CACHE")
+    if given:
+        return Path(given)
+    home = os.environ.get("HOME", "")
+    if not os.path.isabs(home):
+        try:
+            import pwd
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except (ImportError, KeyError, AttributeError, OSError):
+            home = ""
+    if not os.path.isabs(home) or Path(home) == Path(home).parent:  # none, or the root
+        return None
+    return Path(home) / ".cache" / "kvmath"
+
+
+_DIR = _cache_dir()
+_FILE = _DIR / f"sympy-{sp.__version__}.json" if _DIR is not None else None
+#: the largest cache file read, B: the derivations' results take about 0.14 MB; a larger file is
+#: not one (and is not read: a FIFO, a device or a huge file would hang or fill the import)
+MAX_CACHE_BYTES = 64 * 2 ** 20
 _FORMAT = 1
 _store = None
 
@@ -162,11 +187,32 @@ def _private(path):
         not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
+def _read_private(path):
+    """The text of a cache file that is this user's alone, a regular file of at most
+    :data:`MAX_CACHE_BYTES`, or None. Opened without blocking and checked on the open file (a
+    FIFO in its place hung the import; a swap after a check reads nothing else)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CACHE_BYTES or (
+                hasattr(os, "getuid") and st.st_uid != os.getuid()) or \
+                st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return None
+        data = fh.read(MAX_CACHE_BYTES + 1)
+    return data.decode("utf-8") if len(data) <= MAX_CACHE_BYTES else None
+
+
 def _load():
-    if not (_private(_DIR) and _private(_FILE)):
+    if _DIR is None or not _private(_DIR):
         return {}
     try:
-        data = json.loads(_FILE.read_text(encoding="utf-8"))
+        text = _read_private(_FILE)
+        if text is None:
+            return {}
+        data = json.loads(text)
         if data.get("format") != _FORMAT or data.get("sympy") != sp.__version__:
             return {}
         return {key: parse_srepr(text) for key, text in data["entries"].items()}
@@ -175,15 +221,19 @@ def _load():
 
 
 def _save(key, value):
+    if _DIR is None:
+        return  # no home to keep it in: computed each time
     try:
         if _DIR.exists() and not _private(_DIR):
             return  # a directory others may write: never store there
         stored = {}
-        if _private(_FILE):
-            try:
-                stored = json.loads(_FILE.read_text(encoding="utf-8")).get("entries", {})
-            except (OSError, ValueError, AttributeError):
+        try:
+            text = _read_private(_FILE)
+            stored = json.loads(text).get("entries", {}) if text is not None else {}
+            if not isinstance(stored, dict):
                 stored = {}
+        except (OSError, ValueError, AttributeError, RecursionError):
+            stored = {}  # a file nested too deep, truncated or not JSON: written afresh
         stored = {**stored, key: sp.srepr(value)}  # keep what other processes stored meanwhile
         _DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = _FILE.with_name(f"{_FILE.name}.{os.getpid()}.tmp")

@@ -80,6 +80,8 @@ def scenario_of(args, command) -> Built:
             args.node or (pool is None and tier.name == KINDS[tier.kind].node_tier)):
         # the node given, or the one reuse plans: its own drives, and its NICs for a pool
         tier = node_tier(node, tier)
+    if pool is not None and node is None:
+        check_pool_nics(pool, gpu, args.pool)
     engine, cfg = engine_of(args)
     if tier is not None:
         check_tier(cfg, tier)
@@ -140,6 +142,29 @@ def pool_of(args, tier_given=False):
     pool = resolve_pool(args.pool)
     fleet = getattr(args, "nodes", 1) or 1
     return pool, pool_nodes or (fleet if fleet > 1 else pool.gpu_nodes)
+
+
+#: the most NICs a GPU node holds per GPU where no node is given (a DGX H100: 8 compute NICs
+#: and 2 storage NICs for 8 GPUs): a pool read over more than this many per GPU is refused
+NICS_PER_GPU = 2
+
+
+def check_pool_nics(pool, gpu, given=None):
+    """Refuse a pool whose engines read it over more NICs per GPU node (pools.csv client_nics)
+    than a node of ``gpu``'s GPUs holds, where no node is given (a node given is held to its own
+    NICs: :func:`kvmath.logic.path.node_tier`); ``given``: --pool as given (a file is named
+    with its row)."""
+    if gpu is None:
+        return
+    most = NICS_PER_GPU * gpu.gpus_per_node
+    if pool.client_nics > most:
+        where = (f"{given}, row 1, field 'client_nics'" if given and given != pool.name
+                 else "pools.csv client_nics")
+        raise ScenarioError(f"--pool {pool.name}: its engines read it over {pool.client_nics} "
+                            f"NICs per GPU node ({where}), and a node of "
+                            f"{gpu.gpus_per_node} {gpu.name} GPUs holds at most {most} "
+                            f"({NICS_PER_GPU} per GPU); give --node, a nodes CSV row with the "
+                            "node's own NICs (nodes.csv nics)")
 
 
 def tier_of(args, command, pool=None, pool_nodes=None):

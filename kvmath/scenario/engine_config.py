@@ -78,22 +78,41 @@ class EngineConfig:
                  "sglang": ("--hicache-size", "--hicache-storage-backend")}[self.format]
         return names[0] if medium == "DRAM" else names[1]
 
-    def summary(self) -> dict:
-        """The JSON-ready record of what was read."""
+    def first_rank_stores(self, model=None, tp=1, node_gpus=1) -> bool:
+        """Whether rank 0 of each engine alone stores the cache for ``model`` (LMCache's
+        save_only_first_rank applies to an MLA latent only: a GQA model's every rank stores its
+        heads); for no model, what the settings say."""
+        from kvmath.logic.rules import stores_once
+        return self.first_rank_only and (model is None or
+                                         stores_once(self.engine, model, tp, node_gpus))
+
+    def summary(self, model=None) -> dict:
+        """The JSON-ready record of what was read; for ``model``, ``first_rank_only`` where it
+        applies to it (an MLA latent), and the settings not modelled: the first
+        :data:`NAMED_NOT_MODELLED` named, all counted."""
         return {"file": self.path, "format": self.format, "engine": self.engine.name,
                 "copy_tokens": self.engine.copy_tokens, "stored_once": self.engine.stored_once,
                 "host_cache_bytes_per_engine": self.host_cache_bytes_per_engine,
                 "host_cache_bytes_per_gpu": self.host_cache_bytes_per_gpu,
-                "first_rank_only": self.first_rank_only,
+                "first_rank_only": self.first_rank_stores(model),
                 "host_cache_hbm_ratio": self.host_cache_hbm_ratio, "disk_tier": self.disk_tier,
                 "disk_cache_bytes": self.disk_cache_bytes,
                 "disk_cache_bytes_per_gpu": self.disk_cache_bytes_per_gpu,
-                "settings": dict(self.settings), "not_modelled": list(self.not_modelled)}
+                "settings": dict(self.settings),
+                "not_modelled": list(self.not_modelled[:NAMED_NOT_MODELLED]),
+                "not_modelled_count": len(self.not_modelled)}
+
+
+#: the largest engine settings file read, B: vLLM's JSON, an LMCache YAML file or SGLang's
+#: flags take a few hundred bytes; a larger file is not one (a 60 MB file was read whole)
+MAX_CONFIG_BYTES = 1 << 20
+#: the settings kvmath does not model that its output names one by one; the rest are counted
+NAMED_NOT_MODELLED = 12
 
 
 def read(path) -> EngineConfig:
     """The engine settings in file ``path`` (vLLM JSON, LMCache YAML or SGLang flags)."""
-    p = regular_file(path)
+    p = regular_file(path, MAX_CONFIG_BYTES, "engine's offload settings")
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
@@ -133,6 +152,54 @@ def check_tier(cfg, tier):
     if cfg is not None and KINDS[tier.kind].wear == "drive" and not cfg.disk_tier:
         raise UsageError(f"--tier {tier.name}: the engine's settings ({cfg.path}) configure no "
                          "disk tier, so nothing is reloaded from drives")
+
+
+def check_holds(cfg, tier, model, tp, node_gpus, stored_bytes):
+    """Refuse a reload from host DRAM or drives whose cache the engine's own settings size below
+    one stored cache of the prompt (``stored_bytes``: every rank's copy, or one where the engine
+    stores once): the engine never holds the whole prompt there, so the reload compared cannot
+    happen. The refusal says how much of the prompt's KV the cache holds. Per-rank sizes
+    (LMCache, SGLang) hold ``tp`` ranks' shares, or rank 0's alone where it alone stores; a
+    size the settings leave open (the node's whole DRAM or drives, SGLang's ratio to its device
+    pool, which holds the prompt) is not checked here (the node plan caps it)."""
+    from kvmath.tiers.kinds import KINDS
+    kind = KINDS.get(tier.kind)
+    if cfg is None or kind is None or kind.cache is None or not stored_bytes > 0:
+        return
+    medium = kind.cache[2]
+    per_engine, per_gpu = ((cfg.host_cache_bytes_per_engine, cfg.host_cache_bytes_per_gpu)
+                           if medium == "DRAM" else (None, cfg.disk_cache_bytes_per_gpu))
+    ranks = 1 if cfg.first_rank_stores(model, tp, node_gpus) else tp
+    capacity = per_engine if per_engine is not None else (
+        None if per_gpu is None else per_gpu * ranks)
+    if capacity is None or capacity >= stored_bytes:
+        return
+    setting = cfg.size_setting(medium)
+    if medium == "DRAM" and cfg.settings.get("local_cpu") is False:
+        setting = setting.replace("max_local_cpu_size", "local_cpu")
+    per = "per engine" if per_engine is not None else (
+        "on rank 0, which alone stores it" if ranks == 1 and tp > 1 else
+        f"over its {ranks} rank(s)")
+    raise UsageError(f"--tier {tier.name}: the engine's {kind.cache[1]} ({cfg.path}, field "
+                     f"'{setting}') holds {_bytes(capacity)} {per}, "
+                     f"{_share(capacity / stored_bytes)} of this prompt's "
+                     f"{_bytes(stored_bytes)} of stored KV: the engine never holds the "
+                     "whole prompt there, so the reload compared cannot happen (give a larger "
+                     "cache, or fewer --tokens)")
+
+
+def _bytes(x):
+    """Bytes in SI units, four figures, as the output says them (kvmath.present.format's
+    fmt_bytes, which this layer may not import)."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.4g} {unit}"
+    return f"{x:.4g} B"
+
+
+def _share(x):
+    """A share in percent, as the refusal says it (a byte of gigabytes is not "0.00%")."""
+    return f"{x:.2%}" if x >= 1e-4 else "under 0.01%"
 
 
 def cache_sizes(args, cfg, node, tp, model):
@@ -175,21 +242,30 @@ def _one_line(exc):
     return " ".join(str(exc).split())[:200]
 
 
-def _number(path, key, value, minimum=0.0, integer=False, above=False):
-    """A setting's number, from minimum (exclusive when above) to LARGEST, refused otherwise
-    with the file and setting named (a 400-digit integer is a DataError, not an overflow)."""
-    from kvmath.scenario.options import LARGEST
+#: the most a cache setting may size, in its unit: a node's DRAM or drives hold at most 1e15 B
+#: (nodes.csv host_dram_bytes' bound; a disk cache per rank likewise), about 1e6 GiB or GB; a
+#: chunk or page at most 1e9 tokens (no context window is longer); SGLang's host pool at most
+#: 1e6 times its device pool
+SETTING_BOUNDS = {"B": 1e15, "GiB": 1e6, "GB": 1e6, "tokens": 1e9, "ratio": 1e6}
+
+
+def _number(path, key, value, unit, minimum=0.0, integer=False, above=False):
+    """A setting's number in ``unit`` (a key of :data:`SETTING_BOUNDS`, its physical most),
+    from minimum (exclusive when above), refused otherwise with the file, the setting and the
+    unit named (a 400-digit integer is a DataError, not an overflow)."""
+    most = SETTING_BOUNDS[unit]
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if ok:
-        ok = -LARGEST <= value <= LARGEST and (value > minimum if above else value >= minimum)
+        ok = -most <= value <= most and (value > minimum if above else value >= minimum)
     if ok and integer:
         ok = float(value).is_integer()
     if not ok:
         words = "a whole number" if integer else "a number"
         bound = f"above {minimum:g}" if above else f"of at least {minimum:g}"
         shown = repr(value) if len(repr(value)) < 40 else repr(value)[:37] + "..."
-        raise DataError(path, None, key, f"expected {words} {bound} and at most {LARGEST:g}, "
-                        f"got {shown}")
+        unit_words = "" if unit == "ratio" else f" {unit}"
+        raise DataError(path, None, key, f"expected {words} {bound} and at most "
+                        f"{most:g}{unit_words}, got {shown}")
     return int(value) if integer else float(value)
 
 
@@ -274,7 +350,7 @@ def _vllm(path, data):
     if "cpu_bytes_to_use" not in extra:
         raise DataError(path, None, "cpu_bytes_to_use", "missing: vLLM's OffloadingConnector "
                         "requires it (bytes of host memory for the whole engine)")
-    cpu = _number(path, "cpu_bytes_to_use", extra["cpu_bytes_to_use"], minimum=1)
+    cpu = _number(path, "cpu_bytes_to_use", extra["cpu_bytes_to_use"], "B", minimum=1)
     engine = engines()[VLLM_PROFILE]
     # canonical_layout writes replicated GQA heads once, but only under TieringOffloadingSpec,
     # and host capacity is still reserved for every rank's copy (engine_settings.csv): read,
@@ -321,7 +397,7 @@ def _lmcache_file(path, text):
 def _lmcache(path, data, fmt):
     engine = engines()[LMCACHE_PROFILE]
     chunk = _number(path, "chunk_size", data.get("chunk_size", default("lmcache-chunk-size")),
-                    minimum=1, integer=True)
+                    "tokens", minimum=1, integer=True)
     engine = replace(engine, copy_tokens=float(chunk))  # one chunk of all layers per copy
     extra = data.get("extra_config") or {}
     if not isinstance(extra, dict) or not all(isinstance(k, str) for k in extra):
@@ -333,10 +409,10 @@ def _lmcache(path, data, fmt):
         engine = replace(engine, stored_once=rule, replicated_read_once=rule)
     cpu_on = _flag(path, "local_cpu", data.get("local_cpu", True))
     cpu_gib = _number(path, "max_local_cpu_size", data.get(
-        "max_local_cpu_size", default("lmcache-max-local-cpu-size") / GIB))
+        "max_local_cpu_size", default("lmcache-max-local-cpu-size") / GIB), "GiB")
     disk_dir = data.get("local_disk")
     disk_gib = _number(path, "max_local_disk_size", data.get(
-        "max_local_disk_size", default("lmcache-max-local-disk-size") / GIB))
+        "max_local_disk_size", default("lmcache-max-local-disk-size") / GIB), "GiB")
     disk = bool(disk_dir) and disk_gib > 0  # both, or no disk backend (storage_backend/__init__)
     not_modelled = sorted(set(data) - _LMCACHE_MODELLED) + sorted(
         f"extra_config.{k}" for k in extra if k != "save_only_first_rank")
@@ -388,14 +464,14 @@ def _sglang(path, text):
         raise DataError(path, None, "--hicache-io-backend", "kernel_ascend runs on Ascend NPUs, "
                         "which kvmath has no GPU rows for")
     page = _number(path, "--page-size", default("sglang-page-size") if args.page_size is None
-                   else args.page_size, minimum=1, integer=True)
+                   else args.page_size, "tokens", minimum=1, integer=True)
     size_GB = _number(path, "--hicache-size", default("sglang-hicache-size") / 1e9
-                      if args.hicache_size is None else args.hicache_size)
+                      if args.hicache_size is None else args.hicache_size, "GB")
     size = size_GB * SETTING_UNITS["GB"]
     ratio = None
     if size == 0:
         ratio = _number(path, "--hicache-ratio", default("sglang-hicache-ratio")
-                        if args.hicache_ratio is None else args.hicache_ratio, minimum=1,
+                        if args.hicache_ratio is None else args.hicache_ratio, "ratio", minimum=1,
                         above=True)  # SGLang asserts the host pool is larger than the device's
     engine = engines()[SGLANG_DIRECT if io == "direct" else SGLANG_KERNEL]
     if io == "direct":

@@ -46,6 +46,9 @@ class Kind:
     choices: tuple = ()
     flag: bool = False              #: a switch: true when given
     text: bool = False              #: a name, or a file path
+    max_chars: int | None = None    #: the longest text it takes (a name or path)
+    unit: str = ""                  #: what its numbers count ("tokens", "GB/s", ...)
+    why: str = ""                   #: why its bounds are what they are (physics, in words)
 
     def ok(self, v) -> bool:
         if self.choices:
@@ -53,7 +56,8 @@ class Kind:
         if self.flag:
             return isinstance(v, bool)
         if self.text:
-            return isinstance(v, str) and bool(v.strip())
+            return isinstance(v, str) and bool(v.strip()) and (
+                self.max_chars is None or len(v) <= self.max_chars)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             return False
         if self.integer and not isinstance(v, int):
@@ -76,7 +80,9 @@ class Kind:
             except ValueError:
                 value = None
         if value is None or not self.ok(value):
-            raise ValueError(f"expected {self.words}, got {text!r}")
+            shown = repr(text) if len(text) <= 60 else (
+                repr(text[:57]) + f"... ({len(text):,} characters)")
+            raise ValueError(f"expected {self.words}, got {shown}")
         return value.strip() if self.text else value
 
     def from_toml(self, value):
@@ -90,7 +96,11 @@ class Kind:
         return value
 
 
-TEXT = Kind("non-empty text", text=True)
+#: the longest name or path an option takes: a path's longest on Linux (PATH_MAX); a 5 MB name
+#: in a scenario file was looked up as a file (ENAMETOOLONG, a traceback)
+MAX_TEXT_CHARS = 4096
+TEXT = Kind(f"non-empty text of at most {MAX_TEXT_CHARS:,} characters", text=True,
+            max_chars=MAX_TEXT_CHARS)
 POSITIVE_INT = Kind(f"a positive integer of at most {MAX_INT:,}", integer=True, minimum=1,
                     maximum=MAX_INT)
 COUNT = Kind(f"a non-negative integer of at most {MAX_INT:,}", integer=True, minimum=0,
@@ -103,6 +113,44 @@ SAMPLE = Kind(f"a fraction from {SMALLEST:g} to below 1", minimum=SMALLEST, maxi
 COUNT_BYTES = Kind(f"a number of bytes from 0 to {LARGEST:g}", minimum=0, maximum=LARGEST)
 RESERVE = Kind("a fraction in [0, 1)", minimum=0, maximum=1, below_max=True)
 FLAG = Kind("true or false", flag=True)
+
+
+def bounded(unit, minimum, maximum, why, integer=False):
+    """A number of ``unit`` within physical bounds, ``why`` they are what they are; its words
+    say the unit and both bounds ("a whole number of GPUs from 1 to 4,096")."""
+    fmt = "{:,}" if integer else "{:g}"
+    return Kind(f"{'a whole number' if integer else 'a number'} of {unit} from "
+                f"{fmt.format(minimum)} to {fmt.format(maximum)}", integer=integer,
+                minimum=minimum, maximum=maximum, unit=unit, why=why)
+
+
+#: the options' physical bounds, each with its unit and reasoning (issue 37)
+TOKENS = bounded("tokens", 1, 10 ** 9, "at most 1e9 tokens: 100x the longest context window "
+                 "(Llama 4 Scout's 10M), and models.csv max_context_tokens' bound", integer=True)
+GPUS = bounded("GPUs", 1, 4096, "at most 4,096 GPUs in one replica: 64 nodes of 64 (nodes.csv "
+               "gpus' bound)", integer=True)
+SEQUENCES = bounded("sequences", 1, 10 ** 6, "at most a million sequences in HBM: no GPU holds "
+                    "more (each holds at least one token's KV)", integer=True)
+RUNNING = bounded("sequences", 0, 10 ** 6, "at most a million sequences in a node's running "
+                  "batch (engines' defaults run 256 to 1,024)", integer=True)
+NODES = bounded("nodes", 1, 10 ** 6, "at most a million GPU nodes (pools.csv gpu_nodes' "
+                "bound)", integer=True)
+USES = bounded("uses", 1, 10 ** 9, "at most 1e9 uses of one block", integer=True)
+PER_S = bounded("resumes per second", SMALLEST, 1e6, "at most a million resumes per second on "
+                "one node: each is at least one prefill or reload")
+REPLICAS = bounded("replicas", SMALLEST, 4096, "at most 4,096 replicas: a node of 4,096 GPUs at "
+                   "TP 1 (the node's own GPUs / TP bound it further)")
+GBPS = bounded("GB/s", 1e-6, 1e6, "from 1 kB/s to 1e6 GB/s: links.csv bandwidth_Bps' bound "
+               "(1e15 B/s, about 45x the fastest HBM)")
+USD_GPU_HOUR = bounded("USD per GPU-hour", 1e-6, 1e4, "at most 1e4 USD per GPU-hour "
+                       "(gpu_prices.csv's bound)")
+USD_GB = bounded("USD per GB", 1e-6, 1e4, "at most 1e4 USD per 1e9 B (prices.csv's bound)")
+HOST_BYTES = bounded("bytes", 1, 1e15, "at most 1e15 B: nodes.csv host_dram_bytes' bound")
+DISK_BYTES = bounded("bytes", 0, 1e19, "at most 1e19 B: 1,024 drives of 1e16 B (nodes.csv "
+                     "bounds)")
+POOL_BYTES = bounded("bytes", 1, 1e18, "at most 1e18 B: pools.csv storage_node_bytes' bound")
+SECONDS = bounded("seconds", 1e-6, 1e9, "from 1 microsecond to 1e9 s (about 30 years)")
+TURN_TOKENS = bounded("tokens", 1e-6, 1e9, "a mean of at most 1e9 tokens (TOKENS' bound)")
 
 
 def choice(*values):
@@ -177,11 +225,11 @@ OPTIONS = (
            required=(COMPARE, REUSE), label="tier", required_unless="pool", row="tiers",
            help_for={COMPARE: "tier: host-dram, nvme, rdma, ..., or hbm (the prefix still in "
                      "GPU memory: no load, the engine's costs remain)"}),
-    Option("tokens", POSITIVE_INT, "tokens in the cached prefix", (COMPARE, REUSE, TIERS),
+    Option("tokens", TOKENS, "tokens in the cached prefix", (COMPARE, REUSE, TIERS),
            unit="tokens", required=(COMPARE, REUSE, TIERS), label="prompt length (tokens)",
            field=None,
            help_for={TIERS: "tokens per paused conversation"}),
-    Option("new-tokens", POSITIVE_INT, "the new turn's own tokens, computed after the prefix "
+    Option("new-tokens", TOKENS, "the new turn's own tokens, computed after the prefix "
            "either way (default 1)", (COMPARE,), unit="tokens", metavar="N", default=1),
     Option("token-ids", FLAG, "the prompt arrives as token IDs: the engine does not tokenise it",
            (COMPARE,), default=False),
@@ -192,16 +240,16 @@ OPTIONS = (
                      "nvme tier stripes (default: the tier as tiers.csv gives it, eight drives)",
                      TRACE: "bundled node name or path to a nodes CSV row, as tiers and reuse "
                      "take (default dgx-h100)"}),
-    Option("tp", POSITIVE_INT, "tensor-parallel GPUs (default: smallest that fits)", COMMANDS,
+    Option("tp", GPUS, "tensor-parallel GPUs (default: smallest that fits)", COMMANDS,
            unit="GPUs", label="TP (GPUs)",
            help_for={COMPARE: "tensor-parallel GPUs of attention (default: the sourced "
                      "deployment, else the smallest that holds the weights and the batch's KV)",
                      TIERS: _TP_NODE, TRACE: _TP_NODE, ROUTE: _TP_NODE,
                      FLEET: _TP_NODE}),
-    Option("ep", POSITIVE_INT, "expert-parallel ranks of the routed experts, with all-to-all "
+    Option("ep", GPUS, "expert-parallel ranks of the routed experts, with all-to-all "
            "dispatch and combine; 1 shards each expert by tensor parallelism (default: the "
            "deployment's, else 1)", (COMPARE,), unit="GPUs", label="experts over (GPUs)"),
-    Option("batch", POSITIVE_INT, "sequences of --tokens tokens whose KV must fit beside the "
+    Option("batch", SEQUENCES, "sequences of --tokens tokens whose KV must fit beside the "
            "weights (default 1)", (COMPARE,), default=1, label="sequences in HBM"),
     Option("engine", TEXT, "engine profile: bundled name (kvmath list) or path to an engines "
            "CSV row", (COMPARE, REUSE, TIERS, TRACE, ROUTE, FLEET), metavar="NAME", path=True,
@@ -210,14 +258,14 @@ OPTIONS = (
                      "CSV row; the copies it stores per cache set capacity, writes and wear",
                      TIERS: "engine profile: bundled name (kvmath list) or path to an engines "
                      "CSV row; the copies it stores per cache set capacity, writes and wear"}),
-    Option("resume-rate", POSITIVE, "resumes per second on the node: also price holding at "
+    Option("resume-rate", PER_S, "resumes per second on the node: also price holding at "
            "opportunity cost (the hits a held cache displaces on a node already bought)",
            (COMPARE, REUSE, TIERS), unit="1/s", metavar="PER_S", required=(TIERS,),
            label="resumes per second (node)",
            help_for={COMPARE: "resumes per second arriving at the node, each reloading from the "
                      "tier: sets the reloads sharing its drives and host memory, and the delay "
                      "they add", TIERS: "conversations resuming per second on the node"}),
-    Option("concurrent-reloads", POSITIVE, "replicas reloading at once through the node's shared "
+    Option("concurrent-reloads", REPLICAS, "replicas reloading at once through the node's shared "
            "hops, at most the node's GPUs / TP, instead of --resume-rate (default without "
            "either: every replica reloading at once, the worst case)", (COMPARE,), metavar="N",
            label="replicas reloading at once"),
@@ -226,7 +274,7 @@ OPTIONS = (
            "reads fp8 weights and nvfp4, on a GPU with FP4 tensor cores, NVFP4 weights: its GEMMs "
            "at the GPU's measured FP8 fraction of the FP4 peak, an assumption)",
            (COMPARE, REUSE, TIERS), label="compute dtype"),
-    Option("bandwidth", POSITIVE, "effective reload bandwidth per GPU in GB/s, after all "
+    Option("bandwidth", GBPS, "effective reload bandwidth per GPU in GB/s, after all "
            "efficiency factors (overrides the tier's path and the engine)", (COMPARE,),
            unit="GB/s", metavar="GBPS", label="reload bandwidth per GPU (GB/s)",
            field="bandwidth_Bps", scale=1e9),
@@ -249,28 +297,28 @@ OPTIONS = (
            field=None),
     Option("pause", TEXT, _PAUSE, (REUSE, TIERS), path=True, default=DEFAULT_PAUSE,
            label="pause between turns (reuse)", row="pauses"),
-    Option("gpu-price", POSITIVE, "price of a GPU-hour (default: the GPU's own dated list price, "
+    Option("gpu-price", USD_GPU_HOUR, "price of a GPU-hour (default: the GPU's own dated list price, "
            "gpu_prices.csv)", (REUSE, TIERS, FLEET), unit="USD/GPU-hour", metavar="USD_PER_GPU_HOUR",
            label="GPU-hour price (USD)"),
     Option("prices", TEXT, "a CSV in the format of kvmath/data/prices.csv whose rows replace the "
            "bundled ones they name (DRAM and NVMe per GB, amortisation, drive lifetime)",
            (REUSE, TIERS), metavar="FILE.csv", path="file", row="prices"),
-    Option("dram-price", POSITIVE, "host DRAM price per 1e9 B (default: prices.csv "
+    Option("dram-price", USD_GB, "host DRAM price per 1e9 B (default: prices.csv "
            "ddr5_usd_per_GB)", (REUSE, TIERS), unit="USD/GB", metavar="USD_PER_GB",
            label="host DRAM price (USD per GB)"),
-    Option("nvme-price", POSITIVE, "NVMe price per 1e9 B (default: prices.csv nvme_usd_per_GB)",
+    Option("nvme-price", USD_GB, "NVMe price per 1e9 B (default: prices.csv nvme_usd_per_GB)",
            (REUSE, TIERS), unit="USD/GB", metavar="USD_PER_GB",
            label="NVMe price (USD per GB)"),
     Option("gpu-memory-utilization", FRACTION, "fraction of HBM the engine uses (default: "
            "vLLM's, plan_defaults.csv)", (TIERS,), metavar="F"),
     Option("activation-reserve", RESERVE, "share of the used HBM kept for activations and "
            "workspace (default: plan_defaults.csv, an assumption)", (TIERS,), metavar="F"),
-    Option("batch-seqs", COUNT, "sequences in the running batch of the node, whose KV stays in "
+    Option("batch-seqs", RUNNING, "sequences in the running batch of the node, whose KV stays in "
            "HBM (default: plan_defaults.csv, an assumption)", (TIERS, TRACE, ROUTE, FLEET), metavar="N",
            help_for={cmd: "sequences in the running batch of the node, whose KV stays in HBM and "
                      "whose decode steps share its GPUs (default: plan_defaults.csv, an "
                      "assumption)" for cmd in (TRACE, FLEET)}),
-    Option("batch-context", POSITIVE_INT, "tokens of each running sequence (default: --tokens)",
+    Option("batch-context", TOKENS, "tokens of each running sequence (default: --tokens)",
            (TIERS, TRACE, ROUTE, FLEET), unit="tokens", metavar="TOKENS",
            help_for={cmd: "context of each running sequence (default: the trace's mean "
                      "prompt plus output tokens)" for cmd in (TRACE, ROUTE, FLEET)}),
@@ -279,10 +327,10 @@ OPTIONS = (
            "sets the engine profile (with its chunk or page size and single-copy settings) and, "
            "for tiers and trace, the host DRAM and drives it caches in (instead of --engine)",
            COMMANDS, metavar="FILE", path="file", field=None),
-    Option("host-cache-bytes", POSITIVE, "host DRAM the engine caches KV in, for the node "
+    Option("host-cache-bytes", HOST_BYTES, "host DRAM the engine caches KV in, for the node "
            "(default: --engine-config's size, else the node's whole DRAM)", (TIERS, TRACE, ROUTE, FLEET),
            unit="B", metavar="B"),
-    Option("disk-cache-bytes", COUNT_BYTES, "drive capacity the engine caches KV in, for the node; "
+    Option("disk-cache-bytes", DISK_BYTES, "drive capacity the engine caches KV in, for the node; "
            "0: no NVMe tier (default: --engine-config's, else the node's whole drives)",
            (TIERS, TRACE, ROUTE, FLEET), unit="B", metavar="B"),
     Option("writes-within-rating", FLAG, "admit to NVMe only the writes the drives' rated "
@@ -298,7 +346,7 @@ OPTIONS = (
            help_for={FLEET: "a KV store below every node's tiers, shared by the fleet's --nodes "
                      "and written as --pool-writes says: bundled name (pools.csv) or path to a "
                      "pools CSV row; with --max-nodes the fleet is also sized without it"}),
-    Option("pool-nodes", POSITIVE_INT, "GPU nodes sharing the pool, whose reloads split its "
+    Option("pool-nodes", NODES, "GPU nodes sharing the pool, whose reloads split its "
            "servers' media and NICs (default: --nodes when given, else the pool row's "
            "gpu_nodes)", (COMPARE, REUSE, TIERS),
            metavar="N"),
@@ -317,7 +365,7 @@ OPTIONS = (
            "written at once to every offload tier that lacks it: LMCache, HiCache's "
            "write_through); either way a block a tier holds is not written again (default back)",
            (TIERS, TRACE, FLEET), default="back"),
-    Option("nodes", POSITIVE_INT, "GPU nodes the router spreads conversations over: the node's "
+    Option("nodes", NODES, "GPU nodes the router spreads conversations over: the node's "
            "own tiers serve only the returns routed back to it (default 1)", (REUSE, TIERS, ROUTE, FLEET),
            metavar="N", default=1, required=(ROUTE, FLEET),
            help_for={ROUTE: "GPU nodes of the fleet the trace is routed over",
@@ -332,22 +380,22 @@ OPTIONS = (
            f"(refused if it does not answer within {DASK_TIMEOUT_S} s), or 'none' (threads in "
            "this process, no Dask: the same answer)", (FLEET,), metavar="ADDRESS",
            default="local", field=None),
-    Option("max-nodes", POSITIVE_INT, "also find the fewest nodes, up to this many, whose every "
+    Option("max-nodes", NODES, "also find the fewest nodes, up to this many, whose every "
            "node's prefill and decode demand fit its GPUs", (FLEET,), metavar="N"),
-    Option("slo-ttft-p99", POSITIVE, "with --max-nodes, the fewest nodes must also keep the "
+    Option("slo-ttft-p99", SECONDS, "with --max-nodes, the fewest nodes must also keep the "
            "fleet's 99th-percentile time to first token within this", (FLEET,), unit="s",
            metavar="S"),
     Option("reach", FRACTION, "probability a returning conversation reaches the node holding its "
            "cache, stated (a what-if, instead of --router's)", (REUSE, TIERS), metavar="H",
            label="returns reaching the cache's node (0–1)"),
-    Option("turn-new-tokens", POSITIVE, "tokens a returning turn adds to its cache (new prompt "
+    Option("turn-new-tokens", TURN_TOKENS, "tokens a returning turn adds to its cache (new prompt "
            "and output), all the engine writes where the tier still holds the rest (default: "
            "plan_defaults.csv's, measured on the conversation trace)", (REUSE, TIERS),
            unit="tokens", metavar="TOKENS", label="tokens a returning turn adds"),
     Option("policy", choice(*POLICIES), "tier policy (default lru)", (TRACE,), default="lru"),
-    Option("ttl", POSITIVE, "time-to-live of offloaded blocks for --policy ttl, s (default 600)",
+    Option("ttl", SECONDS, "time-to-live of offloaded blocks for --policy ttl, s (default 600)",
            (TRACE,), unit="s", metavar="S", default=600.0, needs="policy=ttl"),
-    Option("min-uses", POSITIVE_INT, "uses before a block is written to NVMe, --policy "
+    Option("min-uses", USES, "uses before a block is written to NVMe, --policy "
            "selective (default 2)", (TRACE,), metavar="N", default=2,
            needs="policy=selective"),
     Option("policies", FLAG, "also compare LRU with ARC, S3-FIFO and the Belady bound "
@@ -357,7 +405,7 @@ OPTIONS = (
            excludes=("sample-rate",),
            excludes_why="ARC, S3-FIFO and Belady need every block access: a SHARDS sample "
            "scales to LRU's hit rate alone (drop --sample-rate to compare policies)"),
-    Option("remote-bytes", POSITIVE, "add a remote pool of this many bytes over RDMA", (TRACE,),
+    Option("remote-bytes", POOL_BYTES, "add a remote pool of this many bytes over RDMA", (TRACE,),
            unit="B", metavar="B"),
     Option("sample-rate", SAMPLE, "answer from a SHARDS sample of the trace's blocks at this "
            "rate, taken as the file is read: the LRU hit-rate curve and the hit rates of one LRU "

@@ -8,6 +8,7 @@ are read relative to the scenario file.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -50,14 +51,17 @@ def load_scenario(path, allowed):
         try:
             checked = check_toml(key, value)
         except ValueError as exc:
-            raise DataError(path, None, key, f"{exc}, got {value!r}") from None
+            shown = repr(value) if len(repr(value)) <= 60 else (
+                f"{repr(value)[:57]}... ({len(repr(value)):,} characters)")
+            raise DataError(path, None, key, f"{exc}, got {shown}") from None
         if key not in allowed:  # another command's key: checked, not used here
             continue
         out[key] = checked
         if key in PATH_KEYS and (out[key].endswith(".csv") or BY_KEY[key].path == "file"):
             if not Path(out[key]).is_absolute():
                 out[key] = str(path.parent / out[key])
-            if not Path(out[key]).exists():  # the file's error, naming its key
+            if not os.path.exists(out[key]):  # the file's error, naming its key (never raises:
+                # a name too long is no file)
                 raise DataError(path, None, key, f"no file {value!r} (a path is read relative "
                                 "to the scenario file)")
     return out
@@ -80,8 +84,8 @@ def _check_name(path, key, value, command=None):
     """A name the file gives that no bundled row holds is the file's error, naming its key
     (it was only found later, with no word of the file it came from)."""
     names = _bundled_names(key, command)
-    if names is None or value in names or value.endswith(".csv") or Path(value).exists() \
-            or (path.parent / value).exists():
+    if names is None or value in names or value.endswith(".csv") or os.path.exists(value) \
+            or os.path.exists(path.parent / value):
         return
     raise DataError(path, None, key, f"unknown {key} {value!r}; bundled: {', '.join(names)}")
 

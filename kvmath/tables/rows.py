@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from pathlib import Path
@@ -417,7 +418,7 @@ def resolve(cls, name_or_path, what=None):
     items = table(cls.table)
     if name_or_path in items:
         return items[name_or_path]
-    if Path(name_or_path).suffix == ".csv" or Path(name_or_path).exists():
+    if Path(name_or_path).suffix == ".csv" or os.path.exists(name_or_path):  # never raises
         got = read(cls, name_or_path)
         if len(got) != 1:
             raise DataError(name_or_path, None, None, f"expected exactly one row, found {len(got)}")

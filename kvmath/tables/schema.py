@@ -88,18 +88,35 @@ def _required(f):
     return f.get("constraints", {}).get("required", False)
 
 
+def unit_words(f):
+    """A numeric field's unit as a bound is followed by it: " B/s", " (B/s or FLOP/s)", or
+    nothing for a ratio (the data package's ``unit``)."""
+    unit = f.get("unit", "")
+    return "" if not unit else f" ({unit})" if " " in unit else f" {unit}"
+
+
 def _words(f):
-    """What a field accepts, in words."""
+    """What a field accepts, in words: its type, bounds and unit."""
     c, t = f.get("constraints", {}), f["type"]
     if "enum" in c:
         return "one of " + ", ".join(sorted(c["enum"]))
-    if t == "number" and c.get("exclusiveMinimum") == 0:
-        return "a fraction in (0, 1]" if c.get("maximum") == 1 else "a positive number"
-    if t in ("number", "integer") and "minimum" in c:
-        return {("number", 0): "a non-negative number", ("integer", 0): "a non-negative integer",
-                ("integer", 1): "a positive integer"}.get((t, c["minimum"]), f"a {t} >= {c['minimum']}")
-    return {"date": "a date YYYY-MM-DD", "boolean": "one of false, true", "number": "a number",
-            "integer": "an integer"}.get(t, "text")
+    if t in ("number", "integer"):
+        hi, u = c.get("maximum"), unit_words(f)
+        if t == "number" and c.get("exclusiveMinimum") == 0 and hi == 1 and not u:
+            return "a fraction in (0, 1]"
+        kind = "an integer" if t == "integer" else "a number"
+        fmt = "{:,}" if t == "integer" else "{:g}"
+        if "exclusiveMinimum" in c:
+            low = f"above {fmt.format(c['exclusiveMinimum'])}"
+        elif "minimum" in c:
+            low = f"from {fmt.format(c['minimum'])}"
+        else:
+            low = ""
+        if hi is None:
+            return f"{kind} {low}{u}".replace("  ", " ").strip()
+        join = " and at most " if "exclusiveMinimum" in c else " to " if low else " of at most "
+        return f"{kind} {low}{join}{fmt.format(hi)}{u}".replace("  ", " ")
+    return {"date": "a date YYYY-MM-DD", "boolean": "one of false, true"}.get(t, "text")
 
 
 def _core(cs, f):
@@ -135,9 +152,10 @@ def _validator(name):
 MAX_INPUT_BYTES = 64 * 2**20
 
 
-def regular_file(path):
-    """``path`` as a Path, refused (DataError) unless it is a regular file of at most
-    MAX_INPUT_BYTES: a FIFO would block a read for ever and a device would never end."""
+def regular_file(path, limit=MAX_INPUT_BYTES, what="table or scenario"):
+    """``path`` as a Path, refused (DataError) unless it is a regular file of at most ``limit``
+    bytes (MAX_INPUT_BYTES: a table or scenario; ``what`` names the kind in the refusal): a
+    FIFO would block a read for ever and a device would never end."""
     p = Path(path)
     try:
         st = p.stat()
@@ -145,10 +163,10 @@ def regular_file(path):
         raise DataError(path, None, None, f"cannot read file ({exc.strerror})") from None
     if not stat.S_ISREG(st.st_mode):
         raise DataError(path, None, None, "not a regular file (a FIFO, device or directory "
-                        "cannot be read as a table or scenario)")
-    if st.st_size > MAX_INPUT_BYTES:
-        raise DataError(path, None, None, f"{st.st_size:,} B is larger than any table or "
-                        f"scenario ({MAX_INPUT_BYTES:,} B at most)")
+                        f"cannot be read as a {what})")
+    if st.st_size > limit:
+        raise DataError(path, None, None, f"{st.st_size:,} B is larger than any {what} "
+                        f"({limit:,} B at most)")
     return p
 
 
@@ -189,6 +207,14 @@ def _item(cls, fields, data):
         raise FieldError(f["name"], f"expected {_words(f)}, got {raw!r}") from None
 
 
+def _by_name(item, name, bound):
+    """Hold field ``name`` of a row to the bound its row's name gives it ({maximum, unit})."""
+    value = getattr(item, name)
+    if bound is not None and value is not None and not value <= bound["maximum"]:
+        raise FieldError(name, f"expected at most {bound['maximum']:g} {bound['unit']} for "
+                         f"{item.name}, got {value:g}")
+
+
 def read(cls, path=None):
     """Rows of a CSV file (the bundled one by default) as ``cls`` items: a dict by the table's
     primary key (a tuple when it has several fields), or a list in file order when it has none.
@@ -202,12 +228,20 @@ def read(cls, path=None):
     for name in (n for n in header if n not in fields):
         raise DataError(path, None, name, "unknown field (check its name and unit suffix); "
                         f"expected fields: {', '.join(fields)}")
+    twice = sorted({n for n in header if header.count(n) > 1})
+    if twice:  # a reader would keep one of the two values without a word
+        raise DataError(path, None, twice[0], "a column given twice in the header (expected "
+                        "each field once)")
     for name in (n for n, f in fields.items() if "default" not in f and n not in header):
         raise DataError(path, None, name, "missing column")
     if not rows:
         raise DataError(path, None, None, "no rows")
-    refs = [(fk["fields"][0], resource(fk["reference"]["resource"])["title"], table(fk["reference"]["resource"]))
+    # a foreign key's names: the table's, and those its field also knows (a GPU a codec was
+    # measured on that no gpus.csv row holds)
+    refs = [(fk["fields"][0], resource(fk["reference"]["resource"])["title"],
+             (*table(fk["reference"]["resource"]), *fields[fk["fields"][0]].get("alsoKnown", ())))
             for fk in schema.get("foreignKeys", ())]
+    by_name = [(n, f["boundsByName"]) for n, f in fields.items() if "boundsByName" in f]
     keys, items, seen = schema.get("primaryKey", ()), [], {}
     for i, data in enumerate(rows, start=1):
         if None in data:
@@ -221,6 +255,8 @@ def read(cls, path=None):
             for name in ("source", "source_location") if getattr(item, "kind", "") == "measurement" else ():
                 if getattr(item, name, "x") in (None, ""):
                     raise FieldError(name, "missing value (expected text for a measurement)")
+            for name, bounds in by_name:  # a field whose bound and unit its row's name gives
+                _by_name(item, name, bounds.get(item.name))
             item.check()
         except FieldError as exc:
             raise DataError(path, i, exc.field, str(exc)) from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 
 import numpy as np
 
@@ -26,6 +27,21 @@ READ_BYTES = 1 << 20
 #: bytes JSON counts as whitespace: a line of only these is blank (no record)
 _WS = np.zeros(256, dtype=bool)
 _WS[[9, 10, 13, 32]] = True
+
+
+#: the characters DuckDB's readers take as a glob in a path (``*``, ``?``, ``[``): each is
+#: matched literally when written as a one-character class (``[*]``, ``[?]``, ``[[]``)
+_GLOB = re.compile(r"([*?\[])")
+
+
+def sql_path(path):
+    """``path`` as a DuckDB reader's SQL string literal that names this one file and no other:
+    absolute (a leading ``~`` or a URL scheme is not expanded), its glob characters matched
+    literally (DuckDB expands ``*``, ``?`` and ``[...]``: ``h[1].parquet`` would read
+    ``h1.parquet``, ``j*.jsonl`` every file it matches), its quotes doubled. Every reader is
+    also given ``hive_partitioning=false``: a directory ``x=1`` in the path is not a column."""
+    literal = _GLOB.sub(r"[\1]", os.path.abspath(os.fspath(path)))
+    return "'" + literal.replace("'", "''") + "'"
 
 
 def is_gzip(path):
@@ -172,6 +188,9 @@ def record(path, i, line):
     except _Repeated as exc:
         raise TraceError(path, i, exc.key, "given twice in one record (expected each field "
                          "once)") from None
+    except RecursionError:  # arrays or objects nested thousands deep: no trace field is
+        raise TraceError(path, i, None, "JSON nested too deep (expected one flat object per "
+                         "line: numbers and a list of hashes)") from None
     except ValueError:
         raise TraceError(path, i, None, "malformed JSON (expected one object per line)") \
             from None
@@ -291,9 +310,9 @@ def parquet_columns(con, path, fmt):
     (``fmt.parquet_types``); a column of another name or type is refused (it was cast, or
     dropped without a word)."""
     types = fmt.parquet_types
-    p = str(path).replace("'", "''")
-    cols = {name: typ for name, typ, *_ in
-            con.execute(f"DESCRIBE SELECT * FROM read_parquet('{p}')").fetchall()}
+    cols = {name: typ for name, typ, *_ in con.execute(
+        f"DESCRIBE SELECT * FROM read_parquet({sql_path(path)}, hive_partitioning=false)"
+    ).fetchall()}
     for name, typ in cols.items():
         if name in fmt.refused:
             raise TraceError(path, None, name, fmt.refused[name])
@@ -316,8 +335,7 @@ def locate_parquet(con, path, fmt, batch=10_000):
     checked as a JSONL record is (:func:`record_problem`: types, values, the block size of
     every row, hashes that fit the prompt and are distinct, timestamps in order)."""
     import decimal
-    p = str(path).replace("'", "''")
-    cur = con.execute(f"SELECT * FROM read_parquet('{p}')")
+    cur = con.execute(f"SELECT * FROM read_parquet({sql_path(path)}, hive_partitioning=false)")
     names = [d[0] for d in cur.description]
     prev_ts, bt_seen, i = None, None, 0
     while True:

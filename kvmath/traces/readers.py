@@ -29,8 +29,8 @@ from kvmath.traces.checking import (GZIP_MAGIC, MAX_LINE_BYTES, READ_BYTES,  # n
                                     check_lines, file_data, is_gzip)
 from kvmath.traces.formats.mooncake import (MOONCAKE_BLOCK_TOKENS,  # noqa: F401
                                             MOONCAKE_COMMIT, MOONCAKE_SOURCE)
-from kvmath.traces.reading import (BUNDLED, STREAM_MEMORY_LIMIT, load,  # noqa: F401
-                                   resolve_path, stream)
+from kvmath.traces.reading import (BUNDLED, STREAM_MEMORY_LIMIT, WorkDirectory,  # noqa: F401
+                                   load, resolve_path, stream)
 from kvmath.traces.sampling import (SHARDS_MODULUS, SHARDS_SEED, sample,  # noqa: F401
                                     shards_keep, shards_rate)
 from kvmath.traces.statistics import (PAUSE_ROW_FIELDS, QUANTILES,  # noqa: F401

@@ -13,7 +13,8 @@ import numpy as np
 
 from kvmath.tables.rows import data_path
 from kvmath.traces.checking import (MAX_LINE_BYTES, check_lines, detect, file_data, is_gzip,
-                                    is_parquet, locate_jsonl, locate_parquet, parquet_columns)
+                                    is_parquet, locate_jsonl, locate_parquet, parquet_columns,
+                                    sql_path)
 from kvmath.traces.sampling import Sample, mix, shards_rate
 from kvmath.traces.trace import CHUNK_REQUESTS, Trace, TraceError, TraceFile
 
@@ -25,14 +26,71 @@ STREAM_MEMORY_LIMIT = "384MB"
 
 
 def resolve_path(name_or_path):
-    """A bundled trace's path by short name, or the given path."""
+    """A bundled trace's path by short name, or the given path, which must be a regular file:
+    a FIFO would block the read for ever and a device never end (each is named as what it is,
+    not as a missing file)."""
+    import stat
     if name_or_path in BUNDLED:
         return data_path(f"traces/{BUNDLED[name_or_path]}")
     path = Path(name_or_path)
-    if not path.is_file():
-        raise TraceError(path, None, None, "no such trace file; bundled traces: "
-                         + ", ".join(sorted(BUNDLED)))
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        import errno
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise TraceError(path, None, None, "no such trace file; bundled traces: "
+                             + ", ".join(sorted(BUNDLED))) from None
+        raise TraceError(path, None, None, f"cannot read file ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):
+        what = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a device or socket")
+        raise TraceError(path, None, None, f"{what}, not a regular file (expected a trace "
+                         "file: JSONL, gzipped or not, or Parquet)")
     return path
+
+
+def _full(exc):
+    """Whether an error is a write that found no room: an OSError of a full disk, file size
+    limit or quota, numpy's short write ("... requested and ... written"), or DuckDB's I/O
+    error saying so."""
+    import errno
+    if isinstance(exc, OSError):
+        return exc.errno in {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", 122)} or (
+            exc.errno is None and "requested and" in str(exc) and "written" in str(exc))
+    text = str(exc)
+    return "duckdb" in type(exc).__module__ and (
+        "No space left" in text or "File too large" in text or "quota exceeded" in text.lower())
+
+
+class WorkDirectory:
+    """A temporary work directory (``with WorkDirectory("kvmath-route-") as work``) for a trace's
+    blocks, removed after: a directory that cannot be made (TMPDIR missing or not writable) or
+    that fills up (a full disk) is one line naming it, a :class:`TraceError` (exit 2), not a
+    traceback or "cannot write the output" (issue 37: route and fleet said so, exit 1)."""
+
+    def __init__(self, prefix):
+        import tempfile
+        try:
+            self._tmp = tempfile.TemporaryDirectory(prefix=prefix)
+        except OSError as exc:
+            raise TraceError(tempfile.gettempdir(), None, None, "cannot make a work directory "
+                             f"for the trace's blocks here ({exc.strerror or exc}); set TMPDIR "
+                             "to a writable directory") from None
+        self.name = self._tmp.name
+
+    def __enter__(self):
+        return self.name
+
+    def __exit__(self, kind, exc, tb):
+        try:
+            self._tmp.cleanup()
+        except OSError:
+            pass
+        if exc is not None and not isinstance(exc, TraceError) and _full(exc):
+            raise TraceError(self.name, None, None, "the work directory cannot hold the "
+                             f"trace's blocks ({getattr(exc, 'strerror', None) or exc}); set "
+                             "TMPDIR to a disk with room") from None
+        return False
 
 
 def _canonical_chunks(path):
@@ -55,7 +113,7 @@ def _source_sql(path, fmt, parquet=False, columns=(), gz=False):
     line-by-line check, which names the line and field). JSONL is read as objects and each
     record's fields extracted in one parse; gz: the file is gzip (by its first bytes, whatever
     its name: DuckDB goes by the name)."""
-    p = str(path).replace("'", "''")
+    p = sql_path(path)  # this file, literally: no glob, no hive columns
     out = fmt.output
     if parquet:
         col = {name: name for name in fmt.parquet_types}
@@ -67,7 +125,7 @@ def _source_sql(path, fmt, parquet=False, columns=(), gz=False):
         # UBIGINT past 2^63) is NULL, a bad row that locate_parquet names, not a conversion
         # error naming no row
         output = f"TRY_CAST({output} AS BIGINT)"
-        strict, src = "false", f"read_parquet('{p}')"
+        strict, src = "false", f"read_parquet({p}, hive_partitioning=false)"
     else:
         fields, optional = fmt.fields, fmt.optional
         names = fmt.names
@@ -89,8 +147,9 @@ def _source_sql(path, fmt, parquet=False, columns=(), gz=False):
         strict = f"NOT ({' AND '.join(checks)})"
         paths = ", ".join(f"'$.{n}'" for n in names)
         src = (f"(SELECT json, json_extract(json, [{paths}]) AS v "
-               f"FROM read_ndjson_objects('{p}', compression='{'gzip' if gz else 'none'}', "
-               f"maximum_object_size={MAX_LINE_BYTES + 2}))")  # a line and its end (check_lines)
+               f"FROM read_ndjson_objects({p}, compression='{'gzip' if gz else 'none'}', "
+               # the longest object: a line and its end (check_lines)
+               f"hive_partitioning=false, maximum_object_size={MAX_LINE_BYTES + 2}))")
         if out is None:
             output = "0::BIGINT"
         elif out in optional:  # absent or null: none
@@ -135,12 +194,14 @@ def _first_repeat(h, rid, mixed):
 def _interrupt(exc):
     """Raise KeyboardInterrupt if a DuckDB error is an interrupt (SIGINT while a query ran), so
     the CLI ends as on any interrupt ("kvmath: interrupted", status 130) and no handler below
-    takes it for a bad file. DuckDB raises its InterruptException, or a plain RuntimeError
+    takes it for a bad file; raise the error itself if it is a full disk (:func:`_full`). DuckDB raises its InterruptException, or a plain RuntimeError
     "Query interrupted" from a statement it was running (issue 20: a traceback)."""
     import duckdb
     if isinstance(exc, duckdb.InterruptException) or (
             type(exc) is RuntimeError and str(exc).strip() == "Query interrupted"):
         raise KeyboardInterrupt from None
+    if _full(exc):  # its work directory's disk, not the trace: WorkDirectory says so
+        raise exc
 
 
 class _Parsed:
@@ -339,7 +400,6 @@ def _load_sampled(name_or_path, rate, full_positions):
     a chunk of requests at a time. Memory: the per-request columns and the kept accesses (issue
     20: the whole trace had been loaded before it was sampled). The same Trace as sampling the
     whole one (tests hold it to :func:`~kvmath.traces.sampling.sample`)."""
-    import tempfile
     path = resolve_path(name_or_path)
     sample, cols = Sample(rate, full_positions), None
     try:
@@ -352,7 +412,7 @@ def _load_sampled(name_or_path, rate, full_positions):
         if cols is None:
             sample = Sample(rate, full_positions)  # what it was given before it gave up
     if cols is None:
-        with tempfile.TemporaryDirectory(prefix="kvmath-trace-") as work:
+        with WorkDirectory("kvmath-trace-") as work:
             parsed = _Parsed(name_or_path, workdir=work)
             try:
                 for a in range(0, parsed.n_requests, CHUNK_REQUESTS):

@@ -328,7 +328,7 @@ def test_a_full_disk_is_one_line():
     with open("/dev/full", "w") as full:
         p = subprocess.run([sys.executable, "-m", "kvmath", "list"], stdout=full,
                            stderr=subprocess.PIPE, text=True, timeout=60)
-    assert p.returncode == 1 and p.stderr.count("\n") == 1 and "cannot write" in p.stderr
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "cannot write" in p.stderr
 
 
 def test_reuse_prices_an_nvme_hit_on_the_nodes_drives(capsys, node_file):
@@ -354,7 +354,9 @@ def test_no_inf_printed_as_an_answer(capsys):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--model", "llama-3.1-8b", "--tp", "1000000000"], "does not fit llama-3.1-8b's 32 attention heads"),
+    # beyond any replica: the option's physical bound (issue 37); within it, the heads
+    (["--model", "llama-3.1-8b", "--tp", "1000000000"], "from 1 to 4,096, got '1000000000'"),
+    (["--model", "llama-3.1-8b", "--tp", "4096"], "does not fit llama-3.1-8b's 32 attention heads"),
     (["--model", "llama-3.1-8b", "--tp", "64"], "32 attention heads"),
     (["--model", "qwen2.5-7b", "--tp", "8"], "28 attention heads"),
     (["--model", "llama-3.1-8b", "--ep", "1000"], "has no routed experts"),

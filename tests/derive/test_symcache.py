@@ -132,3 +132,65 @@ def test_an_entry_that_would_take_long_to_build_is_refused(text):
     from kvmath.derive.symcache import UnsafeCache, parse_srepr
     with pytest.raises(UnsafeCache):
         parse_srepr(text.replace("10**29", str(10 ** 29)))
+
+
+def test_a_cache_file_nested_deep_is_written_afresh(tmp_path):
+    """issue 37: a cache file nested 100,000 deep ended the import in a RecursionError (the
+    store read it back before adding an entry)."""
+    cache = tmp_path / "c"
+    cache.mkdir(mode=0o700)
+    f = cache / f"sympy-{sp.__version__}.json"
+    f.write_text('{"format": 1, "sympy": "%s", "entries": {"a": %s}}'
+                 % (sp.__version__, "[" * 100_000 + "]" * 100_000))
+    f.chmod(0o600)
+    r = _run(cache)
+    assert r.returncode == 0 and r.stdout.strip() == "2*x", r.stderr
+    assert json.loads(f.read_text())["entries"][_key()] == sp.srepr(2 * sp.Symbol("x"))
+
+
+def test_a_cache_file_that_is_a_fifo_is_not_read(tmp_path):
+    """issue 37: a FIFO in the cache file's place hung the import for ever."""
+    cache = tmp_path / "c"
+    cache.mkdir(mode=0o700)
+    os.mkfifo(cache / f"sympy-{sp.__version__}.json", 0o600)
+    r = _run(cache)  # 120 s timeout: a hang fails the test
+    assert r.returncode == 0 and r.stdout.strip() == "2*x", r.stderr
+
+
+def test_a_cache_file_too_large_is_not_read(tmp_path, monkeypatch):
+    from kvmath.derive import symcache
+    cache = tmp_path / "c"
+    cache.mkdir(mode=0o700)
+    f = cache / "big.json"
+    f.write_text(json.dumps({"entries": {}}) + " " * 100)
+    f.chmod(0o600)
+    assert symcache._read_private(f) is not None
+    monkeypatch.setattr(symcache, "MAX_CACHE_BYTES", 50)
+    assert symcache._read_private(f) is None
+
+
+def test_with_home_empty_the_cache_is_never_the_root(monkeypatch):
+    """issue 37: with HOME empty the cache went to /.cache/kvmath. It is the account's home
+    directory's (the password database) when that is a real one, else none (computed each
+    time)."""
+    import pwd
+    from pathlib import Path
+    from kvmath.derive import symcache
+    monkeypatch.delenv("KVMATH_CACHE", raising=False)
+    for home in ("", "relative/dir"):
+        monkeypatch.setenv("HOME", home)
+        got = symcache._cache_dir()
+        assert got is None or (got.is_absolute() and got.parent.parent != Path("/")), got
+        monkeypatch.setattr(pwd, "getpwuid", lambda uid: type("E", (), {"pw_dir": "/"})())
+        assert symcache._cache_dir() is None
+        monkeypatch.setattr(pwd, "getpwuid", lambda uid: type("E", (), {"pw_dir": "/home/u"})())
+        assert symcache._cache_dir() == Path("/home/u/.cache/kvmath")
+        monkeypatch.undo()
+        monkeypatch.delenv("KVMATH_CACHE", raising=False)
+    monkeypatch.setenv("HOME", "/home/v")
+    assert symcache._cache_dir() == Path("/home/v/.cache/kvmath")
+    r = subprocess.run([sys.executable, "-c", "from kvmath.derive import symcache; "
+                        "print(symcache._DIR)"], capture_output=True, text=True, timeout=120,
+                       env={k: v for k, v in {**os.environ, "HOME": ""}.items()
+                            if k != "KVMATH_CACHE"})
+    assert r.returncode == 0 and not r.stdout.startswith("/.cache"), r.stdout + r.stderr

@@ -159,7 +159,7 @@ def test_own_values_and_options_have_the_command_lines_bounds(tmp_path):
     assert all(set(r) == {"error"} for r in got), [(h, r) for h, r in zip(hostile, got)
                                                    if set(r) != {"error"}]
     assert "your own L_full must be a whole number from 0" in got[0]["error"]
-    assert got[6]["error"].startswith("TP (GPUs) must be a positive integer")
+    assert got[6]["error"].startswith("TP (GPUs) must be a whole number of GPUs from 1 to 4,096")
 
 
 def test_the_calculators_fields_are_the_command_lines_options():

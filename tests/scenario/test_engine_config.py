@@ -179,3 +179,92 @@ def test_the_command_line_overrides_the_files_engine(tmp_path):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["engine_config"]["copy_tokens"] == 512 and "engine" in out["scenario_keys_not_used"]
+
+
+# ---------------------------------------------------------------------------- issue 37, item 2
+@pytest.mark.parametrize("command", ["compare", "reuse"])
+@pytest.mark.parametrize("name, text, setting", [
+    ("kv.json", '{"kv_connector": "OffloadingConnector", "kv_connector_extra_config": '
+     '{"cpu_bytes_to_use": 1}}', "cpu_bytes_to_use"),
+    ("lm.yaml", "max_local_cpu_size: 0.0001\n", "max_local_cpu_size"),
+    ("lm.yaml", "local_cpu: false\n", "local_cpu"),
+    ("sg.txt", "--enable-hierarchical-cache --hicache-size 0.001\n", "--hicache-size"),
+])
+def test_a_host_cache_too_small_for_the_prompt_says_the_reload_cannot_happen(
+        tmp_path, command, name, text, setting):
+    """issue 37: a vLLM cpu_bytes_to_use of 1 byte, or an LMCache max_local_cpu_size of 0.0001
+    GiB, and compare --tier host-dram answered as if the host cache held the prompt."""
+    p = _write(tmp_path, name, text)
+    r = _cli(command, "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tier", "host-dram",
+             "--tokens", "32768", "--engine-config", str(p))
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert f"({p}, field '{setting}') holds" in r.stderr and "cannot happen" in r.stderr
+    assert "of this prompt's" in r.stderr and "%" in r.stderr
+
+
+def test_a_disk_cache_too_small_for_the_prompt_says_how_much_it_holds(tmp_path):
+    p = _write(tmp_path, "lm.yaml", "local_disk: /mnt/kv\nmax_local_disk_size: 0.5\n")
+    r = _cli("compare", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tier", "nvme",
+             "--tokens", "32768", "--tp", "4", "--engine-config", str(p))
+    # 0.5 GiB on each of 4 ranks: 2.147 GB of the prompt's 10.74 GB, 20.00 %
+    assert r.returncode == 2 and "field 'max_local_disk_size') holds 2.147 GB over its 4 " \
+        "rank(s), 20.00% of this prompt's 10.74 GB" in r.stderr, r.stderr
+    # a cache that holds the prompt answers
+    p = _write(tmp_path, "lm2.yaml", "local_disk: /mnt/kv\nmax_local_disk_size: 3\n")
+    r = _cli("compare", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tier", "nvme",
+             "--tokens", "32768", "--tp", "4", "--engine-config", str(p))
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_single_copy_note_speaks_only_of_a_model_it_applies_to(tmp_path):
+    """issue 37: LMCache's single-copy note spoke of "an MLA latent" for Llama-3.1-70B, a GQA
+    model (save_only_first_rank applies to MLA only: every rank of a GQA model stores)."""
+    p = _write(tmp_path, "lm.yaml", "max_local_cpu_size: 40\n")
+    for model, note in (("llama-3.1-70b", False), ("deepseek-v3", True)):
+        r = _cli("compare", "--model", model, "--gpu", "h200", "--tier", "host-dram",
+                 "--tokens", "8192", "--engine-config", str(p))
+        assert r.returncode == 0, r.stderr
+        assert ("MLA latent" in r.stdout) is note, r.stdout
+        r = _cli("compare", "--model", model, "--gpu", "h200", "--tier", "host-dram",
+                 "--tokens", "8192", "--engine-config", str(p), "--json")
+        assert json.loads(r.stdout)["engine_config"]["first_rank_only"] is note
+
+
+def test_unknown_settings_are_summarised(tmp_path):
+    """issue 37: an LMCache file of 20,000 unknown keys printed them all on one line."""
+    p = _write(tmp_path, "lm.yaml", "max_local_cpu_size: 40\n"
+               + "".join(f"key_{i}: {i}\n" for i in range(20_000)))
+    r = _cli("compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+             "--tokens", "4096", "--engine-config", str(p))
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("engine settings"))
+    assert len(line) < 400 and "and 19,988 more" in line, line
+    r = _cli("compare", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tier", "host-dram",
+             "--tokens", "4096", "--engine-config", str(p), "--json")
+    cfg = json.loads(r.stdout)["engine_config"]
+    assert cfg["not_modelled_count"] == 20_000 and len(cfg["not_modelled"]) == 12
+
+
+def test_a_configuration_file_has_a_size_limit(tmp_path):
+    """issue 37: a 60 MB configuration file was read whole."""
+    from kvmath.scenario.engine_config import MAX_CONFIG_BYTES
+    p = tmp_path / "lm.yaml"
+    with open(p, "w") as fh:
+        fh.write("max_local_cpu_size: 40\n")
+        fh.truncate(MAX_CONFIG_BYTES + 1)  # sparse: no 60 MB written
+    with pytest.raises(DataError) as info:
+        read(p)
+    assert "larger than any engine's offload settings" in str(info.value)
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("kv.json", '{"kv_connector": "OffloadingConnector", "kv_connector_extra_config": '
+     '{"cpu_bytes_to_use": 1e300}}', "at most 1e+15 B"),
+    ("lm.yaml", "max_local_cpu_size: 1e7\n", "at most 1e+06 GiB"),
+    ("lm.yaml", "chunk_size: 10000000000\n", "at most 1e+09 tokens"),
+    ("sg.txt", "--enable-hicache --hicache-size 1e9\n", "at most 1e+06 GB"),
+])
+def test_settings_beyond_their_physical_bounds_name_the_unit(tmp_path, name, text, words):
+    with pytest.raises(DataError) as info:
+        read(_write(tmp_path, name, text))
+    assert words in str(info.value), str(info.value)

@@ -68,8 +68,8 @@ def test_gpu_peaks_are_dense():
 # ---------------------------------------------------------------- model rows
 @pytest.mark.parametrize("overrides,field,message", [
     (dict(layers=""), "layers", "missing value"),
-    (dict(layers="-4"), "layers", "positive integer"),
-    (dict(layers="0"), "layers", "positive integer"),
+    (dict(layers="-4"), "layers", "an integer from 1 to 10,000 layers"),
+    (dict(layers="0"), "layers", "an integer from 1 to 10,000 layers"),
     (dict(hidden_size="4096.5"), "hidden_size", "integer"),
     (dict(hidden_size="big"), "hidden_size", "expected a number"),
     (dict(kv_dtype="int3"), "kv_dtype", "expected one of"),
@@ -185,7 +185,7 @@ def test_link_errors(tmp_path):
         read(Link, write_csv(tmp_path / "l.csv", header, [bad]))
     assert info.value.field == "scope"
     bad = dict(rows[0], latency_s="-1")
-    with pytest.raises(DataError, match="non-negative") as info:
+    with pytest.raises(DataError, match="a number from 0 to 1 s") as info:
         read(Link, write_csv(tmp_path / "l.csv", header, [bad]))
     assert info.value.field == "latency_s"
 
