@@ -6,8 +6,8 @@
   scenario's own length marked and the load stated;
 * :func:`tier_diagram`: the tiers of the node (HBM, host DRAM, NVMe, a pool), each hop of each
   tier's path with its rate and its time for the scenario's reload, the hop that binds it
-  marked (the band's ``binding_hop``), drawn from the tier and link rows and the path the
-  logic takes, never typed;
+  marked (the slowest: the hops run at once), drawn from the tier and link rows and the path
+  the logic takes, never typed;
 * :func:`hop_figure`: each hop's time against the reload and the recompute of one scenario per
   tier (the worked example's step four and five).
 
@@ -31,6 +31,12 @@ from kvmath.tables.rows import bundled
 
 #: lengths drawn per curve (log-spaced), besides the scenario's own and the crossings
 POINTS = 28
+
+
+def slowest_hop(r):
+    """The hop of compare's answer ``r`` that takes longest to carry the reload (the hops run
+    at once, so it binds); None when nothing moves."""
+    return max(r["path"], key=lambda h: h["time_s"])["link"] if r["path"] else None
 
 
 def _layout_fields(r):
@@ -213,8 +219,8 @@ def _hop_words(hop, links):
 def tier_diagram(s, tiers, tokens, ident="fig-tiers", headline=None):
     """The node's tiers as lanes into HBM: each hop of each tier's path (the links of tiers.csv
     and links.csv as the logic resolves them for scenario ``s``) with its rate and the time it
-    takes to carry the reload at ``tokens``, the hop that binds each reload outlined (the band's
-    binding hop) and the reload's time and bandwidth per GPU at the lane's end. ``headline``:
+    takes to carry the reload at ``tokens``, the hop that binds each reload outlined (the
+    slowest) and the reload's time and bandwidth per GPU at the lane's end. ``headline``:
     the tier whose binding hop the caption names (default the first)."""
     links = bundled().links
     bands = [band_of(replace(s, tier=t), tokens) for t in tiers]
@@ -234,7 +240,7 @@ def tier_diagram(s, tiers, tokens, ident="fig-tiers", headline=None):
     c.text(10, 20, f"{r0['model']}, {tokens:,.0f} tokens, TP {r0['tp']}, engine "
            f"{r0['engine']}: each hop's rate and the time it takes to carry the reload",
            size=13, weight="bold")
-    c.text(10, 38, f"load: {load_words(s, r0)}; outlined: the hop that binds the reload",
+    c.text(10, 38, f"load: {load_words(s, r0)}; outlined: the slowest hop, which binds",
            size=11.5, fill=MUTED)
     c.rect(hbm_x, top, 100, lane * len(tiers) - 14, fill="#f3f3f3", stroke=INK, width=1.5,
            rx=6)
@@ -253,7 +259,7 @@ def tier_diagram(s, tiers, tokens, ident="fig-tiers", headline=None):
         c.text(10, cy + 14, t.kind, size=10.5, fill=MUTED)
         hops = r["path"]
         x = left + (depth - len(hops)) * (col_w + gap)
-        slowest = b["binding_hop"]
+        slowest = slowest_hop(r)
         for h in hops:
             name, rate = _hop_words(h, links)
             binds = h["link"] == slowest
@@ -275,17 +281,18 @@ def tier_diagram(s, tiers, tokens, ident="fig-tiers", headline=None):
                fill=MUTED)
         lines.append(f"{t.name}: " + ", then ".join(
             f"{h['link']} at {fmt_bw(h['effective_Bps'])} ({fmt_time(h['time_s'])})"
-            for h in hops) + f"; {b['binding_hop']} binds; reload {fmt_time(r['reload_s'])}")
+            for h in hops) + (f"; {slowest} binds" if hops else "; nothing moves")
+            + f"; reload {fmt_time(r['reload_s'])}")
     headline = headline or tiers[0].name
-    hb = bands[[t.name for t in tiers].index(headline)]
+    hb = bands[[t.name for t in tiers].index(headline)]["nominal"]
     c.desc = (f"Diagram of a node's tiers as lanes into each GPU's HBM "
               f"({fmt_bytes(gpu.hbm_capacity_bytes)} at {fmt_bw(gpu.hbm_bandwidth_Bps)}), "
               f"for {r0['model']}'s {tokens:,.0f}-token reload at TP {r0['tp']}, "
               f"{load_words(s, r0)}. " + ". ".join(lines) + ".")
     caption = (f"The node's tiers and the hops of each path into HBM, from the tier and link "
                f"rows: each hop's rate and the time it takes to carry {r0['model']}'s "
-               f"{tokens:,.0f}-token reload; outlined, the hop that binds it (for {headline}, "
-               f"{hb['binding_hop']}).")
+               f"{tokens:,.0f}-token reload; outlined, the slowest hop, which binds it (for "
+               f"{headline}, {slowest_hop(hb)}).")
     return Figure(ident, c.render(), c.desc, caption)
 
 
@@ -293,13 +300,14 @@ def tier_diagram(s, tiers, tokens, ident="fig-tiers", headline=None):
 def hop_figure(bands, ident="fig-hops"):
     """Each hop's time, the reload and the recompute of one scenario per tier (``bands``:
     {tier name: band_of's answer}), on a log time axis: a bar per hop, the reload's time and
-    band, the recompute's time and band; the bar of the hop that binds is outlined."""
+    band, the recompute's time and band; the bar of the hop that binds (the slowest) is
+    outlined."""
     names = list(bands)
     rows = []
     for n in names:
         b = bands[n]
         r = b["nominal"]
-        rows += [(n, h["link"], h["time_s"], h["link"] == b["binding_hop"]) for h in r["path"]]
+        rows += [(n, h["link"], h["time_s"], h["link"] == slowest_hop(r)) for h in r["path"]]
         rows.append((n, "fixed cost", r["reload_fixed_s"],
                      False))
         rows.append((n, "reload", r["reload_s"], None))
@@ -354,8 +362,8 @@ def hop_figure(bands, ident="fig-hops"):
         r = bands[n]["nominal"]
         lines.append(f"{n}: reload {fmt_time(r['reload_s'])} (band "
                      f"{fmt_time(bands[n]['reload_s'][0])} to "
-                     f"{fmt_time(bands[n]['reload_s'][1])}), binding hop "
-                     f"{bands[n]['binding_hop']}, {r['winner']} wins")
+                     f"{fmt_time(bands[n]['reload_s'][1])}), slowest hop "
+                     f"{slowest_hop(r)}, {r['winner']} wins")
     c.desc = (f"Horizontal bar chart on a log time axis for {_who(r0)} at "
               f"{r0['tokens']:,.0f} tokens: recompute takes {fmt_time(r0['recompute_s'])} "
               f"(band {fmt_time(rec[0])} to {fmt_time(rec[1])}); " + "; ".join(lines) + ".")
