@@ -42,7 +42,9 @@ from kvmath.traces import policies as trace_policies
 from kvmath.fleet.routers import ROUTERS, reach
 from kvmath.fleet.routing import LOAD_WINDOW_S, OVERLAP_WEIGHT, route
 from kvmath.fleet.run import fleet, fleet_cost, nodes_needed
-from kvmath.present.calculator import DEFAULTS, ERF_TOLERANCE, calculator_gpus, calculator_tiers
+from kvmath.cli.reference import argument_rows, commands, output_of as command_output
+from kvmath.present.calculator import (DEFAULTS, ERF_TOLERANCE, PLOT_TIERS, calculator_gpus,
+    calculator_tiers)
 from kvmath.present.figures import hop_figure, tier_diagram, ttft_curves, ttft_figure
 from kvmath.present.report import (decision, decision_rows, decision_table, fmt_bw, fmt_bytes,
     fmt_time, fmt_tokens, latex, layout_cell, md_table)

@@ -45,7 +45,7 @@ def add_parser(subparsers):
     p.add_argument("--tiers", metavar="T1,T2", help="the tiers compared (default: the file's "
                    "tier, then host-dram, nvme-1drive, nvme and rdma)")
     p.add_argument("--out", metavar="DIR", help="the folder written: review.md, review.html and "
-                   "the figures (default: the file's name with -review, here)")
+                   "the figures (default: kvmath-review, here)")
     p.add_argument("--json", action="store_true", help="print the answers the section "
                    "summarises as one JSON object, and write nothing")
 
@@ -174,8 +174,8 @@ def gather(path, trace=DEFAULT_TRACE, tier_names=None):
     return out
 
 
-def default_out(path):
-    return Path(Path(path).stem + "-review")
+#: the folder a review is written to unless --out names one
+DEFAULT_OUT = "kvmath-review"
 
 
 def run(args):
@@ -185,7 +185,7 @@ def run(args):
     if args.json:
         print(dump({k: v for k, v in facts.items() if k != "records"}))
         return 0
-    out = Path(args.out) if args.out else default_out(args.file)
+    out = Path(args.out or DEFAULT_OUT)
     try:
         written = write_review(facts, out)
     except OSError as exc:

@@ -176,11 +176,18 @@ class Figure:
     def __repr__(self):
         return f"<Figure {self.ident}: {self.caption[:60]}...>"
 
+    def file_text(self):
+        """The SVG as a file of its own: its XML declaration, and its size in pixels (an image
+        element showing it has no box to take a width from)."""
+        import re
+        w, h = re.search(r'viewBox="0 0 (\S+) (\S+)"', self.svg).groups()
+        return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+                + self.svg.replace('width="100%"', f'width="{w}" height="{h}"', 1) + "\n")
+
     def save(self, path):
-        """Write the SVG (with its XML declaration) to ``path``; returns the path."""
+        """Write the SVG file (:meth:`file_text`) to ``path``; returns the path."""
         from pathlib import Path
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text('<?xml version="1.0" encoding="UTF-8"?>\n' + self.svg + "\n",
-                        encoding="utf-8")
+        path.write_text(self.file_text(), encoding="utf-8")
         return path
