@@ -103,8 +103,14 @@ def test_prose_checker_can_fail():
 
 @pytest.mark.parametrize("name", CHAPTERS)
 def test_glue_roles_are_well_formed(name):
-    for role in re.findall(r"\{glue:[a-z]*\}`([^`]*)`", source(name).read_text()):
+    text = source(name).read_text()
+    for role in re.findall(r"\{glue:[a-z]*\}`([^`]*)`", text):
         assert "}" not in role and "{" not in role, f"{name}: malformed glue role {role!r}"
+    # issue 36: a role inside a code literal is not parsed, and shows raw ("`--engine
+    # {glue:text}`x``" read "{glue:text}x" on the page)
+    prose_text = re.sub(r"```\{code-cell\}.*?```", "", text, flags=re.S)
+    assert not re.search(r"``?[^`\n]*\{glue:[a-z]*\}`[^`\n]+``", prose_text), \
+        f"{name}: a glue role inside a code literal renders raw"
 
 
 @pytest.mark.parametrize("name", CHAPTERS)
