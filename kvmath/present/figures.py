@@ -27,7 +27,6 @@ from kvmath.logic.runtime import ScenarioError
 from kvmath.present.format import fmt_bw, fmt_bytes, fmt_time, fmt_token_list, join_and
 from kvmath.present.svg import (GRID, INK, MUTED, PALETTE, Canvas, Figure, LogScale, decades,
                                 fmt_count, log_bounds, log_ticks)
-from kvmath.tables.rows import bundled
 
 #: lengths drawn per curve (log-spaced), besides the scenario's own and the crossings
 POINTS = 28
@@ -206,14 +205,12 @@ def ttft_alt(data, load):
 
 
 # ------------------------------------------------------------------ the tiers of a node
-def _hop_words(hop, links):
-    """(name, rate line) of a path hop: its link and its rate, the count of parallel links."""
-    count = f"{hop['count']:g} x " if hop["count"] != 1 else ""
+def _hop_words(hop):
+    """(name, rate line) of a path hop: its link (and how many of it in parallel), and its
+    rate for the hop and whom it serves."""
+    count = f" x {hop['count']:g}" if hop["count"] != 1 else ""
     scope = "per node" if hop["scope"] == "per-node" else "per GPU"
-    each = hop["effective_Bps"] / hop["count"]
-    rate = (f"{count}{each / 1e9:.3g} = {fmt_bw(hop['effective_Bps'])}" if hop["count"] != 1
-            else fmt_bw(each))
-    return hop["link"], f"{rate}, {scope}"
+    return hop["link"] + count, f"{fmt_bw(hop['effective_Bps'])} {scope}"
 
 
 def tier_diagram(s, tiers, tokens, ident="fig-tiers", headline=None):
@@ -222,7 +219,6 @@ def tier_diagram(s, tiers, tokens, ident="fig-tiers", headline=None):
     takes to carry the reload at ``tokens``, the hop that binds each reload outlined (the
     slowest) and the reload's time and bandwidth per GPU at the lane's end. ``headline``:
     the tier whose binding hop the caption names (default the first)."""
-    links = bundled().links
     bands = [band_of(replace(s, tier=t), tokens) for t in tiers]
     r0 = bands[0]["nominal"]
     gpu = s.gpu
@@ -261,16 +257,16 @@ def tier_diagram(s, tiers, tokens, ident="fig-tiers", headline=None):
         x = left + (depth - len(hops)) * (col_w + gap)
         slowest = slowest_hop(r)
         for h in hops:
-            name, rate = _hop_words(h, links)
+            name, rate = _hop_words(h)
             binds = h["link"] == slowest
             c.rect(x, y, col_w, 52, fill="#fff4e5" if binds else "#ffffff",
                    stroke=PALETTE[1] if binds else INK, width=2.6 if binds else 1.0, rx=4)
             c.text(x + 6, y + 15, name, size=10.5, weight="bold")
             c.text(x + 6, y + 30, rate, size=10.5)
-            c.text(x + 6, y + 45, f"{fmt_time(h['time_s'])} for this reload", size=10.5,
+            c.text(x + 6, y + 45, f"{fmt_time(h['time_s'])} to carry it", size=10.5,
                    fill=PALETTE[1] if binds else MUTED, weight="bold" if binds else None)
             if binds:
-                c.text(x + col_w - 6, y + 15, "binds", anchor="end", size=10.5,
+                c.text(x + col_w - 6, y + 45, "binds", anchor="end", size=10.5,
                        fill=PALETTE[1], weight="bold")
             c.arrow(x + col_w + 2, cy, x + col_w + gap - 2)
             x += col_w + gap
