@@ -30,16 +30,34 @@
 
   function fin(x) { return x === null ? Infinity : x; }
 
+  /** A number of the query string, or the text itself where it is not a finite number (1e309,
+   *  NaN, a word): check() then refuses it in words, never shows NaN or Infinity. */
+  function numberFrom(text) {
+    const x = Number(text);
+    return Number.isFinite(x) && text.trim() !== "" ? x : text;
+  }
+
   function stateFrom(search) {
     const q = new URLSearchParams(search), s = Object.assign({}, D.defaults);
     for (const k of CHOICES) if (q.has(k) && q.get(k) !== "") s[k] = q.get(k);
     for (const k of NUMBERS.concat(SYMBOLS)) {
-      if (q.has(k) && q.get(k) !== "") s[k] = Number(q.get(k));
+      if (q.has(k) && q.get(k) !== "") s[k] = numberFrom(q.get(k));
     }
     for (const k of FLAGS) if (q.has(k) && q.get(k) !== "false") s[k] = true;
     // a node sets the GPU (as compare --node): its own, unless the link names another
     if (has(ROWS.nodes, s.node) && !q.has("gpu")) s.gpu = ROWS.nodes[s.node].gpu;
     return s;
+  }
+
+  /** What a value that is not a finite number is, in words (a permalink's 1e309 or NaN). */
+  function got(x) {
+    if (typeof x === "number" && Number.isFinite(x)) return String(x);
+    const n = Number(x);
+    if (typeof x === "string" && (n === Infinity || n === -Infinity)) {
+      return `'${x}', a number too large for a double (it reads as infinity)`;
+    }
+    if (typeof x === "number") return `a value that is not a finite number`;
+    return `'${x}', which is not a number`;
   }
 
   /** value within a field's bounds (kvmath.scenario.options.Kind.ok): finite, whole where integer. */
@@ -66,11 +84,11 @@
       if (state[k] !== undefined && !has(D.logic.dtype_bytes, state[k])) return `unknown ${k} ${state[k]}`;
     }
     for (const k of NUMBERS) {
-      if (k in state && !within(O[k], state[k])) return `${O[k].label} must be ${O[k].words}, got ${state[k]}`;
+      if (k in state && !within(O[k], state[k])) return `${O[k].label} must be ${O[k].words}, got ${got(state[k])}`;
     }
     for (const k of SYMBOLS) {
       if (k in state && !within(D.own[k], state[k])) {
-        return `your own ${k} must be ${D.own[k].words}, got ${state[k]}`;
+        return `your own ${k} must be ${D.own[k].words}, got ${got(state[k])}`;
       }
     }
     for (const k of CHOICES) {
@@ -306,7 +324,8 @@
     const status = el("p", {id: "kvcalc-status", class: "kvcalc-status", role: "status"});
     const link = el("a", {id: "kvcalc-permalink", href: "#"}, "Permalink to this scenario");
     const plot = el("div", {id: "kvcalc-plot", class: "kvcalc-plot"});
-    root.append(form, status, el("div", {class: "kvcalc-scroll"}, out), plot,
+    // the chart first, the table of every number below it
+    root.append(form, status, plot, el("div", {class: "kvcalc-scroll"}, out),
                 el("p", {}, link));
     form.addEventListener("input", e => {
       const s = readForm(form);
@@ -336,7 +355,7 @@
     }
     for (const k of NUMBERS.concat(SYMBOLS)) {
       const f = form.elements[k];
-      if (f && f.value !== "") s[k] = Number(f.value);
+      if (f && f.value !== "") s[k] = numberFrom(f.value);
     }
     for (const k of FLAGS) if (form.elements[k] && form.elements[k].checked) s[k] = true;
     return Object.assign({}, D.defaults, s);
@@ -407,7 +426,9 @@
     const url = query(state);
     root.querySelector("#kvcalc-permalink").href = url;
     if (!resizeOnly) history.replaceState(null, "", url + location.hash);
+    remember(state, r);
     plot(root.querySelector("#kvcalc-plot"), state, r);
+    if (!resizeOnly) otherBands(root, state, r);
   }
 
   // ------------------------------------------------------------------ plot (SVG, log-log)
@@ -423,16 +444,84 @@
     return LOGIC.prompt_limit(record(state), state.tokens);
   }
 
+  /** The tiers the chart draws: the scenario's own first, then the answer page's
+   *  (kvmath.present.calculator.PLOT_TIERS), each in the state of the scenario's layout (the TP
+   *  and experts compare chose at its length, held as the curve holds them). */
+  function tierStates(state, r) {
+    const names = [state.tier].concat(D.plot_tiers.filter(t => t !== state.tier && has(ROWS.tiers, t)));
+    return names.map(t => Object.assign({}, state, {tier: t}, t === state.tier ? {} :
+                                        {tp: r.tp}, t !== state.tier && r.ep > 1 ? {ep: r.ep} : {}));
+  }
+
+  /** Each tier's curve at the lengths drawn, or why it is not drawn (a tier this GPU has not,
+   *  or a load its hop cannot carry): [{tier, points} or {tier, why}]. */
+  function tierCurves(state, r, lengths) {
+    return tierStates(state, r).map(s => {
+      try {
+        return {tier: s.tier, state: s, points: curve(s, lengths)};
+      } catch (e) {
+        if (!(e instanceof R.ScenarioError)) throw e;
+        return {tier: s.tier, why: e.message};
+      }
+    });
+  }
+
+  /** A tier's band and crossings at the scenario's length (logic.band), or why not. */
+  function tierBand(s) {
+    try {
+      const b = LOGIC.band(record(s), s.tokens, D.bands);
+      return {ttft_reload_s_band: b.ttft_reload_s, breakeven_tokens: b.nominal.breakeven_tokens,
+              ttft_reload_s: b.nominal.ttft_reload_s, winner: b.nominal.winner};
+    } catch (e) {
+      if (!(e instanceof R.ScenarioError)) throw e;
+      return {why: e.message};
+    }
+  }
+
+  // the other tiers' bands cost a comparison each: computed after the page has answered, a
+  // tier at a time, and kept for the state they were computed for (a redraw reuses them)
+  const BANDS = {key: null, bands: {}};
+  let pending = null;
+
+  /** Keep the scenario's own band (compute's) for the state's chart. */
+  function remember(state, r) {
+    const key = query(state);
+    if (BANDS.key !== key) { BANDS.key = key; BANDS.bands = {}; }
+    BANDS.bands[state.tier] = {ttft_reload_s_band: r.ttft_reload_s_band, breakeven_tokens: r.breakeven_tokens,
+                               ttft_reload_s: r.ttft_reload_s, winner: r.winner};
+  }
+
+  function otherBands(root, state, r) {
+    const key = query(state);
+    clearTimeout(pending);
+    const todo = tierStates(state, r).filter(s => !(s.tier in BANDS.bands));
+    const next = () => {
+      if (BANDS.key !== key || !todo.length) return;
+      const s = todo.shift();
+      BANDS.bands[s.tier] = tierBand(s);
+      plot(root.querySelector("#kvcalc-plot"), state, r);
+      if (todo.length) pending = setTimeout(next, 0);
+    };
+    if (todo.length) pending = setTimeout(next, 0);
+  }
+
   function plot(box, state, r) {
     const W = Math.max(280, Math.round(box.getBoundingClientRect().width) || 640), H = Math.round(Math.min(360, W * 0.6));
     const pad = {l: 64, r: 28, t: 12, b: 44};
     const lx0 = Math.log10(Math.max(D.t_min, Math.min(16, state.tokens / 10)));
     const limit = chartLimit(state);  // no curve past the window or past what HBM holds
-    const wanted = Math.log10(Math.max(1e6, state.tokens * 10, ...r.breakeven_tokens.map(t => 3 * t)));
+    const bands = BANDS.key === query(state) ? BANDS.bands : {};
+    const crossings = Object.values(bands).flatMap(b => b.breakeven_tokens || []).concat(r.breakeven_tokens);
+    const wanted = Math.log10(Math.max(1e6, state.tokens * 10, ...crossings.map(t => 3 * t)));
     const lx1 = limit ? Math.max(Math.log10(limit.tokens), lx0 + 1) : Math.ceil(wanted);
     const n = 240;
-    const pts = curve(state, Array.from({length: n + 1}, (_, i) => Math.pow(10, lx0 + (lx1 - lx0) * i / n)));
-    const ys = pts.flatMap(p => [p[1], p[2]]).concat(r.ttft_recompute_s_band, r.ttft_reload_s_band)
+    const lengths = Array.from({length: n + 1}, (_, i) => Math.pow(10, lx0 + (lx1 - lx0) * i / n));
+    const pts = curve(state, lengths);
+    const tiers = tierCurves(state, r, lengths);
+    const drawn = tiers.filter(c => c.points);
+    const ys = pts.flatMap(p => [p[1], p[2]]).concat(drawn.flatMap(c => c.points.map(p => p[2])),
+                                                    r.ttft_recompute_s_band, r.ttft_reload_s_band,
+                                                    Object.values(bands).flatMap(b => b.ttft_reload_s_band || []))
       .filter(y => y > 0 && Number.isFinite(y));
     const ly0 = Math.floor(Math.log10(Math.min(...ys))), ly1 = Math.ceil(Math.log10(Math.max(...ys)));
     const X = T => pad.l + (W - pad.l - pad.r) * (Math.log10(T) - lx0) / (lx1 - lx0);
@@ -443,7 +532,6 @@
     svg.setAttribute("width", "100%");
     svg.dataset.width = W;
     svg.setAttribute("role", "img");
-    svg.setAttribute("aria-label", "time to first token, recompute and reload, against prompt length");
     const add = (tag, attrs, text) => {
       const e = document.createElementNS(ns, tag);
       for (const [k, val] of Object.entries(attrs)) e.setAttribute(k, val);
@@ -471,37 +559,85 @@
       if (i % every === 0) add("text", {x: pad.l - 6, y: Y(t) + 4, "text-anchor": "end"}, fmtTime(t));
     });
     add("text", {x: (pad.l + W - pad.r) / 2, y: H - 6, "text-anchor": "middle"}, "prompt length (tokens)");
-    const path = idx => pts.map((p, i) => `${i ? "L" : "M"}${X(p[0]).toFixed(1)},${Y(p[idx]).toFixed(1)}`).join("");
-    add("path", {d: path(1), class: "recompute"});
-    add("path", {d: path(2), class: "reload"});
+    const path = (points, idx) => points.map((p, i) => `${i ? "L" : "M"}${X(p[0]).toFixed(1)},${Y(p[idx]).toFixed(1)}`).join("");
+    // the other tiers under the scenario's own, each in its colour (the legend names them)
+    drawn.forEach((c, i) => {
+      if (c.tier === state.tier) return;
+      add("path", {d: path(c.points, 2), class: `reload-other tier-${i}`, "data-tier": c.tier});
+    });
+    add("path", {d: path(pts, 1), class: "recompute"});
+    add("path", {d: path(pts, 2), class: "reload", "data-tier": state.tier});
+    // the chosen length, and where each tier's reload and recompute cross (logic.band's)
+    add("line", {x1: X(state.tokens), x2: X(state.tokens), y1: pad.t, y2: H - pad.b, class: "chosen"});
+    add("text", {x: X(state.tokens) + 3, y: H - pad.b - 6, class: "chosen-label"},
+        `${state.tokens.toLocaleString("en-US")} tokens`);
     for (const t of r.breakeven_tokens) {
       if (t < 10 ** lx0 || t > 10 ** lx1) continue;
       add("line", {x1: X(t), x2: X(t), y1: pad.t, y2: H - pad.b, class: "crossing"});
       add("text", {x: X(t) + 3, y: pad.t + 12, class: "crossing-label"}, Math.round(t).toLocaleString("en-US"));
     }
+    drawn.forEach((c, i) => {
+      const b = bands[c.tier];
+      if (!b || !b.breakeven_tokens) return;
+      for (const t of b.breakeven_tokens) {
+        if (t < 10 ** lx0 || t > 10 ** lx1) continue;
+        const [[, , y]] = curve(c.state, [t]);
+        add("circle", {cx: X(t), cy: Y(y), r: 4, class: `crossing-dot tier-${i}`, "data-tier": c.tier,
+                       "data-tokens": String(t)});
+        if (c.tier !== state.tier) {
+          add("text", {x: X(t), y: Y(y) - 7, "text-anchor": "middle", class: `crossing-dot-label tier-${i}`},
+              Math.round(t).toLocaleString("en-US"));
+        }
+      }
+    });
     if (limit) {
       add("line", {x1: X(limit.tokens), x2: X(limit.tokens), y1: pad.t, y2: H - pad.b, class: "limit"});
       add("text", {x: X(limit.tokens) - 3, y: pad.t + 12, "text-anchor": "end", class: "limit-label"},
           `${limit.why} (${Math.round(limit.tokens).toLocaleString("en-US")})`);
     }
     svg.dataset.limitTokens = limit ? String(limit.tokens) : "";
-    // the scenario's own times to first token, on the curves they belong to
-    // and their ranges (kvmath.evaluate.bands.band) as whiskers
-    for (const [key, cls] of [["ttft_recompute_s_band", "recompute-band"], ["ttft_reload_s_band", "reload-band"]]) {
-      const [lo, hi] = r[key].map(t => Math.min(Math.max(t, 10 ** ly0), 10 ** ly1));
-      add("line", {x1: X(state.tokens), x2: X(state.tokens), y1: Y(lo), y2: Y(hi), class: cls});
-    }
+    // the scenario's own times to first token, on the curves they belong to, and their ranges
+    // (kvmath.evaluate.bands.band) as whiskers; each other tier's range once computed
+    const whisker = (band, cls, x) => {
+      const [lo, hi] = band.map(t => Math.min(Math.max(t, 10 ** ly0), 10 ** ly1));
+      add("line", {x1: x, x2: x, y1: Y(lo), y2: Y(hi), class: cls});
+    };
+    drawn.forEach((c, i) => {
+      const b = bands[c.tier];
+      if (c.tier === state.tier || !b || !b.ttft_reload_s_band) return;
+      whisker(b.ttft_reload_s_band, `tier-band tier-${i}`, X(state.tokens) + 5 * (i % 2 ? 1 : -1) * Math.ceil(i / 2));
+      add("circle", {cx: X(state.tokens), cy: Y(b.ttft_reload_s), r: 3, class: `tier-dot tier-${i}`});
+    });
+    whisker(r.ttft_recompute_s_band, "recompute-band", X(state.tokens));
+    whisker(r.ttft_reload_s_band, "reload-band", X(state.tokens));
     add("circle", {cx: X(state.tokens), cy: Y(r.ttft_recompute_s), r: 4, class: "recompute-dot"});
     add("circle", {cx: X(state.tokens), cy: Y(r.ttft_reload_s), r: 4, class: "reload-dot"});
-    const legend = el("p", {class: "kvcalc-legend"},
-      el("span", {class: "key recompute"}, "recompute"), " ",
-      el("span", {class: "key reload"}, "reload"), " ",
-      el("span", {class: "key crossing"}, "crossing"));
-    box.replaceChildren(svg, legend);
+    // what a screen reader reads: each curve's time at the chosen length and its crossings
+    const said = [`recompute ${fmtTime(r.ttft_recompute_s)}`].concat(drawn.map(c => {
+      const b = bands[c.tier];
+      const at = curve(c.state, [state.tokens])[0][2];
+      return `reload from ${c.tier} ${fmtTime(at)}` +
+        (b && b.breakeven_tokens ? `, crossing recompute at ${fmtTokens(b.breakeven_tokens)}` : "");
+    }));
+    svg.setAttribute("aria-label", "time to first token against prompt length, log-log, recompute " +
+      `and reload from each tier; at ${state.tokens.toLocaleString("en-US")} tokens: ${said.join("; ")}`);
+    const keys = [el("span", {class: "key recompute"}, "recompute"), " ",
+                  el("span", {class: "key reload"}, `reload: ${state.tier}`)];
+    drawn.forEach((c, i) => {
+      if (c.tier !== state.tier) keys.push(" ", el("span", {class: `key reload-other tier-${i}`}, `reload: ${c.tier}`));
+    });
+    keys.push(" ", el("span", {class: "key crossing"}, "crossing"), " ",
+              el("span", {class: "key chosen"}, "your length"));
+    const missing = tiers.filter(c => c.why);
+    const legend = el("p", {class: "kvcalc-legend"}, ...keys);
+    const notes = missing.length ? [el("p", {class: "kvcalc-legend-note"},
+      "not drawn: " + missing.map(c => `${c.tier} (${formWords(c.why)})`).join("; "))] : [];
+    box.replaceChildren(svg, legend, ...notes);
   }
 
   // ------------------------------------------------------------------ start
-  window.kvcalc = {compute: compute, curve: curve, stateFrom: stateFrom, query: query};
+  window.kvcalc = {compute: compute, curve: curve, stateFrom: stateFrom, query: query,
+                   tierStates: tierStates, tierBand: tierBand};
   function start() {
     const root = document.getElementById("kvcalc");
     if (!root) return;

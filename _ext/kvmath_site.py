@@ -8,6 +8,9 @@
 * ``html-page-context``: each script once per page. sphinx-thebe and sphinx-togglebutton add
   their inline configuration on every ``env-before-read-docs``, which a jupyter-book build
   emits more than once, so every page declared ``const THEBE_JS_URL`` twice and threw.
+* ``doctree-resolved``: a figure's image without alt text of its own is described by the
+  figure's caption (a glued matplotlib figure otherwise reads as its file's hash to a screen
+  reader; tests/browser/test_pages.py fails on an image without a describing alt text).
 * ``builder-inited``: writes the calculator's generated JavaScript (formulas from the SymPy
   expressions, data from the bundled tables; :mod:`kvmath.present.calculator`) into a build-time static
   folder and adds it to the pages, so no formula or number is typed into JavaScript.
@@ -56,6 +59,20 @@ def _calculator_files(app):
         app.add_js_file(name, defer="defer")
 
 
+def _figure_alts(app, doctree, docname):
+    from docutils import nodes
+
+    for figure in doctree.findall(nodes.figure):
+        captions = list(figure.findall(nodes.caption))
+        if not captions:
+            continue
+        words = " ".join(captions[0].astext().split())
+        for image in figure.findall(nodes.image):
+            alt = image.get("alt", "")
+            if not alt or alt == image.get("uri") or "_images/" in alt or len(alt.split()) < 3:
+                image["alt"] = words
+
+
 def _script_key(js):
     attributes = getattr(js, "attributes", {}) or {}
     # an inline script is added with filename None once and "" once: both mean no file
@@ -81,6 +98,7 @@ def setup(app):
     app.connect("config-inited", _footer)
     app.connect("config-inited", _fresh_cache)
     app.connect("builder-inited", _calculator_files)
+    app.connect("doctree-resolved", _figure_alts)
     # early: html-page-context stops at the first handler that returns a template
     app.connect("html-page-context", _scripts_once, priority=100)
     # _static/kvmath.css is added to every page by jupyter-book (it adds each CSS file there)

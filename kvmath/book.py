@@ -23,9 +23,9 @@ from kvmath.evaluate.api import (DEFAULT_ENGINE, Numeric, ScenarioError, archite
     node_layout_tp,
     compare, crossings, default_concurrency, engine_costs_calibrated, fit_transfer_curve, fn,
     node_nvme_tier,
-    parameter_counts, path_values, replication, scenario_values, sweep)
+    parameter_counts, path_values, replication, scenario, scenario_values, sweep)
 from kvmath.logic.constants import PARTS as PREFILL_PARTS_NAMES
-from kvmath.logic.rules import served_model
+from kvmath.logic.rules import served_model, stores_once
 from kvmath.logic.path import tier_exists_on
 from kvmath.evaluate.prefill import fitted_parameters, prefill_time
 from kvmath.evaluate.reuse import gpu_second_price, pause_values, reuse, rfn, saved_s, tier_prices
@@ -42,6 +42,9 @@ from kvmath.traces import policies as trace_policies
 from kvmath.fleet.routers import ROUTERS, reach
 from kvmath.fleet.routing import LOAD_WINDOW_S, OVERLAP_WEIGHT, route
 from kvmath.fleet.run import fleet, fleet_cost, nodes_needed
-from kvmath.present.calculator import DEFAULTS, ERF_TOLERANCE, calculator_gpus, calculator_tiers
+from kvmath.cli.reference import argument_rows, commands, output_of as command_output
+from kvmath.present.calculator import (DEFAULTS, ERF_TOLERANCE, PLOT_TIERS, calculator_gpus,
+    calculator_tiers)
+from kvmath.present.figures import hop_figure, tier_diagram, ttft_curves, ttft_figure
 from kvmath.present.report import (decision, decision_rows, decision_table, fmt_bw, fmt_bytes,
     fmt_time, fmt_tokens, latex, layout_cell, md_table)

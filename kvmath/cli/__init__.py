@@ -10,5 +10,9 @@ and what it prints, over one scenario record (:func:`kvmath.scenario.build.scena
 * :mod:`~kvmath.cli.trace`: a request trace's reuse, LRU curve and tier replay;
 * :mod:`~kvmath.cli.route`: a trace routed over a fleet (``route``) and replayed on each of its
   nodes (``fleet``);
+* :mod:`~kvmath.cli.review`: the design-review section of a scenario file, from the answers of
+  compare, reuse, tiers and fleet run on it;
+* :mod:`~kvmath.cli.reference`: the command reference the book prints, generated from the parser
+  and the option declarations, and a command's output for the book's examples;
 * :mod:`~kvmath.cli.output`: what every command prints, one JSON object or its human lines.
 """

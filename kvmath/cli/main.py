@@ -1,9 +1,10 @@
-"""Command line: ``python -m kvmath compare|list|reuse|tiers|trace|route|fleet``.
+"""Command line: ``python -m kvmath compare|list|reuse|tiers|trace|route|fleet|review``.
 
 Each command group is a module of this package, holding its parser (``add_parser``), its run
 and what it prints: :mod:`~kvmath.cli.compare`, :mod:`~kvmath.cli.listing` (``list``),
 :mod:`~kvmath.cli.reuse`, :mod:`~kvmath.cli.tiers`, :mod:`~kvmath.cli.trace` and
-:mod:`~kvmath.cli.route` (``route`` and ``fleet``). This module holds the parser built from
+:mod:`~kvmath.cli.route` (``route`` and ``fleet``) and :mod:`~kvmath.cli.review` (``review``:
+the design-review section of a scenario file, from the others' answers). This module holds the parser built from
 theirs (:func:`build_parser`), the dispatch to their runs (:data:`RUNS`) and the mapping of
 errors to what a user sees: a user's mistake (unknown name, malformed file, bad number: an
 :class:`~kvmath.errors.InputError`) prints one line on stderr and exits with status 2, never a
@@ -20,7 +21,7 @@ import os
 import re
 import sys
 
-from kvmath.cli import compare, listing, reuse, route, tiers, trace
+from kvmath.cli import compare, listing, reuse, review, route, tiers, trace
 from kvmath.cli.output import error_line
 from kvmath.errors import InputError, UsageError
 from kvmath.logic.constants import BEYOND_CONTEXT_ELSEWHERE, BEYOND_CONTEXT_HINT
@@ -33,7 +34,7 @@ USAGE_ERROR = 2
 
 #: each command's run(args) -> exit status, by the command's name
 RUNS = {"compare": compare.run, "list": listing.run, "reuse": reuse.run, "tiers": tiers.run,
-        "trace": trace.run, "route": route.run, "fleet": route.run_fleet}
+        "trace": trace.run, "route": route.run, "fleet": route.run_fleet, "review": review.run}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,6 +64,7 @@ def build_parser():
     trace.add_parser(sub)
     route.add_parser(sub)
     route.add_fleet_parser(sub)
+    review.add_parser(sub)
     return p
 
 

@@ -48,6 +48,9 @@ RUNTIME = Path(__file__).with_name("kvcalc_runtime.js")
 
 #: the scenario the page opens with (the book's headline scenario)
 DEFAULTS = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 32768}
+#: the tiers the answer page compares and the calculator's chart draws beside the scenario's own
+#: (one drive shared by the node, the node's drives striped, a remote pool over RDMA)
+PLOT_TIERS = ("host-dram", "nvme-1drive", "nvme", "rdma")
 #: the page's erf (kvcalc_runtime.js) against Python's math.erf, absolute, over the range the
 #: pause distributions reach (tests/present/test_webcalc.py holds it)
 ERF_TOLERANCE = 2e-15
@@ -175,7 +178,7 @@ def scenario_data(cat=None):
         "options": calculator_options(), "own": own_bounds(),
         # the scenario record's defaults (kvmath.scenario.record): the page's record starts here
         "scenario_defaults": plain(record_defaults()),
-        "defaults": dict(DEFAULTS), "version": version_info()}
+        "defaults": dict(DEFAULTS), "plot_tiers": list(PLOT_TIERS), "version": version_info()}
 
 
 def data_js(data):

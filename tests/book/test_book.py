@@ -103,8 +103,14 @@ def test_prose_checker_can_fail():
 
 @pytest.mark.parametrize("name", CHAPTERS)
 def test_glue_roles_are_well_formed(name):
-    for role in re.findall(r"\{glue:[a-z]*\}`([^`]*)`", source(name).read_text()):
+    text = source(name).read_text()
+    for role in re.findall(r"\{glue:[a-z]*\}`([^`]*)`", text):
         assert "}" not in role and "{" not in role, f"{name}: malformed glue role {role!r}"
+    # issue 36: a role inside a code literal is not parsed, and shows raw ("`--engine
+    # {glue:text}`x``" read "{glue:text}x" on the page)
+    prose_text = re.sub(r"```\{code-cell\}.*?```", "", text, flags=re.S)
+    assert not re.search(r"``?[^`\n]*\{glue:[a-z]*\}`[^`\n]+``", prose_text), \
+        f"{name}: a glue role inside a code literal renders raw"
 
 
 @pytest.mark.parametrize("name", CHAPTERS)
@@ -146,3 +152,49 @@ def test_facade_holds_what_the_chapters_use():
             used.update(p.split(" as ")[0].strip() for p in body.strip("()").replace("\n", " ").split(",")
                         if p.strip())
     assert names == used, (names - used, used - names)
+
+
+#: words that state a computed result (a verdict, where it flips, a break-even, a limit): a
+#: takeaway sentence holding one glues its numbers or is checked by the chapter's code (a rule
+#: of the physics, "no faster than its drives", is the derivation's, not a result)
+CLAIM = re.compile(r"\b(wins?|won|loses?|beats?|flips?|outgrows?|break-even|crosses|"
+                   r"crossings?)\b", flags=re.I)
+
+
+def takeaway(text):
+    """(the takeaway's text, the chapter's source before it)."""
+    start = text.index("```{admonition} Takeaway")
+    end = text.index("\n```", start + 3)
+    return text[start:end], text[:start]
+
+
+def claims(text):
+    """The takeaway's sentences that state a computed fact without gluing a number."""
+    body = re.sub(r"^:class:.*$|^```\{admonition\} Takeaway$", "", text, flags=re.M)
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z{])", " ".join(body.split()))
+    return [s for s in sentences if CLAIM.search(prose(s)) and "{glue:" not in s]
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_takeaway_states_no_computed_fact_unglued_or_unchecked(name):
+    """issue 36: a takeaway had come to contradict its numbers. Every value a takeaway glues is
+    computed in the chapter's code, and a takeaway sentence that states a result (a verdict,
+    where it flips, a break-even) without gluing its number is checked: an assert in a code
+    cell before the takeaway (the chapter's "takeaway's claims, checked")."""
+    text = source(name).read_text()
+    box, before = takeaway(text)
+    code = "\n".join(re.findall(r"```\{code-cell\}.*?```", before, flags=re.S))
+    every = "\n".join(re.findall(r"```\{code-cell\}.*?```", text, flags=re.S))
+    for key in re.findall(r"\{glue:text\}`([^`:]+)", box):
+        assert re.search(rf"glue\(\s*[\"']{re.escape(key)}[\"']|glue\(\s*f[\"']", every), \
+            f"{name}: the takeaway glues {key!r}, which no code of the chapter computes"
+    unchecked = claims(box)
+    if unchecked:
+        assert re.search(r"^\s*assert ", code, flags=re.M), \
+            f"{name}: the takeaway states {unchecked[0]!r} with no assert before it"
+
+
+def test_takeaway_check_can_fail():
+    assert claims("```{admonition} Takeaway\n:class: tip\nReload wins by far. Nothing else.")
+    assert not claims("```{admonition} Takeaway\n:class: tip\nReload wins by "
+                      "{glue:text}`x:.3g`×. The tables say where.")

@@ -241,3 +241,54 @@ def test_the_page_shows_reuse_at_the_prices_given(server, browser):  # noqa: F81
         assert close(float(shown[f"reuse_{k}"]), want[k]), k
     assert t.input_value("#kvcalc-pause") == "chat-exponential" and errors == []
     ctx.close()
+
+
+@pytest.mark.parametrize("query", [
+    "model=llama-3.1-70b&gpu=h100-sxm&tier=host-dram&tokens=32768",
+    # issue 37: a YaRN permalink the command line answers threw in the page
+    "model=qwen3-8b&gpu=h100-sxm&tier=host-dram&tokens=131072&rope-scaling=yarn",
+    "model=deepseek-v3&gpu=h200&tier=nvme-1drive&tokens=32768&engine=vllm-cross-layer-v0.26",
+])
+def test_the_chart_draws_each_tier_above_the_table(server, browser, query):  # noqa: F811
+    """issue 36: the page draws its scenario, reload from each tier and recompute against the
+    prompt's length, the chosen length and the crossings marked, above the table, for any
+    permalink (the other tiers' crossings arrive once their bands are computed)."""
+    from kvmath.present.calculator import PLOT_TIERS
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    t = ctx.new_page()
+    errors = []
+    t.on("pageerror", lambda e: errors.append(str(e)))
+    t.goto(f"{server}{PAGE}?{query}", wait_until="load")
+    t.wait_for_selector("#kvcalc-plot svg")
+    t.wait_for_timeout(4000)  # the other tiers' bands, a tier at a time
+    info = t.evaluate("""() => {
+      const svg = document.querySelector('#kvcalc-plot svg');
+      const tiers = [...svg.querySelectorAll('path[data-tier]')].map(p => p.dataset.tier);
+      return {tiers, chosen: svg.querySelectorAll('line.chosen').length,
+              recompute: svg.querySelectorAll('path.recompute').length,
+              dots: [...svg.querySelectorAll('circle.crossing-dot')].map(c => c.dataset.tier),
+              label: svg.getAttribute('aria-label'),
+              above: document.querySelector('#kvcalc-plot').getBoundingClientRect().bottom <=
+                     document.querySelector('.kvcalc-results').getBoundingClientRect().top + 1};
+    }""")
+    assert errors == [], errors
+    assert info["recompute"] == 1 and info["chosen"] == 1 and info["above"], info
+    assert set(PLOT_TIERS) <= set(info["tiers"]), info
+    assert "at " in info["label"] and "reload from" in info["label"]
+    ctx.close()
+
+
+@pytest.mark.parametrize("value", ["1e309", "NaN", "-Infinity"])
+def test_a_number_that_is_not_finite_is_refused_in_words(server, browser, value):  # noqa: F811
+    """issue 37: ?tokens=1e309 showed Infinity; it is refused in words, with no verdict."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    t = ctx.new_page()
+    errors = []
+    t.on("pageerror", lambda e: errors.append(str(e)))
+    t.goto(f"{server}{PAGE}?model=llama-3.1-8b&gpu=h100-sxm&tier=host-dram&tokens={value}",
+           wait_until="load")
+    t.wait_for_function("document.querySelector('#kvcalc-status').textContent.length > 0")
+    status = t.text_content("#kvcalc-status")
+    assert f"got '{value}'" in status and "wins" not in status, status
+    assert not _shown(t) and errors == []
+    ctx.close()

@@ -21,6 +21,8 @@ OVERFLOWING = """() => {
     // inside a formula, MathJax positions glyph pieces itself (stretchy delimiters overhang their
     // boxes by a pixel or two by design); the formula's own box is checked like any element
     if (e.parentElement && e.parentElement.closest('mjx-container')) continue;
+    // inside a drawing, the SVG places its own text (kvmath.present.svg's figures)
+    if (e.parentElement && e.parentElement.closest('svg')) continue;
     if (!e.clientWidth || e.scrollWidth <= e.clientWidth + 1) continue;
     const style = getComputedStyle(e);
     if (style.display === 'none' || style.visibility === 'hidden') continue;

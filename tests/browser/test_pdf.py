@@ -70,3 +70,25 @@ def test_pdf_pages_are_numbered_through_and_bookmarked():
         assert any(t.startswith(title.split(":")[0]) for t in titles), (title, titles)
     assert [p for _, p in top] == sorted(p for _, p in top)  # in reading order
     assert children >= 3 * len(top)  # sections beneath the chapters
+
+
+def test_pdf_carries_the_figures():
+    """issue 36: the PDF reads as a document with its figures: the drawn ones (SVG, whose words
+    are text in the PDF too) and every raster image of the built pages."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(str(PDF))
+    text = re.sub(r"\s+", " ", " ".join((p.extract_text() or "") for p in reader.pages))
+    # the answer page's figure and the worked example's, by the words drawn in them
+    assert "prompt length (tokens, log scale)" in text
+    assert "where the reload's time goes" in text
+
+    html = ROOT / "_build" / "html"
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    want = 0
+    for f in [toc["root"]] + [c["file"] for c in toc["chapters"]]:
+        page = (html / f"{f}.html").read_text(encoding="utf-8")
+        article = re.search(r"<article[^>]*bd-article.*?</article>", page, flags=re.S)
+        want += len(re.findall(r"<img\b", article.group(0) if article else ""))
+    have = sum(len(p.images) for p in reader.pages)
+    assert have >= want, (have, want)

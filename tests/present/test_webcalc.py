@@ -19,7 +19,7 @@ from kvmath.evaluate.api import TP_CANDIDATES, default_concurrency
 from kvmath.tables.rows import bundled, pools
 from kvmath.present.calculator import ERF_TOLERANCE, generate, scenario_data, write_static
 
-from calc_scenarios import mismatches, python_reuse, scenarios
+from calc_scenarios import close, mismatches, python_reuse, scenarios
 
 UI = Path(__file__).resolve().parents[2] / "_ext" / "kvcalc.js"
 NODE = shutil.which("node")
@@ -91,8 +91,8 @@ def test_no_formula_or_number_typed_in_the_ui():
     text = re.sub(r"(['\"`]).*?\1", "", text)  # strings, line by line
     text = re.sub(r"//[^\n]*", "", text)  # line comments
     numbers = set(re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?:e-?\d+)?", text))
-    layout = {"4", "6", "12", "16", "28", "44", "64", "70", "240", "280", "360", "640", "0.6",
-              "1e6"}  # plot geometry in px, sample count, axis span in tokens
+    layout = {"4", "5", "6", "7", "12", "16", "28", "44", "64", "70", "240", "280", "360", "640",
+              "0.6", "1e6"}  # plot geometry in px, sample count, axis span in tokens
     # digits shown (toPrecision), ratios and percentages, the first and one more of a count
     algorithm = {"0", "1", "2", "3", "10", "100"}
     allowed = layout | algorithm
@@ -274,3 +274,92 @@ def test_fields_reuse_does_not_take_are_named_beside_its_answer(tmp_path):
     assert sorted(loaded["reuse_left_out"]) == sorted(["resumes per second (node)", "KV dtype"])
     assert loaded["reuse_saving_gpu_s"] == plain["reuse_saving_gpu_s"]  # reuse's own scenario
     assert loaded["reload_s"] != plain["reload_s"]
+
+
+# ------------------------------------------------------------------ the chart and permalinks
+PERMALINKS = """
+global.window = {};
+const [dir, ui] = process.argv.slice(1);
+for (const f of ["kvcalc-formulas.js", "kvcalc-data.js", "kvcalc-runtime.js", "kvcalc-logic.js"]) require(dir + "/" + f);
+require(ui);
+const K = window.kvcalc;
+const queries = JSON.parse(require("fs").readFileSync(0, "utf8"));
+console.log(JSON.stringify(queries.map(q => {
+  const s = K.stateFrom(q), r = K.compute(s);
+  if (r.error) return {error: r.error};
+  // what the chart draws: each tier's curve at the scenario's length, its band and crossings
+  const tiers = K.tierStates(s, r).map(t => {
+    let at;
+    try { at = K.curve(t, [t.tokens])[0]; } catch (e) { return {tier: t.tier, why: e.message}; }
+    return Object.assign({tier: t.tier, tp: t.tp === undefined ? null : t.tp, at: at}, K.tierBand(t));
+  });
+  return {tp: r.tp, ttft_reload_s: r.ttft_reload_s, ttft_recompute_s: r.ttft_recompute_s,
+          breakeven_tokens: r.breakeven_tokens, tiers: tiers};
+})));
+"""
+
+
+def _page(tmp_path, queries):
+    write_static(tmp_path)
+    out = subprocess.run([NODE, "-e", PERMALINKS, str(tmp_path), str(UI)], capture_output=True,
+                         text=True, input=json.dumps(queries), check=True)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js not installed (the browser test covers it)")
+def test_a_permalink_that_is_not_a_finite_number_is_refused_in_words(tmp_path):
+    """issue 37: ?tokens=1e309 showed Infinity (and a word NaN): every number of a permalink
+    that is not finite is refused in words, naming what was given, and no verdict."""
+    base = "?model=llama-3.1-8b&gpu=h100-sxm&tier=host-dram"
+    queries = [base + "&tokens=1e309", base + "&tokens=-1e309", base + "&tokens=NaN",
+               base + "&tokens=abc", base + "&tokens=4096&bandwidth=Infinity",
+               base + "&tokens=4096&P=1e400"]
+    got = _page(tmp_path, queries)
+    for q, r in zip(queries, got):
+        assert set(r) == {"error"}, (q, r)
+        assert "got NaN" not in r["error"] and "got Infinity" not in r["error"], (q, r)
+    assert "got '1e309', a number too large for a double" in got[0]["error"]
+    assert "got 'abc', which is not a number" in got[3]["error"]
+    assert got[4]["error"].startswith("reload bandwidth per GPU (GB/s) must be")
+    assert got[5]["error"].startswith("your own P must be")
+
+
+def _python_tier(state, tier, tp):
+    from kvmath.evaluate.bands import band_of
+    from kvmath.evaluate.api import scenario
+    from kvmath.logic.rules import served_model
+    from calc_scenarios import TIERS
+    cat = bundled()
+    s = scenario(served_model(cat.models[state["model"]], state.get("rope-scaling")),
+                 cat.gpus[state["gpu"]], TIERS[tier], tp=tp)
+    return band_of(s, state["tokens"])
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js not installed (the browser test covers it)")
+def test_the_chart_draws_every_tier_as_the_command_line_answers_it(tmp_path):
+    """The chart's tiers (the scenario's own, then the answer page's) at the scenario's
+    length are compare's for each tier at the layout the scenario takes, and their crossings
+    are compare's; the YaRN permalink of issue 37 (Qwen3-8B at its scaled window) draws them
+    as the command line answers it."""
+    from kvmath.present.calculator import PLOT_TIERS
+    states = [{"model": "llama-3.1-70b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 32768},
+              {"model": "qwen3-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 131072,
+               "rope-scaling": "yarn"},
+              {"model": "llama-3.1-8b", "gpu": "h200", "tier": "pool:3fs-nvme", "tokens": 8192}]
+    got = _page(tmp_path, ["?" + "&".join(f"{k}={v}" for k, v in s.items()) for s in states])
+    for state, page in zip(states, got):
+        assert "error" not in page, (state, page)
+        drawn = [t["tier"] for t in page["tiers"]]
+        assert drawn[0] == state["tier"] and set(PLOT_TIERS) <= set(drawn)
+        for t in page["tiers"]:
+            assert "why" not in t, (state, t)
+            want = _python_tier(state, t["tier"], page["tp"])
+            n = want["nominal"]
+            assert close(t["at"][2], n["ttft_reload_s"]), (state, t["tier"])
+            assert close(t["at"][1], n["ttft_recompute_s"]), (state, t["tier"])
+            assert close(t["ttft_reload_s"], n["ttft_reload_s"]), (state, t["tier"])
+            assert all(close(a, b) for a, b in zip(t["ttft_reload_s_band"], want["ttft_reload_s"]))
+            assert len(t["breakeven_tokens"]) == len(n["breakeven_tokens"]) and all(
+                close(a, b) for a, b in zip(t["breakeven_tokens"], n["breakeven_tokens"]))
+        own = page["tiers"][0]
+        assert close(own["at"][2], page["ttft_reload_s"])
