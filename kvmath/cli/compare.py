@@ -207,10 +207,31 @@ def human(r):
     note = layout_note(r)
     if note:
         lines.append(note)
-    if r.get("load_kernel"):
-        lines.append(f"note: {r['engine']} loads copies of {fmt_bytes(r['copy_bytes'], 3)} "
-                     "by its copy kernel, charged no per-copy cost (an assumption, no published "
-                     "rate: the link's asymptote); the band's slow end is the driver copies it "
-                     "replaced")
+    note = copy_note(r)
+    if note:
+        lines.append(note)
     return "\n".join(lines)
+
+
+#: how each copy path issues a load's copies, in words
+COPY_PATHS = {"kernel": "by its copy kernel (no published rate: an assumption, with a band from "
+                        "the evidence, copy_paths.csv)",
+              "batched": "in one batched driver call (cuMemcpyBatchAsync: a measured cost per "
+                         "copy, copy_paths.csv)",
+              "driver": "by driver copies one by one (the link's measured cost per copy)"}
+
+
+def copy_note(r):
+    """The note on how the engine copies the load: its copy kernel, and where an engine with one
+    falls back to driver copies, why ("" where the engine has no copy size)."""
+    path = r.get("copy_path")
+    if path not in COPY_PATHS:
+        return ""
+    fallback = r.get("copy_path_fallback") or ""
+    if not fallback and path != "kernel":
+        return ""
+    text = f"note: {r['engine']} loads copies of {fmt_bytes(r['copy_bytes'], 3)} {COPY_PATHS[path]}"
+    if fallback:
+        text += f"; it falls back from its copy kernel: {fallback}"
+    return text
 

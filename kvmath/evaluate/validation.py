@@ -61,6 +61,9 @@ def predict(m: Measurement, overrides=None):
         r = compare(model_of(m.model), cat.gpus["h100-sxm"], cat.tiers["host-dram"], m.tokens)
         return r["kv_bytes"]
     link = cat.links[m.link]
+    if m.copy_path:  # copies of transfer_bytes by one copy path (copy_paths.csv)
+        from kvmath.logic.path import copy_rate
+        return m.count * copy_rate(link, m.copy_path, float(m.transfer_bytes))
     eff = overrides.get("link_efficiency", link.efficiency)
     bandwidth = link.bandwidth_Bps * eff * m.count
     if m.transfer_bytes is None:

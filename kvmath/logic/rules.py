@@ -146,13 +146,27 @@ def hbm_fit_fraction(eng):
     return eng.hbm_usable_fraction * (1 - DATA.activation_reserve_fraction)
 
 
-def load_kernel(eng, copy_bytes, platform="cuda"):
-    """Whether a load of copies of copy_bytes runs the engine's copy kernel (no per-copy cost)
-    rather than driver copies (kernel_below_bytes; CUDA only: vLLM falls back to driver copies
-    on ROCm, cpu/gpu_worker.py _select_swap_blocks_fn)."""
-    return (eng.kernel_below_bytes is not None and not eng.driver_copies
-            and platform == "cuda" and copy_bytes is not None
-            and copy_bytes < eng.kernel_below_bytes)
+def copy_path(eng, copy_bytes, platform="cuda"):
+    """[path, why]: how the engine issues a load's copies of copy_bytes over the GPU's host link,
+    as its code gates them (vLLM: cpu/gpu_worker.py _select_swap_blocks_fn): "kernel", its copy
+    kernel, for copies under kernel_below_bytes on CUDA; "batched", one driver call for the
+    transfer's copies (cuMemcpyBatchAsync, CUDA); "driver", one driver call per copy; "asymptote",
+    an engine row with no copy size (a kernel at the link's rate, the row's assumption). why: where
+    an engine with a copy kernel loads by driver copies instead, the reason in words, else ""."""
+    if eng.copy_tokens is None or copy_bytes is None:
+        return ["asymptote", ""]
+    why = ""
+    if eng.kernel_below_bytes is not None:
+        if platform == "cuda" and copy_bytes < eng.kernel_below_bytes:
+            return ["kernel", ""]
+        why = f"its copy kernel runs on CUDA only, not {platform}"
+        if platform == "cuda":
+            why = f"its copy kernel takes copies under {eng.kernel_below_bytes:,.0f} B only"
+    if eng.copy_batched and platform == "cuda":
+        return ["batched", why]
+    if eng.copy_batched:
+        why = (why + "; " if why else "") + f"its batched driver call is CUDA's: one call per copy on {platform}"
+    return ["driver", why]
 
 
 def per_model(rule, model):

@@ -226,7 +226,8 @@ def portable_data():
     """Every bundled table the scenario logic reads, keyed by name, in shapes both languages
     index alike (string keys, rows as records); the page's kvcalc-data.js is this as JSON."""
     from kvmath.tables.rows import (ENGINE_COST_PARAMETERS, DTYPE_BYTES, PEAK_FIELDS,
-                                    allreduce_figures, bundled, deployments, engine_costs,
+                                    allreduce_figures, bundled, copy_paths, deployments,
+                                    engine_costs,
                                     engines, fitted_parameters, gpu_prices, plan_defaults, prices,
                                     rope_scalings, row_location)
     from kvmath.tables.schema import table
@@ -245,7 +246,7 @@ def portable_data():
             efficiency.setdefault(item, {})[quantity[len("prefill-"):]] = e.value
     return {
         "gpu_host_link": GPU_HOST_LINK, "gpu_host_memory": GPU_HOST_MEMORY,
-        "links": dict(cat.links), "deployments": deps, "compute_efficiency": efficiency,
+        "links": dict(cat.links), "copy_paths": copy_paths(), "deployments": deps, "compute_efficiency": efficiency,
         "activation_reserve_fraction": plan_defaults()["activation_reserve_fraction"].value,
         "dtypes": dict(table("dtypes")), "dtype_bytes": dict(DTYPE_BYTES),
         "engines": dict(engines()), "rope_scaling": rope,
