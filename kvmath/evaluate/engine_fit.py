@@ -23,7 +23,7 @@ from kvmath.evaluate.validation import measurements, predict, ttft_result
 
 #: the engine profiles the fitted vLLM costs describe (one request path, three copy layouts, the
 #: MLA store changed between them: nothing a request's own costs see)
-VLLM_ENGINES = ("vllm-lbhnc", "vllm-cross-layer", "vllm-per-layer", "vllm-cross-layer-v0.26",
+VLLM_ENGINES = ("vllm-lbhnc", "vllm-cross-layer", "vllm-per-layer", "vllm-cross-layer-v0.26", "vllm-cross-layer-v0.19",
                 "vllm-per-layer-v0.26")
 #: sources whose intercept is the engine's fixed cost (CUDA graphs, the engine as served)
 REQUEST_SOURCES = ("vllm-blog-kv-offloading",)

@@ -152,16 +152,16 @@ def copy_path(eng, copy_bytes, platform="cuda"):
     kernel, for copies under kernel_below_bytes on CUDA; "batched", one driver call for the
     transfer's copies (cuMemcpyBatchAsync, CUDA); "driver", one driver call per copy; "asymptote",
     an engine row with no copy size (a kernel at the link's rate, the row's assumption). why: where
-    an engine with a copy kernel loads by driver copies instead, the reason in words, else ""."""
+    the platform makes the engine fall back from its copy kernel or its batched call to driver
+    copies, the reason in words, else "" (copies at or above the kernel's size take the batched
+    call by the engine's own gate: no fallback)."""
     if eng.copy_tokens is None or copy_bytes is None:
         return ["asymptote", ""]
     why = ""
-    if eng.kernel_below_bytes is not None:
-        if platform == "cuda" and copy_bytes < eng.kernel_below_bytes:
+    if eng.kernel_below_bytes is not None and copy_bytes < eng.kernel_below_bytes:
+        if platform == "cuda":
             return ["kernel", ""]
         why = f"its copy kernel runs on CUDA only, not {platform}"
-        if platform == "cuda":
-            why = f"its copy kernel takes copies under {eng.kernel_below_bytes:,.0f} B only"
     if eng.copy_batched and platform == "cuda":
         return ["batched", why]
     if eng.copy_batched:

@@ -13,6 +13,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 
 from kvmath.errors import InputError
+from kvmath.tables.copies import CopyPath, copy_paths  # noqa: F401 (the copy paths' rows)
 from kvmath.tables.families import family
 from kvmath.tables.schema import DataError, FieldError, Row, UnknownName, data_path, package, read, resource, table
 
@@ -243,37 +244,6 @@ class Engine(Row, table="engines"):
         if self.layer_overlap and self.request_steps < 1:
             raise FieldError("layer_overlap", "a load can hide only under a step the engine runs: "
                              "layer_overlap needs request_steps of at least 1")
-
-
-class CopyPath(Row, table="copy_paths"):
-    def check(self):
-        given = [f for f in ("per_copy_s", "rate_fraction") if getattr(self, f) is not None]
-        if self.same_as and given:
-            raise FieldError(given[0], f"a same_as row takes {self.same_as}'s values: leave it empty")
-        if not self.same_as and len(given) < 2:
-            raise FieldError("per_copy_s" if self.per_copy_s is None else "rate_fraction",
-                             "missing value (expected a number, or same_as naming another link)")
-
-
-@lru_cache(maxsize=None)
-def copy_paths():
-    """{link: {"<path> <direction>": [rows by from_bytes]}} of copy_paths.csv, a same_as row with
-    its link's values (and its own kind, source and notes)."""
-    rows = read(CopyPath)
-    own = {k: r for k, r in rows.items() if not r.same_as}
-    out = {}
-    for i, (k, r) in enumerate(rows.items(), start=1):
-        if r.same_as:
-            ref = own.get((r.same_as,) + k[1:])
-            if ref is None:
-                raise DataError(data_path("copy_paths.csv"), i, "same_as", f"no {r.path} "
-                                f"{r.direction} row of link {r.same_as!r} from {r.from_bytes:g} B")
-            r = replace(r, **{f: getattr(ref, f) for f in (
-                "per_copy_s", "per_copy_fast_s", "per_copy_slow_s", "rate_fraction",
-                "rate_fraction_low", "rate_fraction_high")})
-        out.setdefault(r.link, {}).setdefault(f"{r.path} {r.direction}", []).append(r)
-    return {n: {p: sorted(v, key=lambda r: r.from_bytes) for p, v in d.items()}
-            for n, d in out.items()}
 
 
 class EngineCost(Row, table="engine_costs"):

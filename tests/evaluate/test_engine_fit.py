@@ -143,29 +143,6 @@ def test_a_layer_by_layer_load_hides_at_most_the_smaller_of_load_and_step(tier, 
                        engine="sglang-hicache")["overlap_hidden_s"] == 0
 
 
-def test_a_batching_engines_fast_end_copies_at_the_drivers_cost_per_descriptor():
-    """vLLM hands a job's copies to the driver in one call (copy_batched): its nominal keeps the
-    per-copy curve, its band's fast end the measured cost per descriptor (links.csv
-    batched_copy_s), never above the link's spec rate; an engine that does not batch keeps the
-    curve at both ends."""
-    from kvmath.evaluate.bands import band
-    m, g, t = CAT.models["gpt-oss-120b"], CAT.gpus["h100-sxm"], CAT.tiers["host-dram"]
-    b = band(m, g, t, 8192, engine="vllm-per-layer", concurrent_reloads=1)
-    nominal = b["nominal"]
-    assert b["reload_s"][0] < nominal["reload_s"]
-    link = CAT.links["pcie-gen5-x16"]
-    spec = nominal["kv_bytes_per_gpu"] / link.bandwidth_Bps
-    assert b["reload_s"][0] >= nominal["reload_latency_s"] + spec
-    fast = compare(m, g, t, 8192, concurrent_reloads=1,
-                   engine=replace(CAT_ENGINES["vllm-per-layer"], fast_copies=True,
-                                  writes_overlap=False))
-    assert fast["reload_bandwidth_Bps"] > nominal["reload_bandwidth_Bps"]
-    plain = compare(m, g, t, 8192, concurrent_reloads=1,
-                    engine=replace(CAT_ENGINES["sglang-hicache-direct"], fast_copies=True))
-    assert plain["reload_bandwidth_Bps"] == compare(
-        m, g, t, 8192, concurrent_reloads=1, engine="sglang-hicache-direct")["reload_bandwidth_Bps"]
-
-
 @pytest.mark.parametrize("new_tokens", [1, 512, 4096])
 def test_an_overlapped_reloads_band_never_beats_its_load(new_tokens):
     """After review: the band's fast end had subtracted the nominal hidden part from a faster
