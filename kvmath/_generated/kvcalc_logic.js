@@ -781,9 +781,61 @@
   }
 
   // ------------------------------------------------------------------ prefill
+  const MOE_KERNELS = ["vllm", "sglang", "trtllm"];
+
+  function gemm_dtype(model, compute_dtype) {
+    if ((compute_dtype === "fp8")) {
+      return ((model.weight_dtype === "fp8") ? "fp8_block" : "fp8");
+    }
+    if ((compute_dtype === "nvfp4")) {
+      return "nvfp4";
+    }
+    return "bfloat16";
+  }
+
+  function expert_dtype(model, compute_dtype) {
+    let dt;
+    if ((model.weight_dtype === "mxfp4")) {
+      return ["w4a16_mxfp4", "bf16"];
+    }
+    dt = gemm_dtype(model, compute_dtype);
+    if ((model.weight_dtype === "nvfp4")) {
+      dt = "nvfp4";
+    }
+    return [dt, ({"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4"})[dt]];
+  }
+
+  function moe_fit(gpu_name, kernels, dtype, layout) {
+    let fits, k, row;
+    fits = R.get(R.DATA.moe_fit, gpu_name, ({}));
+    for (const k of R.list([...[kernels], ...R.list(R.list(MOE_KERNELS).filter((x) => (x !== kernels))).map((x) => x)])) {
+      row = R.get(R.get(R.get(fits, k, ({})), dtype, ({})), layout);
+      if ((row != null)) {
+        return [row, k];
+      }
+    }
+    return null;
+  }
+
+  function moe_fit_exact(gpu_name, kernels, dtype, layout) {
+    let row;
+    row = R.get(R.get(R.get(R.get(R.DATA.moe_fit, gpu_name, ({})), kernels, ({})), dtype, ({})), layout);
+    return ((row == null) ? null : [row, kernels]);
+  }
+
+  function dispatch_values(s, v, kernels, ep, fp8) {
+    let k, fig, nic, nodes, at, kind;
+    k = R.DATA.kernels[kernels];
+    fig = R.DATA.allreduce[s.gpu.name];
+    nic = R.DATA.links[R.DATA.scale_out_link];
+    nodes = R.max(1.0, (ep / v["N_node"]));
+    at = ({"ep": Number(ep), "k_top": v["k_top"], "n_nodes": nodes});
+    kind = ((k.dp_dispatch === "alltoall") ? "alltoall" : "allgather");
+    return ({"c_disp": Number(R.formula(("derive_prefill.c_disp_" + kind), at)), "c_node": ((nodes > 1) ? Number(R.formula(("derive_prefill.c_node_" + kind), at)) : 0.0), "b_comb": k.combine_bytes, "b_disp": (R.truthy(fp8) ? k.dispatch_bytes_fp8 : k.dispatch_bytes), "busbw_a2a": fig[2], "t_a2a": fig[3], "B_nic": (nic.bandwidth_Bps * nic.efficiency)});
+  }
 
   function calibrated_values(s, par) {
-    let model, gpu, tp, ep, batch, k_attn, at, layout, v, fits, allreduce;
+    let model, gpu, tp, ep, batch, k_attn, at, layout, v, fits, allreduce, suffix, p;
     model = s.model;
     gpu = s.gpu;
     tp = par.gpus;
@@ -807,7 +859,18 @@
     Object.assign(v, fits);
     v["busbw"] = allreduce[0];
     v["t_ar"] = allreduce[1];
+    suffix = ("." + gemm_dtype(model, par.compute_dtype));
     v["r_dt"] = (v["eta"] / gpu.prefill_efficiency);
+    if (R.contains(fits, ("eta_g" + suffix))) {
+      for (const p of R.list(["eta_g", "m_half", "t_kern"])) {
+        v[p] = fits[(p + suffix)];
+      }
+      v["r_dt"] = 1.0;
+    }
+    if (R.truthy(R.and_(latent(model), () => R.contains(fits, "eta_a.mla")))) {
+      v["eta_a"] = fits["eta_a.mla"];
+      v["T_a"] = fits["T_a.mla"];
+    }
     v["P_a"] = gpu.bf16_dense_flops;
     v["B_peak"] = gpu.hbm_bandwidth_Bps;
     v["b_act"] = BYTES_ACT;
@@ -835,7 +898,40 @@
       throw new R.ScenarioError(`imbalance must be >= 1, got ${R.fmt(par.imbalance, "")}`);
     }
     v["f_imb"] = ((ep > 1) ? par.imbalance : 1.0);
+    Object.assign(v, moe_values(s, v, par, ep));
     return v;
+  }
+
+  function moe_values(s, v, par, ep) {
+    let kernels, dt, out, layout, fit, nic;
+    kernels = ((par.kernels != null) ? par.kernels : engine_of(s).kernels);
+    if (!R.contains(R.DATA.kernels, kernels)) {
+      throw new R.ScenarioError(`unknown forward engine ${R.repr(kernels, "")}; expected one of ${R.fmt(R.join(", ", R.sorted(R.list(R.DATA.kernels))), "")} (kernels.csv)`);
+    }
+    dt = expert_dtype(s.model, par.compute_dtype);
+    out = ({"P_moe": dense_flops(s.gpu, dt[1]), "b_moe": v["b_w"], "moe_measured": 1.0, "dpa": (R.truthy(par.dp_attention) ? 1.0 : 0.0)});
+    layout = "tp";
+    if ((ep > 1)) {
+      layout = "ep";
+    }
+    fit = null;
+    if (R.truthy(R.and_((ep > 1), () => par.dp_attention))) {
+      fit = moe_fit_exact(s.gpu.name, kernels, dt[0], "dp");
+    }
+    if ((fit == null)) {
+      fit = moe_fit(s.gpu.name, kernels, dt[0], layout);
+    }
+    if ((fit == null)) {
+      Object.assign(out, ({"eta_moe": (v["eta_g"] * v["r_dt"]), "m_half_moe": v["m_half"], "n_half_moe": 0.0, "t_moe": v["t_kern"], "P_moe": v["P"], "moe_measured": 0.0}));
+    } else {
+      Object.assign(out, fit[0]);
+    }
+    nic = R.DATA.links[R.DATA.scale_out_link];
+    Object.assign(out, ({"c_disp": 0.0, "c_node": 0.0, "b_disp": 2.0, "b_comb": 2.0, "busbw_a2a": v["busbw"], "t_a2a": v["t_ar"], "B_nic": (nic.bandwidth_Bps * nic.efficiency)}));
+    if (R.truthy(R.and_(par.dp_attention, () => (ep > 1)))) {
+      Object.assign(out, dispatch_values(s, v, kernels, ep, (dt[1] === "fp8")));
+    }
+    return out;
   }
 
   function prefill_parts(model, cv, tokens) {
@@ -1492,5 +1588,5 @@
     return [r, reuse_of(r, pause, ({"price": price, "usd_per_gpu_hour": s.gpu_price, "reach": reach, "lifetime_drive_writes": R.get(extras, "lifetime_drive_writes"), "turn_new_tokens": s.turn_new_tokens, "c_cap": R.get(extras, "c_cap")}))];
   }
 
-  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, BEYOND_CONTEXT_ELSEWHERE, MAY_BE_INF, SHAPE_FIELDS, engine_of, prefill_model, own_value, is_moe, latent, shape_key, round_up, sign, dense_flops, served_model, rope_hint, compute_efficiency, hbm_fit_fraction, copy_path, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, running_batch_fits, usable_fraction, choose_layout, deployment_values, longest_prompt, layout_lengths, node_gpu, tier_kind, node_tier, tier_exists_on, check_tier_gpu, copy_row, copy_rate, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, load_shares, concurrent_at_load, load_values, calibrated_values, prefill_parts, layout_parallel, recompute_fn, suffix_values, time_step, CROSSING_POINTS, CROSSING_ITERATIONS, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, compare_at, compare, ttft_curve, prompt_limit, binding_hop, reload_bandwidth_range, reload_floor, known_limits, variant, variant_loads, variant_bandwidth, band, TTL_MIN_S, TTL_MAX_S, TTL_POINTS, KEEP_HORIZON_S, REUSE_KEYS, PRICE_OPTIONS, pause_kind, pause_values, capacity_pricing, tier_prices, gpu_hour_price, ttl_grid, breakeven_p, best_ttl, saved_s, new_fraction, reuse_of, reuse_scenario, reuse_answer};
+  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, BEYOND_CONTEXT_ELSEWHERE, MAY_BE_INF, SHAPE_FIELDS, engine_of, prefill_model, own_value, is_moe, latent, shape_key, round_up, sign, dense_flops, served_model, rope_hint, compute_efficiency, hbm_fit_fraction, copy_path, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, running_batch_fits, usable_fraction, choose_layout, deployment_values, longest_prompt, layout_lengths, node_gpu, tier_kind, node_tier, tier_exists_on, check_tier_gpu, copy_row, copy_rate, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, load_shares, concurrent_at_load, load_values, MOE_KERNELS, gemm_dtype, expert_dtype, moe_fit, moe_fit_exact, dispatch_values, calibrated_values, moe_values, prefill_parts, layout_parallel, recompute_fn, suffix_values, time_step, CROSSING_POINTS, CROSSING_ITERATIONS, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, compare_at, compare, ttft_curve, prompt_limit, binding_hop, reload_bandwidth_range, reload_floor, known_limits, variant, variant_loads, variant_bandwidth, band, TTL_MIN_S, TTL_MAX_S, TTL_POINTS, KEEP_HORIZON_S, REUSE_KEYS, PRICE_OPTIONS, pause_kind, pause_values, capacity_pricing, tier_prices, gpu_hour_price, ttl_grid, breakeven_p, best_ttl, saved_s, new_fraction, reuse_of, reuse_scenario, reuse_answer};
 })(window.KVCALC_RUNTIME);

@@ -146,6 +146,7 @@ class Parallel:
     compute_dtype: str = "bf16"
     batch: int = 1
     imbalance: float = 1.0
+    kernels: str | None = None  #: the engine whose kernels run it (kernels.csv); None: the scenario's
 
 
 @dataclass(frozen=True)
@@ -227,7 +228,7 @@ def portable_data():
     index alike (string keys, rows as records); the page's kvcalc-data.js is this as JSON."""
     from kvmath.tables.rows import (ENGINE_COST_PARAMETERS, DTYPE_BYTES, PEAK_FIELDS,
                                     allreduce_figures, bundled, copy_paths, deployments,
-                                    engine_costs,
+                                    engine_costs, moe_fits,
                                     engines, fitted_parameters, gpu_prices, plan_defaults, prices,
                                     rope_scalings, row_location)
     from kvmath.tables.schema import table
@@ -254,6 +255,9 @@ def portable_data():
         "engine_cost_parameters": list(ENGINE_COST_PARAMETERS),
         "prefill_fit": fitted_parameters(),
         "allreduce": {g: list(f) for g, f in allreduce_figures().items()},
+        "moe_fit": moe_fits(), "kernels": dict(table("kernels")),
+        # the link an expert dispatch crosses between nodes (one per GPU on the bundled nodes)
+        "scale_out_link": "nic-400g",
         "peak_fields": dict(PEAK_FIELDS),
         # where each bundled GPU is, for an error that names its row
         "gpu_rows": {n: "{}, row {}".format(*row_location("gpus", n)) for n in cat.gpus},

@@ -314,9 +314,25 @@ def fitted_parameters(path=None):
 
 @lru_cache(maxsize=None)
 def allreduce_figures(path=None):
-    """{gpu: (busbw B/s, latency s)} from allreduce.csv."""
+    """{gpu: (all-reduce busbw B/s, latency s, all-to-all B/s, latency s)} from allreduce.csv
+    (a GPU without an all-to-all figure: its all-reduce's, an assumption)."""
     rows = read(Row.types["allreduce"], path)
-    return {g: (r.busbw_Bps, r.latency_s) for g, r in rows.items()}
+    return {g: (r.busbw_Bps, r.latency_s,
+                r.a2a_busbw_Bps if r.a2a_busbw_Bps is not None else r.busbw_Bps,
+                r.a2a_latency_s if r.a2a_latency_s is not None else r.latency_s)
+            for g, r in rows.items()}
+
+
+@lru_cache(maxsize=None)
+def moe_fits():
+    """{gpu: {kernels: {dtype: {layout: {eta_moe, m_half_moe, n_half_moe, t_moe}}}}} from
+    moe_fit.csv."""
+    out = {}
+    for (gpu, kernels, dtype, layout), r in table("moe_fit").items():
+        out.setdefault(gpu, {}).setdefault(kernels, {}).setdefault(dtype, {})[layout] = {
+            "eta_moe": r.eta_moe, "m_half_moe": r.m_half_moe, "n_half_moe": r.n_half_moe,
+            "t_moe": r.t_moe}
+    return out
 
 
 class FitRow(Row, table="prefill_fit"):

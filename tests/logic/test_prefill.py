@@ -59,7 +59,9 @@ def test_calibrated_never_faster_than_ideal_dense(model, gpu):
         at = {**v, "T": TOKENS, "N_tot": v["N_tot"] - m.vocab_size * m.hidden_size}
         bound = np.maximum(fn("t_compute").take(at), fn("t_weights").take(at))
         assert np.all(r["total_s"] >= bound)
-        big = TOKENS >= 64  # past the weight-bound regime the full flat roofline bounds it too
+        # past the weight-bound regime the full flat roofline bounds it too (below it the flat
+        # roofline reads the embedding table, which a prefill does not)
+        big = fn("t_compute").take(at) >= fn("t_weights").take({**v, "T": TOKENS})
         assert np.all(r["total_s"][big] >= r["ideal_s"][big])
 
 
@@ -118,15 +120,18 @@ def test_gemm_formula_is_2mkn_at_the_stated_efficiency():
 
 
 def test_held_out_error_within_tolerance():
-    """Held-out per-layer operator time: median |error| <= 6% and 90th percentile <= 16% on
-    every held-out profile. Why: the calibration files themselves scatter by 2.5-4% (median) and
-    10-15% (p90) around the fit, which is run-to-run and kernel-selection noise in the medians of
-    20 timed runs; a held-out file may not do markedly worse than that."""
-    rows = [r for r in _fit_module().held_out_errors(_fits()) if r["set"] == "held-out"]
-    assert {r["profile"] for r in rows} >= {"CodeLlama-34b-Instruct-hf", "internlm-20b", "phi-2"}
+    """The Vidur profiles (eager PyTorch, fp16, another harness on H100 and A100) are a source the
+    GEMM and attention fit (aiconfigurator's CUDA-graph-timed tables) never saw; only the
+    memory-bound ops were fitted on three of them. Per-layer error on every Vidur file: median
+    |error| <= 15 % and 90th percentile <= 32 %, the model faster than them (graph-replay kernel
+    costs against eager launches), never by more than a sixth on the median."""
+    rows = _fit_module().held_out_errors(_fits())
+    assert {r["profile"] for r in rows if r["set"] == "held-out"} >= {
+        "CodeLlama-34b-Instruct-hf", "internlm-20b", "phi-2"}
     for r in rows:
-        assert r["median_abs_error"] <= 0.06, r
-        assert r["p90_abs_error"] <= 0.16, r
+        assert r["median_abs_error"] <= 0.15, r
+        assert r["p90_abs_error"] <= 0.32, r
+        assert -0.17 < r["mean_signed_error_ge512"] < 0, r
 
 
 _FITS = {}
