@@ -133,8 +133,8 @@ def _costs(r):
     text = (f"{fmt_time(r['request_fixed_s'])} fixed, {r['hash_token_s'] * 1e9:.3g} ns/token "
             f"hashing, {r['tokenize_token_s'] * 1e9:.3g} ns/token tokenising"
             + (" (token IDs)" if r["token_ids"] else ""))
-    if not r["engine_costs_calibrated"]:
-        text += f"; {r['engine']}'s request costs are not calibrated (engine_costs.csv)"
+    if r.get("engine_costs_caveat"):  # what the costs rest on, where too little
+        text += f"; {r['engine_costs_caveat']}"
     return text
 
 

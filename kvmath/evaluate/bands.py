@@ -45,13 +45,38 @@ def efficiency_range():
     return (min(ratios + [1.0]), 1.0)
 
 
+#: the prefill rows of validation.csv a GPU's fit is judged on (published prefills no fit saw)
+PREFILL_QUANTITIES = ("ttft_s", "prefill_s", "ttft_recompute_s")
+
+
+@lru_cache(maxsize=None)
+def prefill_row_errors(gpu_name):
+    """|predicted/measured - 1| of the GPU's published prefill rows expected to hold, on one
+    node (a multi-node layout's misses are its own known limits)."""
+    cat = bundled()
+    out = []
+    for m in measurements():
+        if (m.quantity in PREFILL_QUANTITIES and m.gpu == gpu_name and m.expect == "pass"
+                and max(m.tp, m.ep or 1) <= cat.gpus[m.gpu].gpus_per_node):
+            out.append(abs(predict(m) / m.measured_value - 1))
+    return out
+
+
 @lru_cache(maxsize=None)
 def calibrated_error(gpu_name):
-    """90th-percentile |error| of the calibrated operator model on held-out profiles (the
-    largest over the GPU's held-out profiles; H100's for GPUs without profiles)."""
-    rows = [r for r in table("prefill_heldout").values() if r.set == "held-out"]
-    own = [r.p90_abs_error for r in rows if r.gpu == gpu_name]
-    return max(own or [r.p90_abs_error for r in rows if r.gpu == "h100-sxm"])
+    """The calibrated model's error either way on a GPU: the largest |error| of its published
+    prefill rows the fit never saw (validation.csv), and, where the GPU has Vidur's profiles (a
+    second harness no GEMM fit saw), the 90th percentile of the per-layer error on them; a GPU
+    with neither: the largest over the GPUs with fits of their own that have them (a borrowed
+    fit carries its own, wider factor: :func:`borrowed_fit_factor`)."""
+    rows = [r for r in table("prefill_heldout").values() if r.set == "held-out"
+            and not r.profile.startswith("aiconfigurator")]
+    own = [r.p90_abs_error for r in rows if r.gpu == gpu_name] + prefill_row_errors(gpu_name)
+    if own:
+        return max(own)
+    return max([calibrated_error(g) for g in bundled().gpus if g != gpu_name
+                and g not in borrowed_fit_gpus()
+                and (prefill_row_errors(g) or [r for r in rows if r.gpu == g])])
 
 
 @lru_cache(maxsize=None)

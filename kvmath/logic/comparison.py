@@ -13,7 +13,7 @@ from kvmath.logic.layout import (default_concurrency, hbm_slack, layout_lengths,
                                  longest_prompt, usable_fraction)
 from kvmath.logic.path import tier_kind
 from kvmath.logic.prefill import recompute_fn, time_step
-from kvmath.logic.rules import copy_path, engine_costs_calibrated, own_value, rope_hint
+from kvmath.logic.rules import copy_path, engine_cost_caveat, own_value, rope_hint
 from kvmath.logic.runtime import DATA, ScenarioError, formula, is_float, with_fields
 from kvmath.logic.values import load_values, plain_values
 
@@ -211,7 +211,8 @@ def compare_at(s, tokens):
         "request_s": float(formula("derive.t_request", at)), "request_fixed_s": v["t_req"],
         "hash_token_s": v["c_hash"], "tokenize_token_s": v["c_tokz"], "hit_token_s": v["c_hit"],
         "hit_cost_s": v["c_hit"] * tokens,
-        "engine_costs_calibrated": engine_costs_calibrated(eng),
+        # what the request costs rest on: words where fewer than three sources back them
+        "engine_costs_caveat": engine_cost_caveat(eng),
         "reload_bandwidth_Bps": v["B"] if math.isfinite(v["B"]) else None,
         "reload_latency_s": v["t_lat"],
         "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"],

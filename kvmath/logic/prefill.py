@@ -62,9 +62,11 @@ def dispatch_values(s, v, kernels, ep, fp8):
     nic = DATA.links[DATA.scale_out_link]
     nodes = max(1.0, ep / v["N_node"])
     at = {"ep": float(ep), "k_top": v["k_top"], "n_nodes": nodes}
-    kind = "alltoall" if k.dp_dispatch == "alltoall" else "allgather"
-    return {"c_disp": float(formula("derive_prefill.c_disp_" + kind, at)),
-            "c_node": float(formula("derive_prefill.c_node_" + kind, at)) if nodes > 1 else 0.0,
+    keys = ["derive_prefill.c_disp_allgather", "derive_prefill.c_node_allgather"]
+    if k.dp_dispatch == "alltoall":
+        keys = ["derive_prefill.c_disp_alltoall", "derive_prefill.c_node_alltoall"]
+    return {"c_disp": float(formula(keys[0], at)),
+            "c_node": float(formula(keys[1], at)) if nodes > 1 else 0.0,
             "b_comb": k.combine_bytes, "b_disp": k.dispatch_bytes_fp8 if fp8 else k.dispatch_bytes,
             "busbw_a2a": fig[2], "t_a2a": fig[3], "B_nic": nic.bandwidth_Bps * nic.efficiency}
 

@@ -223,10 +223,23 @@ def check_kv_dtype(gpu, kv_dtype):
 
 
 def engine_costs_calibrated(eng):
-    """Whether every request cost of the engine is given (engine_costs.csv); the ideal profile
-    charges none by definition."""
+    """Whether the engine's request costs are fitted on published times to first token
+    (engine_costs.csv kind fit, every cost given); the ideal profile charges none by
+    definition. An engine row of the reader's own is not."""
     costs = DATA.engine_costs.get(eng.name, {})
-    return eng.name == "ideal" or all([p in costs for p in DATA.engine_cost_parameters])
+    ev = DATA.engine_cost_evidence.get(eng.name)
+    return eng.name == "ideal" or (ev is not None and ev["kind"] == "fit" and all(
+        [p in costs for p in DATA.engine_cost_parameters]))
+
+
+def engine_cost_caveat(eng):
+    """Words on what the engine's request costs rest on, where they rest on fewer than three
+    independent sources or on none of the engine's own ("" otherwise)."""
+    ev = DATA.engine_cost_evidence.get(eng.name)
+    if ev is None:
+        return (f"{eng.name}'s request costs: none given for this engine row "
+                "(engine_costs.csv names the bundled profiles)")
+    return ev["caveat"]
 
 
 def request_cost_values(eng, tier, token_ids=False):

@@ -113,8 +113,9 @@ class Layout:
     """How a model is laid out on GPUs: attention TP, expert spread, dtypes, and why."""
     tp: int  #: GPUs that split one request's attention and KV (K)
     ep: int  #: expert-parallel ranks: 1 = routed experts sharded by tensor parallelism over the
-    #: tp GPUs (vLLM's and SGLang's default); N > 1 = experts spread over N ranks with all-to-all
-    #: dispatch and combine (each split tp / N ways when N < tp)
+    #: tp GPUs (vLLM's and SGLang's default); 1 < N <= tp = experts spread over N of the tp GPUs
+    #: (each split tp / N ways) under tensor-parallel attention, no dispatch; N > tp =
+    #: data-parallel attention in N / tp groups, each rank dispatching its own tokens
     dp_attention: bool
     weight_dtype: str
     compute_dtype: str
@@ -231,6 +232,7 @@ def portable_data():
                                     engine_costs, moe_fits,
                                     engines, fitted_parameters, gpu_prices, plan_defaults, prices,
                                     rope_scalings, row_location)
+    from kvmath.tables.costs import cost_evidence
     from kvmath.tables.schema import table
     from kvmath.tiers.kinds import KINDS
     cat = bundled()
@@ -252,6 +254,7 @@ def portable_data():
         "dtypes": dict(table("dtypes")), "dtype_bytes": dict(DTYPE_BYTES),
         "engines": dict(engines()), "rope_scaling": rope,
         "engine_costs": {e: {p: r.value for p, r in engine_costs(e).items()} for e in engines()},
+        "engine_cost_evidence": {e: cost_evidence(e) for e in engines()},
         "engine_cost_parameters": list(ENGINE_COST_PARAMETERS),
         "prefill_fit": fitted_parameters(),
         "allreduce": {g: list(f) for g, f in allreduce_figures().items()},
