@@ -126,12 +126,17 @@ def _load_text(r):
     return "every replica at once, the worst case; --resume-rate sets a load"
 
 
+def _per_token(s):
+    """A cost per token in ns, or µs from 1 µs."""
+    return f"{s * 1e6:.3g} µs/token" if s >= 1e-6 else f"{s * 1e9:.3g} ns/token"
+
+
 def _costs(r):
     """What the engine charges a request, as the output line says it."""
     if r["engine"] == "ideal":
         return "the ideal engine charges none"
-    text = (f"{fmt_time(r['request_fixed_s'])} fixed, {r['hash_token_s'] * 1e9:.3g} ns/token "
-            f"hashing, {r['tokenize_token_s'] * 1e9:.3g} ns/token tokenising"
+    text = (f"{fmt_time(r['request_fixed_s'])} fixed, {_per_token(r['hash_token_s'])} "
+            f"hashing, {_per_token(r['tokenize_token_s'])} tokenising"
             + (" (token IDs)" if r["token_ids"] else ""))
     if r.get("engine_costs_caveat"):  # what the costs rest on, where too little
         text += f"; {r['engine_costs_caveat']}"

@@ -142,7 +142,8 @@ def engine_cost_factor(engine_name):
 def borrowed_fit_gpus():
     """GPUs whose calibrated prefill is another GPU's fit (prefill_fit.csv rows that are
     assumptions): no operator profile of their own."""
-    return frozenset(r.gpu for r in table("prefill_fit").values() if r.kind == "assumption")
+    return frozenset(r.gpu for r in table("prefill_fit").values()
+                     if r.kind == "assumption" and r.parameter == "eta_g")
 
 
 _PREFILL_QUANTITIES = ("ttft_s", "prefill_s", "ttft_recompute_s")
@@ -259,3 +260,27 @@ def band_data():
             "engine_cost_factor": {e: engine_cost_factor(e) for e in engines()},
             "known_limits": limits, "binding_rel_tol": BINDING_REL_TOL,
             "model_symbols": list(MODEL_SYMBOLS)}
+
+
+def gpu_fit_summary():
+    """One row per bundled GPU: which prefill fit it runs ("own": aiconfigurator's tables of
+    that GPU; "borrowed": H100's, an assumption), its GEMM (BF16) and attention held-out
+    median |error| on the operator tables, and its published prefill rows no fit saw
+    (validation.csv ttft_s, prefill_s, ttft_recompute_s): how many, how many hold, and the
+    widest |error| of those expected to hold; the recompute band it takes."""
+    heldout = [r for r in table("prefill_heldout").values() if r.set == "held-out"]
+    out = []
+    for g in bundled().gpus:
+        def held(profile):
+            rs = [r.median_abs_error for r in heldout if r.gpu == g and r.profile == profile]
+            return rs[0] if rs else None
+        rows = [(m, predict(m) / m.measured_value) for m in measurements()
+                if m.quantity in PREFILL_QUANTITIES and m.gpu == g]
+        ok = [abs(r - 1) for m, r in rows if m.expect == "pass"]
+        out.append({"gpu": g, "fit": "borrowed" if g in borrowed_fit_gpus() else "own",
+                    "gemm_held": held("aiconfigurator gemm bfloat16 (n or k 2048, 7168)"),
+                    "attention_held": held("aiconfigurator attention (fewer heads)"),
+                    "rows": len(rows), "within": sum(
+                        1 for m, r in rows if 1 / m.tolerance_factor <= r <= m.tolerance_factor),
+                    "worst_pass": max(ok) if ok else None, "band": calibrated_error(g)})
+    return out

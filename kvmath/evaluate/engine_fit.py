@@ -114,3 +114,23 @@ def sources_of(family="vllm"):
     ev = ENGINE_EVIDENCE[family]
     keys = set(ev["fit"]) | set(ev["held_apart"])
     return {m.source_key: m.source for m in table("validation").values() if m.source_key in keys}
+
+
+def engine_summary():
+    """One row per engine group of engine_costs.csv: its profiles, kind (fit, assumption), free
+    parameters, calibration rows and their sources, the held-apart sources and the held-apart
+    error range (predicted/measured), and the band's widening."""
+    out = []
+    f = fit("vllm")
+    errs = [r for _, r in held_out_errors("vllm")]
+    out.append({"engines": ENGINE_EVIDENCE["vllm"]["engines"], "kind": "fit",
+                "free": FITTED, "rows": len(f["calibration_rows"]),
+                "fit_sources": [ENGINE_EVIDENCE["vllm"]["names"][s] for s in f["fit_sources"]],
+                "held_sources": [ENGINE_EVIDENCE["vllm"]["names"][s]
+                                 for s in f["held_apart_sources"]],
+                "held_lo": min(errs), "held_hi": max(errs),
+                "factor": engine_costs("vllm-lbhnc")["held_out_reload_factor"].value})
+    out.append({"engines": ASSUMED_ENGINES, "kind": "assumption", "free": (), "rows": 0,
+                "fit_sources": ["vLLM's (above)"], "held_sources": [], "held_lo": None,
+                "held_hi": None, "factor": ASSUMED_FACTOR})
+    return out
