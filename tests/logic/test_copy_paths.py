@@ -113,3 +113,21 @@ def test_the_band_covers_a_kernel_loads_evidence():
     slow = compare(m, g, t, 32768, tp=4, concurrent_reloads=1,
                    engine=replace(ENG["vllm-lbhnc"], copy_end="slow"))
     assert slow["reload_bandwidth_Bps"] < 0.5 * n["reload_bandwidth_Bps"]
+
+
+def test_engines_as_they_ship():
+    """Issue 34 item 6: SGLang's MLA host dedup is a what-if of unreleased code, stored and read
+    once per node; Dynamo's KVBM 1.6.1 is a vLLM connector (KVCR found nowhere); every vLLM
+    profile names its versions and the copy path of each."""
+    eng = engines()
+    dedup = eng["sglang-hicache-mla-dedup"]
+    assert "NOT IN ANY SGLang RELEASE" in dedup.version and dedup.kind == "assumption"
+    assert "page_first_direct" in dedup.notes and "attention-TP > 1" in dedup.notes
+    kvbm = eng["dynamo-kvbm-vllm"]
+    assert "kvbm 1.6.1" in kvbm.version and "KVCR" in kvbm.notes and kvbm.kernels == "vllm"
+    m, g, t = CAT.models["deepseek-v3"], CAT.gpus["h200"], CAT.tiers["host-dram"]
+    plain = compare(m, g, t, 32768, engine="sglang-hicache")
+    once = compare(m, g, t, 32768, engine="sglang-hicache-mla-dedup")
+    assert once["kv_bytes_stored"] == pytest.approx(plain["kv_bytes_stored"] / plain["tp"])
+    assert eng["vllm-cross-layer-v0.19"].copy_batched is False
+    assert eng["vllm-per-layer"].kernel_below_bytes == 28672
