@@ -47,6 +47,8 @@ SUFFIX = {"bfloat16": "", "fp8": ".fp8", "fp8_block": ".fp8_block", "nvfp4": ".n
 #: MoE expert dtypes: w4a16_mxfp4 (gpt-oss) runs 16-bit activations on MXFP4 weights
 MOE_DTYPES = {**GEMM_DTYPES, "w4a16_mxfp4": ("bf16", 0.5 + 1.0 / 32)}
 CAL_NK = {1024, 4096, 8192, 16384}
+#: the GEMM dimensions held out of the fit (a shape with n or k among them)
+GEMM_HELD_NK = {2048, 7168}
 MOE_HELD_SHAPES = {(4096, 1536)}  # Qwen3-235B-A22B's (hidden, expert width)
 MOE_MIXED = {(2, 4), (4, 2)}
 MOE_BACKENDS = ("vllm", "sglang", "trtllm")
