@@ -15,7 +15,10 @@ from kvmath.tiers.build import pool_tier, pool_tiers
 from kvmath.tables.schema import table as data_table
 from kvmath.evaluate import engine_fit
 from kvmath.evaluate.bands import (band, bandwidth_range, borrowed_fit_factor, borrowed_fit_gpus,
-    calibrated_error, efficiency_range, engine_cost_factor, tornado)
+    calibrated_error, efficiency_range, engine_cost_factor, gpu_fit_summary, tornado)
+from kvmath.evaluate import copy_fit as copy_fit_module, operator_fit
+from kvmath.evaluate.copy_fit import fit as copy_fit
+from kvmath.tables.copies import copy_paths
 from kvmath.evaluate.changes import (LAST_RELEASE, OTHER_CAUSE, PREVIOUS_RELEASE, WHY_KERNEL,
     WHY_LAYOUT, WHY_MLA, WHY_MOE, breakeven_then_now, cause, diff, diff_since_last, snapshot,
     tp_moves)

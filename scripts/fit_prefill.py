@@ -1,22 +1,26 @@
 """Fit the calibrated prefill model (kvmath/derive/prefill.py) to measured operator times.
 
-Usage: PYTHONPATH=. python scripts/fit_prefill.py  (writes kvmath/data/prefill_fit.csv and
-kvmath/data/prefill_heldout.csv; --check compares with the bundled files instead of writing).
+Usage: PYTHONPATH=. python scripts/fit_prefill.py  (writes kvmath/data/prefill_fit.csv,
+prefill_heldout.csv, moe_fit.csv and allreduce.csv's measured rows; --check compares with the
+bundled files instead of writing).
 
-Calibration rows (per GPU, H100 and A100): the Vidur profiles of Llama-2-7b, Llama-2-70b and
-Qwen-72B, all token counts and TP degrees. They span the hidden sizes 4096 to 8192 and MHA and
-GQA. Held out: CodeLlama-34b and internlm-20b (shapes between the calibration ones: interpolation),
-phi-2 (hidden 2560, a non-gated GELU MLP and a 3-input add: extrapolation to a smaller shape) and,
-on A100, Meta-Llama-3-8B and -70B (profiled to 32k tokens where the calibration files stop at 4k:
-extrapolation in tokens). Errors are reported only on held-out files.
+Every NVIDIA GPU aiconfigurator measures (kvmath.evaluate.operator_fit.MEASURED) gets its own
+GEMM (per dtype), attention, MLA, fused-MoE (per engine's kernels, expert dtype and layout class)
+and collective parameters, fitted on the vendored subset of aiconfigurator-core's operator tables
+(kvmath/data/aiconfigurator/, its README); each family's held-out error is in prefill_heldout.csv
+and the rows' notes. aiconfigurator measures no memory-bound op, so those (eta_norm, eta_rope,
+eta_act, eta_add, t_kng) are fitted on the Vidur profiles of H100 and A100 (Llama-2-7b,
+Llama-2-70b and Qwen-72B; every other Vidur file held out) and taken from H100 elsewhere (an
+assumption). The Vidur profiles are also a second source the GEMM fit never saw: the per-layer
+error of the whole fit on them is in prefill_heldout.csv. GPUs no one measured (H100 PCIe, H20,
+MI300X, MI355X, Rubin) take H100's parameters, efficiencies scaled by their matmul ceiling
+(kind assumption), and say so.
 
-Method: scipy least_squares on log(predicted/measured), one fit for the GEMMs (eta_g, m_half, t_kern,
-eta_g bounded by the GPU's measured matmul ceiling, MAMF) and one for the memory-bound ops (one
-fraction of datasheet HBM bandwidth per op class, bounded by 1, and a shared fixed kernel cost).
-Attention: eta_a T/(T + T_a) fitted to the rows of kvmath/data/attention_kernels.csv.
+Method: scipy least_squares on log(predicted/measured), the model's own expressions.
 """
 
 import argparse
+import math
 import csv
 import io
 import sys
@@ -26,6 +30,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from kvmath.derive import prefill as DP
+from kvmath.evaluate import operator_fit as OF
 from kvmath.evaluate.api import numeric_of
 from kvmath.tables.schema import read, table
 from kvmath.tables.rows import DataError, VidurMlp, bundled, data_path
@@ -171,11 +176,11 @@ def fit_attention(gpu):
 
 
 def fit_gpu(gpu):
+    """The Vidur fit of the memory-bound ops (GEMM and attention parameters: aiconfigurator's)."""
     profiles = _stack(gpu, CALIBRATION)
-    gemm, n_gemm = fit_gemm(gpu, profiles)
     mem, n_mem = fit_mem(gpu, profiles)
-    attn, n_attn = fit_attention(gpu)
-    return {**gemm, **mem, **attn}, (n_gemm, n_mem, n_attn)
+    aic = OF.fit_gpu(gpu)
+    return {**aic["gemm"]["bfloat16"]["params"], **mem, **aic["attention"]["params"]}, n_mem
 
 
 def layer_prediction(gpu, params, p):
@@ -220,39 +225,88 @@ UNITS = dict(eta_g="1", m_half="tokens", t_kern="s", eta_norm="1", eta_rope="1",
 SCALED = ("eta_g", "eta_a")  # scaled by the MAMF ratio for GPUs without profiles
 
 
+MEM = ("eta_norm", "eta_rope", "eta_act", "eta_add", "t_kng")
+
+
 def fit_rows(fits, counts):
+    """prefill_fit.csv: aiconfigurator's fits of every measured GPU, Vidur's memory-bound fit on
+    H100 and A100 (H100's elsewhere), and H100's whole set for the GPUs no one measured."""
     rows = []
     cal = "; ".join(f"vidur/{{gpu}}--{m}--mlp.csv" for m in CALIBRATION)
-    for gpu, params in fits.items():
-        n_gemm, n_mem, n_attn = counts[gpu]
-        for name, value in params.items():
-            if name in ("eta_a", "T_a"):
-                src = (f"attention_kernels.csv rows gpu={gpu} kernel={ATTENTION_KERNEL[gpu]} "
-                       f"({n_attn} rows)")
-                method = "least_squares on log(eta_attention/measured), eta_a <= MAMF fraction"
-            elif name in ("eta_g", "m_half", "t_kern"):
-                src = cal.format(gpu=PROFILED[gpu]) + f" (4 GEMMs x rows = {n_gemm} points)"
-                method = ("least_squares on log(t_gemm/measured), eta_g <= MAMF fraction "
-                          "(efficiencies.csv prefill)")
-            else:
-                src = cal.format(gpu=PROFILED[gpu]) + f" (5 ops x rows = {n_mem} points)"
-                method = "least_squares on log(t_membound/measured), fractions <= 1"
-            rows.append(dict(gpu=gpu, parameter=name, value=f"{value:.6g}", unit=UNITS[name],
-                             kind="measurement", method=method, calibration_rows=src,
-                             fitted=FIT_DATE, notes="fitted"))
-    base = fits["h100-sxm"]
+    for gpu in OF.MEASURED:
+        for r in OF.prefill_rows(gpu, OF.fit_gpu(gpu)):
+            rows.append({**r, "value": f"{r['value']:.6g}"})
+        own = gpu in fits
+        for name in MEM:
+            value = (fits[gpu] if own else fits["h100-sxm"])[name]
+            rows.append(dict(
+                gpu=gpu, parameter=name, value=f"{value:.6g}", unit=UNITS[name],
+                kind="measurement" if own else "assumption",
+                method=("least_squares on log(t_membound/measured), fractions <= 1" if own
+                        else "rule: aiconfigurator measures no memory-bound op"),
+                calibration_rows=(cal.format(gpu=PROFILED[gpu]) + f" (5 ops x rows = "
+                                  f"{counts[gpu]} points)") if own else "none",
+                fitted=FIT_DATE, notes="fitted" if own else f"h100-sxm's {name} (Vidur's fit)"))
+    base = {r["parameter"]: float(r["value"]) for r in rows if r["gpu"] == "h100-sxm"
+            and (r["parameter"] in UNITS or r["parameter"].endswith(".mla"))}
     cat = bundled()
     ref = cat.gpus["h100-sxm"].prefill_efficiency
     for gpu in DERIVED:
+        if gpu in OF.MEASURED:
+            continue
         own = cat.gpus[gpu].prefill_efficiency
         for name, value in base.items():
-            v = min(value * own / ref, own) if name in SCALED else value
+            scaled = name.split(".")[0] in SCALED
+            v = min(value * own / ref, own) if scaled else value
             rule = (f"h100-sxm's {name} x (MAMF fraction {own:.4g} / h100-sxm's {ref:.4g})"
-                    if name in SCALED else f"h100-sxm's {name} (same shape curve)")
-            rows.append(dict(gpu=gpu, parameter=name, value=f"{v:.6g}", unit=UNITS[name],
-                             kind="assumption", method="rule: no operator profile for this GPU",
+                    if scaled else f"h100-sxm's {name} (same shape curve)")
+            rows.append(dict(gpu=gpu, parameter=name, value=f"{v:.6g}",
+                             unit=UNITS[name.split(".")[0]], kind="assumption",
+                             method="rule: no operator profile for this GPU",
                              calibration_rows="none", fitted=FIT_DATE, notes=rule))
     return rows
+
+
+MOE_FIELDS = ("gpu", "kernels", "dtype", "layout", "eta_moe", "m_half_moe", "n_half_moe", "t_moe",
+              "calibration_rows", "cal_median_error", "held_median_error", "held_p90_error",
+              "held_rows", "kind", "source", "fitted", "notes")
+
+
+def moe_fit_rows():
+    """moe_fit.csv: every measured GPU's fused-MoE fits; the GPUs no one measured take
+    h100-sxm's, eta_moe scaled by their matmul ceiling (an assumption)."""
+    rows = []
+    for gpu in OF.MEASURED:
+        rows += OF.moe_rows(gpu, OF.fit_gpu(gpu))
+    cat = bundled()
+    ref = cat.gpus["h100-sxm"].prefill_efficiency
+    base = [r for r in rows if r["gpu"] == "h100-sxm"]
+    for gpu in (g for g in DERIVED if g not in OF.MEASURED):
+        own = cat.gpus[gpu].prefill_efficiency
+        for r in base:
+            rows.append({**r, "gpu": gpu, "eta_moe": min(r["eta_moe"] * own / ref, own),
+                         "kind": "assumption", "calibration_rows": 0, "cal_median_error": None,
+                         "held_median_error": None, "held_p90_error": None, "held_rows": 0,
+                         "notes": f"no operator profile for this GPU: h100-sxm's, eta_moe x "
+                                  f"(MAMF fraction {own:.4g} / h100-sxm's {ref:.4g})"})
+    return rows
+
+
+def allreduce_csv():
+    """allreduce.csv with every measured GPU's rows refitted on nccl-tests (the rest kept)."""
+    path = Path(data_path("allreduce.csv"))
+    with path.open(newline="", encoding="utf-8") as fh:
+        kept = [r for r in csv.DictReader(fh) if r["gpu"] not in OF.MEASURED]
+    rows = [OF.collective_row(g, OF.fit_gpu(g)) for g in OF.MEASURED] + kept
+    fields = ("gpu", "busbw_Bps", "latency_s", "a2a_busbw_Bps", "a2a_latency_s", "kind", "source",
+              "source_location", "retrieved", "notes")
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else ("" if v is None else v))
+                    for k, v in r.items()})
+    return buf.getvalue()
 
 
 FIT_FIELDS = ("gpu", "parameter", "value", "unit", "kind", "method", "calibration_rows",
@@ -266,15 +320,40 @@ def _csv(rows, fields):
     w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+        w.writerow({k: (f"{v:.4g}" if isinstance(v, float) and k in MOE_FIELDS[4:8]
+                        else f"{v:.4f}" if isinstance(v, float) else "" if v is None else v)
+                    for k, v in r.items()})
     return buf.getvalue()
+
+
+def published_rows():
+    """prefill_heldout.csv rows of each GPU's published prefill rows (validation.csv, no fit saw
+    them): their misses as a share of the predicted prefill (kvmath.evaluate.bands
+    .prefill_row_errors), the widest in the p90 columns (the recompute band). Computed under the
+    committed engine costs: run this script again after scripts/fit_engine_costs.py."""
+    from kvmath.evaluate.bands import PUBLISHED_PROFILE, prefill_row_errors
+    out = []
+    for gpu in bundled().gpus:
+        signed = prefill_row_errors(gpu)
+        # rounded up to the file's four decimals: the band never falls short of a row it holds
+        err = [math.ceil(abs(e) * 1e4) / 1e4 for e in signed]
+        if err:
+            out.append(dict(gpu=gpu, profile=PUBLISHED_PROFILE, set="held-out", rows=len(err),
+                            median_abs_error=float(np.median(err)), p90_abs_error=max(err),
+                            median_abs_error_ge512=float(np.median(err)),
+                            p90_abs_error_ge512=max(err),
+                            mean_signed_error_ge512=float(np.mean(signed))))
+    return out
 
 
 def run():
     fits, counts = {}, {}
     for gpu in PROFILED:
         fits[gpu], counts[gpu] = fit_gpu(gpu)
-    return _csv(fit_rows(fits, counts), FIT_FIELDS), _csv(held_out_errors(fits), ERR_FIELDS)
+    held = held_out_errors(fits) + [r for g in OF.MEASURED for r in OF.heldout_rows(g, OF.fit_gpu(g))]
+    held += published_rows()
+    return (_csv(fit_rows(fits, counts), FIT_FIELDS), _csv(held, ERR_FIELDS),
+            _csv(moe_fit_rows(), MOE_FIELDS), allreduce_csv())
 
 
 def main(argv=None):
@@ -282,12 +361,13 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true", help="compare with the bundled files")
     args = ap.parse_args(argv)
     try:
-        fit_csv, err_csv = run()
+        fit_csv, err_csv, moe_csv, ar_csv = run()
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     targets = {Path(data_path("prefill_fit.csv")): fit_csv,
-               Path(data_path("prefill_heldout.csv")): err_csv}
+               Path(data_path("prefill_heldout.csv")): err_csv,
+               Path(data_path("moe_fit.csv")): moe_csv, Path(data_path("allreduce.csv")): ar_csv}
     if args.check:
         stale = [str(p) for p, text in targets.items()
                  if not p.exists() or p.read_text() != text]

@@ -32,7 +32,7 @@ NUMERIC = ["recompute_s", "reload_s", "compute_s", "weights_read_s", "kv_bytes",
 #: a hybrid model's keys (absent for the others, on both sides)
 STATE = ["state_checkpoint_at_tokens", "state_tail_tokens", "state_checkpoint_tokens"]
 #: keys checked for equality
-EXACT = ["context_window_tokens", "engine_costs_calibrated", "new_tokens", "token_ids", "winner", "tp", "ep", "gpus", "dp_attention", "engine", "prefill_model",
+EXACT = ["context_window_tokens", "engine_costs_caveat", "new_tokens", "token_ids", "winner", "tp", "ep", "gpus", "dp_attention", "engine", "prefill_model",
          "weight_dtype", "compute_dtype", "kv_dtype", "layout_from"]
 
 

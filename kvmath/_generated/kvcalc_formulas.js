@@ -83,6 +83,10 @@ window.KVCALC_FORMULAS = {
 )) + (d_qk + d_v)*(L_chunk*((1/2)*C_ch*(C_ch + 1)*Math.floor(T/C_ch) + (1/2)*(-C_ch*Math.floor(T/C_ch) + T)*(-C_ch*Math.floor(T/C_ch) + T + 1)) + L_win*(W*(T - Math.min(T, W)) + (1/2)*(Math.min(T, W) + 1)*Math.min(T, W)))))/(L_rec*b_st*(d_rk*d_rv*n_rv + (k_conv - 1)*(2*d_rk*n_rk + d_rv*n_rv)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*Math.min(C_ch, T) + L_full*T + L_win*Math.min(T, W)))); }},
     "derive.gpu_flops_per_link_byte": {args: ["B", "P", "eta"], f: function(v) { const {B, P, eta} = v; return (P*eta/B); }},
     "derive.breakeven_bandwidth_at": {args: ["C_ch", "K", "L_chunk", "L_full", "L_rec", "L_win", "T", "W", "b_aux", "b_kv", "b_st", "c_hit", "d_rk", "d_rv", "e_aux", "e_kv", "k_conv", "n_rk", "n_rv", "rho", "t_0", "t_rec"], f: function(v) { const {C_ch, K, L_chunk, L_full, L_rec, L_win, T, W, b_aux, b_kv, b_st, c_hit, d_rk, d_rv, e_aux, e_kv, k_conv, n_rk, n_rv, rho, t_0, t_rec} = v; return ((L_rec*b_st*(d_rk*d_rv*n_rv + (k_conv - 1)*(2*d_rk*n_rk + d_rv*n_rv)) + rho*(b_aux*e_aux + b_kv*e_kv)*(L_chunk*Math.min(C_ch, T) + L_full*T + L_win*Math.min(T, W)))/(K*(-T*c_hit - t_0 + t_rec))); }},
+    "derive_prefill.c_disp_alltoall": {args: ["ep", "k_top"], f: function(v) { const {ep, k_top} = v; return ((1 - Math.pow(1 - 1/ep, k_top))*(ep - 1)); }},
+    "derive_prefill.c_disp_allgather": {args: ["ep"], f: function(v) { const {ep} = v; return (ep - 1); }},
+    "derive_prefill.c_node_alltoall": {args: ["k_top", "n_nodes"], f: function(v) { const {k_top, n_nodes} = v; return ((1 - Math.pow(1 - 1/n_nodes, k_top))*(n_nodes - 1)); }},
+    "derive_prefill.c_node_allgather": {args: ["ep", "n_nodes"], f: function(v) { const {ep, n_nodes} = v; return (ep - ep/n_nodes); }},
     "derive_reuse.capacity_price": {args: ["m_amort", "p_GB"], f: function(v) { const {m_amort, p_GB} = v; return ((1/2629800000000000)*p_GB/m_amort); }},
     "derive_reuse.wear_price": {args: ["W_life", "p_GB"], f: function(v) { const {W_life, p_GB} = v; return ((1/1000000000)*p_GB/W_life); }},
     "derive_reuse.F_exp": {args: ["lambda", "tau"], f: function(v) { const {lambda, tau} = v; return (1 - Math.exp(-lambda*tau)); }},
@@ -125,40 +129,45 @@ window.KVCALC_FORMULAS = {
 : (
    t_kern + Math.max(b_w*d*n_q*(d_nope + d_rope)/(B_hbm*K_d), 2*d*n_q*(d_nope + d_rope)*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt))
 )) + Math.max(b_w*d*(H_I + d_I)/B_hbm, 2*d*(H_I + d_I)*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(b_w*d*(d_rope + r_kv)/B_hbm, 2*d*(d_rope + r_kv)*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(H_I*b_w*d_I*r_q/B_hbm, 2*H_I*d_I*r_q*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(b_w*d*d_v*n_q/(B_hbm*K_d), 2*d*d_v*n_q*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt)) + Math.max(b_w*n_q*r_kv*(d_nope + d_v)/(B_hbm*K_d), 2*n_q*r_kv*(d_nope + d_v)*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt)))); }},
-    "derive_prefill.parts.dsa.nongemm_s": {args: ["B_peak", "E_sh", "I_exp", "I_ffn", "K_d", "K_x", "L_dense", "L_moe", "T", "b_act", "d", "d_rope", "eta_act", "eta_add", "eta_norm", "eta_rope", "k_top", "n_q", "n_seq", "t_kng"], f: function(v) { const {B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, k_top, n_q, n_seq, t_kng} = v; return (L_dense*(6*t_kng + 3*I_ffn*T*b_act*n_seq/(B_peak*K_d*eta_act) + 4*T*b_act*d*n_seq/(B_peak*eta_norm) + 6*T*b_act*d*n_seq/(B_peak*eta_add) + T*b_act*d_rope*n_seq*(2 + 2*n_q/K_d)/(B_peak*eta_rope)) + L_moe*(7*t_kng + 4*T*b_act*d*n_seq/(B_peak*eta_norm) + 4*T*b_act*d*k_top*n_seq/(B_peak*eta_add) + 6*T*b_act*d*n_seq/(B_peak*eta_add) + T*b_act*d_rope*n_seq*(2 + 2*n_q/K_d)/(B_peak*eta_rope) + T*b_act*n_seq*(3*E_sh*I_exp/K_d + 3*I_exp*k_top/K_x)/(B_peak*eta_act))); }},
+    "derive_prefill.parts.dsa.nongemm_s": {args: ["B_peak", "E_sh", "I_exp", "I_ffn", "K_d", "L_dense", "L_moe", "T", "b_act", "d", "d_rope", "eta_act", "eta_add", "eta_norm", "eta_rope", "n_q", "n_seq", "t_kng"], f: function(v) { const {B_peak, E_sh, I_exp, I_ffn, K_d, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, n_q, n_seq, t_kng} = v; return (L_dense*(6*t_kng + 3*I_ffn*T*b_act*n_seq/(B_peak*K_d*eta_act) + 4*T*b_act*d*n_seq/(B_peak*eta_norm) + 6*T*b_act*d*n_seq/(B_peak*eta_add) + T*b_act*d_rope*n_seq*(2 + 2*n_q/K_d)/(B_peak*eta_rope)) + L_moe*(5*t_kng + ((E_sh > 0) ? (
+   t_kng + 3*E_sh*I_exp*T*b_act*n_seq/(B_peak*K_d*eta_act)
+)
+: (
+   0
+)) + 4*T*b_act*d*n_seq/(B_peak*eta_norm) + 6*T*b_act*d*n_seq/(B_peak*eta_add) + T*b_act*d_rope*n_seq*(2 + 2*n_q/K_d)/(B_peak*eta_rope))); }},
     "derive_prefill.parts.dsa.attention_s": {args: ["C_ch", "H_I", "K_d", "L_chunk", "L_full", "L_win", "P_a", "T", "T_a", "W", "d_I", "d_qk", "d_qs", "d_v", "d_vs", "eta_a", "k_sel", "n_q", "n_seq", "t_kern"], f: function(v) { const {C_ch, H_I, K_d, L_chunk, L_full, L_win, P_a, T, T_a, W, d_I, d_qk, d_qs, d_v, d_vs, eta_a, k_sel, n_q, n_seq, t_kern} = v; return (t_kern*(L_chunk + L_full + L_win) + n_seq*(T + T_a)*(H_I*L_full*T*d_I*(T + 1) + 2*n_q*(L_full*((T <= k_sel) ? (
    (1/2)*T*(T + 1)*(d_qk + d_v)
 )
 : (
    (d_qs + d_vs)*(k_sel*(T - Math.min(T, k_sel)) + (1/2)*(Math.min(T, k_sel) + 1)*Math.min(T, k_sel))
 )) + (d_qk + d_v)*(L_chunk*((1/2)*C_ch*(C_ch + 1)*Math.floor(T/C_ch) + (1/2)*(-C_ch*Math.floor(T/C_ch) + T)*(-C_ch*Math.floor(T/C_ch) + T + 1)) + L_win*(W*(T - Math.min(T, W)) + (1/2)*(Math.min(T, W) + 1)*Math.min(T, W)))))/(K_d*P_a*T*eta_a)); }},
-    "derive_prefill.parts.dsa.allreduce_s": {args: ["K_d", "K_x", "L_chunk", "L_dense", "L_full", "L_moe", "L_win", "T", "b_act", "busbw", "d", "n_seq", "t_ar"], f: function(v) { const {K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar} = v; return (L_dense*((K_d <= 1) ? (
+    "derive_prefill.parts.dsa.allreduce_s": {args: ["K_d", "L_chunk", "L_dense", "L_full", "L_moe", "L_win", "T", "b_act", "busbw", "d", "dpa", "n_seq", "t_ar"], f: function(v) { const {K_d, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, dpa, n_seq, t_ar} = v; return (L_dense*((K_d <= 1) ? (
    0
 )
 : (
    t_ar + T*b_act*d*n_seq*(2*K_d - 2)/(K_d*busbw)
-)) + L_moe*((K_x <= 1) ? (
+)) + L_moe*(1 - dpa)*((K_d <= 1) ? (
    0
 )
 : (
-   t_ar + T*b_act*d*n_seq*(2*K_x - 2)/(K_x*busbw)
+   t_ar + T*b_act*d*n_seq*(2*K_d - 2)/(K_d*busbw)
 )) + (L_chunk + L_full + L_win)*((K_d <= 1) ? (
    0
 )
 : (
    t_ar + T*b_act*d*n_seq*(2*K_d - 2)/(K_d*busbw)
 ))); }},
-    "derive_prefill.parts.dsa.moe_s": {args: ["B_hbm", "E", "E_sh", "I_exp", "K_d", "K_x", "L_moe", "P", "T", "b_act", "b_w", "busbw", "d", "ep", "eta_g", "f_imb", "k_top", "m_half", "n_seq", "r_dt", "t_ar", "t_kern"], f: function(v) { const {B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern} = v; return (L_moe*(3*t_kern + ((E_sh == 0) ? (
+    "derive_prefill.parts.dsa.moe_s": {args: ["B_hbm", "B_nic", "E", "E_sh", "I_exp", "K_d", "K_x", "L_moe", "P", "P_moe", "T", "b_comb", "b_disp", "b_moe", "b_w", "busbw_a2a", "c_disp", "c_node", "d", "dpa", "ep", "eta_g", "eta_moe", "f_imb", "k_top", "m_half", "m_half_moe", "n_half_moe", "n_seq", "r_dt", "t_a2a", "t_kern", "t_moe"], f: function(v) { const {B_hbm, B_nic, E, E_sh, I_exp, K_d, K_x, L_moe, P, P_moe, T, b_comb, b_disp, b_moe, b_w, busbw_a2a, c_disp, c_node, d, dpa, ep, eta_g, eta_moe, f_imb, k_top, m_half, m_half_moe, n_half_moe, n_seq, r_dt, t_a2a, t_kern, t_moe} = v; return (L_moe*(dpa*((ep <= 1) ? (
+   0
+)
+: (
+   T*d*n_seq*(b_comb + b_disp)*Math.max(c_node/B_nic, c_disp/busbw_a2a) + 2*t_a2a
+)) + t_kern + 2*t_moe + ((E_sh == 0) ? (
    0
 )
 : (
    2*t_kern + Math.max(E_sh*I_exp*b_w*d/(B_hbm*K_d), 2*E_sh*I_exp*d*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt)) + Math.max(2*E_sh*I_exp*b_w*d/(B_hbm*K_d), 4*E_sh*I_exp*d*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt))
-)) + ((ep <= 1) ? (
-   0
-)
-: (
-   2*T*b_act*d*k_top*n_seq*(ep - 1)/(busbw*ep) + 2*t_ar
-)) + Math.max(E*b_w*d/B_hbm, 2*E*d*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(3*E*I_exp*b_w*d*(1 - Math.pow(1 - k_top/E, T*n_seq))/(B_hbm*K_x*ep), 6*I_exp*d*f_imb*(E*m_half*(1 - Math.pow(1 - k_top/E, T*n_seq)) + T*k_top*n_seq)/(K_x*P*ep*eta_g*r_dt)))); }},
+)) + Math.max(E*b_w*d/B_hbm, 2*E*d*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(3*E*I_exp*b_moe*d*(1 - Math.pow(1 - k_top/E, T*n_seq*(-dpa + 1 + dpa*ep/K_d)))/(B_hbm*K_x*ep), 6*d*f_imb*(I_exp/K_x + n_half_moe)*(E*m_half_moe*(1 - Math.pow(1 - k_top/E, T*n_seq*(-dpa + 1 + dpa*ep/K_d))) + T*k_top*n_seq*(-dpa + 1 + dpa*ep/K_d))/(P_moe*ep*eta_moe)))); }},
     "derive_prefill.parts.dsa.lm_head_s": {args: ["B_hbm", "K_d", "P", "V", "b_w", "d", "eta_g", "m_half", "n_seq", "r_dt", "t_kern"], f: function(v) { const {B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern} = v; return (t_kern + Math.max(V*b_w*d/(B_hbm*K_d), 2*V*d*(m_half + n_seq)/(K_d*P*eta_g*r_dt))); }},
     "derive_prefill.parts.dsa.recurrent_s": {args: ["B_hbm", "K_d", "L_rec", "P", "P_a", "T", "b_act", "b_w", "busbw", "d", "d_rk", "d_rv", "eta_a", "eta_g", "m_half", "n_rk", "n_rv", "n_seq", "r_dt", "t_ar", "t_kern"], f: function(v) { const {B_hbm, K_d, L_rec, P, P_a, T, b_act, b_w, busbw, d, d_rk, d_rv, eta_a, eta_g, m_half, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern} = v; return (L_rec*(2*t_kern + ((K_d <= 1) ? (
    0
@@ -171,12 +180,12 @@ window.KVCALC_FORMULAS = {
 : (
    L_rec*t_kern
 )) + 4*L_rec*T*d_rk*d_rv*n_rv*n_seq/(K_d*P_a*eta_a)); }},
-    "derive_prefill.weights_floor.dsa": {args: ["B_hbm", "E", "E_sh", "H_I", "I_exp", "I_ffn", "K_d", "K_x", "L_chunk", "L_dense", "L_full", "L_moe", "L_rec", "L_win", "T", "V", "b_w", "d", "d_I", "d_nope", "d_rk", "d_rope", "d_rv", "d_v", "ep", "k_top", "n_q", "n_rk", "n_rv", "n_seq", "r_kv", "r_q"], f: function(v) { const {B_hbm, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_I, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q} = v; return (L_moe*(((E_sh == 0) ? (
+    "derive_prefill.weights_floor.dsa": {args: ["B_hbm", "E", "E_sh", "H_I", "I_exp", "I_ffn", "K_d", "K_x", "L_chunk", "L_dense", "L_full", "L_moe", "L_rec", "L_win", "T", "V", "b_moe", "b_w", "d", "d_I", "d_nope", "d_rk", "d_rope", "d_rv", "d_v", "dpa", "ep", "k_top", "n_q", "n_rk", "n_rv", "n_seq", "r_kv", "r_q"], f: function(v) { const {B_hbm, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_moe, b_w, d, d_I, d_nope, d_rk, d_rope, d_rv, d_v, dpa, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q} = v; return (L_moe*(((E_sh == 0) ? (
    0
 )
 : (
    3*E_sh*I_exp*b_w*d/(B_hbm*K_d)
-)) + 3*E*I_exp*b_w*d*(1 - Math.pow(1 - k_top/E, T*n_seq))/(B_hbm*K_x*ep) + E*b_w*d/B_hbm) + L_rec*(b_w*d*d_rv*n_rv/(B_hbm*K_d) + b_w*d*(2*d_rk*n_rk + 2*d_rv*n_rv + 2*n_rv)/(B_hbm*K_d)) + (L_chunk + L_full + L_win)*(((r_q > 0) ? (
+)) + 3*E*I_exp*b_moe*d*(1 - Math.pow(1 - k_top/E, T*n_seq*(-dpa + 1 + dpa*ep/K_d)))/(B_hbm*K_x*ep) + E*b_w*d/B_hbm) + L_rec*(b_w*d*d_rv*n_rv/(B_hbm*K_d) + b_w*d*(2*d_rk*n_rk + 2*d_rv*n_rv + 2*n_rv)/(B_hbm*K_d)) + (L_chunk + L_full + L_win)*(((r_q > 0) ? (
    b_w*d*r_q/B_hbm + b_w*n_q*r_q*(d_nope + d_rope)/(B_hbm*K_d)
 )
 : (
@@ -194,40 +203,45 @@ window.KVCALC_FORMULAS = {
     "attention.gqa.params_active_matmul": {args: ["E", "E_sh", "I_exp", "I_ffn", "L_chunk", "L_dense", "L_full", "L_moe", "L_rec", "L_win", "d", "d_h", "d_rk", "d_rv", "k_top", "n_kv", "n_q", "n_rk", "n_rv"], f: function(v) { const {E, E_sh, I_exp, I_ffn, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, d, d_h, d_rk, d_rv, k_top, n_kv, n_q, n_rk, n_rv} = v; return (3*I_ffn*L_dense*d + L_moe*(E*d + 3*I_exp*d*(E_sh + k_top)) + L_rec*(d*d_rv*n_rv + 2*d*n_rv + d*(2*d_rk*n_rk + 2*d_rv*n_rv)) + (2*d*d_h*n_kv + 2*d*d_h*n_q)*(L_chunk + L_full + L_win)); }},
     "attention.gqa.params_total": {args: ["E", "E_sh", "I_exp", "I_ffn", "L_chunk", "L_dense", "L_full", "L_moe", "L_rec", "L_win", "V", "d", "d_h", "d_rk", "d_rv", "k_conv", "n_kv", "n_q", "n_rk", "n_rv", "tied"], f: function(v) { const {E, E_sh, I_exp, I_ffn, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, V, d, d_h, d_rk, d_rv, k_conv, n_kv, n_q, n_rk, n_rv, tied} = v; return (3*I_ffn*L_dense*d + L_moe*(E*d + 3*I_exp*d*(E + E_sh)) + L_rec*(d*d_rv*n_rv + 2*d*n_rv + d*(2*d_rk*n_rk + 2*d_rv*n_rv) + k_conv*(2*d_rk*n_rk + d_rv*n_rv)) + V*d*(2 - tied) + (2*d*d_h*n_kv + 2*d*d_h*n_q)*(L_chunk + L_full + L_win)); }},
     "derive_prefill.parts.gqa.gemm_s": {args: ["B_hbm", "I_ffn", "K_d", "L_chunk", "L_dense", "L_full", "L_win", "P", "T", "b_w", "d", "d_h", "eta_g", "m_half", "n_kv", "n_q", "n_seq", "r_dt", "t_kern"], f: function(v) { const {B_hbm, I_ffn, K_d, L_chunk, L_dense, L_full, L_win, P, T, b_w, d, d_h, eta_g, m_half, n_kv, n_q, n_seq, r_dt, t_kern} = v; return (L_dense*(2*t_kern + Math.max(I_ffn*b_w*d/(B_hbm*K_d), 2*I_ffn*d*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt)) + Math.max(2*I_ffn*b_w*d/(B_hbm*K_d), 4*I_ffn*d*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt))) + (L_chunk + L_full + L_win)*(2*t_kern + Math.max(b_w*d*d_h*(n_q/K_d + 2*Math.max(K_d, n_kv)/K_d)/B_hbm, 2*d*d_h*(n_q/K_d + 2*Math.max(K_d, n_kv)/K_d)*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(b_w*d*d_h*n_q/(B_hbm*K_d), 2*d*d_h*n_q*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt)))); }},
-    "derive_prefill.parts.gqa.nongemm_s": {args: ["B_peak", "E_sh", "I_exp", "I_ffn", "K_d", "K_x", "L_dense", "L_moe", "T", "b_act", "d", "d_h", "eta_act", "eta_add", "eta_norm", "eta_rope", "k_top", "n_kv", "n_q", "n_seq", "t_kng"], f: function(v) { const {B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_h, eta_act, eta_add, eta_norm, eta_rope, k_top, n_kv, n_q, n_seq, t_kng} = v; return (L_dense*(6*t_kng + 3*I_ffn*T*b_act*n_seq/(B_peak*K_d*eta_act) + 4*T*b_act*d*n_seq/(B_peak*eta_norm) + 6*T*b_act*d*n_seq/(B_peak*eta_add) + T*b_act*d_h*n_seq*(2*n_q + 2*Math.max(K_d, n_kv))/(B_peak*K_d*eta_rope)) + L_moe*(7*t_kng + 4*T*b_act*d*n_seq/(B_peak*eta_norm) + 4*T*b_act*d*k_top*n_seq/(B_peak*eta_add) + 6*T*b_act*d*n_seq/(B_peak*eta_add) + T*b_act*n_seq*(3*E_sh*I_exp/K_d + 3*I_exp*k_top/K_x)/(B_peak*eta_act) + T*b_act*d_h*n_seq*(2*n_q + 2*Math.max(K_d, n_kv))/(B_peak*K_d*eta_rope))); }},
+    "derive_prefill.parts.gqa.nongemm_s": {args: ["B_peak", "E_sh", "I_exp", "I_ffn", "K_d", "L_dense", "L_moe", "T", "b_act", "d", "d_h", "eta_act", "eta_add", "eta_norm", "eta_rope", "n_kv", "n_q", "n_seq", "t_kng"], f: function(v) { const {B_peak, E_sh, I_exp, I_ffn, K_d, L_dense, L_moe, T, b_act, d, d_h, eta_act, eta_add, eta_norm, eta_rope, n_kv, n_q, n_seq, t_kng} = v; return (L_dense*(6*t_kng + 3*I_ffn*T*b_act*n_seq/(B_peak*K_d*eta_act) + 4*T*b_act*d*n_seq/(B_peak*eta_norm) + 6*T*b_act*d*n_seq/(B_peak*eta_add) + T*b_act*d_h*n_seq*(2*n_q + 2*Math.max(K_d, n_kv))/(B_peak*K_d*eta_rope)) + L_moe*(5*t_kng + ((E_sh > 0) ? (
+   t_kng + 3*E_sh*I_exp*T*b_act*n_seq/(B_peak*K_d*eta_act)
+)
+: (
+   0
+)) + 4*T*b_act*d*n_seq/(B_peak*eta_norm) + 6*T*b_act*d*n_seq/(B_peak*eta_add) + T*b_act*d_h*n_seq*(2*n_q + 2*Math.max(K_d, n_kv))/(B_peak*K_d*eta_rope))); }},
     "derive_prefill.parts.gqa.attention_s": {args: ["C_ch", "H_I", "K_d", "L_chunk", "L_full", "L_win", "P_a", "T", "T_a", "W", "d_I", "d_qk", "d_qs", "d_v", "d_vs", "eta_a", "k_sel", "n_q", "n_seq", "t_kern"], f: function(v) { const {C_ch, H_I, K_d, L_chunk, L_full, L_win, P_a, T, T_a, W, d_I, d_qk, d_qs, d_v, d_vs, eta_a, k_sel, n_q, n_seq, t_kern} = v; return (t_kern*(L_chunk + L_full + L_win) + n_seq*(T + T_a)*(H_I*L_full*T*d_I*(T + 1) + 2*n_q*(L_full*((T <= k_sel) ? (
    (1/2)*T*(T + 1)*(d_qk + d_v)
 )
 : (
    (d_qs + d_vs)*(k_sel*(T - Math.min(T, k_sel)) + (1/2)*(Math.min(T, k_sel) + 1)*Math.min(T, k_sel))
 )) + (d_qk + d_v)*(L_chunk*((1/2)*C_ch*(C_ch + 1)*Math.floor(T/C_ch) + (1/2)*(-C_ch*Math.floor(T/C_ch) + T)*(-C_ch*Math.floor(T/C_ch) + T + 1)) + L_win*(W*(T - Math.min(T, W)) + (1/2)*(Math.min(T, W) + 1)*Math.min(T, W)))))/(K_d*P_a*T*eta_a)); }},
-    "derive_prefill.parts.gqa.allreduce_s": {args: ["K_d", "K_x", "L_chunk", "L_dense", "L_full", "L_moe", "L_win", "T", "b_act", "busbw", "d", "n_seq", "t_ar"], f: function(v) { const {K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar} = v; return (L_dense*((K_d <= 1) ? (
+    "derive_prefill.parts.gqa.allreduce_s": {args: ["K_d", "L_chunk", "L_dense", "L_full", "L_moe", "L_win", "T", "b_act", "busbw", "d", "dpa", "n_seq", "t_ar"], f: function(v) { const {K_d, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, dpa, n_seq, t_ar} = v; return (L_dense*((K_d <= 1) ? (
    0
 )
 : (
    t_ar + T*b_act*d*n_seq*(2*K_d - 2)/(K_d*busbw)
-)) + L_moe*((K_x <= 1) ? (
+)) + L_moe*(1 - dpa)*((K_d <= 1) ? (
    0
 )
 : (
-   t_ar + T*b_act*d*n_seq*(2*K_x - 2)/(K_x*busbw)
+   t_ar + T*b_act*d*n_seq*(2*K_d - 2)/(K_d*busbw)
 )) + (L_chunk + L_full + L_win)*((K_d <= 1) ? (
    0
 )
 : (
    t_ar + T*b_act*d*n_seq*(2*K_d - 2)/(K_d*busbw)
 ))); }},
-    "derive_prefill.parts.gqa.moe_s": {args: ["B_hbm", "E", "E_sh", "I_exp", "K_d", "K_x", "L_moe", "P", "T", "b_act", "b_w", "busbw", "d", "ep", "eta_g", "f_imb", "k_top", "m_half", "n_seq", "r_dt", "t_ar", "t_kern"], f: function(v) { const {B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern} = v; return (L_moe*(3*t_kern + ((E_sh == 0) ? (
+    "derive_prefill.parts.gqa.moe_s": {args: ["B_hbm", "B_nic", "E", "E_sh", "I_exp", "K_d", "K_x", "L_moe", "P", "P_moe", "T", "b_comb", "b_disp", "b_moe", "b_w", "busbw_a2a", "c_disp", "c_node", "d", "dpa", "ep", "eta_g", "eta_moe", "f_imb", "k_top", "m_half", "m_half_moe", "n_half_moe", "n_seq", "r_dt", "t_a2a", "t_kern", "t_moe"], f: function(v) { const {B_hbm, B_nic, E, E_sh, I_exp, K_d, K_x, L_moe, P, P_moe, T, b_comb, b_disp, b_moe, b_w, busbw_a2a, c_disp, c_node, d, dpa, ep, eta_g, eta_moe, f_imb, k_top, m_half, m_half_moe, n_half_moe, n_seq, r_dt, t_a2a, t_kern, t_moe} = v; return (L_moe*(dpa*((ep <= 1) ? (
+   0
+)
+: (
+   T*d*n_seq*(b_comb + b_disp)*Math.max(c_node/B_nic, c_disp/busbw_a2a) + 2*t_a2a
+)) + t_kern + 2*t_moe + ((E_sh == 0) ? (
    0
 )
 : (
    2*t_kern + Math.max(E_sh*I_exp*b_w*d/(B_hbm*K_d), 2*E_sh*I_exp*d*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt)) + Math.max(2*E_sh*I_exp*b_w*d/(B_hbm*K_d), 4*E_sh*I_exp*d*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt))
-)) + ((ep <= 1) ? (
-   0
-)
-: (
-   2*T*b_act*d*k_top*n_seq*(ep - 1)/(busbw*ep) + 2*t_ar
-)) + Math.max(E*b_w*d/B_hbm, 2*E*d*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(3*E*I_exp*b_w*d*(1 - Math.pow(1 - k_top/E, T*n_seq))/(B_hbm*K_x*ep), 6*I_exp*d*f_imb*(E*m_half*(1 - Math.pow(1 - k_top/E, T*n_seq)) + T*k_top*n_seq)/(K_x*P*ep*eta_g*r_dt)))); }},
+)) + Math.max(E*b_w*d/B_hbm, 2*E*d*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(3*E*I_exp*b_moe*d*(1 - Math.pow(1 - k_top/E, T*n_seq*(-dpa + 1 + dpa*ep/K_d)))/(B_hbm*K_x*ep), 6*d*f_imb*(I_exp/K_x + n_half_moe)*(E*m_half_moe*(1 - Math.pow(1 - k_top/E, T*n_seq*(-dpa + 1 + dpa*ep/K_d))) + T*k_top*n_seq*(-dpa + 1 + dpa*ep/K_d))/(P_moe*ep*eta_moe)))); }},
     "derive_prefill.parts.gqa.lm_head_s": {args: ["B_hbm", "K_d", "P", "V", "b_w", "d", "eta_g", "m_half", "n_seq", "r_dt", "t_kern"], f: function(v) { const {B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern} = v; return (t_kern + Math.max(V*b_w*d/(B_hbm*K_d), 2*V*d*(m_half + n_seq)/(K_d*P*eta_g*r_dt))); }},
     "derive_prefill.parts.gqa.recurrent_s": {args: ["B_hbm", "K_d", "L_rec", "P", "P_a", "T", "b_act", "b_w", "busbw", "d", "d_rk", "d_rv", "eta_a", "eta_g", "m_half", "n_rk", "n_rv", "n_seq", "r_dt", "t_ar", "t_kern"], f: function(v) { const {B_hbm, K_d, L_rec, P, P_a, T, b_act, b_w, busbw, d, d_rk, d_rv, eta_a, eta_g, m_half, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern} = v; return (L_rec*(2*t_kern + ((K_d <= 1) ? (
    0
@@ -240,12 +254,12 @@ window.KVCALC_FORMULAS = {
 : (
    L_rec*t_kern
 )) + 4*L_rec*T*d_rk*d_rv*n_rv*n_seq/(K_d*P_a*eta_a)); }},
-    "derive_prefill.weights_floor.gqa": {args: ["B_hbm", "E", "E_sh", "I_exp", "I_ffn", "K_d", "K_x", "L_chunk", "L_dense", "L_full", "L_moe", "L_rec", "L_win", "T", "V", "b_w", "d", "d_h", "d_rk", "d_rv", "ep", "k_top", "n_kv", "n_q", "n_rk", "n_rv", "n_seq"], f: function(v) { const {B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_h, d_rk, d_rv, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq} = v; return (L_moe*(((E_sh == 0) ? (
+    "derive_prefill.weights_floor.gqa": {args: ["B_hbm", "E", "E_sh", "I_exp", "I_ffn", "K_d", "K_x", "L_chunk", "L_dense", "L_full", "L_moe", "L_rec", "L_win", "T", "V", "b_moe", "b_w", "d", "d_h", "d_rk", "d_rv", "dpa", "ep", "k_top", "n_kv", "n_q", "n_rk", "n_rv", "n_seq"], f: function(v) { const {B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_moe, b_w, d, d_h, d_rk, d_rv, dpa, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq} = v; return (L_moe*(((E_sh == 0) ? (
    0
 )
 : (
    3*E_sh*I_exp*b_w*d/(B_hbm*K_d)
-)) + 3*E*I_exp*b_w*d*(1 - Math.pow(1 - k_top/E, T*n_seq))/(B_hbm*K_x*ep) + E*b_w*d/B_hbm) + L_rec*(b_w*d*d_rv*n_rv/(B_hbm*K_d) + b_w*d*(2*d_rk*n_rk + 2*d_rv*n_rv + 2*n_rv)/(B_hbm*K_d)) + (b_w*d*d_h*(n_q/K_d + 2*Math.max(K_d, n_kv)/K_d)/B_hbm + b_w*d*d_h*n_q/(B_hbm*K_d))*(L_chunk + L_full + L_win) + 3*I_ffn*L_dense*b_w*d/(B_hbm*K_d) + V*b_w*d/(B_hbm*K_d)); }},
+)) + 3*E*I_exp*b_moe*d*(1 - Math.pow(1 - k_top/E, T*n_seq*(-dpa + 1 + dpa*ep/K_d)))/(B_hbm*K_x*ep) + E*b_w*d/B_hbm) + L_rec*(b_w*d*d_rv*n_rv/(B_hbm*K_d) + b_w*d*(2*d_rk*n_rk + 2*d_rv*n_rv + 2*n_rv)/(B_hbm*K_d)) + (b_w*d*d_h*(n_q/K_d + 2*Math.max(K_d, n_kv)/K_d)/B_hbm + b_w*d*d_h*n_q/(B_hbm*K_d))*(L_chunk + L_full + L_win) + 3*I_ffn*L_dense*b_w*d/(B_hbm*K_d) + V*b_w*d/(B_hbm*K_d)); }},
     "attention.mla.e_kv": {args: ["d_rope", "r_kv"], f: function(v) { const {d_rope, r_kv} = v; return (d_rope + r_kv); }},
     "attention.mla.rho": {args: ["K"], f: function(v) { const {K} = v; return (K); }},
     "attention.mla.attn_params": {args: ["d", "d_nope", "d_rope", "d_v", "n_q", "r_kv", "r_q"], f: function(v) { const {d, d_nope, d_rope, d_v, n_q, r_kv, r_q} = v; return (d*d_v*n_q + d*(d_rope + r_kv) + n_q*r_kv*(d_nope + d_v) + ((r_q > 0) ? (
@@ -277,40 +291,45 @@ window.KVCALC_FORMULAS = {
 : (
    t_kern + Math.max(b_w*d*n_q*(d_nope + d_rope)/(B_hbm*K_d), 2*d*n_q*(d_nope + d_rope)*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt))
 )) + Math.max(b_w*d*(d_rope + r_kv)/B_hbm, 2*d*(d_rope + r_kv)*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(b_w*d*d_v*n_q/(B_hbm*K_d), 2*d*d_v*n_q*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt)) + Math.max(b_w*n_q*r_kv*(d_nope + d_v)/(B_hbm*K_d), 2*n_q*r_kv*(d_nope + d_v)*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt)))); }},
-    "derive_prefill.parts.mla.nongemm_s": {args: ["B_peak", "E_sh", "I_exp", "I_ffn", "K_d", "K_x", "L_dense", "L_moe", "T", "b_act", "d", "d_rope", "eta_act", "eta_add", "eta_norm", "eta_rope", "k_top", "n_q", "n_seq", "t_kng"], f: function(v) { const {B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, k_top, n_q, n_seq, t_kng} = v; return (L_dense*(6*t_kng + 3*I_ffn*T*b_act*n_seq/(B_peak*K_d*eta_act) + 4*T*b_act*d*n_seq/(B_peak*eta_norm) + 6*T*b_act*d*n_seq/(B_peak*eta_add) + T*b_act*d_rope*n_seq*(2 + 2*n_q/K_d)/(B_peak*eta_rope)) + L_moe*(7*t_kng + 4*T*b_act*d*n_seq/(B_peak*eta_norm) + 4*T*b_act*d*k_top*n_seq/(B_peak*eta_add) + 6*T*b_act*d*n_seq/(B_peak*eta_add) + T*b_act*d_rope*n_seq*(2 + 2*n_q/K_d)/(B_peak*eta_rope) + T*b_act*n_seq*(3*E_sh*I_exp/K_d + 3*I_exp*k_top/K_x)/(B_peak*eta_act))); }},
+    "derive_prefill.parts.mla.nongemm_s": {args: ["B_peak", "E_sh", "I_exp", "I_ffn", "K_d", "L_dense", "L_moe", "T", "b_act", "d", "d_rope", "eta_act", "eta_add", "eta_norm", "eta_rope", "n_q", "n_seq", "t_kng"], f: function(v) { const {B_peak, E_sh, I_exp, I_ffn, K_d, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, n_q, n_seq, t_kng} = v; return (L_dense*(6*t_kng + 3*I_ffn*T*b_act*n_seq/(B_peak*K_d*eta_act) + 4*T*b_act*d*n_seq/(B_peak*eta_norm) + 6*T*b_act*d*n_seq/(B_peak*eta_add) + T*b_act*d_rope*n_seq*(2 + 2*n_q/K_d)/(B_peak*eta_rope)) + L_moe*(5*t_kng + ((E_sh > 0) ? (
+   t_kng + 3*E_sh*I_exp*T*b_act*n_seq/(B_peak*K_d*eta_act)
+)
+: (
+   0
+)) + 4*T*b_act*d*n_seq/(B_peak*eta_norm) + 6*T*b_act*d*n_seq/(B_peak*eta_add) + T*b_act*d_rope*n_seq*(2 + 2*n_q/K_d)/(B_peak*eta_rope))); }},
     "derive_prefill.parts.mla.attention_s": {args: ["C_ch", "H_I", "K_d", "L_chunk", "L_full", "L_win", "P_a", "T", "T_a", "W", "d_I", "d_qk", "d_qs", "d_v", "d_vs", "eta_a", "k_sel", "n_q", "n_seq", "t_kern"], f: function(v) { const {C_ch, H_I, K_d, L_chunk, L_full, L_win, P_a, T, T_a, W, d_I, d_qk, d_qs, d_v, d_vs, eta_a, k_sel, n_q, n_seq, t_kern} = v; return (t_kern*(L_chunk + L_full + L_win) + n_seq*(T + T_a)*(H_I*L_full*T*d_I*(T + 1) + 2*n_q*(L_full*((T <= k_sel) ? (
    (1/2)*T*(T + 1)*(d_qk + d_v)
 )
 : (
    (d_qs + d_vs)*(k_sel*(T - Math.min(T, k_sel)) + (1/2)*(Math.min(T, k_sel) + 1)*Math.min(T, k_sel))
 )) + (d_qk + d_v)*(L_chunk*((1/2)*C_ch*(C_ch + 1)*Math.floor(T/C_ch) + (1/2)*(-C_ch*Math.floor(T/C_ch) + T)*(-C_ch*Math.floor(T/C_ch) + T + 1)) + L_win*(W*(T - Math.min(T, W)) + (1/2)*(Math.min(T, W) + 1)*Math.min(T, W)))))/(K_d*P_a*T*eta_a)); }},
-    "derive_prefill.parts.mla.allreduce_s": {args: ["K_d", "K_x", "L_chunk", "L_dense", "L_full", "L_moe", "L_win", "T", "b_act", "busbw", "d", "n_seq", "t_ar"], f: function(v) { const {K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar} = v; return (L_dense*((K_d <= 1) ? (
+    "derive_prefill.parts.mla.allreduce_s": {args: ["K_d", "L_chunk", "L_dense", "L_full", "L_moe", "L_win", "T", "b_act", "busbw", "d", "dpa", "n_seq", "t_ar"], f: function(v) { const {K_d, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, dpa, n_seq, t_ar} = v; return (L_dense*((K_d <= 1) ? (
    0
 )
 : (
    t_ar + T*b_act*d*n_seq*(2*K_d - 2)/(K_d*busbw)
-)) + L_moe*((K_x <= 1) ? (
+)) + L_moe*(1 - dpa)*((K_d <= 1) ? (
    0
 )
 : (
-   t_ar + T*b_act*d*n_seq*(2*K_x - 2)/(K_x*busbw)
+   t_ar + T*b_act*d*n_seq*(2*K_d - 2)/(K_d*busbw)
 )) + (L_chunk + L_full + L_win)*((K_d <= 1) ? (
    0
 )
 : (
    t_ar + T*b_act*d*n_seq*(2*K_d - 2)/(K_d*busbw)
 ))); }},
-    "derive_prefill.parts.mla.moe_s": {args: ["B_hbm", "E", "E_sh", "I_exp", "K_d", "K_x", "L_moe", "P", "T", "b_act", "b_w", "busbw", "d", "ep", "eta_g", "f_imb", "k_top", "m_half", "n_seq", "r_dt", "t_ar", "t_kern"], f: function(v) { const {B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern} = v; return (L_moe*(3*t_kern + ((E_sh == 0) ? (
+    "derive_prefill.parts.mla.moe_s": {args: ["B_hbm", "B_nic", "E", "E_sh", "I_exp", "K_d", "K_x", "L_moe", "P", "P_moe", "T", "b_comb", "b_disp", "b_moe", "b_w", "busbw_a2a", "c_disp", "c_node", "d", "dpa", "ep", "eta_g", "eta_moe", "f_imb", "k_top", "m_half", "m_half_moe", "n_half_moe", "n_seq", "r_dt", "t_a2a", "t_kern", "t_moe"], f: function(v) { const {B_hbm, B_nic, E, E_sh, I_exp, K_d, K_x, L_moe, P, P_moe, T, b_comb, b_disp, b_moe, b_w, busbw_a2a, c_disp, c_node, d, dpa, ep, eta_g, eta_moe, f_imb, k_top, m_half, m_half_moe, n_half_moe, n_seq, r_dt, t_a2a, t_kern, t_moe} = v; return (L_moe*(dpa*((ep <= 1) ? (
+   0
+)
+: (
+   T*d*n_seq*(b_comb + b_disp)*Math.max(c_node/B_nic, c_disp/busbw_a2a) + 2*t_a2a
+)) + t_kern + 2*t_moe + ((E_sh == 0) ? (
    0
 )
 : (
    2*t_kern + Math.max(E_sh*I_exp*b_w*d/(B_hbm*K_d), 2*E_sh*I_exp*d*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt)) + Math.max(2*E_sh*I_exp*b_w*d/(B_hbm*K_d), 4*E_sh*I_exp*d*(T*n_seq + m_half)/(K_d*P*eta_g*r_dt))
-)) + ((ep <= 1) ? (
-   0
-)
-: (
-   2*T*b_act*d*k_top*n_seq*(ep - 1)/(busbw*ep) + 2*t_ar
-)) + Math.max(E*b_w*d/B_hbm, 2*E*d*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(3*E*I_exp*b_w*d*(1 - Math.pow(1 - k_top/E, T*n_seq))/(B_hbm*K_x*ep), 6*I_exp*d*f_imb*(E*m_half*(1 - Math.pow(1 - k_top/E, T*n_seq)) + T*k_top*n_seq)/(K_x*P*ep*eta_g*r_dt)))); }},
+)) + Math.max(E*b_w*d/B_hbm, 2*E*d*(T*n_seq + m_half)/(P*eta_g*r_dt)) + Math.max(3*E*I_exp*b_moe*d*(1 - Math.pow(1 - k_top/E, T*n_seq*(-dpa + 1 + dpa*ep/K_d)))/(B_hbm*K_x*ep), 6*d*f_imb*(I_exp/K_x + n_half_moe)*(E*m_half_moe*(1 - Math.pow(1 - k_top/E, T*n_seq*(-dpa + 1 + dpa*ep/K_d))) + T*k_top*n_seq*(-dpa + 1 + dpa*ep/K_d))/(P_moe*ep*eta_moe)))); }},
     "derive_prefill.parts.mla.lm_head_s": {args: ["B_hbm", "K_d", "P", "V", "b_w", "d", "eta_g", "m_half", "n_seq", "r_dt", "t_kern"], f: function(v) { const {B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern} = v; return (t_kern + Math.max(V*b_w*d/(B_hbm*K_d), 2*V*d*(m_half + n_seq)/(K_d*P*eta_g*r_dt))); }},
     "derive_prefill.parts.mla.recurrent_s": {args: ["B_hbm", "K_d", "L_rec", "P", "P_a", "T", "b_act", "b_w", "busbw", "d", "d_rk", "d_rv", "eta_a", "eta_g", "m_half", "n_rk", "n_rv", "n_seq", "r_dt", "t_ar", "t_kern"], f: function(v) { const {B_hbm, K_d, L_rec, P, P_a, T, b_act, b_w, busbw, d, d_rk, d_rv, eta_a, eta_g, m_half, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern} = v; return (L_rec*(2*t_kern + ((K_d <= 1) ? (
    0
@@ -323,12 +342,12 @@ window.KVCALC_FORMULAS = {
 : (
    L_rec*t_kern
 )) + 4*L_rec*T*d_rk*d_rv*n_rv*n_seq/(K_d*P_a*eta_a)); }},
-    "derive_prefill.weights_floor.mla": {args: ["B_hbm", "E", "E_sh", "I_exp", "I_ffn", "K_d", "K_x", "L_chunk", "L_dense", "L_full", "L_moe", "L_rec", "L_win", "T", "V", "b_w", "d", "d_nope", "d_rk", "d_rope", "d_rv", "d_v", "ep", "k_top", "n_q", "n_rk", "n_rv", "n_seq", "r_kv", "r_q"], f: function(v) { const {B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q} = v; return (L_moe*(((E_sh == 0) ? (
+    "derive_prefill.weights_floor.mla": {args: ["B_hbm", "E", "E_sh", "I_exp", "I_ffn", "K_d", "K_x", "L_chunk", "L_dense", "L_full", "L_moe", "L_rec", "L_win", "T", "V", "b_moe", "b_w", "d", "d_nope", "d_rk", "d_rope", "d_rv", "d_v", "dpa", "ep", "k_top", "n_q", "n_rk", "n_rv", "n_seq", "r_kv", "r_q"], f: function(v) { const {B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_moe, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, dpa, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q} = v; return (L_moe*(((E_sh == 0) ? (
    0
 )
 : (
    3*E_sh*I_exp*b_w*d/(B_hbm*K_d)
-)) + 3*E*I_exp*b_w*d*(1 - Math.pow(1 - k_top/E, T*n_seq))/(B_hbm*K_x*ep) + E*b_w*d/B_hbm) + L_rec*(b_w*d*d_rv*n_rv/(B_hbm*K_d) + b_w*d*(2*d_rk*n_rk + 2*d_rv*n_rv + 2*n_rv)/(B_hbm*K_d)) + (L_chunk + L_full + L_win)*(((r_q > 0) ? (
+)) + 3*E*I_exp*b_moe*d*(1 - Math.pow(1 - k_top/E, T*n_seq*(-dpa + 1 + dpa*ep/K_d)))/(B_hbm*K_x*ep) + E*b_w*d/B_hbm) + L_rec*(b_w*d*d_rv*n_rv/(B_hbm*K_d) + b_w*d*(2*d_rk*n_rk + 2*d_rv*n_rv + 2*n_rv)/(B_hbm*K_d)) + (L_chunk + L_full + L_win)*(((r_q > 0) ? (
    b_w*d*r_q/B_hbm + b_w*n_q*r_q*(d_nope + d_rope)/(B_hbm*K_d)
 )
 : (

@@ -136,8 +136,25 @@
     return (eng.hbm_usable_fraction * (1 - R.DATA.activation_reserve_fraction));
   }
 
-  function load_kernel(eng, copy_bytes, platform = "cuda") {
-    return ((eng.kernel_below_bytes != null) && !(R.truthy(eng.driver_copies)) && (platform === "cuda") && (copy_bytes != null) && (copy_bytes < eng.kernel_below_bytes));
+  function copy_path(eng, copy_bytes, platform = "cuda") {
+    let why;
+    if (((eng.copy_tokens == null) || (copy_bytes == null))) {
+      return ["asymptote", ""];
+    }
+    why = "";
+    if (((eng.kernel_below_bytes != null) && (copy_bytes < eng.kernel_below_bytes))) {
+      if ((platform === "cuda")) {
+        return ["kernel", ""];
+      }
+      why = `its copy kernel runs on CUDA only, not ${R.fmt(platform, "")}`;
+    }
+    if (R.truthy(R.and_(eng.copy_batched, () => (platform === "cuda")))) {
+      return ["batched", why];
+    }
+    if (R.truthy(eng.copy_batched)) {
+      why = ((R.truthy(why) ? (why + "; ") : "") + `its batched driver call is CUDA's: one call per copy on ${R.fmt(platform, "")}`);
+    }
+    return ["driver", why];
   }
 
   function per_model(rule, model) {
@@ -179,9 +196,19 @@
   }
 
   function engine_costs_calibrated(eng) {
-    let costs;
+    let costs, ev;
     costs = R.get(R.DATA.engine_costs, eng.name, ({}));
-    return ((eng.name === "ideal") || R.all(R.list(R.DATA.engine_cost_parameters).map((p) => R.contains(costs, p))));
+    ev = R.get(R.DATA.engine_cost_evidence, eng.name);
+    return ((eng.name === "ideal") || ((ev != null) && (ev["kind"] === "fit") && R.all(R.list(R.DATA.engine_cost_parameters).map((p) => R.contains(costs, p)))));
+  }
+
+  function engine_cost_caveat(eng) {
+    let ev;
+    ev = R.get(R.DATA.engine_cost_evidence, eng.name);
+    if ((ev == null)) {
+      return `${R.fmt(eng.name, "")}'s request costs: none given for this engine row (engine_costs.csv names the bundled profiles)`;
+    }
+    return ev["caveat"];
   }
 
   function request_cost_values(eng, tier, token_ids = false) {
@@ -495,8 +522,51 @@
     }
   }
 
+  function copy_row(link_name, path, direction, copy_bytes) {
+    let rows, out, r;
+    rows = R.get(R.get(R.DATA.copy_paths, link_name, ({})), ((path + " ") + direction), []);
+    out = null;
+    for (const r of R.list(rows)) {
+      if ((r.from_bytes <= copy_bytes)) {
+        out = r;
+      }
+    }
+    return out;
+  }
+
+  function copy_rate(link, path, copy_bytes, end = "nominal") {
+    let base, row, t_copy, rate, frac;
+    base = (link.bandwidth_Bps * link.efficiency);
+    if ((path === "asymptote")) {
+      return base;
+    }
+    row = null;
+    if ((path !== "driver")) {
+      row = copy_row(link.name, path, "h2d", copy_bytes);
+    }
+    if (((row == null) && (path === "kernel"))) {
+      return base;
+    }
+    t_copy = link.latency_s;
+    rate = base;
+    if ((row != null)) {
+      t_copy = row.per_copy_s;
+      frac = row.rate_fraction;
+      if ((end === "fast")) {
+        t_copy = ((row.per_copy_fast_s != null) ? row.per_copy_fast_s : t_copy);
+        frac = ((row.rate_fraction_high != null) ? row.rate_fraction_high : frac);
+      }
+      if ((end === "slow")) {
+        t_copy = ((row.per_copy_slow_s != null) ? row.per_copy_slow_s : t_copy);
+        frac = ((row.rate_fraction_low != null) ? row.rate_fraction_low : frac);
+      }
+      rate = (base * frac);
+    }
+    return Number(R.formula("derive.bandwidth_at_size", ({"s": copy_bytes, "B": rate, "t_0": t_copy})));
+  }
+
   function tier_path(tier, gpu, eng, copy_bytes = null) {
-    let hops, hop, host, name, link, one, fast, t_copy, scope;
+    let hops, hop, host, name, link, one, scope;
     hops = [];
     for (const hop of R.list(tier.hops)) {
       host = (hop.link === R.DATA.gpu_host_link);
@@ -508,10 +578,8 @@
       }
       link = R.DATA.links[name];
       one = (link.bandwidth_Bps * link.efficiency);
-      if (R.truthy(R.and_(host, () => R.and_((eng.copy_tokens != null), () => R.and_((copy_bytes != null), () => !(R.truthy(load_kernel(eng, copy_bytes, gpu.platform)))))))) {
-        fast = R.and_(eng.fast_copies, () => R.and_(eng.copy_batched, () => (link.batched_copy_s != null)));
-        t_copy = (R.truthy(fast) ? link.batched_copy_s : link.latency_s);
-        one = Number(R.formula("derive.bandwidth_at_size", ({"s": copy_bytes, "B": one, "t_0": t_copy})));
+      if (R.truthy(R.and_(host, () => R.and_((eng.copy_tokens != null), () => (copy_bytes != null))))) {
+        one = copy_rate(link, copy_path(eng, copy_bytes, gpu.platform)[0], copy_bytes, eng.copy_end);
       }
       if (R.truthy(R.and_(host, () => eng.writes_overlap))) {
         one = (one * link.duplex_retained);
@@ -723,9 +791,64 @@
   }
 
   // ------------------------------------------------------------------ prefill
+  const MOE_KERNELS = ["vllm", "sglang", "trtllm"];
+
+  function gemm_dtype(model, compute_dtype) {
+    if ((compute_dtype === "fp8")) {
+      return ((model.weight_dtype === "fp8") ? "fp8_block" : "fp8");
+    }
+    if ((compute_dtype === "nvfp4")) {
+      return "nvfp4";
+    }
+    return "bfloat16";
+  }
+
+  function expert_dtype(model, compute_dtype) {
+    let dt;
+    if ((model.weight_dtype === "mxfp4")) {
+      return ["w4a16_mxfp4", "bf16"];
+    }
+    dt = gemm_dtype(model, compute_dtype);
+    if ((model.weight_dtype === "nvfp4")) {
+      dt = "nvfp4";
+    }
+    return [dt, ({"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4"})[dt]];
+  }
+
+  function moe_fit(gpu_name, kernels, dtype, layout) {
+    let fits, k, row;
+    fits = R.get(R.DATA.moe_fit, gpu_name, ({}));
+    for (const k of R.list([...[kernels], ...R.list(R.list(MOE_KERNELS).filter((x) => (x !== kernels))).map((x) => x)])) {
+      row = R.get(R.get(R.get(fits, k, ({})), dtype, ({})), layout);
+      if ((row != null)) {
+        return [row, k];
+      }
+    }
+    return null;
+  }
+
+  function moe_fit_exact(gpu_name, kernels, dtype, layout) {
+    let row;
+    row = R.get(R.get(R.get(R.get(R.DATA.moe_fit, gpu_name, ({})), kernels, ({})), dtype, ({})), layout);
+    return ((row == null) ? null : [row, kernels]);
+  }
+
+  function dispatch_values(s, v, kernels, ep, fp8) {
+    let k, fig, nic, nodes, at, keys;
+    k = R.DATA.kernels[kernels];
+    fig = R.DATA.allreduce[s.gpu.name];
+    nic = R.DATA.links[R.DATA.scale_out_link];
+    nodes = R.max(1.0, (ep / v["N_node"]));
+    at = ({"ep": Number(ep), "k_top": v["k_top"], "n_nodes": nodes});
+    keys = ["derive_prefill.c_disp_allgather", "derive_prefill.c_node_allgather"];
+    if ((k.dp_dispatch === "alltoall")) {
+      keys = ["derive_prefill.c_disp_alltoall", "derive_prefill.c_node_alltoall"];
+    }
+    return ({"c_disp": Number(R.formula(keys[0], at)), "c_node": ((nodes > 1) ? Number(R.formula(keys[1], at)) : 0.0), "b_comb": k.combine_bytes, "b_disp": (R.truthy(fp8) ? k.dispatch_bytes_fp8 : k.dispatch_bytes), "busbw_a2a": fig[2], "t_a2a": fig[3], "B_nic": (nic.bandwidth_Bps * nic.efficiency)});
+  }
 
   function calibrated_values(s, par) {
-    let model, gpu, tp, ep, batch, k_attn, at, layout, v, fits, allreduce;
+    let model, gpu, tp, ep, batch, k_attn, at, layout, v, fits, allreduce, suffix, p;
     model = s.model;
     gpu = s.gpu;
     tp = par.gpus;
@@ -749,7 +872,18 @@
     Object.assign(v, fits);
     v["busbw"] = allreduce[0];
     v["t_ar"] = allreduce[1];
+    suffix = ("." + gemm_dtype(model, par.compute_dtype));
     v["r_dt"] = (v["eta"] / gpu.prefill_efficiency);
+    if (R.contains(fits, ("eta_g" + suffix))) {
+      for (const p of R.list(["eta_g", "m_half", "t_kern"])) {
+        v[p] = fits[(p + suffix)];
+      }
+      v["r_dt"] = 1.0;
+    }
+    if (R.truthy(R.and_(latent(model), () => R.contains(fits, "eta_a.mla")))) {
+      v["eta_a"] = fits["eta_a.mla"];
+      v["T_a"] = fits["T_a.mla"];
+    }
     v["P_a"] = gpu.bf16_dense_flops;
     v["B_peak"] = gpu.hbm_bandwidth_Bps;
     v["b_act"] = BYTES_ACT;
@@ -777,7 +911,40 @@
       throw new R.ScenarioError(`imbalance must be >= 1, got ${R.fmt(par.imbalance, "")}`);
     }
     v["f_imb"] = ((ep > 1) ? par.imbalance : 1.0);
+    Object.assign(v, moe_values(s, v, par, ep));
     return v;
+  }
+
+  function moe_values(s, v, par, ep) {
+    let kernels, dt, out, layout, fit, nic;
+    kernels = ((par.kernels != null) ? par.kernels : engine_of(s).kernels);
+    if (!R.contains(R.DATA.kernels, kernels)) {
+      throw new R.ScenarioError(`unknown forward engine ${R.repr(kernels, "")}; expected one of ${R.fmt(R.join(", ", R.sorted(R.list(R.DATA.kernels))), "")} (kernels.csv)`);
+    }
+    dt = expert_dtype(s.model, par.compute_dtype);
+    out = ({"P_moe": dense_flops(s.gpu, dt[1]), "b_moe": v["b_w"], "moe_measured": 1.0, "dpa": (R.truthy(par.dp_attention) ? 1.0 : 0.0)});
+    layout = "tp";
+    if ((ep > 1)) {
+      layout = "ep";
+    }
+    fit = null;
+    if (R.truthy(R.and_((ep > 1), () => par.dp_attention))) {
+      fit = moe_fit_exact(s.gpu.name, kernels, dt[0], "dp");
+    }
+    if ((fit == null)) {
+      fit = moe_fit(s.gpu.name, kernels, dt[0], layout);
+    }
+    if ((fit == null)) {
+      Object.assign(out, ({"eta_moe": (v["eta_g"] * v["r_dt"]), "m_half_moe": v["m_half"], "n_half_moe": 0.0, "t_moe": v["t_kern"], "P_moe": v["P"], "moe_measured": 0.0}));
+    } else {
+      Object.assign(out, fit[0]);
+    }
+    nic = R.DATA.links[R.DATA.scale_out_link];
+    Object.assign(out, ({"c_disp": 0.0, "c_node": 0.0, "b_disp": 2.0, "b_comb": 2.0, "busbw_a2a": v["busbw"], "t_a2a": v["t_ar"], "B_nic": (nic.bandwidth_Bps * nic.efficiency)}));
+    if (R.truthy(R.and_(par.dp_attention, () => (ep > 1)))) {
+      Object.assign(out, dispatch_values(s, v, kernels, ep, (dt[1] === "fp8")));
+    }
+    return out;
   }
 
   function prefill_parts(model, cv, tokens) {
@@ -929,7 +1096,7 @@
   }
 
   function compare_at(s, tokens) {
-    let model, gpu, tier, own, codec, new_tokens, resume_rate, allow_beyond_context, given, loaded, sv, alone, layout, eng, copy, v, hops, replicas, rec_fn, rec, at, recompute, reload, ttft_cold, ttft_hit, saved, min_bw, cross, queue, v1, fit, inflight, one, coded, path, i, h, c, carried, load_from, result;
+    let model, gpu, tier, own, codec, new_tokens, resume_rate, allow_beyond_context, given, loaded, sv, alone, layout, eng, copy, copy_route, v, hops, replicas, rec_fn, rec, at, recompute, reload, ttft_cold, ttft_hit, saved, min_bw, cross, queue, v1, fit, inflight, one, coded, path, i, h, c, carried, load_from, result;
     model = s.model;
     gpu = s.gpu;
     tier = s.tier;
@@ -966,6 +1133,7 @@
     layout = sv[0]["layout"];
     eng = sv[0]["engine"];
     copy = sv[0]["copy_bytes"];
+    copy_route = copy_path(eng, copy, gpu.platform);
     v = plain_values(sv[0]);
     hops = sv[1];
     replicas = default_concurrency(gpu, layout.tp, own);
@@ -1019,7 +1187,7 @@
     } else if ((given != null)) {
       load_from = "given";
     }
-    result = ({"model": model.name, "gpu": gpu.name, "tier": tier.name, "tier_kind": tier.kind, "tier_medium": tier.medium, "tokens": tokens, "context_window_tokens": model.max_context_tokens, "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention, "gpus": layout.gpus, "layout_from": layout.reason, "layout_by_length": layout_lengths(s, ((tokens + new_tokens) - 1)), "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype, "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": rec_fn[0], "batch": s.batch, "concurrent_reloads": v["n_c"], "gpu_reloads": v["n_g"], "gpus_per_node": v["N_node"], "resume_rate_per_s": resume_rate, "reload_queue_s": queue, "load_from": load_from, "kv_bytes_per_token": Number(R.formula("derive.kv_bytes_per_token", v)), "kv_bytes": Number(R.formula("derive.kv_bytes_total", at)), "kv_bytes_unique": Number(R.formula("derive.kv_bytes_unique", at)), "kv_bytes_per_gpu": Number(R.formula("derive.kv_bytes_per_gpu", at)), "kv_replication": v["rho"], "node_hop_copies": Number(R.formula("derive.node_copies", at)), ...state_keys(model, v, at, layout), "kv_bytes_stored": Number(R.formula("derive.kv_bytes_stored", ({...at, "rho_s": v["rho_s"], "r_c": R.get(v, "r_c", 1.0)}))), "kv_stored_copies": v["rho_s"], "weights_bytes_per_gpu": fit[1], "hbm_fit_bytes_per_gpu": (usable_fraction(s) * own_value(own, "C_hbm", gpu.hbm_capacity_bytes)), "hbm_free_bytes_per_gpu": fit[0], "prefill_flops": Number(R.formula("derive.flops_prefill", at)), "prefill_efficiency": v["eta"], "compute_s": Number(R.formula("derive.t_compute", at)), "weights_read_s": Number(R.formula("derive.t_weights", at)), "recompute_s": recompute, "reload_s": reload, "new_tokens": new_tokens, "token_ids": R.truthy(s.token_ids), "ttft_recompute_s": ttft_cold, "ttft_reload_s": ttft_hit, "request_s": Number(R.formula("derive.t_request", at)), "request_fixed_s": v["t_req"], "hash_token_s": v["c_hash"], "tokenize_token_s": v["c_tokz"], "hit_token_s": v["c_hit"], "hit_cost_s": (v["c_hit"] * tokens), "engine_costs_calibrated": engine_costs_calibrated(eng), "reload_bandwidth_Bps": (Number.isFinite(v["B"]) ? v["B"] : null), "reload_latency_s": v["t_lat"], "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"], "overlap_hidden_s": Number(R.formula("derive.t_overlap_hidden", at)), "copy_bytes": copy, ...((codec != null) ? codec_keys(codec, tier, v, at) : ({})), "load_kernel": R.and_((R.len(tier.hops) > 0), () => load_kernel(eng, copy, gpu.platform)), "path": path, "winner": ((ttft_hit < ttft_cold) ? "reload" : "recompute"), "speedup": (R.max(ttft_hit, ttft_cold) / R.min(ttft_hit, ttft_cold)), "breakeven_tokens": cross, "min_reload_bandwidth_Bps": min_bw, "model_flops_per_kv_byte": Number(R.formula("derive.model_flops_per_kv_byte", v)), "model_flops_per_kv_byte_at_tokens": Number(R.formula("derive.model_flops_per_kv_byte_at_T", at)), "gpu_flops_per_link_byte": (Number.isFinite(v["B"]) ? Number(R.formula("derive.gpu_flops_per_link_byte", v)) : 0.0)});
+    result = ({"model": model.name, "gpu": gpu.name, "tier": tier.name, "tier_kind": tier.kind, "tier_medium": tier.medium, "tokens": tokens, "context_window_tokens": model.max_context_tokens, "tp": layout.tp, "ep": layout.ep, "dp_attention": layout.dp_attention, "gpus": layout.gpus, "layout_from": layout.reason, "layout_by_length": layout_lengths(s, ((tokens + new_tokens) - 1)), "weight_dtype": layout.weight_dtype, "compute_dtype": layout.compute_dtype, "kv_dtype": layout.kv_dtype, "engine": eng.name, "prefill_model": rec_fn[0], "batch": s.batch, "concurrent_reloads": v["n_c"], "gpu_reloads": v["n_g"], "gpus_per_node": v["N_node"], "resume_rate_per_s": resume_rate, "reload_queue_s": queue, "load_from": load_from, "kv_bytes_per_token": Number(R.formula("derive.kv_bytes_per_token", v)), "kv_bytes": Number(R.formula("derive.kv_bytes_total", at)), "kv_bytes_unique": Number(R.formula("derive.kv_bytes_unique", at)), "kv_bytes_per_gpu": Number(R.formula("derive.kv_bytes_per_gpu", at)), "kv_replication": v["rho"], "node_hop_copies": Number(R.formula("derive.node_copies", at)), ...state_keys(model, v, at, layout), "kv_bytes_stored": Number(R.formula("derive.kv_bytes_stored", ({...at, "rho_s": v["rho_s"], "r_c": R.get(v, "r_c", 1.0)}))), "kv_stored_copies": v["rho_s"], "weights_bytes_per_gpu": fit[1], "hbm_fit_bytes_per_gpu": (usable_fraction(s) * own_value(own, "C_hbm", gpu.hbm_capacity_bytes)), "hbm_free_bytes_per_gpu": fit[0], "prefill_flops": Number(R.formula("derive.flops_prefill", at)), "prefill_efficiency": v["eta"], "compute_s": Number(R.formula("derive.t_compute", at)), "weights_read_s": Number(R.formula("derive.t_weights", at)), "recompute_s": recompute, "reload_s": reload, "new_tokens": new_tokens, "token_ids": R.truthy(s.token_ids), "ttft_recompute_s": ttft_cold, "ttft_reload_s": ttft_hit, "request_s": Number(R.formula("derive.t_request", at)), "request_fixed_s": v["t_req"], "hash_token_s": v["c_hash"], "tokenize_token_s": v["c_tokz"], "hit_token_s": v["c_hit"], "hit_cost_s": (v["c_hit"] * tokens), "engine_costs_caveat": engine_cost_caveat(eng), "reload_bandwidth_Bps": (Number.isFinite(v["B"]) ? v["B"] : null), "reload_latency_s": v["t_lat"], "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"], "overlap_hidden_s": Number(R.formula("derive.t_overlap_hidden", at)), "copy_bytes": copy, ...((codec != null) ? codec_keys(codec, tier, v, at) : ({})), "copy_path": ((R.len(tier.hops) > 0) ? copy_route[0] : null), "copy_path_fallback": ((R.len(tier.hops) > 0) ? copy_route[1] : ""), "path": path, "winner": ((ttft_hit < ttft_cold) ? "reload" : "recompute"), "speedup": (R.max(ttft_hit, ttft_cold) / R.min(ttft_hit, ttft_cold)), "breakeven_tokens": cross, "min_reload_bandwidth_Bps": min_bw, "model_flops_per_kv_byte": Number(R.formula("derive.model_flops_per_kv_byte", v)), "model_flops_per_kv_byte_at_tokens": Number(R.formula("derive.model_flops_per_kv_byte_at_T", at)), "gpu_flops_per_link_byte": (Number.isFinite(v["B"]) ? Number(R.formula("derive.gpu_flops_per_link_byte", v)) : 0.0)});
     return finite(result, `${R.fmt(model.name, "")} on ${R.fmt(gpu.name, "")}`);
   }
 
@@ -1129,7 +1297,7 @@
   }
 
   function band(s, tokens, limits) {
-    let gpu, tier, codec, nominal, layout, conc, gpu_reloads, sv, v, hops, eng, at, fastest, b_lo, b_hi, spread, quiet, alone, driver, reload, own_fit, e, ideal, floor, lo, hi, f, recompute, missed, step_ratios, k, step, step_lo, step_hi, cold_add, hit_add, ttft_recompute, hidden, ends, kv, layers, ttft_reload, winners, rc, rl, w;
+    let gpu, tier, codec, nominal, layout, conc, gpu_reloads, sv, v, hops, eng, at, fastest, b_lo, b_hi, spread, path, quiet, alone, slow, reload, own_fit, e, ideal, floor, lo, hi, f, recompute, missed, step_ratios, k, step, step_lo, step_hi, cold_add, hit_add, ttft_recompute, hidden, ends, kv, layers, ttft_reload, winners, rc, rl, w;
     gpu = s.gpu;
     tier = s.tier;
     codec = s.codec;
@@ -1155,15 +1323,17 @@
         b_lo = coded_values(codec, tier, nominal["kv_dtype"], b_lo, false, gpu_reloads)["B"];
         b_hi = coded_values(codec, tier, nominal["kv_dtype"], b_hi, true, gpu_reloads)["B"];
       }
-      if (R.truthy(R.or_(eng.writes_overlap, () => eng.copy_batched))) {
-        quiet = R.with_fields(eng, ({"writes_overlap": false, "fast_copies": true}));
+      path = copy_path(eng, v["copy_bytes"], gpu.platform)[0];
+      spread = ((path === "kernel") || (path === "batched"));
+      if (R.truthy(R.or_(eng.writes_overlap, () => spread))) {
+        quiet = R.with_fields(eng, ({"writes_overlap": false, "copy_end": "fast"}));
         alone = variant_bandwidth(variant(s, quiet), tokens, layout, [conc, gpu_reloads]);
         b_hi = R.max(b_hi, alone);
         fastest = R.min(fastest, Number(R.formula("derive.t_reload", ({...at, "B": alone}))));
       }
-      if (R.truthy(load_kernel(eng, v["copy_bytes"], gpu.platform))) {
-        driver = R.with_fields(eng, ({"driver_copies": true}));
-        b_lo = R.min(b_lo, variant_bandwidth(variant(s, driver), tokens, layout, [conc, gpu_reloads]));
+      if (R.truthy(spread)) {
+        slow = R.with_fields(eng, ({"copy_end": "slow"}));
+        b_lo = R.min(b_lo, variant_bandwidth(variant(s, slow), tokens, layout, [conc, gpu_reloads]));
       }
       reload = [Number(R.formula("derive.t_reload", ({...at, "B": b_hi}))), Number(R.formula("derive.t_reload", ({...at, "B": b_lo})))];
     } else {
@@ -1431,5 +1601,5 @@
     return [r, reuse_of(r, pause, ({"price": price, "usd_per_gpu_hour": s.gpu_price, "reach": reach, "lifetime_drive_writes": R.get(extras, "lifetime_drive_writes"), "turn_new_tokens": s.turn_new_tokens, "c_cap": R.get(extras, "c_cap")}))];
   }
 
-  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, BEYOND_CONTEXT_ELSEWHERE, MAY_BE_INF, SHAPE_FIELDS, engine_of, prefill_model, own_value, is_moe, latent, shape_key, round_up, sign, dense_flops, served_model, rope_hint, compute_efficiency, hbm_fit_fraction, load_kernel, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, running_batch_fits, usable_fraction, choose_layout, deployment_values, longest_prompt, layout_lengths, node_gpu, tier_kind, node_tier, tier_exists_on, check_tier_gpu, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, load_shares, concurrent_at_load, load_values, calibrated_values, prefill_parts, layout_parallel, recompute_fn, suffix_values, time_step, CROSSING_POINTS, CROSSING_ITERATIONS, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, compare_at, compare, ttft_curve, prompt_limit, binding_hop, reload_bandwidth_range, reload_floor, known_limits, variant, variant_loads, variant_bandwidth, band, TTL_MIN_S, TTL_MAX_S, TTL_POINTS, KEEP_HORIZON_S, REUSE_KEYS, PRICE_OPTIONS, pause_kind, pause_values, capacity_pricing, tier_prices, gpu_hour_price, ttl_grid, breakeven_p, best_ttl, saved_s, new_fraction, reuse_of, reuse_scenario, reuse_answer};
+  window["KVCALC_LOGIC"] = {DEFAULT_ENGINE, TP_CANDIDATES, MIN_PREFIX_TOKENS, PREFILL_MODELS, PARTS, DEFAULT_IMBALANCE, BYTES_ACT, DENSE_KEYS, FAMILY_SYMBOL_DEFAULTS, CODEC_KV_DTYPES, HBM_TIER_NAME, BEYOND_CONTEXT_HINT, BEYOND_CONTEXT_ELSEWHERE, MAY_BE_INF, SHAPE_FIELDS, engine_of, prefill_model, own_value, is_moe, latent, shape_key, round_up, sign, dense_flops, served_model, rope_hint, compute_efficiency, hbm_fit_fraction, copy_path, per_model, reads_once, stores_once, copies_span_layers, kv_element_bytes, check_kv_dtype, engine_costs_calibrated, engine_cost_caveat, request_cost_values, model_values, heads_fit, replication, default_concurrency, hbm_slack, running_batch_fits, usable_fraction, choose_layout, deployment_values, longest_prompt, layout_lengths, node_gpu, tier_kind, node_tier, tier_exists_on, check_tier_gpu, copy_row, copy_rate, tier_path, hop_copies, path_values, state_path_rate, coded_values, scenario_values, plain_values, load_shares, concurrent_at_load, load_values, MOE_KERNELS, gemm_dtype, expert_dtype, moe_fit, moe_fit_exact, dispatch_values, calibrated_values, moe_values, prefill_parts, layout_parallel, recompute_fn, suffix_values, time_step, CROSSING_POINTS, CROSSING_ITERATIONS, numeric_crossings, ttft_crossings, state_keys, codec_keys, finite, compare_at, compare, ttft_curve, prompt_limit, binding_hop, reload_bandwidth_range, reload_floor, known_limits, variant, variant_loads, variant_bandwidth, band, TTL_MIN_S, TTL_MAX_S, TTL_POINTS, KEEP_HORIZON_S, REUSE_KEYS, PRICE_OPTIONS, pause_kind, pause_values, capacity_pricing, tier_prices, gpu_hour_price, ttl_grid, breakeven_p, best_ttl, saved_s, new_fraction, reuse_of, reuse_scenario, reuse_answer};
 })(window.KVCALC_RUNTIME);

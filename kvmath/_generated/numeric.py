@@ -641,12 +641,8 @@ def _derive_prefill_add_elements(d):
 def _derive_prefill_act_elements_dense(I_ffn, K_d):
     return 3*I_ffn/K_d
 
-def _derive_prefill_act_elements_moe(E_sh, I_exp, K_d, K_x, k_top):
-    _x0 = 3*I_exp
-    return E_sh*_x0/K_d + _x0*k_top/K_x
-
-def _derive_prefill_permute_elements_moe(d, k_top):
-    return 4*d*k_top
+def _derive_prefill_act_elements_moe(E_sh, I_exp, K_d):
+    return 3*E_sh*I_exp/K_d
 
 def _derive_prefill_m_all(T, n_seq):
     return T*n_seq
@@ -657,26 +653,30 @@ def _derive_prefill_mlp_dense(B_hbm, I_ffn, K_d, P, T, b_w, d, eta_g, m_half, n_
     _x2 = _x0*(T*n_seq + m_half)/(P*eta_g*r_dt)
     return 2*t_kern + numpy.maximum(_x1, 2*_x2) + numpy.maximum(2*_x1, 4*_x2)
 
-def _derive_prefill_experts_touched(E, T, k_top, n_seq):
-    return E*(1 - (1 - k_top/E)**(T*n_seq))
+def _derive_prefill_m_moe(K_d, T, dpa, ep, n_seq):
+    return T*n_seq*(-dpa + 1 + dpa*ep/K_d)
 
-def _derive_prefill_m_expert(E, T, k_top, n_seq):
+def _derive_prefill_experts_touched(E, K_d, T, dpa, ep, k_top, n_seq):
+    return E*(1 - (1 - k_top/E)**(T*n_seq*(-dpa + 1 + dpa*ep/K_d)))
+
+def _derive_prefill_m_expert(E, K_d, T, dpa, ep, k_top, n_seq):
     _x0 = k_top/E
-    _x1 = T*n_seq
+    _x1 = T*n_seq*(-dpa + 1 + dpa*ep/K_d)
     return _x0*_x1/(1 - (1 - _x0)**_x1)
 
-def _derive_prefill_moe_routed_compute(E, I_exp, K_x, P, T, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt):
-    _x0 = T*n_seq
-    return 6*I_exp*d*f_imb*(E*m_half*(1 - (1 - k_top/E)**_x0) + _x0*k_top)/(K_x*P*ep*eta_g*r_dt)
+def _derive_prefill_moe_routed_compute(E, I_exp, K_d, K_x, P_moe, T, d, dpa, ep, eta_moe, f_imb, k_top, m_half_moe, n_half_moe, n_seq):
+    _x0 = T*n_seq*(-dpa + 1 + dpa*ep/K_d)
+    return 6*d*f_imb*(I_exp/K_x + n_half_moe)*(E*m_half_moe*(1 - (1 - k_top/E)**_x0) + _x0*k_top)/(P_moe*ep*eta_moe)
 
-def _derive_prefill_moe_routed_floor(B_hbm, E, I_exp, K_x, T, b_w, d, ep, k_top, n_seq):
-    return 3*E*I_exp*b_w*d*(1 - (1 - k_top/E)**(T*n_seq))/(B_hbm*K_x*ep)
+def _derive_prefill_moe_routed_floor(B_hbm, E, I_exp, K_d, K_x, T, b_moe, d, dpa, ep, k_top, n_seq):
+    return 3*E*I_exp*b_moe*d*(1 - (1 - k_top/E)**(T*n_seq*(-dpa + 1 + dpa*ep/K_d)))/(B_hbm*K_x*ep)
 
-def _derive_prefill_moe_routed(B_hbm, E, I_exp, K_x, P, T, b_w, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_kern):
-    _x0 = T*n_seq
-    _x1 = E*(1 - (1 - k_top/E)**_x0)
-    _x2 = I_exp*d/(K_x*ep)
-    return 2*t_kern + numpy.maximum(3*_x1*_x2*b_w/B_hbm, 6*_x2*f_imb*(_x0*k_top + _x1*m_half)/(P*eta_g*r_dt))
+def _derive_prefill_moe_routed(B_hbm, E, I_exp, K_d, K_x, P_moe, T, b_moe, d, dpa, ep, eta_moe, f_imb, k_top, m_half_moe, n_half_moe, n_seq, t_moe):
+    _x0 = I_exp/K_x
+    _x1 = T*n_seq*(-dpa + 1 + dpa*ep/K_d)
+    _x2 = E*(1 - (1 - k_top/E)**_x1)
+    _x3 = d/ep
+    return 2*t_moe + numpy.maximum(3*_x0*_x2*_x3*b_moe/B_hbm, 6*_x3*f_imb*(_x0 + n_half_moe)*(_x1*k_top + _x2*m_half_moe)/(P_moe*eta_moe))
 
 def _derive_prefill_moe_router_shared(B_hbm, E, E_sh, I_exp, K_d, P, T, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = E*d
@@ -687,8 +687,24 @@ def _derive_prefill_moe_router_shared(B_hbm, E, E_sh, I_exp, K_d, P, T, b_w, d, 
     _x5 = _x1*_x4
     return t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x5, _x3*_x4) + numpy.maximum(2*_x5, 4*_x2*_x4)) + numpy.maximum(_x0*_x1, _x0*_x3)
 
-def _derive_prefill_moe_all_to_all(T, b_act, busbw, d, ep, k_top, n_seq, t_ar):
-    return numpy.where(numpy.less_equal(ep, 1), 0, 2*T*b_act*d*k_top*n_seq*(ep - 1)/(busbw*ep) + 2*t_ar)
+def _derive_prefill_c_disp_alltoall(ep, k_top):
+    return (1 - (1 - 1/ep)**k_top)*(ep - 1)
+
+def _derive_prefill_c_disp_allgather(ep):
+    return ep - 1
+
+def _derive_prefill_c_node_alltoall(k_top, n_nodes):
+    return (1 - (1 - 1/n_nodes)**k_top)*(n_nodes - 1)
+
+def _derive_prefill_c_node_allgather(ep, n_nodes):
+    return ep - ep/n_nodes
+
+def _derive_prefill_moe_dispatch(B_nic, T, b_comb, b_disp, busbw_a2a, c_disp, c_node, d, ep, n_seq, t_a2a):
+    return numpy.where(numpy.less_equal(ep, 1), 0, T*d*n_seq*(b_comb + b_disp)*numpy.maximum(c_node/B_nic, c_disp/busbw_a2a) + 2*t_a2a)
+
+def _derive_prefill_moe_comm(B_nic, K_d, T, b_act, b_comb, b_disp, busbw, busbw_a2a, c_disp, c_node, d, dpa, ep, n_seq, t_a2a, t_ar):
+    _x0 = T*d*n_seq
+    return dpa*numpy.where(numpy.less_equal(ep, 1), 0, _x0*(b_comb + b_disp)*numpy.maximum(c_node/B_nic, c_disp/busbw_a2a) + 2*t_a2a) + (1 - dpa)*numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + _x0*b_act*(2*K_d - 2)/(K_d*busbw))
 
 def _derive_prefill_eta_attention(T, T_a, eta_a):
     return T*eta_a/(T + T_a)
@@ -712,240 +728,232 @@ def _derive_prefill_t_lm_head(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_
 def _derive_prefill_L_all(L_chunk, L_full, L_win):
     return L_chunk + L_full + L_win
 
-def _derive_prefill_T_PREFILL_dsa(B_hbm, B_peak, C_ch, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_I, d_nope, d_qk, d_qs, d_rk, d_rope, d_rv, d_v, d_vs, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_sel, k_top, m_half, n_q, n_rk, n_rv, n_seq, r_dt, r_kv, r_q, t_ar, t_kern, t_kng):
+def _derive_prefill_T_PREFILL_dsa(B_hbm, B_nic, B_peak, C_ch, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, P_moe, T, T_a, V, W, b_act, b_comb, b_disp, b_moe, b_w, busbw, busbw_a2a, c_disp, c_node, d, d_I, d_nope, d_qk, d_qs, d_rk, d_rope, d_rv, d_v, d_vs, dpa, ep, eta_a, eta_act, eta_add, eta_g, eta_moe, eta_norm, eta_rope, f_imb, k_sel, k_top, m_half, m_half_moe, n_half_moe, n_q, n_rk, n_rv, n_seq, r_dt, r_kv, r_q, t_a2a, t_ar, t_kern, t_kng, t_moe):
     _x0 = L_chunk + L_full + L_win
     _x1 = T*n_seq
     _x2 = d_rv*n_rv
     _x3 = K_d**(-1.0)
     _x4 = _x3/(P_a*eta_a)
-    _x5 = _x3*d
-    _x6 = busbw**(-1.0)
-    _x7 = _x1*b_act
-    _x8 = _x6*_x7
-    _x9 = numpy.where(numpy.less_equal(K_d, 1), 0, _x5*_x8*(2*K_d - 2) + t_ar)
-    _x10 = K_x**(-1.0)
-    _x11 = _x10*d
-    _x12 = b_w/B_hbm
-    _x13 = _x12*d
-    _x14 = _x13*_x3
-    _x15 = 1/(P*eta_g*r_dt)
-    _x16 = B_peak**(-1.0)
-    _x17 = _x16*_x7
-    _x18 = _x17/eta_act
-    _x19 = _x17*d
-    _x20 = eta_add**(-1.0)
-    _x21 = 2*n_q
-    _x22 = _x21*_x3
-    _x23 = _x17*d_rope*(_x22 + 2)/eta_rope + 6*_x19*_x20 + 4*_x19/eta_norm
-    _x24 = 2*t_kern
-    _x25 = I_ffn*_x14
-    _x26 = _x15*(_x1 + m_half)
-    _x27 = 2*_x26
-    _x28 = I_ffn*_x5
-    _x29 = 4*_x26
-    _x30 = 3*I_exp
-    _x31 = E_sh*_x3
-    _x32 = _x10*_x30
-    _x33 = _x1*k_top
-    _x34 = _x33*b_act*d
-    _x35 = 2*n_rv
-    _x36 = _x35*d_rv
-    _x37 = _x35 + _x36 + 2*d_rk*n_rk
-    _x38 = T + 1
-    _x39 = T*_x38
-    _x40 = H_I*d_I
-    _x41 = d_qk + d_v
-    _x42 = numpy.minimum(T, k_sel)
-    _x43 = numpy.minimum(T, W)
-    _x44 = C_ch*numpy.floor(T/C_ch)
-    _x45 = E*d
-    _x46 = ep**(-1.0)
-    _x47 = E*(1 - (1 - k_top/E)**_x1)
-    _x48 = I_exp*_x31
-    _x49 = _x13*_x48
-    _x50 = _x27*d
-    _x51 = _x12*r_q
-    _x52 = H_I + d_I
-    _x53 = d_rope + r_kv
-    _x54 = _x14*n_q
-    _x55 = _x22*_x26
-    _x56 = _x55*d
-    _x57 = _x3*n_q
-    _x58 = r_kv*(d_nope + d_v)
-    _x59 = d_nope + d_rope
-    return L_dense*_x9 + L_dense*(_x24 + numpy.maximum(_x25, _x27*_x28) + numpy.maximum(2*_x25, _x28*_x29)) + L_dense*(3*I_ffn*_x18*_x3 + _x23 + 6*t_kng) + L_moe*(4*_x16*_x20*_x34 + _x18*(_x30*_x31 + _x32*k_top) + _x23 + 7*t_kng) + L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, _x24 + numpy.maximum(_x49, _x48*_x50) + numpy.maximum(2*_x49, _x29*_x48*d)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x34*_x46*_x6*(ep - 1) + 2*t_ar) + numpy.maximum(_x12*_x45, _x27*_x45) + numpy.maximum(_x13*_x32*_x46*_x47, 6*I_exp*_x11*_x15*_x46*f_imb*(_x33 + _x47*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x11*_x8*(2*K_x - 2) + t_ar) + 4*L_rec*_x1*_x2*_x4*d_rk + L_rec*(_x24 + _x9 + numpy.maximum(_x14*_x2, _x26*_x36*_x5) + numpy.maximum(_x14*_x37, _x27*_x37*_x5)) + _x0*_x9 + _x0*t_kern + _x0*(5*t_kern + numpy.where(numpy.greater(r_q, 0), _x24 + numpy.maximum(_x13*r_q, _x50*r_q) + numpy.maximum(_x51*_x57*_x59, _x55*_x59*r_q), t_kern + numpy.maximum(_x54*_x59, _x56*_x59)) + numpy.maximum(_x13*_x52, _x50*_x52) + numpy.maximum(_x13*_x53, _x50*_x53) + numpy.maximum(_x40*_x51, _x27*_x40*r_q) + numpy.maximum(_x54*d_v, _x56*d_v) + numpy.maximum(_x55*_x58, _x12*_x57*_x58)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x14, 2*V*_x15*_x5*(m_half + n_seq)) + _x4*n_seq*(T + T_a)*(L_full*_x39*_x40 + _x21*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x39*_x41, (d_qs + d_vs)*((1/2)*_x42*(_x42 + 1) + k_sel*(T - _x42))) + _x41*(L_chunk*((1/2)*_x44*(C_ch + 1) + (1/2)*(T - _x44)*(_x38 - _x44)) + L_win*(W*(T - _x43) + (1/2)*_x43*(_x43 + 1)))))/T
+    _x5 = _x1*d
+    _x6 = numpy.where(numpy.less_equal(K_d, 1), 0, _x3*_x5*b_act*(2*K_d - 2)/busbw + t_ar)
+    _x7 = B_hbm**(-1.0)
+    _x8 = _x7*b_w
+    _x9 = _x8*d
+    _x10 = _x3*_x9
+    _x11 = P**(-1.0)
+    _x12 = eta_g**(-1.0)
+    _x13 = r_dt**(-1.0)
+    _x14 = I_ffn*_x3
+    _x15 = b_act/B_peak
+    _x16 = _x1*_x15
+    _x17 = 3*_x16/eta_act
+    _x18 = _x15*_x5
+    _x19 = 2*n_q
+    _x20 = _x19*_x3
+    _x21 = _x16*d_rope*(_x20 + 2)/eta_rope + 4*_x18/eta_norm + 6*_x18/eta_add
+    _x22 = 2*t_kern
+    _x23 = I_ffn*_x10
+    _x24 = _x11*_x12*_x13*(_x1 + m_half)
+    _x25 = 2*_x24
+    _x26 = _x25*d
+    _x27 = _x24*d
+    _x28 = 4*_x27
+    _x29 = E_sh*I_exp
+    _x30 = _x29*_x3
+    _x31 = 2*n_rv
+    _x32 = _x31*d_rv
+    _x33 = _x31 + _x32 + 2*d_rk*n_rk
+    _x34 = _x26*_x3
+    _x35 = T + 1
+    _x36 = T*_x35
+    _x37 = H_I*d_I
+    _x38 = d_qk + d_v
+    _x39 = numpy.minimum(T, k_sel)
+    _x40 = numpy.minimum(T, W)
+    _x41 = C_ch*numpy.floor(T/C_ch)
+    _x42 = E*d
+    _x43 = _x10*_x29
+    _x44 = I_exp/K_x
+    _x45 = _x1*(_x3*dpa*ep - dpa + 1)
+    _x46 = E*(1 - (1 - k_top/E)**_x45)
+    _x47 = d/ep
+    _x48 = _x8*r_q
+    _x49 = H_I + d_I
+    _x50 = d_rope + r_kv
+    _x51 = _x10*n_q
+    _x52 = _x20*_x27
+    _x53 = _x3*n_q
+    _x54 = r_kv*(d_nope + d_v)
+    _x55 = _x20*_x24
+    _x56 = d_nope + d_rope
+    return L_dense*_x6 + L_dense*(_x22 + numpy.maximum(_x23, _x14*_x26) + numpy.maximum(2*_x23, _x14*_x28)) + L_dense*(_x14*_x17 + _x21 + 6*t_kng) + L_moe*_x6*(1 - dpa) + L_moe*(_x21 + 5*t_kng + numpy.where(numpy.greater(E_sh, 0), _x17*_x30 + t_kng, 0)) + L_moe*(dpa*numpy.where(numpy.less_equal(ep, 1), 0, _x5*(b_comb + b_disp)*numpy.maximum(c_node/B_nic, c_disp/busbw_a2a) + 2*t_a2a) + t_kern + 2*t_moe + numpy.where(numpy.equal(E_sh, 0), 0, _x22 + numpy.maximum(_x43, _x29*_x34) + numpy.maximum(2*_x43, _x28*_x30)) + numpy.maximum(_x25*_x42, _x42*_x8) + numpy.maximum(3*_x44*_x46*_x47*_x7*b_moe, 6*_x47*f_imb*(_x44 + n_half_moe)*(_x45*k_top + _x46*m_half_moe)/(P_moe*eta_moe))) + 4*L_rec*_x1*_x2*_x4*d_rk + L_rec*(_x22 + _x6 + numpy.maximum(_x10*_x2, _x27*_x3*_x32) + numpy.maximum(_x10*_x33, _x33*_x34)) + _x0*_x6 + _x0*t_kern + _x0*(5*t_kern + numpy.where(numpy.greater(r_q, 0), _x22 + numpy.maximum(_x26*r_q, _x9*r_q) + numpy.maximum(_x48*_x53*_x56, _x55*_x56*r_q), t_kern + numpy.maximum(_x51*_x56, _x52*_x56)) + numpy.maximum(_x26*_x49, _x49*_x9) + numpy.maximum(_x26*_x50, _x50*_x9) + numpy.maximum(_x37*_x48, _x25*_x37*r_q) + numpy.maximum(_x51*d_v, _x52*d_v) + numpy.maximum(_x54*_x55, _x53*_x54*_x8)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x10, 2*V*_x11*_x12*_x13*_x3*d*(m_half + n_seq)) + _x4*n_seq*(T + T_a)*(L_full*_x36*_x37 + _x19*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x36*_x38, (d_qs + d_vs)*((1/2)*_x39*(_x39 + 1) + k_sel*(T - _x39))) + _x38*(L_chunk*((1/2)*_x41*(C_ch + 1) + (1/2)*(T - _x41)*(_x35 - _x41)) + L_win*(W*(T - _x40) + (1/2)*_x40*(_x40 + 1)))))/T
 
-def _derive_prefill_T_PREFILL_gqa(B_hbm, B_peak, C_ch, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_I, d_h, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_sel, k_top, m_half, n_kv, n_q, n_rk, n_rv, n_seq, r_dt, t_ar, t_kern, t_kng):
+def _derive_prefill_T_PREFILL_gqa(B_hbm, B_nic, B_peak, C_ch, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, P_moe, T, T_a, V, W, b_act, b_comb, b_disp, b_moe, b_w, busbw, busbw_a2a, c_disp, c_node, d, d_I, d_h, d_qk, d_qs, d_rk, d_rv, d_v, d_vs, dpa, ep, eta_a, eta_act, eta_add, eta_g, eta_moe, eta_norm, eta_rope, f_imb, k_sel, k_top, m_half, m_half_moe, n_half_moe, n_kv, n_q, n_rk, n_rv, n_seq, r_dt, t_a2a, t_ar, t_kern, t_kng, t_moe):
     _x0 = L_chunk + L_full + L_win
     _x1 = T*n_seq
     _x2 = d_rv*n_rv
     _x3 = K_d**(-1.0)
     _x4 = _x3/(P_a*eta_a)
-    _x5 = _x3*d
-    _x6 = busbw**(-1.0)
-    _x7 = _x1*b_act
-    _x8 = _x6*_x7
-    _x9 = numpy.where(numpy.less_equal(K_d, 1), 0, _x5*_x8*(2*K_d - 2) + t_ar)
-    _x10 = K_x**(-1.0)
-    _x11 = _x10*d
-    _x12 = b_w/B_hbm
-    _x13 = _x12*d
-    _x14 = _x13*_x3
-    _x15 = 1/(P*eta_g*r_dt)
+    _x5 = _x1*d
+    _x6 = _x5*b_act
+    _x7 = numpy.where(numpy.less_equal(K_d, 1), 0, _x3*_x6*(2*K_d - 2)/busbw + t_ar)
+    _x8 = B_hbm**(-1.0)
+    _x9 = _x8*b_w
+    _x10 = _x9*d
+    _x11 = _x10*_x3
+    _x12 = P**(-1.0)
+    _x13 = eta_g**(-1.0)
+    _x14 = r_dt**(-1.0)
+    _x15 = _x3*d
     _x16 = I_ffn*_x3
     _x17 = B_peak**(-1.0)
-    _x18 = _x17*_x7
-    _x19 = _x18/eta_act
-    _x20 = _x18*d
-    _x21 = eta_add**(-1.0)
-    _x22 = 2*n_q
-    _x23 = 2*numpy.maximum(K_d, n_kv)
-    _x24 = _x18*_x3*d_h*(_x22 + _x23)/eta_rope + 6*_x20*_x21 + 4*_x20/eta_norm
+    _x18 = _x1*_x17*b_act
+    _x19 = 3*_x18/eta_act
+    _x20 = _x17*_x6
+    _x21 = 2*n_q
+    _x22 = 2*numpy.maximum(K_d, n_kv)
+    _x23 = _x3*d_h
+    _x24 = _x18*_x23*(_x21 + _x22)/eta_rope + 4*_x20/eta_norm + 6*_x20/eta_add
     _x25 = 2*t_kern
-    _x26 = _x13*_x16
-    _x27 = _x15*(_x1 + m_half)
+    _x26 = _x10*_x16
+    _x27 = _x12*_x13*_x14*(_x1 + m_half)
     _x28 = 2*_x27
     _x29 = _x16*d
     _x30 = 4*_x27
-    _x31 = 3*I_exp
-    _x32 = E_sh*_x3
-    _x33 = _x10*_x31
-    _x34 = _x1*k_top
-    _x35 = _x34*b_act*d
-    _x36 = _x3*n_q
-    _x37 = _x13*d_h
-    _x38 = _x27*_x5
-    _x39 = _x23*_x3 + _x36
-    _x40 = _x28*d
-    _x41 = 2*n_rv
-    _x42 = _x41*d_rv
-    _x43 = _x41 + _x42 + 2*d_rk*n_rk
-    _x44 = T + 1
-    _x45 = T*_x44
-    _x46 = d_qk + d_v
-    _x47 = numpy.minimum(T, k_sel)
-    _x48 = numpy.minimum(T, W)
-    _x49 = C_ch*numpy.floor(T/C_ch)
-    _x50 = E*d
-    _x51 = ep**(-1.0)
-    _x52 = E*(1 - (1 - k_top/E)**_x1)
-    _x53 = I_exp*_x32
-    _x54 = _x13*_x53
-    return L_dense*_x9 + L_dense*(_x25 + numpy.maximum(_x26, _x28*_x29) + numpy.maximum(2*_x26, _x29*_x30)) + L_dense*(3*_x16*_x19 + _x24 + 6*t_kng) + L_moe*(4*_x17*_x21*_x35 + _x19*(_x31*_x32 + _x33*k_top) + _x24 + 7*t_kng) + L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, _x25 + numpy.maximum(_x54, _x40*_x53) + numpy.maximum(2*_x54, _x30*_x53*d)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x35*_x51*_x6*(ep - 1) + 2*t_ar) + numpy.maximum(_x12*_x50, _x28*_x50) + numpy.maximum(_x13*_x33*_x51*_x52, 6*I_exp*_x11*_x15*_x51*f_imb*(_x34 + _x52*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x11*_x8*(2*K_x - 2) + t_ar) + 4*L_rec*_x1*_x2*_x4*d_rk + L_rec*(_x25 + _x9 + numpy.maximum(_x14*_x2, _x38*_x42) + numpy.maximum(_x14*_x43, _x28*_x43*_x5)) + _x0*_x9 + _x0*t_kern + _x0*(_x25 + numpy.maximum(_x36*_x37, _x22*_x38*d_h) + numpy.maximum(_x37*_x39, _x39*_x40*d_h)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x14, 2*V*_x15*_x5*(m_half + n_seq)) + _x4*n_seq*(T + T_a)*(H_I*L_full*_x45*d_I + _x22*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x45*_x46, (d_qs + d_vs)*((1/2)*_x47*(_x47 + 1) + k_sel*(T - _x47))) + _x46*(L_chunk*((1/2)*_x49*(C_ch + 1) + (1/2)*(T - _x49)*(_x44 - _x49)) + L_win*(W*(T - _x48) + (1/2)*_x48*(_x48 + 1)))))/T
+    _x31 = E_sh*I_exp
+    _x32 = _x3*n_q
+    _x33 = _x10*d_h
+    _x34 = _x22*_x3 + _x32
+    _x35 = _x28*d
+    _x36 = 2*n_rv
+    _x37 = _x36*d_rv
+    _x38 = _x36 + _x37 + 2*d_rk*n_rk
+    _x39 = _x3*_x35
+    _x40 = T + 1
+    _x41 = T*_x40
+    _x42 = d_qk + d_v
+    _x43 = numpy.minimum(T, k_sel)
+    _x44 = numpy.minimum(T, W)
+    _x45 = C_ch*numpy.floor(T/C_ch)
+    _x46 = E*d
+    _x47 = _x11*_x31
+    _x48 = I_exp/K_x
+    _x49 = _x1*(_x3*dpa*ep - dpa + 1)
+    _x50 = E*(1 - (1 - k_top/E)**_x49)
+    _x51 = d/ep
+    return L_dense*_x7 + L_dense*(_x25 + numpy.maximum(_x26, _x28*_x29) + numpy.maximum(2*_x26, _x29*_x30)) + L_dense*(_x16*_x19 + _x24 + 6*t_kng) + L_moe*_x7*(1 - dpa) + L_moe*(_x24 + 5*t_kng + numpy.where(numpy.greater(E_sh, 0), _x19*_x3*_x31 + t_kng, 0)) + L_moe*(dpa*numpy.where(numpy.less_equal(ep, 1), 0, _x5*(b_comb + b_disp)*numpy.maximum(c_node/B_nic, c_disp/busbw_a2a) + 2*t_a2a) + t_kern + 2*t_moe + numpy.where(numpy.equal(E_sh, 0), 0, _x25 + numpy.maximum(_x47, _x31*_x39) + numpy.maximum(2*_x47, _x15*_x30*_x31)) + numpy.maximum(_x28*_x46, _x46*_x9) + numpy.maximum(3*_x48*_x50*_x51*_x8*b_moe, 6*_x51*f_imb*(_x48 + n_half_moe)*(_x49*k_top + _x50*m_half_moe)/(P_moe*eta_moe))) + 4*L_rec*_x1*_x2*_x4*d_rk + L_rec*(_x25 + _x7 + numpy.maximum(_x11*_x2, _x15*_x27*_x37) + numpy.maximum(_x11*_x38, _x38*_x39)) + _x0*_x7 + _x0*t_kern + _x0*(_x25 + numpy.maximum(_x32*_x33, _x21*_x23*_x27*d) + numpy.maximum(_x33*_x34, _x34*_x35*d_h)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x11, 2*V*_x12*_x13*_x14*_x15*(m_half + n_seq)) + _x4*n_seq*(T + T_a)*(H_I*L_full*_x41*d_I + _x21*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x41*_x42, (d_qs + d_vs)*((1/2)*_x43*(_x43 + 1) + k_sel*(T - _x43))) + _x42*(L_chunk*((1/2)*_x45*(C_ch + 1) + (1/2)*(T - _x45)*(_x40 - _x45)) + L_win*(W*(T - _x44) + (1/2)*_x44*(_x44 + 1)))))/T
 
-def _derive_prefill_T_PREFILL_mla(B_hbm, B_peak, C_ch, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, T, T_a, V, W, b_act, b_w, busbw, d, d_I, d_nope, d_qk, d_qs, d_rk, d_rope, d_rv, d_v, d_vs, ep, eta_a, eta_act, eta_add, eta_g, eta_norm, eta_rope, f_imb, k_sel, k_top, m_half, n_q, n_rk, n_rv, n_seq, r_dt, r_kv, r_q, t_ar, t_kern, t_kng):
+def _derive_prefill_T_PREFILL_mla(B_hbm, B_nic, B_peak, C_ch, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, P, P_a, P_moe, T, T_a, V, W, b_act, b_comb, b_disp, b_moe, b_w, busbw, busbw_a2a, c_disp, c_node, d, d_I, d_nope, d_qk, d_qs, d_rk, d_rope, d_rv, d_v, d_vs, dpa, ep, eta_a, eta_act, eta_add, eta_g, eta_moe, eta_norm, eta_rope, f_imb, k_sel, k_top, m_half, m_half_moe, n_half_moe, n_q, n_rk, n_rv, n_seq, r_dt, r_kv, r_q, t_a2a, t_ar, t_kern, t_kng, t_moe):
     _x0 = L_chunk + L_full + L_win
     _x1 = T*n_seq
     _x2 = d_rv*n_rv
     _x3 = K_d**(-1.0)
     _x4 = _x3/(P_a*eta_a)
-    _x5 = _x3*d
-    _x6 = busbw**(-1.0)
-    _x7 = _x1*b_act
-    _x8 = _x6*_x7
-    _x9 = numpy.where(numpy.less_equal(K_d, 1), 0, _x5*_x8*(2*K_d - 2) + t_ar)
-    _x10 = K_x**(-1.0)
-    _x11 = _x10*d
-    _x12 = b_w/B_hbm
-    _x13 = _x12*d
-    _x14 = _x13*_x3
-    _x15 = 1/(P*eta_g*r_dt)
-    _x16 = B_peak**(-1.0)
-    _x17 = _x16*_x7
-    _x18 = _x17/eta_act
-    _x19 = _x17*d
-    _x20 = eta_add**(-1.0)
-    _x21 = 2*n_q
-    _x22 = _x21*_x3
-    _x23 = _x17*d_rope*(_x22 + 2)/eta_rope + 6*_x19*_x20 + 4*_x19/eta_norm
-    _x24 = 2*t_kern
-    _x25 = I_ffn*_x14
-    _x26 = _x15*(_x1 + m_half)
-    _x27 = 2*_x26
-    _x28 = I_ffn*_x5
-    _x29 = 4*_x26
-    _x30 = 3*I_exp
-    _x31 = E_sh*_x3
-    _x32 = _x10*_x30
-    _x33 = _x1*k_top
-    _x34 = _x33*b_act*d
-    _x35 = 2*n_rv
-    _x36 = _x35*d_rv
-    _x37 = _x35 + _x36 + 2*d_rk*n_rk
-    _x38 = T + 1
-    _x39 = T*_x38
-    _x40 = d_qk + d_v
-    _x41 = numpy.minimum(T, k_sel)
-    _x42 = numpy.minimum(T, W)
-    _x43 = C_ch*numpy.floor(T/C_ch)
-    _x44 = 3*t_kern
-    _x45 = E*d
-    _x46 = ep**(-1.0)
-    _x47 = E*(1 - (1 - k_top/E)**_x1)
-    _x48 = I_exp*_x31
-    _x49 = _x13*_x48
-    _x50 = _x27*d
-    _x51 = d_rope + r_kv
-    _x52 = _x14*n_q
-    _x53 = _x22*_x26
-    _x54 = _x53*d
-    _x55 = r_kv*(d_nope + d_v)
-    _x56 = _x12*_x3*n_q
-    _x57 = d_nope + d_rope
-    _x58 = _x57*r_q
-    return L_dense*_x9 + L_dense*(_x24 + numpy.maximum(_x25, _x27*_x28) + numpy.maximum(2*_x25, _x28*_x29)) + L_dense*(3*I_ffn*_x18*_x3 + _x23 + 6*t_kng) + L_moe*(4*_x16*_x20*_x34 + _x18*(_x30*_x31 + _x32*k_top) + _x23 + 7*t_kng) + L_moe*(_x44 + numpy.where(numpy.equal(E_sh, 0), 0, _x24 + numpy.maximum(_x49, _x48*_x50) + numpy.maximum(2*_x49, _x29*_x48*d)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x34*_x46*_x6*(ep - 1) + 2*t_ar) + numpy.maximum(_x12*_x45, _x27*_x45) + numpy.maximum(_x13*_x32*_x46*_x47, 6*I_exp*_x11*_x15*_x46*f_imb*(_x33 + _x47*m_half))) + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, _x11*_x8*(2*K_x - 2) + t_ar) + 4*L_rec*_x1*_x2*_x4*d_rk + L_rec*(_x24 + _x9 + numpy.maximum(_x14*_x2, _x26*_x36*_x5) + numpy.maximum(_x14*_x37, _x27*_x37*_x5)) + _x0*_x9 + _x0*t_kern + _x0*(_x44 + numpy.where(numpy.greater(r_q, 0), _x24 + numpy.maximum(_x13*r_q, _x50*r_q) + numpy.maximum(_x53*_x58, _x56*_x58), t_kern + numpy.maximum(_x52*_x57, _x54*_x57)) + numpy.maximum(_x13*_x51, _x50*_x51) + numpy.maximum(_x52*d_v, _x54*d_v) + numpy.maximum(_x53*_x55, _x55*_x56)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x14, 2*V*_x15*_x5*(m_half + n_seq)) + _x4*n_seq*(T + T_a)*(H_I*L_full*_x39*d_I + _x21*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x39*_x40, (d_qs + d_vs)*((1/2)*_x41*(_x41 + 1) + k_sel*(T - _x41))) + _x40*(L_chunk*((1/2)*_x43*(C_ch + 1) + (1/2)*(T - _x43)*(_x38 - _x43)) + L_win*(W*(T - _x42) + (1/2)*_x42*(_x42 + 1)))))/T
+    _x5 = _x1*d
+    _x6 = numpy.where(numpy.less_equal(K_d, 1), 0, _x3*_x5*b_act*(2*K_d - 2)/busbw + t_ar)
+    _x7 = B_hbm**(-1.0)
+    _x8 = _x7*b_w
+    _x9 = _x8*d
+    _x10 = _x3*_x9
+    _x11 = P**(-1.0)
+    _x12 = eta_g**(-1.0)
+    _x13 = r_dt**(-1.0)
+    _x14 = I_ffn*_x3
+    _x15 = b_act/B_peak
+    _x16 = _x1*_x15
+    _x17 = 3*_x16/eta_act
+    _x18 = _x15*_x5
+    _x19 = 2*n_q
+    _x20 = _x19*_x3
+    _x21 = _x16*d_rope*(_x20 + 2)/eta_rope + 4*_x18/eta_norm + 6*_x18/eta_add
+    _x22 = 2*t_kern
+    _x23 = I_ffn*_x10
+    _x24 = _x11*_x12*_x13*(_x1 + m_half)
+    _x25 = 2*_x24
+    _x26 = _x25*d
+    _x27 = _x24*d
+    _x28 = 4*_x27
+    _x29 = E_sh*I_exp
+    _x30 = _x29*_x3
+    _x31 = 2*n_rv
+    _x32 = _x31*d_rv
+    _x33 = _x31 + _x32 + 2*d_rk*n_rk
+    _x34 = _x26*_x3
+    _x35 = T + 1
+    _x36 = T*_x35
+    _x37 = d_qk + d_v
+    _x38 = numpy.minimum(T, k_sel)
+    _x39 = numpy.minimum(T, W)
+    _x40 = C_ch*numpy.floor(T/C_ch)
+    _x41 = d_rope + r_kv
+    _x42 = _x10*n_q
+    _x43 = _x20*_x27
+    _x44 = r_kv*(d_nope + d_v)
+    _x45 = _x3*_x8*n_q
+    _x46 = _x20*_x24
+    _x47 = d_nope + d_rope
+    _x48 = _x47*r_q
+    _x49 = E*d
+    _x50 = _x10*_x29
+    _x51 = I_exp/K_x
+    _x52 = _x1*(_x3*dpa*ep - dpa + 1)
+    _x53 = E*(1 - (1 - k_top/E)**_x52)
+    _x54 = d/ep
+    return L_dense*_x6 + L_dense*(_x22 + numpy.maximum(_x23, _x14*_x26) + numpy.maximum(2*_x23, _x14*_x28)) + L_dense*(_x14*_x17 + _x21 + 6*t_kng) + L_moe*_x6*(1 - dpa) + L_moe*(_x21 + 5*t_kng + numpy.where(numpy.greater(E_sh, 0), _x17*_x30 + t_kng, 0)) + L_moe*(dpa*numpy.where(numpy.less_equal(ep, 1), 0, _x5*(b_comb + b_disp)*numpy.maximum(c_node/B_nic, c_disp/busbw_a2a) + 2*t_a2a) + t_kern + 2*t_moe + numpy.where(numpy.equal(E_sh, 0), 0, _x22 + numpy.maximum(_x50, _x29*_x34) + numpy.maximum(2*_x50, _x28*_x30)) + numpy.maximum(_x25*_x49, _x49*_x8) + numpy.maximum(3*_x51*_x53*_x54*_x7*b_moe, 6*_x54*f_imb*(_x51 + n_half_moe)*(_x52*k_top + _x53*m_half_moe)/(P_moe*eta_moe))) + 4*L_rec*_x1*_x2*_x4*d_rk + L_rec*(_x22 + _x6 + numpy.maximum(_x10*_x2, _x27*_x3*_x32) + numpy.maximum(_x10*_x33, _x33*_x34)) + _x0*_x6 + _x0*t_kern + _x0*(3*t_kern + numpy.where(numpy.greater(r_q, 0), _x22 + numpy.maximum(_x26*r_q, _x9*r_q) + numpy.maximum(_x45*_x48, _x46*_x48), t_kern + numpy.maximum(_x42*_x47, _x43*_x47)) + numpy.maximum(_x26*_x41, _x41*_x9) + numpy.maximum(_x42*d_v, _x43*d_v) + numpy.maximum(_x44*_x45, _x44*_x46)) + t_kern + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern) + numpy.maximum(V*_x10, 2*V*_x11*_x12*_x13*_x3*d*(m_half + n_seq)) + _x4*n_seq*(T + T_a)*(H_I*L_full*_x36*d_I + _x19*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x36*_x37, (d_qs + d_vs)*((1/2)*_x38*(_x38 + 1) + k_sel*(T - _x38))) + _x37*(L_chunk*((1/2)*_x40*(C_ch + 1) + (1/2)*(T - _x40)*(_x35 - _x40)) + L_win*(W*(T - _x39) + (1/2)*_x39*(_x39 + 1)))))/T
 
-def _derive_prefill__floor_moe(B_hbm, E, E_sh, I_exp, K_d, K_x, T, b_w, d, ep, k_top, n_seq):
-    _x0 = b_w*d/B_hbm
-    _x1 = E*_x0
-    _x2 = 3*I_exp
-    return _x1 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*_x0*_x2/K_d) + _x1*_x2*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep)
+def _derive_prefill__floor_moe(B_hbm, E, E_sh, I_exp, K_d, K_x, T, b_moe, b_w, d, dpa, ep, k_top, n_seq):
+    _x0 = B_hbm**(-1.0)
+    _x1 = _x0*b_w*d
+    _x2 = K_d**(-1.0)
+    _x3 = 3*I_exp
+    return E*_x1 + E*_x0*_x3*b_moe*d*(1 - (1 - k_top/E)**(T*n_seq*(_x2*dpa*ep - dpa + 1)))/(K_x*ep) + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*_x1*_x2*_x3)
 
-def _derive_prefill__floor_rest(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, L_rec, T, V, b_w, d, d_rk, d_rv, ep, k_top, n_rk, n_rv, n_seq):
-    _x0 = b_w*d/B_hbm
-    _x1 = _x0/K_d
-    _x2 = 3*_x1
-    _x3 = 2*n_rv
-    _x4 = E*_x0
-    return I_ffn*L_dense*_x2 + L_moe*(3*I_exp*_x4*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x4 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x2)) + L_rec*(_x1*d_rv*n_rv + _x1*(_x3*d_rv + _x3 + 2*d_rk*n_rk)) + V*_x1
-
-def _derive_prefill_WEIGHTS_FLOOR_dsa(B_hbm, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_I, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
+def _derive_prefill__floor_rest(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, L_rec, T, V, b_moe, b_w, d, d_rk, d_rv, dpa, ep, k_top, n_rk, n_rv, n_seq):
     _x0 = K_d**(-1.0)
-    _x1 = b_w/B_hbm
-    _x2 = _x1*d
+    _x1 = B_hbm**(-1.0)
+    _x2 = _x1*b_w*d
     _x3 = _x0*_x2
     _x4 = 3*_x3
     _x5 = 2*n_rv
-    _x6 = E*_x2
-    _x7 = _x1*r_q
-    _x8 = _x3*n_q
+    return I_ffn*L_dense*_x4 + L_moe*(3*E*I_exp*_x1*b_moe*d*(1 - (1 - k_top/E)**(T*n_seq*(_x0*dpa*ep - dpa + 1)))/(K_x*ep) + E*_x2 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3
+
+def _derive_prefill_WEIGHTS_FLOOR_dsa(B_hbm, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_moe, b_w, d, d_I, d_nope, d_rk, d_rope, d_rv, d_v, dpa, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
+    _x0 = K_d**(-1.0)
+    _x1 = B_hbm**(-1.0)
+    _x2 = _x1*b_w
+    _x3 = _x2*d
+    _x4 = _x0*_x3
+    _x5 = 3*_x4
+    _x6 = 2*n_rv
+    _x7 = _x2*r_q
+    _x8 = _x4*n_q
     _x9 = _x0*n_q
     _x10 = d_nope + d_rope
-    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (L_chunk + L_full + L_win)*(H_I*_x7*d_I + _x1*_x9*r_kv*(d_nope + d_v) + _x2*(H_I + d_I) + _x2*(d_rope + r_kv) + _x8*d_v + numpy.where(numpy.greater(r_q, 0), _x10*_x7*_x9 + _x2*r_q, _x10*_x8))
+    return I_ffn*L_dense*_x5 + L_moe*(3*E*I_exp*_x1*b_moe*d*(1 - (1 - k_top/E)**(T*n_seq*(_x0*dpa*ep - dpa + 1)))/(K_x*ep) + E*_x3 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x5)) + L_rec*(_x4*d_rv*n_rv + _x4*(_x6*d_rv + _x6 + 2*d_rk*n_rk)) + V*_x4 + (L_chunk + L_full + L_win)*(H_I*_x7*d_I + _x2*_x9*r_kv*(d_nope + d_v) + _x3*(H_I + d_I) + _x3*(d_rope + r_kv) + _x8*d_v + numpy.where(numpy.greater(r_q, 0), _x10*_x7*_x9 + _x3*r_q, _x10*_x8))
 
-def _derive_prefill_WEIGHTS_FLOOR_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_h, d_rk, d_rv, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq):
+def _derive_prefill_WEIGHTS_FLOOR_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_moe, b_w, d, d_h, d_rk, d_rv, dpa, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq):
     _x0 = K_d**(-1.0)
-    _x1 = b_w*d/B_hbm
-    _x2 = _x0*_x1
-    _x3 = 3*_x2
-    _x4 = 2*n_rv
-    _x5 = _x0*n_q
-    _x6 = _x1*d_h
-    _x7 = E*_x1
-    return I_ffn*L_dense*_x3 + L_moe*(3*I_exp*_x7*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x7 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x3)) + L_rec*(_x2*d_rv*n_rv + _x2*(_x4*d_rv + _x4 + 2*d_rk*n_rk)) + V*_x2 + (_x5*_x6 + _x6*(2*_x0*numpy.maximum(K_d, n_kv) + _x5))*(L_chunk + L_full + L_win)
-
-def _derive_prefill_WEIGHTS_FLOOR_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
-    _x0 = K_d**(-1.0)
-    _x1 = b_w/B_hbm
-    _x2 = _x1*d
+    _x1 = B_hbm**(-1.0)
+    _x2 = _x1*b_w*d
     _x3 = _x0*_x2
     _x4 = 3*_x3
     _x5 = 2*n_rv
-    _x6 = E*_x2
-    _x7 = _x3*n_q
-    _x8 = _x0*_x1*n_q
+    _x6 = _x0*n_q
+    _x7 = _x2*d_h
+    return I_ffn*L_dense*_x4 + L_moe*(3*E*I_exp*_x1*b_moe*d*(1 - (1 - k_top/E)**(T*n_seq*(_x0*dpa*ep - dpa + 1)))/(K_x*ep) + E*_x2 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (_x6*_x7 + _x7*(2*_x0*numpy.maximum(K_d, n_kv) + _x6))*(L_chunk + L_full + L_win)
+
+def _derive_prefill_WEIGHTS_FLOOR_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_moe, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, dpa, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
+    _x0 = K_d**(-1.0)
+    _x1 = B_hbm**(-1.0)
+    _x2 = _x1*b_w
+    _x3 = _x2*d
+    _x4 = _x0*_x3
+    _x5 = 3*_x4
+    _x6 = 2*n_rv
+    _x7 = _x4*n_q
+    _x8 = _x0*_x2*n_q
     _x9 = d_nope + d_rope
-    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (L_chunk + L_full + L_win)*(_x2*(d_rope + r_kv) + _x7*d_v + _x8*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*r_q + _x8*_x9*r_q, _x7*_x9))
+    return I_ffn*L_dense*_x5 + L_moe*(3*E*I_exp*_x1*b_moe*d*(1 - (1 - k_top/E)**(T*n_seq*(_x0*dpa*ep - dpa + 1)))/(K_x*ep) + E*_x3 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x5)) + L_rec*(_x4*d_rv*n_rv + _x4*(_x6*d_rv + _x6 + 2*d_rk*n_rk)) + V*_x4 + (L_chunk + L_full + L_win)*(_x3*(d_rope + r_kv) + _x7*d_v + _x8*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x3*r_q + _x8*_x9*r_q, _x7*_x9))
 
 def _derive_reuse_SECONDS_PER_MONTH():
     return 2629800
@@ -1563,16 +1571,13 @@ def _derive_prefill_parts_dsa_gemm_s(B_hbm, H_I, I_ffn, K_d, L_chunk, L_dense, L
     _x19 = _x16*_x18
     return L_dense*(_x0 + numpy.maximum(_x5, _x8*_x9) + numpy.maximum(2*_x5, 4*_x6*_x9*d)) + (L_chunk + L_full + L_win)*(5*t_kern + numpy.where(numpy.greater(r_q, 0), _x0 + numpy.maximum(_x10*_x19, _x12*_x19) + numpy.maximum(_x3*r_q, _x8*r_q), t_kern + numpy.maximum(_x15*_x18, _x19*_x8)) + numpy.maximum(_x10*_x11, _x11*_x12) + numpy.maximum(_x13*_x2, _x13*_x7) + numpy.maximum(_x14*_x3, _x14*_x8) + numpy.maximum(_x15*d_v, _x16*_x8*d_v) + numpy.maximum(_x17*_x2, _x17*_x7))
 
-def _derive_prefill_parts_dsa_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, k_top, n_q, n_seq, t_kng):
+def _derive_prefill_parts_dsa_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, n_q, n_seq, t_kng):
     _x0 = K_d**(-1.0)
     _x1 = T*b_act*n_seq/B_peak
-    _x2 = _x1/eta_act
+    _x2 = 3*_x0*_x1/eta_act
     _x3 = _x1*d
-    _x4 = 4*_x3
-    _x5 = eta_add**(-1.0)
-    _x6 = _x1*d_rope*(2*_x0*n_q + 2)/eta_rope + 6*_x3*_x5 + _x4/eta_norm
-    _x7 = 3*I_exp
-    return L_dense*(3*I_ffn*_x0*_x2 + _x6 + 6*t_kng) + L_moe*(_x2*(E_sh*_x0*_x7 + _x7*k_top/K_x) + _x4*_x5*k_top + _x6 + 7*t_kng)
+    _x4 = _x1*d_rope*(2*_x0*n_q + 2)/eta_rope + 4*_x3/eta_norm + 6*_x3/eta_add
+    return L_dense*(I_ffn*_x2 + _x4 + 6*t_kng) + L_moe*(_x4 + 5*t_kng + numpy.where(numpy.greater(E_sh, 0), E_sh*I_exp*_x2 + t_kng, 0))
 
 def _derive_prefill_parts_dsa_attention_s(C_ch, H_I, K_d, L_chunk, L_full, L_win, P_a, T, T_a, W, d_I, d_qk, d_qs, d_v, d_vs, eta_a, k_sel, n_q, n_seq, t_kern):
     _x0 = T + 1
@@ -1583,28 +1588,25 @@ def _derive_prefill_parts_dsa_attention_s(C_ch, H_I, K_d, L_chunk, L_full, L_win
     _x5 = C_ch*numpy.floor(T/C_ch)
     return t_kern*(L_chunk + L_full + L_win) + n_seq*(T + T_a)*(H_I*L_full*_x1*d_I + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x1*_x2, (d_qs + d_vs)*((1/2)*_x3*(_x3 + 1) + k_sel*(T - _x3))) + _x2*(L_chunk*((1/2)*_x5*(C_ch + 1) + (1/2)*(T - _x5)*(_x0 - _x5)) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(K_d*P_a*T*eta_a)
 
-def _derive_prefill_parts_dsa_allreduce_s(K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
-    _x0 = T*b_act*d*n_seq/busbw
-    _x1 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + _x0*(2*K_d - 2)/K_d)
-    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_chunk + L_full + L_win)
+def _derive_prefill_parts_dsa_allreduce_s(K_d, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, dpa, n_seq, t_ar):
+    _x0 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + T*b_act*d*n_seq*(2*K_d - 2)/(K_d*busbw))
+    return L_dense*_x0 + L_moe*_x0*(1 - dpa) + _x0*(L_chunk + L_full + L_win)
 
-def _derive_prefill_parts_dsa_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
+def _derive_prefill_parts_dsa_moe_s(B_hbm, B_nic, E, E_sh, I_exp, K_d, K_x, L_moe, P, P_moe, T, b_comb, b_disp, b_moe, b_w, busbw_a2a, c_disp, c_node, d, dpa, ep, eta_g, eta_moe, f_imb, k_top, m_half, m_half_moe, n_half_moe, n_seq, r_dt, t_a2a, t_kern, t_moe):
     _x0 = E*d
-    _x1 = b_w/B_hbm
-    _x2 = T*n_seq
-    _x3 = 1/(P*eta_g*r_dt)
-    _x4 = _x3*(_x2 + m_half)
+    _x1 = B_hbm**(-1.0)
+    _x2 = _x1*b_w
+    _x3 = T*n_seq
+    _x4 = (_x3 + m_half)/(P*eta_g*r_dt)
     _x5 = 2*_x4
-    _x6 = ep**(-1.0)
-    _x7 = _x2*k_top
-    _x8 = E*(1 - (1 - k_top/E)**_x2)
-    _x9 = I_exp*d
-    _x10 = _x1*_x9
-    _x11 = _x6/K_x
-    _x12 = E_sh/K_d
-    _x13 = _x10*_x12
-    _x14 = _x12*_x9
-    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x14*_x5) + numpy.maximum(2*_x13, 4*_x14*_x4)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x7*b_act*d*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x0*_x1, _x0*_x5) + numpy.maximum(3*_x10*_x11*_x8, 6*_x11*_x3*_x9*f_imb*(_x7 + _x8*m_half)))
+    _x6 = K_d**(-1.0)
+    _x7 = E_sh*I_exp*_x6*d
+    _x8 = _x2*_x7
+    _x9 = I_exp/K_x
+    _x10 = _x3*(_x6*dpa*ep - dpa + 1)
+    _x11 = E*(1 - (1 - k_top/E)**_x10)
+    _x12 = d/ep
+    return L_moe*(dpa*numpy.where(numpy.less_equal(ep, 1), 0, _x3*d*(b_comb + b_disp)*numpy.maximum(c_node/B_nic, c_disp/busbw_a2a) + 2*t_a2a) + t_kern + 2*t_moe + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x8, _x5*_x7) + numpy.maximum(2*_x8, 4*_x4*_x7)) + numpy.maximum(_x0*_x2, _x0*_x5) + numpy.maximum(3*_x1*_x11*_x12*_x9*b_moe, 6*_x12*f_imb*(_x9 + n_half_moe)*(_x10*k_top + _x11*m_half_moe)/(P_moe*eta_moe)))
 
 def _derive_prefill_parts_dsa_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = V*d/K_d
@@ -1622,19 +1624,19 @@ def _derive_prefill_parts_dsa_recurrent_s(B_hbm, K_d, L_rec, P, P_a, T, b_act, b
     _x8 = _x3*(_x5 + _x6 + 2*d_rk*n_rk)
     return L_rec*(2*t_kern + numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x3*b_act*(2*K_d - 2)/busbw + t_ar) + numpy.maximum(_x4*_x8, 2*_x7*_x8) + numpy.maximum(_x2*_x3*_x4, _x3*_x6*_x7)) + 4*L_rec*_x0*_x1*_x2*d_rk/(P_a*eta_a) + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern)
 
-def _derive_prefill_weights_floor_dsa(B_hbm, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_I, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
+def _derive_prefill_weights_floor_dsa(B_hbm, E, E_sh, H_I, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_moe, b_w, d, d_I, d_nope, d_rk, d_rope, d_rv, d_v, dpa, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
     _x0 = K_d**(-1.0)
-    _x1 = b_w/B_hbm
-    _x2 = _x1*d
-    _x3 = _x0*_x2
-    _x4 = 3*_x3
-    _x5 = 2*n_rv
-    _x6 = E*_x2
-    _x7 = _x1*r_q
-    _x8 = _x3*n_q
+    _x1 = B_hbm**(-1.0)
+    _x2 = _x1*b_w
+    _x3 = _x2*d
+    _x4 = _x0*_x3
+    _x5 = 3*_x4
+    _x6 = 2*n_rv
+    _x7 = _x2*r_q
+    _x8 = _x4*n_q
     _x9 = _x0*n_q
     _x10 = d_nope + d_rope
-    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (L_chunk + L_full + L_win)*(H_I*_x7*d_I + _x1*_x9*r_kv*(d_nope + d_v) + _x2*(H_I + d_I) + _x2*(d_rope + r_kv) + _x8*d_v + numpy.where(numpy.greater(r_q, 0), _x10*_x7*_x9 + _x2*r_q, _x10*_x8))
+    return I_ffn*L_dense*_x5 + L_moe*(3*E*I_exp*_x1*b_moe*d*(1 - (1 - k_top/E)**(T*n_seq*(_x0*dpa*ep - dpa + 1)))/(K_x*ep) + E*_x3 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x5)) + L_rec*(_x4*d_rv*n_rv + _x4*(_x6*d_rv + _x6 + 2*d_rk*n_rk)) + V*_x4 + (L_chunk + L_full + L_win)*(H_I*_x7*d_I + _x2*_x9*r_kv*(d_nope + d_v) + _x3*(H_I + d_I) + _x3*(d_rope + r_kv) + _x8*d_v + numpy.where(numpy.greater(r_q, 0), _x10*_x7*_x9 + _x3*r_q, _x10*_x8))
 
 def _attention_gqa_e_kv(d_h, n_kv):
     return 2*d_h*n_kv
@@ -1694,16 +1696,13 @@ def _derive_prefill_parts_gqa_gemm_s(B_hbm, I_ffn, K_d, L_chunk, L_dense, L_full
     _x12 = _x5*numpy.maximum(K_d, n_kv) + _x8
     return L_dense*(_x0 + numpy.maximum(_x1*_x4, _x6*_x7) + numpy.maximum(_x1*_x6, 4*_x4*_x7)) + (L_chunk + L_full + L_win)*(_x0 + numpy.maximum(_x10*_x12, _x11*_x12) + numpy.maximum(_x10*_x8, _x11*_x8))
 
-def _derive_prefill_parts_gqa_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_h, eta_act, eta_add, eta_norm, eta_rope, k_top, n_kv, n_q, n_seq, t_kng):
-    _x0 = K_d**(-1.0)
-    _x1 = T*b_act*n_seq/B_peak
-    _x2 = _x1/eta_act
-    _x3 = _x1*d
-    _x4 = 4*_x3
-    _x5 = eta_add**(-1.0)
-    _x6 = _x0*_x1*d_h*(2*n_q + 2*numpy.maximum(K_d, n_kv))/eta_rope + 6*_x3*_x5 + _x4/eta_norm
-    _x7 = 3*I_exp
-    return L_dense*(3*I_ffn*_x0*_x2 + _x6 + 6*t_kng) + L_moe*(_x2*(E_sh*_x0*_x7 + _x7*k_top/K_x) + _x4*_x5*k_top + _x6 + 7*t_kng)
+def _derive_prefill_parts_gqa_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, L_dense, L_moe, T, b_act, d, d_h, eta_act, eta_add, eta_norm, eta_rope, n_kv, n_q, n_seq, t_kng):
+    _x0 = T*b_act*n_seq/B_peak
+    _x1 = _x0/K_d
+    _x2 = 3*_x1/eta_act
+    _x3 = _x0*d
+    _x4 = _x1*d_h*(2*n_q + 2*numpy.maximum(K_d, n_kv))/eta_rope + 4*_x3/eta_norm + 6*_x3/eta_add
+    return L_dense*(I_ffn*_x2 + _x4 + 6*t_kng) + L_moe*(_x4 + 5*t_kng + numpy.where(numpy.greater(E_sh, 0), E_sh*I_exp*_x2 + t_kng, 0))
 
 def _derive_prefill_parts_gqa_attention_s(C_ch, H_I, K_d, L_chunk, L_full, L_win, P_a, T, T_a, W, d_I, d_qk, d_qs, d_v, d_vs, eta_a, k_sel, n_q, n_seq, t_kern):
     _x0 = T + 1
@@ -1714,28 +1713,25 @@ def _derive_prefill_parts_gqa_attention_s(C_ch, H_I, K_d, L_chunk, L_full, L_win
     _x5 = C_ch*numpy.floor(T/C_ch)
     return t_kern*(L_chunk + L_full + L_win) + n_seq*(T + T_a)*(H_I*L_full*_x1*d_I + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x1*_x2, (d_qs + d_vs)*((1/2)*_x3*(_x3 + 1) + k_sel*(T - _x3))) + _x2*(L_chunk*((1/2)*_x5*(C_ch + 1) + (1/2)*(T - _x5)*(_x0 - _x5)) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(K_d*P_a*T*eta_a)
 
-def _derive_prefill_parts_gqa_allreduce_s(K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
-    _x0 = T*b_act*d*n_seq/busbw
-    _x1 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + _x0*(2*K_d - 2)/K_d)
-    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_chunk + L_full + L_win)
+def _derive_prefill_parts_gqa_allreduce_s(K_d, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, dpa, n_seq, t_ar):
+    _x0 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + T*b_act*d*n_seq*(2*K_d - 2)/(K_d*busbw))
+    return L_dense*_x0 + L_moe*_x0*(1 - dpa) + _x0*(L_chunk + L_full + L_win)
 
-def _derive_prefill_parts_gqa_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
+def _derive_prefill_parts_gqa_moe_s(B_hbm, B_nic, E, E_sh, I_exp, K_d, K_x, L_moe, P, P_moe, T, b_comb, b_disp, b_moe, b_w, busbw_a2a, c_disp, c_node, d, dpa, ep, eta_g, eta_moe, f_imb, k_top, m_half, m_half_moe, n_half_moe, n_seq, r_dt, t_a2a, t_kern, t_moe):
     _x0 = E*d
-    _x1 = b_w/B_hbm
-    _x2 = T*n_seq
-    _x3 = 1/(P*eta_g*r_dt)
-    _x4 = _x3*(_x2 + m_half)
+    _x1 = B_hbm**(-1.0)
+    _x2 = _x1*b_w
+    _x3 = T*n_seq
+    _x4 = (_x3 + m_half)/(P*eta_g*r_dt)
     _x5 = 2*_x4
-    _x6 = ep**(-1.0)
-    _x7 = _x2*k_top
-    _x8 = E*(1 - (1 - k_top/E)**_x2)
-    _x9 = I_exp*d
-    _x10 = _x1*_x9
-    _x11 = _x6/K_x
-    _x12 = E_sh/K_d
-    _x13 = _x10*_x12
-    _x14 = _x12*_x9
-    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x14*_x5) + numpy.maximum(2*_x13, 4*_x14*_x4)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x7*b_act*d*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x0*_x1, _x0*_x5) + numpy.maximum(3*_x10*_x11*_x8, 6*_x11*_x3*_x9*f_imb*(_x7 + _x8*m_half)))
+    _x6 = K_d**(-1.0)
+    _x7 = E_sh*I_exp*_x6*d
+    _x8 = _x2*_x7
+    _x9 = I_exp/K_x
+    _x10 = _x3*(_x6*dpa*ep - dpa + 1)
+    _x11 = E*(1 - (1 - k_top/E)**_x10)
+    _x12 = d/ep
+    return L_moe*(dpa*numpy.where(numpy.less_equal(ep, 1), 0, _x3*d*(b_comb + b_disp)*numpy.maximum(c_node/B_nic, c_disp/busbw_a2a) + 2*t_a2a) + t_kern + 2*t_moe + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x8, _x5*_x7) + numpy.maximum(2*_x8, 4*_x4*_x7)) + numpy.maximum(_x0*_x2, _x0*_x5) + numpy.maximum(3*_x1*_x11*_x12*_x9*b_moe, 6*_x12*f_imb*(_x9 + n_half_moe)*(_x10*k_top + _x11*m_half_moe)/(P_moe*eta_moe)))
 
 def _derive_prefill_parts_gqa_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = V*d/K_d
@@ -1753,16 +1749,16 @@ def _derive_prefill_parts_gqa_recurrent_s(B_hbm, K_d, L_rec, P, P_a, T, b_act, b
     _x8 = _x3*(_x5 + _x6 + 2*d_rk*n_rk)
     return L_rec*(2*t_kern + numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x3*b_act*(2*K_d - 2)/busbw + t_ar) + numpy.maximum(_x4*_x8, 2*_x7*_x8) + numpy.maximum(_x2*_x3*_x4, _x3*_x6*_x7)) + 4*L_rec*_x0*_x1*_x2*d_rk/(P_a*eta_a) + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern)
 
-def _derive_prefill_weights_floor_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_h, d_rk, d_rv, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq):
+def _derive_prefill_weights_floor_gqa(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_moe, b_w, d, d_h, d_rk, d_rv, dpa, ep, k_top, n_kv, n_q, n_rk, n_rv, n_seq):
     _x0 = K_d**(-1.0)
-    _x1 = b_w*d/B_hbm
-    _x2 = _x0*_x1
-    _x3 = 3*_x2
-    _x4 = 2*n_rv
-    _x5 = _x0*n_q
-    _x6 = _x1*d_h
-    _x7 = E*_x1
-    return I_ffn*L_dense*_x3 + L_moe*(3*I_exp*_x7*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x7 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x3)) + L_rec*(_x2*d_rv*n_rv + _x2*(_x4*d_rv + _x4 + 2*d_rk*n_rk)) + V*_x2 + (_x5*_x6 + _x6*(2*_x0*numpy.maximum(K_d, n_kv) + _x5))*(L_chunk + L_full + L_win)
+    _x1 = B_hbm**(-1.0)
+    _x2 = _x1*b_w*d
+    _x3 = _x0*_x2
+    _x4 = 3*_x3
+    _x5 = 2*n_rv
+    _x6 = _x0*n_q
+    _x7 = _x2*d_h
+    return I_ffn*L_dense*_x4 + L_moe*(3*E*I_exp*_x1*b_moe*d*(1 - (1 - k_top/E)**(T*n_seq*(_x0*dpa*ep - dpa + 1)))/(K_x*ep) + E*_x2 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (_x6*_x7 + _x7*(2*_x0*numpy.maximum(K_d, n_kv) + _x6))*(L_chunk + L_full + L_win)
 
 def _attention_mla_e_kv(d_rope, r_kv):
     return d_rope + r_kv
@@ -1827,16 +1823,13 @@ def _derive_prefill_parts_mla_gemm_s(B_hbm, I_ffn, K_d, L_chunk, L_dense, L_full
     _x18 = _x17*r_q
     return L_dense*(_x0 + numpy.maximum(_x5, _x8*_x9) + numpy.maximum(2*_x5, 4*_x6*_x9*d)) + (L_chunk + L_full + L_win)*(3*t_kern + numpy.where(numpy.greater(r_q, 0), _x0 + numpy.maximum(_x14*_x18, _x16*_x18) + numpy.maximum(_x3*r_q, _x8*r_q), t_kern + numpy.maximum(_x11*_x17, _x13*_x17)) + numpy.maximum(_x10*_x2, _x10*_x7) + numpy.maximum(_x11*d_v, _x13*d_v) + numpy.maximum(_x14*_x15, _x15*_x16))
 
-def _derive_prefill_parts_mla_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, K_x, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, k_top, n_q, n_seq, t_kng):
+def _derive_prefill_parts_mla_nongemm_s(B_peak, E_sh, I_exp, I_ffn, K_d, L_dense, L_moe, T, b_act, d, d_rope, eta_act, eta_add, eta_norm, eta_rope, n_q, n_seq, t_kng):
     _x0 = K_d**(-1.0)
     _x1 = T*b_act*n_seq/B_peak
-    _x2 = _x1/eta_act
+    _x2 = 3*_x0*_x1/eta_act
     _x3 = _x1*d
-    _x4 = 4*_x3
-    _x5 = eta_add**(-1.0)
-    _x6 = _x1*d_rope*(2*_x0*n_q + 2)/eta_rope + 6*_x3*_x5 + _x4/eta_norm
-    _x7 = 3*I_exp
-    return L_dense*(3*I_ffn*_x0*_x2 + _x6 + 6*t_kng) + L_moe*(_x2*(E_sh*_x0*_x7 + _x7*k_top/K_x) + _x4*_x5*k_top + _x6 + 7*t_kng)
+    _x4 = _x1*d_rope*(2*_x0*n_q + 2)/eta_rope + 4*_x3/eta_norm + 6*_x3/eta_add
+    return L_dense*(I_ffn*_x2 + _x4 + 6*t_kng) + L_moe*(_x4 + 5*t_kng + numpy.where(numpy.greater(E_sh, 0), E_sh*I_exp*_x2 + t_kng, 0))
 
 def _derive_prefill_parts_mla_attention_s(C_ch, H_I, K_d, L_chunk, L_full, L_win, P_a, T, T_a, W, d_I, d_qk, d_qs, d_v, d_vs, eta_a, k_sel, n_q, n_seq, t_kern):
     _x0 = T + 1
@@ -1847,28 +1840,25 @@ def _derive_prefill_parts_mla_attention_s(C_ch, H_I, K_d, L_chunk, L_full, L_win
     _x5 = C_ch*numpy.floor(T/C_ch)
     return t_kern*(L_chunk + L_full + L_win) + n_seq*(T + T_a)*(H_I*L_full*_x1*d_I + 2*n_q*(L_full*numpy.where(numpy.less_equal(T, k_sel), (1/2)*_x1*_x2, (d_qs + d_vs)*((1/2)*_x3*(_x3 + 1) + k_sel*(T - _x3))) + _x2*(L_chunk*((1/2)*_x5*(C_ch + 1) + (1/2)*(T - _x5)*(_x0 - _x5)) + L_win*(W*(T - _x4) + (1/2)*_x4*(_x4 + 1)))))/(K_d*P_a*T*eta_a)
 
-def _derive_prefill_parts_mla_allreduce_s(K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, n_seq, t_ar):
-    _x0 = T*b_act*d*n_seq/busbw
-    _x1 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + _x0*(2*K_d - 2)/K_d)
-    return L_dense*_x1 + L_moe*numpy.where(numpy.less_equal(K_x, 1), 0, t_ar + _x0*(2*K_x - 2)/K_x) + _x1*(L_chunk + L_full + L_win)
+def _derive_prefill_parts_mla_allreduce_s(K_d, L_chunk, L_dense, L_full, L_moe, L_win, T, b_act, busbw, d, dpa, n_seq, t_ar):
+    _x0 = numpy.where(numpy.less_equal(K_d, 1), 0, t_ar + T*b_act*d*n_seq*(2*K_d - 2)/(K_d*busbw))
+    return L_dense*_x0 + L_moe*_x0*(1 - dpa) + _x0*(L_chunk + L_full + L_win)
 
-def _derive_prefill_parts_mla_moe_s(B_hbm, E, E_sh, I_exp, K_d, K_x, L_moe, P, T, b_act, b_w, busbw, d, ep, eta_g, f_imb, k_top, m_half, n_seq, r_dt, t_ar, t_kern):
+def _derive_prefill_parts_mla_moe_s(B_hbm, B_nic, E, E_sh, I_exp, K_d, K_x, L_moe, P, P_moe, T, b_comb, b_disp, b_moe, b_w, busbw_a2a, c_disp, c_node, d, dpa, ep, eta_g, eta_moe, f_imb, k_top, m_half, m_half_moe, n_half_moe, n_seq, r_dt, t_a2a, t_kern, t_moe):
     _x0 = E*d
-    _x1 = b_w/B_hbm
-    _x2 = T*n_seq
-    _x3 = 1/(P*eta_g*r_dt)
-    _x4 = _x3*(_x2 + m_half)
+    _x1 = B_hbm**(-1.0)
+    _x2 = _x1*b_w
+    _x3 = T*n_seq
+    _x4 = (_x3 + m_half)/(P*eta_g*r_dt)
     _x5 = 2*_x4
-    _x6 = ep**(-1.0)
-    _x7 = _x2*k_top
-    _x8 = E*(1 - (1 - k_top/E)**_x2)
-    _x9 = I_exp*d
-    _x10 = _x1*_x9
-    _x11 = _x6/K_x
-    _x12 = E_sh/K_d
-    _x13 = _x10*_x12
-    _x14 = _x12*_x9
-    return L_moe*(3*t_kern + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x13, _x14*_x5) + numpy.maximum(2*_x13, 4*_x14*_x4)) + numpy.where(numpy.less_equal(ep, 1), 0, 2*_x6*_x7*b_act*d*(ep - 1)/busbw + 2*t_ar) + numpy.maximum(_x0*_x1, _x0*_x5) + numpy.maximum(3*_x10*_x11*_x8, 6*_x11*_x3*_x9*f_imb*(_x7 + _x8*m_half)))
+    _x6 = K_d**(-1.0)
+    _x7 = E_sh*I_exp*_x6*d
+    _x8 = _x2*_x7
+    _x9 = I_exp/K_x
+    _x10 = _x3*(_x6*dpa*ep - dpa + 1)
+    _x11 = E*(1 - (1 - k_top/E)**_x10)
+    _x12 = d/ep
+    return L_moe*(dpa*numpy.where(numpy.less_equal(ep, 1), 0, _x3*d*(b_comb + b_disp)*numpy.maximum(c_node/B_nic, c_disp/busbw_a2a) + 2*t_a2a) + t_kern + 2*t_moe + numpy.where(numpy.equal(E_sh, 0), 0, 2*t_kern + numpy.maximum(_x8, _x5*_x7) + numpy.maximum(2*_x8, 4*_x4*_x7)) + numpy.maximum(_x0*_x2, _x0*_x5) + numpy.maximum(3*_x1*_x11*_x12*_x9*b_moe, 6*_x12*f_imb*(_x9 + n_half_moe)*(_x10*k_top + _x11*m_half_moe)/(P_moe*eta_moe)))
 
 def _derive_prefill_parts_mla_lm_head_s(B_hbm, K_d, P, V, b_w, d, eta_g, m_half, n_seq, r_dt, t_kern):
     _x0 = V*d/K_d
@@ -1886,18 +1876,18 @@ def _derive_prefill_parts_mla_recurrent_s(B_hbm, K_d, L_rec, P, P_a, T, b_act, b
     _x8 = _x3*(_x5 + _x6 + 2*d_rk*n_rk)
     return L_rec*(2*t_kern + numpy.where(numpy.less_equal(K_d, 1), 0, _x1*_x3*b_act*(2*K_d - 2)/busbw + t_ar) + numpy.maximum(_x4*_x8, 2*_x7*_x8) + numpy.maximum(_x2*_x3*_x4, _x3*_x6*_x7)) + 4*L_rec*_x0*_x1*_x2*d_rk/(P_a*eta_a) + numpy.where(numpy.equal(L_rec, 0), 0, L_rec*t_kern)
 
-def _derive_prefill_weights_floor_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
+def _derive_prefill_weights_floor_mla(B_hbm, E, E_sh, I_exp, I_ffn, K_d, K_x, L_chunk, L_dense, L_full, L_moe, L_rec, L_win, T, V, b_moe, b_w, d, d_nope, d_rk, d_rope, d_rv, d_v, dpa, ep, k_top, n_q, n_rk, n_rv, n_seq, r_kv, r_q):
     _x0 = K_d**(-1.0)
-    _x1 = b_w/B_hbm
-    _x2 = _x1*d
-    _x3 = _x0*_x2
-    _x4 = 3*_x3
-    _x5 = 2*n_rv
-    _x6 = E*_x2
-    _x7 = _x3*n_q
-    _x8 = _x0*_x1*n_q
+    _x1 = B_hbm**(-1.0)
+    _x2 = _x1*b_w
+    _x3 = _x2*d
+    _x4 = _x0*_x3
+    _x5 = 3*_x4
+    _x6 = 2*n_rv
+    _x7 = _x4*n_q
+    _x8 = _x0*_x2*n_q
     _x9 = d_nope + d_rope
-    return I_ffn*L_dense*_x4 + L_moe*(3*I_exp*_x6*(1 - (1 - k_top/E)**(T*n_seq))/(K_x*ep) + _x6 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x4)) + L_rec*(_x3*d_rv*n_rv + _x3*(_x5*d_rv + _x5 + 2*d_rk*n_rk)) + V*_x3 + (L_chunk + L_full + L_win)*(_x2*(d_rope + r_kv) + _x7*d_v + _x8*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x2*r_q + _x8*_x9*r_q, _x7*_x9))
+    return I_ffn*L_dense*_x5 + L_moe*(3*E*I_exp*_x1*b_moe*d*(1 - (1 - k_top/E)**(T*n_seq*(_x0*dpa*ep - dpa + 1)))/(K_x*ep) + E*_x3 + numpy.where(numpy.equal(E_sh, 0), 0, E_sh*I_exp*_x5)) + L_rec*(_x4*d_rv*n_rv + _x4*(_x6*d_rv + _x6 + 2*d_rk*n_rk)) + V*_x4 + (L_chunk + L_full + L_win)*(_x3*(d_rope + r_kv) + _x7*d_v + _x8*r_kv*(d_nope + d_v) + numpy.where(numpy.greater(r_q, 0), _x3*r_q + _x8*_x9*r_q, _x7*_x9))
 
 def _derive_regimes_compute_T_W_a2(K, L_full, L_win, P, d_qk, d_v, eta, n_q):
     return n_q*(-L_full*d_qk - L_full*d_v - L_win*d_qk - L_win*d_v)/(K*P*eta)
@@ -2173,30 +2163,35 @@ FUNCS = {
     'derive_prefill.norm_elements': (_derive_prefill_norm_elements, ('d',)),
     'derive_prefill.add_elements': (_derive_prefill_add_elements, ('d',)),
     'derive_prefill.act_elements_dense': (_derive_prefill_act_elements_dense, ('I_ffn', 'K_d')),
-    'derive_prefill.act_elements_moe': (_derive_prefill_act_elements_moe, ('E_sh', 'I_exp', 'K_d', 'K_x', 'k_top')),
-    'derive_prefill.permute_elements_moe': (_derive_prefill_permute_elements_moe, ('d', 'k_top')),
+    'derive_prefill.act_elements_moe': (_derive_prefill_act_elements_moe, ('E_sh', 'I_exp', 'K_d')),
     'derive_prefill.m_all': (_derive_prefill_m_all, ('T', 'n_seq')),
     'derive_prefill.mlp_dense': (_derive_prefill_mlp_dense, ('B_hbm', 'I_ffn', 'K_d', 'P', 'T', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
-    'derive_prefill.experts_touched': (_derive_prefill_experts_touched, ('E', 'T', 'k_top', 'n_seq')),
-    'derive_prefill.m_expert': (_derive_prefill_m_expert, ('E', 'T', 'k_top', 'n_seq')),
-    'derive_prefill.moe_routed_compute': (_derive_prefill_moe_routed_compute, ('E', 'I_exp', 'K_x', 'P', 'T', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt')),
-    'derive_prefill.moe_routed_floor': (_derive_prefill_moe_routed_floor, ('B_hbm', 'E', 'I_exp', 'K_x', 'T', 'b_w', 'd', 'ep', 'k_top', 'n_seq')),
-    'derive_prefill.moe_routed': (_derive_prefill_moe_routed, ('B_hbm', 'E', 'I_exp', 'K_x', 'P', 'T', 'b_w', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_kern')),
+    'derive_prefill.m_moe': (_derive_prefill_m_moe, ('K_d', 'T', 'dpa', 'ep', 'n_seq')),
+    'derive_prefill.experts_touched': (_derive_prefill_experts_touched, ('E', 'K_d', 'T', 'dpa', 'ep', 'k_top', 'n_seq')),
+    'derive_prefill.m_expert': (_derive_prefill_m_expert, ('E', 'K_d', 'T', 'dpa', 'ep', 'k_top', 'n_seq')),
+    'derive_prefill.moe_routed_compute': (_derive_prefill_moe_routed_compute, ('E', 'I_exp', 'K_d', 'K_x', 'P_moe', 'T', 'd', 'dpa', 'ep', 'eta_moe', 'f_imb', 'k_top', 'm_half_moe', 'n_half_moe', 'n_seq')),
+    'derive_prefill.moe_routed_floor': (_derive_prefill_moe_routed_floor, ('B_hbm', 'E', 'I_exp', 'K_d', 'K_x', 'T', 'b_moe', 'd', 'dpa', 'ep', 'k_top', 'n_seq')),
+    'derive_prefill.moe_routed': (_derive_prefill_moe_routed, ('B_hbm', 'E', 'I_exp', 'K_d', 'K_x', 'P_moe', 'T', 'b_moe', 'd', 'dpa', 'ep', 'eta_moe', 'f_imb', 'k_top', 'm_half_moe', 'n_half_moe', 'n_seq', 't_moe')),
     'derive_prefill.moe_router_shared': (_derive_prefill_moe_router_shared, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'P', 'T', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
-    'derive_prefill.moe_all_to_all': (_derive_prefill_moe_all_to_all, ('T', 'b_act', 'busbw', 'd', 'ep', 'k_top', 'n_seq', 't_ar')),
+    'derive_prefill.c_disp_alltoall': (_derive_prefill_c_disp_alltoall, ('ep', 'k_top')),
+    'derive_prefill.c_disp_allgather': (_derive_prefill_c_disp_allgather, ('ep',)),
+    'derive_prefill.c_node_alltoall': (_derive_prefill_c_node_alltoall, ('k_top', 'n_nodes')),
+    'derive_prefill.c_node_allgather': (_derive_prefill_c_node_allgather, ('ep', 'n_nodes')),
+    'derive_prefill.moe_dispatch': (_derive_prefill_moe_dispatch, ('B_nic', 'T', 'b_comb', 'b_disp', 'busbw_a2a', 'c_disp', 'c_node', 'd', 'ep', 'n_seq', 't_a2a')),
+    'derive_prefill.moe_comm': (_derive_prefill_moe_comm, ('B_nic', 'K_d', 'T', 'b_act', 'b_comb', 'b_disp', 'busbw', 'busbw_a2a', 'c_disp', 'c_node', 'd', 'dpa', 'ep', 'n_seq', 't_a2a', 't_ar')),
     'derive_prefill.eta_attention': (_derive_prefill_eta_attention, ('T', 'T_a', 'eta_a')),
     'derive_prefill.t_attention': (_derive_prefill_t_attention, ('C_ch', 'H_I', 'K_d', 'L_chunk', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_I', 'd_qk', 'd_qs', 'd_v', 'd_vs', 'eta_a', 'k_sel', 'n_q', 'n_seq', 't_kern')),
     'derive_prefill.t_recurrent_mix': (_derive_prefill_t_recurrent_mix, ('K_d', 'L_rec', 'P_a', 'T', 'd_rk', 'd_rv', 'eta_a', 'n_rv', 'n_seq', 't_kern')),
     'derive_prefill.t_lm_head': (_derive_prefill_t_lm_head, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
     'derive_prefill.L_all': (_derive_prefill_L_all, ('L_chunk', 'L_full', 'L_win')),
-    'derive_prefill.T_PREFILL.dsa': (_derive_prefill_T_PREFILL_dsa, ('B_hbm', 'B_peak', 'C_ch', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_I', 'd_nope', 'd_qk', 'd_qs', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'd_vs', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_sel', 'k_top', 'm_half', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_ar', 't_kern', 't_kng')),
-    'derive_prefill.T_PREFILL.gqa': (_derive_prefill_T_PREFILL_gqa, ('B_hbm', 'B_peak', 'C_ch', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_I', 'd_h', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_sel', 'k_top', 'm_half', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern', 't_kng')),
-    'derive_prefill.T_PREFILL.mla': (_derive_prefill_T_PREFILL_mla, ('B_hbm', 'B_peak', 'C_ch', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'T', 'T_a', 'V', 'W', 'b_act', 'b_w', 'busbw', 'd', 'd_I', 'd_nope', 'd_qk', 'd_qs', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'd_vs', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_norm', 'eta_rope', 'f_imb', 'k_sel', 'k_top', 'm_half', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_ar', 't_kern', 't_kng')),
-    'derive_prefill._floor_moe': (_derive_prefill__floor_moe, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'T', 'b_w', 'd', 'ep', 'k_top', 'n_seq')),
-    'derive_prefill._floor_rest': (_derive_prefill__floor_rest, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'L_rec', 'T', 'V', 'b_w', 'd', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_rk', 'n_rv', 'n_seq')),
-    'derive_prefill.WEIGHTS_FLOOR.dsa': (_derive_prefill_WEIGHTS_FLOOR_dsa, ('B_hbm', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_I', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
-    'derive_prefill.WEIGHTS_FLOOR.gqa': (_derive_prefill_WEIGHTS_FLOOR_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_h', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq')),
-    'derive_prefill.WEIGHTS_FLOOR.mla': (_derive_prefill_WEIGHTS_FLOOR_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
+    'derive_prefill.T_PREFILL.dsa': (_derive_prefill_T_PREFILL_dsa, ('B_hbm', 'B_nic', 'B_peak', 'C_ch', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'P_moe', 'T', 'T_a', 'V', 'W', 'b_act', 'b_comb', 'b_disp', 'b_moe', 'b_w', 'busbw', 'busbw_a2a', 'c_disp', 'c_node', 'd', 'd_I', 'd_nope', 'd_qk', 'd_qs', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'd_vs', 'dpa', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_moe', 'eta_norm', 'eta_rope', 'f_imb', 'k_sel', 'k_top', 'm_half', 'm_half_moe', 'n_half_moe', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_a2a', 't_ar', 't_kern', 't_kng', 't_moe')),
+    'derive_prefill.T_PREFILL.gqa': (_derive_prefill_T_PREFILL_gqa, ('B_hbm', 'B_nic', 'B_peak', 'C_ch', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'P_moe', 'T', 'T_a', 'V', 'W', 'b_act', 'b_comb', 'b_disp', 'b_moe', 'b_w', 'busbw', 'busbw_a2a', 'c_disp', 'c_node', 'd', 'd_I', 'd_h', 'd_qk', 'd_qs', 'd_rk', 'd_rv', 'd_v', 'd_vs', 'dpa', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_moe', 'eta_norm', 'eta_rope', 'f_imb', 'k_sel', 'k_top', 'm_half', 'm_half_moe', 'n_half_moe', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_a2a', 't_ar', 't_kern', 't_kng', 't_moe')),
+    'derive_prefill.T_PREFILL.mla': (_derive_prefill_T_PREFILL_mla, ('B_hbm', 'B_nic', 'B_peak', 'C_ch', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'P', 'P_a', 'P_moe', 'T', 'T_a', 'V', 'W', 'b_act', 'b_comb', 'b_disp', 'b_moe', 'b_w', 'busbw', 'busbw_a2a', 'c_disp', 'c_node', 'd', 'd_I', 'd_nope', 'd_qk', 'd_qs', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'd_vs', 'dpa', 'ep', 'eta_a', 'eta_act', 'eta_add', 'eta_g', 'eta_moe', 'eta_norm', 'eta_rope', 'f_imb', 'k_sel', 'k_top', 'm_half', 'm_half_moe', 'n_half_moe', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_a2a', 't_ar', 't_kern', 't_kng', 't_moe')),
+    'derive_prefill._floor_moe': (_derive_prefill__floor_moe, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'T', 'b_moe', 'b_w', 'd', 'dpa', 'ep', 'k_top', 'n_seq')),
+    'derive_prefill._floor_rest': (_derive_prefill__floor_rest, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'L_rec', 'T', 'V', 'b_moe', 'b_w', 'd', 'd_rk', 'd_rv', 'dpa', 'ep', 'k_top', 'n_rk', 'n_rv', 'n_seq')),
+    'derive_prefill.WEIGHTS_FLOOR.dsa': (_derive_prefill_WEIGHTS_FLOOR_dsa, ('B_hbm', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_moe', 'b_w', 'd', 'd_I', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'dpa', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
+    'derive_prefill.WEIGHTS_FLOOR.gqa': (_derive_prefill_WEIGHTS_FLOOR_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_moe', 'b_w', 'd', 'd_h', 'd_rk', 'd_rv', 'dpa', 'ep', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq')),
+    'derive_prefill.WEIGHTS_FLOOR.mla': (_derive_prefill_WEIGHTS_FLOOR_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_moe', 'b_w', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'dpa', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
     'derive_reuse.SECONDS_PER_MONTH': (_derive_reuse_SECONDS_PER_MONTH, ()),
     'derive_reuse.capacity_price': (_derive_reuse_capacity_price, ('m_amort', 'p_GB')),
     'derive_reuse.wear_price': (_derive_reuse_wear_price, ('W_life', 'p_GB')),
@@ -2285,13 +2280,13 @@ FUNCS = {
     'attention.dsa.params_active_matmul': (_attention_dsa_params_active_matmul, ('E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_I', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_top', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q')),
     'attention.dsa.params_total': (_attention_dsa_params_total, ('E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_I', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q', 'tied')),
     'derive_prefill.parts.dsa.gemm_s': (_derive_prefill_parts_dsa_gemm_s, ('B_hbm', 'H_I', 'I_ffn', 'K_d', 'L_chunk', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_I', 'd_nope', 'd_rope', 'd_v', 'eta_g', 'm_half', 'n_q', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_kern')),
-    'derive_prefill.parts.dsa.nongemm_s': (_derive_prefill_parts_dsa_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_rope', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'k_top', 'n_q', 'n_seq', 't_kng')),
+    'derive_prefill.parts.dsa.nongemm_s': (_derive_prefill_parts_dsa_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_rope', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'n_q', 'n_seq', 't_kng')),
     'derive_prefill.parts.dsa.attention_s': (_derive_prefill_parts_dsa_attention_s, ('C_ch', 'H_I', 'K_d', 'L_chunk', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_I', 'd_qk', 'd_qs', 'd_v', 'd_vs', 'eta_a', 'k_sel', 'n_q', 'n_seq', 't_kern')),
-    'derive_prefill.parts.dsa.allreduce_s': (_derive_prefill_parts_dsa_allreduce_s, ('K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
-    'derive_prefill.parts.dsa.moe_s': (_derive_prefill_parts_dsa_moe_s, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'T', 'b_act', 'b_w', 'busbw', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_ar', 't_kern')),
+    'derive_prefill.parts.dsa.allreduce_s': (_derive_prefill_parts_dsa_allreduce_s, ('K_d', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'dpa', 'n_seq', 't_ar')),
+    'derive_prefill.parts.dsa.moe_s': (_derive_prefill_parts_dsa_moe_s, ('B_hbm', 'B_nic', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'P_moe', 'T', 'b_comb', 'b_disp', 'b_moe', 'b_w', 'busbw_a2a', 'c_disp', 'c_node', 'd', 'dpa', 'ep', 'eta_g', 'eta_moe', 'f_imb', 'k_top', 'm_half', 'm_half_moe', 'n_half_moe', 'n_seq', 'r_dt', 't_a2a', 't_kern', 't_moe')),
     'derive_prefill.parts.dsa.lm_head_s': (_derive_prefill_parts_dsa_lm_head_s, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
     'derive_prefill.parts.dsa.recurrent_s': (_derive_prefill_parts_dsa_recurrent_s, ('B_hbm', 'K_d', 'L_rec', 'P', 'P_a', 'T', 'b_act', 'b_w', 'busbw', 'd', 'd_rk', 'd_rv', 'eta_a', 'eta_g', 'm_half', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern')),
-    'derive_prefill.weights_floor.dsa': (_derive_prefill_weights_floor_dsa, ('B_hbm', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_I', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
+    'derive_prefill.weights_floor.dsa': (_derive_prefill_weights_floor_dsa, ('B_hbm', 'E', 'E_sh', 'H_I', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_moe', 'b_w', 'd', 'd_I', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'dpa', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
     'attention.gqa.e_kv': (_attention_gqa_e_kv, ('d_h', 'n_kv')),
     'attention.gqa.rho': (_attention_gqa_rho, ('K', 'n_kv')),
     'attention.gqa.attn_params': (_attention_gqa_attn_params, ('d', 'd_h', 'n_kv', 'n_q')),
@@ -2304,13 +2299,13 @@ FUNCS = {
     'attention.gqa.params_active_matmul': (_attention_gqa_params_active_matmul, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_h', 'd_rk', 'd_rv', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv')),
     'attention.gqa.params_total': (_attention_gqa_params_total, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_h', 'd_rk', 'd_rv', 'k_conv', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'tied')),
     'derive_prefill.parts.gqa.gemm_s': (_derive_prefill_parts_gqa_gemm_s, ('B_hbm', 'I_ffn', 'K_d', 'L_chunk', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_h', 'eta_g', 'm_half', 'n_kv', 'n_q', 'n_seq', 'r_dt', 't_kern')),
-    'derive_prefill.parts.gqa.nongemm_s': (_derive_prefill_parts_gqa_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_h', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'k_top', 'n_kv', 'n_q', 'n_seq', 't_kng')),
+    'derive_prefill.parts.gqa.nongemm_s': (_derive_prefill_parts_gqa_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_h', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'n_kv', 'n_q', 'n_seq', 't_kng')),
     'derive_prefill.parts.gqa.attention_s': (_derive_prefill_parts_gqa_attention_s, ('C_ch', 'H_I', 'K_d', 'L_chunk', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_I', 'd_qk', 'd_qs', 'd_v', 'd_vs', 'eta_a', 'k_sel', 'n_q', 'n_seq', 't_kern')),
-    'derive_prefill.parts.gqa.allreduce_s': (_derive_prefill_parts_gqa_allreduce_s, ('K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
-    'derive_prefill.parts.gqa.moe_s': (_derive_prefill_parts_gqa_moe_s, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'T', 'b_act', 'b_w', 'busbw', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_ar', 't_kern')),
+    'derive_prefill.parts.gqa.allreduce_s': (_derive_prefill_parts_gqa_allreduce_s, ('K_d', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'dpa', 'n_seq', 't_ar')),
+    'derive_prefill.parts.gqa.moe_s': (_derive_prefill_parts_gqa_moe_s, ('B_hbm', 'B_nic', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'P_moe', 'T', 'b_comb', 'b_disp', 'b_moe', 'b_w', 'busbw_a2a', 'c_disp', 'c_node', 'd', 'dpa', 'ep', 'eta_g', 'eta_moe', 'f_imb', 'k_top', 'm_half', 'm_half_moe', 'n_half_moe', 'n_seq', 'r_dt', 't_a2a', 't_kern', 't_moe')),
     'derive_prefill.parts.gqa.lm_head_s': (_derive_prefill_parts_gqa_lm_head_s, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
     'derive_prefill.parts.gqa.recurrent_s': (_derive_prefill_parts_gqa_recurrent_s, ('B_hbm', 'K_d', 'L_rec', 'P', 'P_a', 'T', 'b_act', 'b_w', 'busbw', 'd', 'd_rk', 'd_rv', 'eta_a', 'eta_g', 'm_half', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern')),
-    'derive_prefill.weights_floor.gqa': (_derive_prefill_weights_floor_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_h', 'd_rk', 'd_rv', 'ep', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq')),
+    'derive_prefill.weights_floor.gqa': (_derive_prefill_weights_floor_gqa, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_moe', 'b_w', 'd', 'd_h', 'd_rk', 'd_rv', 'dpa', 'ep', 'k_top', 'n_kv', 'n_q', 'n_rk', 'n_rv', 'n_seq')),
     'attention.mla.e_kv': (_attention_mla_e_kv, ('d_rope', 'r_kv')),
     'attention.mla.rho': (_attention_mla_rho, ('K',)),
     'attention.mla.attn_params': (_attention_mla_attn_params, ('d', 'd_nope', 'd_rope', 'd_v', 'n_q', 'r_kv', 'r_q')),
@@ -2322,13 +2317,13 @@ FUNCS = {
     'attention.mla.params_active_matmul': (_attention_mla_params_active_matmul, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_top', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q')),
     'attention.mla.params_total': (_attention_mla_params_total, ('E', 'E_sh', 'I_exp', 'I_ffn', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'V', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'k_conv', 'n_q', 'n_rk', 'n_rv', 'r_kv', 'r_q', 'tied')),
     'derive_prefill.parts.mla.gemm_s': (_derive_prefill_parts_mla_gemm_s, ('B_hbm', 'I_ffn', 'K_d', 'L_chunk', 'L_dense', 'L_full', 'L_win', 'P', 'T', 'b_w', 'd', 'd_nope', 'd_rope', 'd_v', 'eta_g', 'm_half', 'n_q', 'n_seq', 'r_dt', 'r_kv', 'r_q', 't_kern')),
-    'derive_prefill.parts.mla.nongemm_s': (_derive_prefill_parts_mla_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_rope', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'k_top', 'n_q', 'n_seq', 't_kng')),
+    'derive_prefill.parts.mla.nongemm_s': (_derive_prefill_parts_mla_nongemm_s, ('B_peak', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'L_dense', 'L_moe', 'T', 'b_act', 'd', 'd_rope', 'eta_act', 'eta_add', 'eta_norm', 'eta_rope', 'n_q', 'n_seq', 't_kng')),
     'derive_prefill.parts.mla.attention_s': (_derive_prefill_parts_mla_attention_s, ('C_ch', 'H_I', 'K_d', 'L_chunk', 'L_full', 'L_win', 'P_a', 'T', 'T_a', 'W', 'd_I', 'd_qk', 'd_qs', 'd_v', 'd_vs', 'eta_a', 'k_sel', 'n_q', 'n_seq', 't_kern')),
-    'derive_prefill.parts.mla.allreduce_s': (_derive_prefill_parts_mla_allreduce_s, ('K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'n_seq', 't_ar')),
-    'derive_prefill.parts.mla.moe_s': (_derive_prefill_parts_mla_moe_s, ('B_hbm', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'T', 'b_act', 'b_w', 'busbw', 'd', 'ep', 'eta_g', 'f_imb', 'k_top', 'm_half', 'n_seq', 'r_dt', 't_ar', 't_kern')),
+    'derive_prefill.parts.mla.allreduce_s': (_derive_prefill_parts_mla_allreduce_s, ('K_d', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_win', 'T', 'b_act', 'busbw', 'd', 'dpa', 'n_seq', 't_ar')),
+    'derive_prefill.parts.mla.moe_s': (_derive_prefill_parts_mla_moe_s, ('B_hbm', 'B_nic', 'E', 'E_sh', 'I_exp', 'K_d', 'K_x', 'L_moe', 'P', 'P_moe', 'T', 'b_comb', 'b_disp', 'b_moe', 'b_w', 'busbw_a2a', 'c_disp', 'c_node', 'd', 'dpa', 'ep', 'eta_g', 'eta_moe', 'f_imb', 'k_top', 'm_half', 'm_half_moe', 'n_half_moe', 'n_seq', 'r_dt', 't_a2a', 't_kern', 't_moe')),
     'derive_prefill.parts.mla.lm_head_s': (_derive_prefill_parts_mla_lm_head_s, ('B_hbm', 'K_d', 'P', 'V', 'b_w', 'd', 'eta_g', 'm_half', 'n_seq', 'r_dt', 't_kern')),
     'derive_prefill.parts.mla.recurrent_s': (_derive_prefill_parts_mla_recurrent_s, ('B_hbm', 'K_d', 'L_rec', 'P', 'P_a', 'T', 'b_act', 'b_w', 'busbw', 'd', 'd_rk', 'd_rv', 'eta_a', 'eta_g', 'm_half', 'n_rk', 'n_rv', 'n_seq', 'r_dt', 't_ar', 't_kern')),
-    'derive_prefill.weights_floor.mla': (_derive_prefill_weights_floor_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_w', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
+    'derive_prefill.weights_floor.mla': (_derive_prefill_weights_floor_mla, ('B_hbm', 'E', 'E_sh', 'I_exp', 'I_ffn', 'K_d', 'K_x', 'L_chunk', 'L_dense', 'L_full', 'L_moe', 'L_rec', 'L_win', 'T', 'V', 'b_moe', 'b_w', 'd', 'd_nope', 'd_rk', 'd_rope', 'd_rv', 'd_v', 'dpa', 'ep', 'k_top', 'n_q', 'n_rk', 'n_rv', 'n_seq', 'r_kv', 'r_q')),
     'derive.regimes(compute,T<=W).a2': (_derive_regimes_compute_T_W_a2, ('K', 'L_full', 'L_win', 'P', 'd_qk', 'd_v', 'eta', 'n_q')),
     'derive.regimes(compute,T<=W).a1': (_derive_regimes_compute_T_W_a1, ('B', 'K', 'K_e', 'L_full', 'L_rec', 'L_win', 'N_lin', 'N_xa', 'P', 'b_aux', 'b_kv', 'c_hit', 'd_qk', 'd_rk', 'd_rv', 'd_v', 'e_aux', 'e_kv', 'eta', 'n_q', 'n_rv', 'rho')),
     'derive.regimes(compute,T<=W).a0': (_derive_regimes_compute_T_W_a0, ('B_state', 'K', 'L_rec', 'b_st', 'd_rk', 'd_rv', 'k_conv', 'n_rk', 'n_rv', 't_0')),

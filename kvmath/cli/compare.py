@@ -227,15 +227,20 @@ def _load_text(r):
     return "every replica at once, the worst case; --resume-rate sets a load"
 
 
+def _per_token(s):
+    """A cost per token in ns, or µs from 1 µs."""
+    return f"{s * 1e6:.3g} µs/token" if s >= 1e-6 else f"{s * 1e9:.3g} ns/token"
+
+
 def _costs(r):
     """What the engine charges a request, as the output line says it."""
     if r["engine"] == "ideal":
         return "the ideal engine charges none"
-    text = (f"{fmt_time(r['request_fixed_s'])} fixed, {r['hash_token_s'] * 1e9:.3g} ns/token "
-            f"hashing, {r['tokenize_token_s'] * 1e9:.3g} ns/token tokenising"
+    text = (f"{fmt_time(r['request_fixed_s'])} fixed, {_per_token(r['hash_token_s'])} "
+            f"hashing, {_per_token(r['tokenize_token_s'])} tokenising"
             + (" (token IDs)" if r["token_ids"] else ""))
-    if not r["engine_costs_calibrated"]:
-        text += f"; {r['engine']}'s request costs are not calibrated (engine_costs.csv)"
+    if r.get("engine_costs_caveat"):  # what the costs rest on, where too little
+        text += f"; {r['engine_costs_caveat']}"
     return text
 
 
@@ -307,10 +312,31 @@ def human(r):
     note = layout_note(r)
     if note:
         lines.append(note)
-    if r.get("load_kernel"):
-        lines.append(f"note: {r['engine']} loads copies of {fmt_bytes(r['copy_bytes'], 3)} "
-                     "by its copy kernel, charged no per-copy cost (an assumption, no published "
-                     "rate: the link's asymptote); the band's slow end is the driver copies it "
-                     "replaced")
+    note = copy_note(r)
+    if note:
+        lines.append(note)
     return "\n".join(lines)
+
+
+#: how each copy path issues a load's copies, in words
+COPY_PATHS = {"kernel": "by its copy kernel (no published rate: an assumption, with a band from "
+                        "the evidence, copy_paths.csv)",
+              "batched": "in one batched driver call (cuMemcpyBatchAsync: a measured cost per "
+                         "copy, copy_paths.csv)",
+              "driver": "by driver copies one by one (the link's measured cost per copy)"}
+
+
+def copy_note(r):
+    """The note on how the engine copies the load: its copy kernel, and where an engine with one
+    falls back to driver copies, why ("" where the engine has no copy size)."""
+    path = r.get("copy_path")
+    if path not in COPY_PATHS:
+        return ""
+    fallback = r.get("copy_path_fallback") or ""
+    if not fallback and path != "kernel":
+        return ""
+    text = f"note: {r['engine']} loads copies of {fmt_bytes(r['copy_bytes'], 3)} {COPY_PATHS[path]}"
+    if fallback:
+        text += f"; it falls back from its copy kernel: {fallback}"
+    return text
 

@@ -17,15 +17,30 @@ one fraction of peak. Here each operator has its own cost:
   FlashAttention throughput), on the BF16 peak.
 * Tensor-parallel all-reduce: two per layer of ``m d b_act`` bytes, ring time
   ``2 (K-1)/K bytes / busbw`` plus a latency (nccl-tests busbw definition).
-* MoE: only the experts the tokens touch are charged, ``E (1 - (1 - k/E)^m)``
-  of them per layer (uniform routing), each a GEMM of its own ``m k / touched``
-  tokens (times an imbalance factor across expert-parallel ranks), with the
-  touched experts' weight read as its floor; the router and shared experts are
-  GEMMs of all m tokens.
+* MoE: one fused operator per layer (routing, permutation, grouped GEMMs,
+  activation, unpermutation: what engines run and aiconfigurator times), with its
+  own measured efficiency per GPU, engine kernels, expert dtype and layout class
+  (``moe_fit.csv``). Only the experts the tokens touch are charged,
+  ``E (1 - (1 - k/E)^m)`` of them per layer (uniform routing), each a GEMM of its
+  own ``m k / touched`` tokens (times an imbalance factor across expert-parallel
+  ranks) at ``eta_moe m/(m + m_half_moe)`` of the experts' dtype peak, slowed by
+  the expert's width on one GPU ``n = I/K_x`` as ``n/(n + n_half_moe)`` (expert
+  tensor parallelism narrows every expert GEMM); never faster than reading the
+  touched experts' weights at their stored dtype; the router and shared experts
+  are GEMMs of the rank's tokens.
+* MoE communication as engines run it: with tensor-parallel attention every rank
+  holds every token, so no dispatch: each rank runs its experts on them and the
+  layer's output is all-reduced over the attention group (``dpa = 0``); with
+  data-parallel attention (``dpa = 1``) each rank sends its own tokens'
+  activations ``c_disp`` times (all-to-all: once per distinct destination rank
+  other than its own; all-gather: to every other rank) in the dispatch dtype and
+  receives them back in the combine dtype, over the all-to-all's bandwidth.
 
 Parallel layout: the attention and dense parts of a request run on ``K_d`` GPUs
 (``K`` under plain TP; ``tp_attn`` under data-parallel attention), the routed
-experts on ``ep`` ranks, each expert split ``K_e`` ways. ``m = n_seq T`` tokens.
+experts on ``ep`` ranks, each expert split ``K_x`` ways. ``m = n_seq T`` tokens of
+one attention group; with data-parallel attention the ``ep / K_d`` groups route
+``m ep / K_d`` tokens to the experts.
 """
 import sympy as sp
 
@@ -64,6 +79,21 @@ K_d = sp.Symbol("K_d", positive=True, integer=True)  #: GPUs the attention and d
 K_e = sp.Symbol("K_x", positive=True, integer=True)  #: ways each expert is split (expert TP)
 ep = sp.Symbol("ep", positive=True, integer=True)  #: expert-parallel ranks
 f_imb = sp.Symbol("f_imb", **_pos)  #: load imbalance: busiest EP rank's tokens over the mean
+eta_m = sp.Symbol("eta_moe", **_pos)  #: fused MoE operator's asymptotic efficiency, fraction of P_moe
+m_half_m = sp.Symbol("m_half_moe", **_nonneg)  #: tokens per expert at half of eta_moe
+n_half_m = sp.Symbol("n_half_moe", **_nonneg)  #: expert width on one GPU at half of eta_moe
+t_m = sp.Symbol("t_moe", **_nonneg)  #: fixed cost of one of the fused operator's two GEMM kernels, s
+P_m = sp.Symbol("P_moe", **_pos)  #: peak FLOP/s of the experts' compute dtype
+b_m = sp.Symbol("b_moe", **_pos)  #: bytes per routed-expert weight at its stored dtype
+dpa = sp.Symbol("dpa", nonnegative=True)  #: 1 with data-parallel attention (dispatch), else 0
+c_disp = sp.Symbol("c_disp", **_nonneg)  #: copies of each own token a rank sends per dispatch
+b_disp = sp.Symbol("b_disp", **_pos)  #: bytes per activation element dispatched
+b_comb = sp.Symbol("b_comb", **_pos)  #: bytes per activation element combined
+bw_a2a = sp.Symbol("busbw_a2a", **_pos)  #: per-GPU bandwidth of the expert dispatch, B/s
+t_a2a = sp.Symbol("t_a2a", **_nonneg)  #: fixed latency of one dispatch or combine, s
+n_nodes = sp.Symbol("n_nodes", positive=True)  #: nodes the ep ranks span (1 within a node)
+c_node = sp.Symbol("c_node", **_nonneg)  #: copies of each own token a rank sends over its NIC
+B_nic = sp.Symbol("B_nic", **_pos)  #: between-node bandwidth per GPU (its NIC), B/s
 
 MEANING = {
     m_tok: ("tokens through one GEMM", "tokens"), k_in: ("GEMM inner dimension", "elements"),
@@ -79,6 +109,17 @@ MEANING = {
     busbw: ("all-reduce bus bandwidth", "B/s"), t_lat: ("all-reduce latency", "s"),
     K_d: ("GPUs running attention and dense parts", "GPUs"), K_e: ("ways each expert is split", "1"),
     ep: ("expert-parallel ranks", "GPUs"), f_imb: ("expert load imbalance", "1"),
+    eta_m: ("asymptotic fused-MoE efficiency", "1"),
+    m_half_m: ("tokens per expert at half MoE efficiency", "tokens"),
+    n_half_m: ("expert width per GPU at half MoE efficiency", "elements"),
+    t_m: ("fixed cost of a fused-MoE GEMM kernel", "s"),
+    P_m: ("peak FLOP/s of the experts' compute dtype", "FLOP/s"),
+    b_m: ("bytes per stored expert weight", "B"), dpa: ("data-parallel attention (0 or 1)", "1"),
+    c_disp: ("copies of a token a rank dispatches", "1"), b_disp: ("bytes per dispatched element", "B"),
+    b_comb: ("bytes per combined element", "B"), bw_a2a: ("expert dispatch bandwidth", "B/s"),
+    c_node: ("copies of a token a rank sends over its NIC", "1"), B_nic: ("NIC bandwidth per GPU", "B/s"),
+    n_nodes: ("nodes the expert-parallel ranks span", "1"),
+    t_a2a: ("latency of one dispatch or combine", "s"),
 }
 # e_tok and eta_mem (one memory-bound op's elements per token and its share of B_peak) below
 
@@ -121,21 +162,22 @@ def membound(m, elements, eff):
 norm_elements = 2 * (2 * d)  # two RMSNorms, read d write d
 add_elements = 2 * (3 * d)  # two residual adds, read 2d write d
 act_elements_dense = 3 * I_ffn / K_d  # SiLU-and-mul: read gate and up, write one
-act_elements_moe = 3 * (k_top * I_exp / K_e + E_sh * I_exp / K_d)
-permute_elements_moe = 2 * 2 * k_top * d  # scatter to experts and gather back, read + write
+#: an MoE layer's own memory-bound activation: the shared experts' (the routed experts'
+#: activation and permutation are inside the fused MoE operator)
+act_elements_moe = 3 * E_sh * I_exp / K_d
 
 m_all = n_seq * T  #: tokens in the forward pass
 
 
-def nongemm_layer(rope_elements, act_elements, extra_elements=0):
-    """Memory-bound ops of one layer, s."""
-    t = (membound(m_all, norm_elements / 2, eta_norm) * 2
-         + membound(m_all, add_elements / 2, eta_add) * 2
-         + membound(m_all, rope_elements, eta_rope)
-         + membound(m_all, act_elements, eta_act))
-    if extra_elements:
-        t += membound(m_all, extra_elements, eta_add)
-    return t
+def nongemm_layer(rope_elements, act_elements, act_runs=True):
+    """Memory-bound ops of one layer, s; the activation's only where ``act_runs`` holds (a SymPy
+    condition: an MoE layer's own activation is its shared experts')."""
+    act = membound(m_all, act_elements, eta_act)
+    if act_runs is not True:
+        act = sp.Piecewise((act, act_runs), (0, True))
+    return (membound(m_all, norm_elements / 2, eta_norm) * 2
+            + membound(m_all, add_elements / 2, eta_add) * 2
+            + membound(m_all, rope_elements, eta_rope) + act)
 
 
 # ---------------------------------------------------------------- all-reduce
@@ -172,25 +214,47 @@ def floors(shapes):
 
 mlp_dense = gemms(shapes_mlp_dense)
 
+#: tokens the routed experts of an expert-parallel group see: the attention group's own with
+#: tensor-parallel attention (every rank holds them all), every group's with data-parallel
+#: attention (ep / K_d groups of m tokens)
+m_moe = m_all * (1 - dpa + dpa * ep / K_d)
 #: expected distinct experts a layer touches when m tokens each pick k of E (uniform routing)
-experts_touched = E * (1 - (1 - k_top / E) ** m_all)
+experts_touched = E * (1 - (1 - k_top / E) ** m_moe)
 #: tokens each touched expert sees on average: the m k routed copies over the touched experts
-m_expert = m_all * k_top / experts_touched
-#: routed experts on the busiest rank: grouped GEMMs (2 kernels) of the experts_touched / ep
-#: experts a rank holds that the tokens reach, each at its own m_expert tokens; an expert no token
-#: reaches costs nothing (written without m_expert in a denominator)
-moe_routed_compute = (f_imb / ep * 6 * d * I_exp / K_e
-                      * (m_all * k_top + experts_touched * m_half) / (r_dt * eta_g * P))
-#: their weight-read floor: the touched experts' slices on one rank
-moe_routed_floor = experts_touched / ep * 3 * d * I_exp / K_e * b_w / B_hbm
-moe_routed = 2 * t_kern + sp.Max(moe_routed_compute, moe_routed_floor)
+m_expert = m_moe * k_top / experts_touched
+#: routed experts on the busiest rank: the fused operator's grouped GEMMs (2 kernels) of the
+#: experts_touched / ep experts a rank holds that the tokens reach, each at its own m_expert
+#: tokens and at eta_moe n/(n + n_half_moe) for an expert n = I/K_x wide on the GPU; an expert no
+#: token reaches costs nothing (written without m_expert or n in a denominator)
+moe_routed_compute = (f_imb / ep * 6 * d * (I_exp / K_e + n_half_m)
+                      * (m_moe * k_top + experts_touched * m_half_m) / (eta_m * P_m))
+#: their weight-read floor: the touched experts' slices on one rank, at their stored dtype
+moe_routed_floor = experts_touched / ep * 3 * d * I_exp / K_e * b_m / B_hbm
+moe_routed = 2 * t_m + sp.Max(moe_routed_compute, moe_routed_floor)
 #: router and shared experts: GEMMs of all m tokens
 moe_router_shared = gemms(shapes_router) + sp.Piecewise((0, sp.Eq(E_sh, 0)),
                                                        (gemms(shapes_shared), True))
-#: expert-parallel dispatch and combine: each rank sends its tokens' copies to the others
-moe_all_to_all = sp.Piecewise(
+#: copies of each of its own tokens a rank sends in an all-to-all dispatch: once per distinct
+#: destination rank of its k experts other than its own (DeepEP's is_token_in_rank; uniform
+#: routing over ep ranks)
+c_disp_alltoall = (ep - 1) * (1 - (1 - 1 / ep) ** k_top)
+#: ... in an all-gather dispatch (vLLM's default allgather_reducescatter): to every other rank
+c_disp_allgather = ep - 1
+#: copies of each own token that cross a NIC in an all-to-all dispatch across nodes: once per
+#: distinct other destination node (DeepEP sends a token over RDMA once per node and forwards it
+#: over NVLink; uniform routing over the nodes)
+c_node_alltoall = (n_nodes - 1) * (1 - (1 - 1 / n_nodes) ** k_top)
+#: ... in an all-gather across nodes: to every rank off the node
+c_node_allgather = ep - ep / n_nodes
+#: expert-parallel dispatch and combine under data-parallel attention: each rank sends its own
+#: tokens' activations c_disp times in the dispatch dtype and gets them back in the combine dtype
+moe_dispatch = sp.Piecewise(
     (0, sp.Le(ep, 1)),
-    (2 * (t_lat + m_all * k_top * d * b_act * (ep - 1) / ep / busbw), True))
+    (2 * t_a2a + m_all * d * (b_disp + b_comb) * sp.Max(c_disp / bw_a2a, c_node / B_nic), True))
+#: an MoE layer's communication: the all-reduce of its output over the attention group with
+#: tensor-parallel attention (no dispatch: every rank holds every token), the dispatch and combine
+#: with data-parallel attention
+moe_comm = (1 - dpa) * allreduce(K_d) + dpa * moe_dispatch
 
 # ---------------------------------------------------------------- attention kernel
 #: attention-kernel efficiency at sequence length T, fraction of P_a
@@ -219,11 +283,11 @@ def _model(attn_proj, rope_elements):
         "gemm_s": L_all * attn_proj + L_dense * mlp_dense,
         "nongemm_s": (L_dense * nongemm_layer(rope_elements, act_elements_dense)
                       + L_moe * nongemm_layer(rope_elements, act_elements_moe,
-                                              permute_elements_moe)),
+                                              sp.Gt(E_sh, 0))),
         "attention_s": t_attention,
         "allreduce_s": (L_all * allreduce(K_d) + L_dense * allreduce(K_d)
-                        + L_moe * allreduce(K_e)),
-        "moe_s": L_moe * (moe_routed + moe_router_shared + moe_all_to_all),
+                        + L_moe * (1 - dpa) * allreduce(K_d)),
+        "moe_s": L_moe * (moe_routed + moe_router_shared + dpa * moe_dispatch),
         "lm_head_s": t_lm_head,
         # a hybrid model's recurrent layers: their projections, mixing kernel and all-reduce
         "recurrent_s": (L_rec * (gemms(shapes_recurrent) + allreduce(K_d)) + t_recurrent_mix),

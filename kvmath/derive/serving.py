@@ -74,7 +74,7 @@ busy_advantage = sp.expand(D.dense(t_reload_busy - (D.t_compute - D.t_compute.su
 # ------------------------------------------------------------------ decode at a batch
 #: share of a MoE layer's routed experts that one decode step of n_seq sequences touches (each
 #: token picks k_top of E, uniform routing: kvmath.derive.prefill.experts_touched over E)
-decode_experts_share = DP.experts_touched.subs(T, 1) / E
+decode_experts_share = DP.experts_touched.subs({T: 1, DP.dpa: 0}) / E
 #: weight bytes each GPU reads in that step: everything but the routed experts and the input
 #: embedding (a step looks up a row of it per sequence; a tied LM head is read as the head), and
 #: the touched share of the routed experts it holds, B

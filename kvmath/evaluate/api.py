@@ -184,7 +184,7 @@ def recompute_fn(model, gpu, layout, values, prefill="calibrated", batch=1):
     :mod:`kvmath.derive.kv`; ``calibrated``, the operator model of :mod:`kvmath.derive.prefill`
     fitted to measured operator times. A GPU with no calibration falls back to ideal, and the
     name says so."""
-    s = scenario(model, gpu, None)
+    s = scenario(model, gpu, None, engine=values.get("engine"))  # its kernels run the forward
     name, f = _prefill.recompute_fn(s, layout, values, prefill, batch)
     return name, lambda t: f(np.asarray(t, dtype=float) if np.ndim(t) else float(t))
 

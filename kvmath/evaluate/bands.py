@@ -45,13 +45,49 @@ def efficiency_range():
     return (min(ratios + [1.0]), 1.0)
 
 
+#: the prefill rows of validation.csv a GPU's fit is judged on (published prefills no fit saw)
+PREFILL_QUANTITIES = ("ttft_s", "prefill_s", "ttft_recompute_s")
+
+
+@lru_cache(maxsize=None)
+def prefill_row_errors(gpu_name):
+    """The signed misses of the GPU's published prefill rows expected to hold, on one node (a
+    multi-node layout's misses are its own known limits), as a share of the predicted prefill:
+    (predicted - measured) over the recompute the row's prediction holds (a time to first token
+    adds the request's costs, which the recompute band does not scale)."""
+    from kvmath.evaluate.validation import ttft_result
+    cat = bundled()
+    out = []
+    for m in measurements():
+        if (m.quantity in PREFILL_QUANTITIES and m.gpu == gpu_name and m.expect == "pass"
+                and max(m.tp, m.ep or 1) <= cat.gpus[m.gpu].gpus_per_node):
+            p = predict(m)
+            prefill = ttft_result(m)["recompute_s"] if m.quantity == "ttft_recompute_s" else p
+            out.append((p - m.measured_value) / prefill)  # signed: > 0 predicted slow
+    return out
+
+
+#: prefill_heldout.csv's profile name for a GPU's published prefill rows (its p90 column holds
+#: their widest miss; scripts/fit_prefill.py writes them from prefill_row_errors)
+PUBLISHED_PROFILE = "published prefill rows (validation.csv)"
+
+
 @lru_cache(maxsize=None)
 def calibrated_error(gpu_name):
-    """90th-percentile |error| of the calibrated operator model on held-out profiles (the
-    largest over the GPU's held-out profiles; H100's for GPUs without profiles)."""
-    rows = [r for r in table("prefill_heldout").values() if r.set == "held-out"]
+    """The calibrated model's error either way on a GPU, from prefill_heldout.csv: the widest
+    miss of its published prefill rows that no fit saw (:func:`prefill_row_errors`, written by
+    scripts/fit_prefill.py) and, where the GPU has Vidur's profiles (a second harness no GEMM fit
+    saw), the 90th percentile of the per-layer error on them; a GPU with neither: the largest
+    over the GPUs with fits of their own that have them (a borrowed fit carries its own, wider
+    factor: :func:`borrowed_fit_factor`)."""
+    rows = [r for r in table("prefill_heldout").values() if r.set == "held-out"
+            and not r.profile.startswith("aiconfigurator")]
     own = [r.p90_abs_error for r in rows if r.gpu == gpu_name]
-    return max(own or [r.p90_abs_error for r in rows if r.gpu == "h100-sxm"])
+    if own:
+        return max(own)
+    return max([max(r.p90_abs_error for r in rows if r.gpu == g) for g in bundled().gpus
+                if g != gpu_name and g not in borrowed_fit_gpus()
+                and [r for r in rows if r.gpu == g]])
 
 
 @lru_cache(maxsize=None)
@@ -117,7 +153,8 @@ def engine_cost_factor(engine_name):
 def borrowed_fit_gpus():
     """GPUs whose calibrated prefill is another GPU's fit (prefill_fit.csv rows that are
     assumptions): no operator profile of their own."""
-    return frozenset(r.gpu for r in table("prefill_fit").values() if r.kind == "assumption")
+    return frozenset(r.gpu for r in table("prefill_fit").values()
+                     if r.kind == "assumption" and r.parameter == "eta_g")
 
 
 _PREFILL_QUANTITIES = ("ttft_s", "prefill_s", "ttft_recompute_s")
@@ -234,3 +271,27 @@ def band_data():
             "engine_cost_factor": {e: engine_cost_factor(e) for e in engines()},
             "known_limits": limits, "binding_rel_tol": BINDING_REL_TOL,
             "model_symbols": list(MODEL_SYMBOLS)}
+
+
+def gpu_fit_summary():
+    """One row per bundled GPU: which prefill fit it runs ("own": aiconfigurator's tables of
+    that GPU; "borrowed": H100's, an assumption), its GEMM (BF16) and attention held-out
+    median |error| on the operator tables, and its published prefill rows no fit saw
+    (validation.csv ttft_s, prefill_s, ttft_recompute_s): how many, how many hold, and the
+    widest |error| of those expected to hold; the recompute band it takes."""
+    heldout = [r for r in table("prefill_heldout").values() if r.set == "held-out"]
+    out = []
+    for g in bundled().gpus:
+        def held(profile):
+            rs = [r.median_abs_error for r in heldout if r.gpu == g and r.profile == profile]
+            return rs[0] if rs else None
+        rows = [(m, predict(m) / m.measured_value) for m in measurements()
+                if m.quantity in PREFILL_QUANTITIES and m.gpu == g]
+        ok = [abs(r - 1) for m, r in rows if m.expect == "pass"]
+        out.append({"gpu": g, "fit": "borrowed" if g in borrowed_fit_gpus() else "own",
+                    "gemm_held": held("aiconfigurator gemm bfloat16 (n or k 2048, 7168)"),
+                    "attention_held": held("aiconfigurator attention (fewer heads)"),
+                    "rows": len(rows), "within": sum(
+                        1 for m, r in rows if 1 / m.tolerance_factor <= r <= m.tolerance_factor),
+                    "worst_pass": max(ok) if ok else None, "band": calibrated_error(g)})
+    return out

@@ -124,7 +124,7 @@ def diff_since_last(gpus=None):
         if not r["flipped"]:
             continue
         cell = (r["model"], r["gpu"], r["tier"], r["tokens"])
-        by_driver = replace(engines()[DEFAULT_ENGINE], driver_copies=True)
+        by_driver = replace(engines()[DEFAULT_ENGINE], kernel_below_bytes=None)
         if current_cell(*cell, engine=by_driver)["winner"] == r["old_winner"]:
             r["why"] = WHY_KERNEL
         elif current_cell(*cell, engine=CROSS_LAYER_VLLM)["winner"] == r["old_winner"]:

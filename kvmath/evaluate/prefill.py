@@ -47,16 +47,19 @@ def _resolve(model, gpu):
 
 
 def calibrated_values(model, gpu, tp=1, ep=None, dp_attention=False, compute_dtype="bf16",
-                      batch=1, tp_attn=1, imbalance=DEFAULT_IMBALANCE):
-    """Every substitution value of the calibrated model except T (logic.calibrated_values)."""
+                      batch=1, tp_attn=1, imbalance=DEFAULT_IMBALANCE, kernels=None):
+    """Every substitution value of the calibrated model except T (logic.calibrated_values);
+    kernels: the engine whose kernels run the forward (kernels.csv; None: the default engine
+    profile's)."""
     return _prefill.calibrated_values(
         Scenario(model=model, gpu=gpu, tier=None),
         Parallel(gpus=tp, ep=ep, dp_attention=dp_attention, tp_attn=tp_attn,
-                 compute_dtype=compute_dtype, batch=batch, imbalance=imbalance))
+                 compute_dtype=compute_dtype, batch=batch, imbalance=imbalance, kernels=kernels))
 
 
 def prefill_time(model, gpu, tokens, tp=1, ep=None, dp_attention=False, compute_dtype="bf16",
-                 batch=1, kind="calibrated", tp_attn=1, imbalance=DEFAULT_IMBALANCE):
+                 batch=1, kind="calibrated", tp_attn=1, imbalance=DEFAULT_IMBALANCE,
+                 kernels=None):
     """Prefill time (s) of `batch` prompts of `tokens` tokens each (scalar or numpy array).
 
     kind "ideal": {"total_s", "compute_s", "weights_floor_s"} of the flat roofline.
@@ -79,7 +82,7 @@ def prefill_time(model, gpu, tokens, tp=1, ep=None, dp_attention=False, compute_
                 "weights_floor_s": fn("t_weights").take(at)}
     cv = calibrated_values(model, gpu, tp=tp, ep=ep, dp_attention=dp_attention,
                            compute_dtype=compute_dtype, batch=batch, tp_attn=tp_attn,
-                           imbalance=imbalance)
+                           imbalance=imbalance, kernels=kernels)
     out = _parts(model.attention, cv, T)
     out["weights_floor_s"] = _numeric(model.attention, "weights_floor_s").take({**cv, "T": T})
     out["ideal_s"] = ideal_total
@@ -95,12 +98,12 @@ def _parts(attention, values, T):
 
 
 def calibrated_fn(model, gpu, tp=1, ep=None, dp_attention=False, compute_dtype="bf16", batch=1,
-                  tp_attn=1, imbalance=DEFAULT_IMBALANCE):
+                  tp_attn=1, imbalance=DEFAULT_IMBALANCE, kernels=None):
     """f(T) -> calibrated prefill seconds, with every value but T fixed once (for root finding)."""
     model, gpu = _resolve(model, gpu)
     cv = calibrated_values(model, gpu, tp=tp, ep=ep, dp_attention=dp_attention,
                            compute_dtype=compute_dtype, batch=batch, tp_attn=tp_attn,
-                           imbalance=imbalance)
+                           imbalance=imbalance, kernels=kernels)
     cv = {k: cv[k] for k in set().union(*(_numeric(model.attention, p).arg_names for p in PARTS))
           if k != "T"}
     return lambda t: _parts(model.attention, cv, np.asarray(t, dtype=float))["total_s"]

@@ -11,6 +11,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from kvmath.evaluate.api import HBM_TIER, compare, fn, scenario_values
+from kvmath.logic.constants import DEFAULT_ENGINE
 from kvmath.tables.schema import read
 from kvmath.tables.rows import Measurement, bundled, model_of, resolve_engine  # noqa: F401 (model_of re-exported)
 
@@ -48,7 +49,7 @@ def predict(m: Measurement, overrides=None):
                       else dict(ep=m.ep if m.ep and m.ep > 1 else None))
             return float(prefill_time(model_of(m.model), cat.gpus[m.gpu], float(m.tokens),
                                       tp=m.tp, compute_dtype=m.compute_dtype, batch=m.batch,
-                                      **layout)["total_s"])
+                                      kernels=m.kernels or None, **layout)["total_s"])
         v, _ = scenario_values(model_of(m.model), cat.gpus[m.gpu], cat.tiers["host-dram"],
                                tp=m.tp, compute_dtype=m.compute_dtype,
                                efficiency=overrides.get("eta"))
@@ -61,6 +62,9 @@ def predict(m: Measurement, overrides=None):
         r = compare(model_of(m.model), cat.gpus["h100-sxm"], cat.tiers["host-dram"], m.tokens)
         return r["kv_bytes"]
     link = cat.links[m.link]
+    if m.copy_path:  # copies of transfer_bytes by one copy path (copy_paths.csv)
+        from kvmath.logic.path import copy_rate
+        return m.count * copy_rate(link, m.copy_path, float(m.transfer_bytes))
     eff = overrides.get("link_efficiency", link.efficiency)
     bandwidth = link.bandwidth_Bps * eff * m.count
     if m.transfer_bytes is None:
@@ -68,11 +72,17 @@ def predict(m: Measurement, overrides=None):
     return float(_bw_at_size()(s=m.transfer_bytes, B=bandwidth, t_0=link.latency_s))
 
 
-def alone(engine_name):
+def alone(engine_name, kernels=""):
     """The engine profile for one request alone on the node: nothing else offloads while it
     loads, so its copies keep the host link to themselves (writes_overlap off; a serving node's
-    profile keeps the link's measured duplex share for the other requests' offloads)."""
-    return replace(resolve_engine(engine_name), writes_overlap=False) if engine_name else None
+    profile keeps the link's measured duplex share for the other requests' offloads); a row that
+    names the engine whose kernels ran its forward (kernels) runs them."""
+    eng = resolve_engine(engine_name or DEFAULT_ENGINE)
+    if engine_name:
+        eng = replace(eng, writes_overlap=False)
+    if kernels:
+        eng = replace(eng, kernels=kernels)
+    return eng if engine_name or kernels else None
 
 
 def ttft_result(m: Measurement):
@@ -82,7 +92,8 @@ def ttft_result(m: Measurement):
     cat = bundled()
     tier = HBM_TIER if m.tier == HBM_TIER.name else cat.tiers[m.tier or "host-dram"]
     return compare(model_of(m.model), cat.gpus[m.gpu], tier, m.tokens, tp=m.tp,
-                   compute_dtype=m.compute_dtype, engine=alone(m.engine), concurrent_reloads=1,
+                   compute_dtype=m.compute_dtype, engine=alone(m.engine, m.kernels),
+                   concurrent_reloads=1,
                    new_tokens=m.new_tokens, token_ids=m.token_ids)
 
 
@@ -98,9 +109,9 @@ def decode_step(m: Measurement):
         from kvmath.evaluate.serving import decode_cost
         return decode_cost(model_of(m.model), cat.gpus[m.gpu], m.tp, m.batch, m.tokens,
                            compute_dtype=m.compute_dtype, kv_dtype=m.kv_dtype or None,
-                           ep=ep)["decode_step_s"]
+                           ep=ep, engine=alone(None, m.kernels))["decode_step_s"]
     return compare(model_of(m.model), cat.gpus[m.gpu], HBM_TIER, m.tokens, tp=m.tp,
-                   ep=ep, compute_dtype=m.compute_dtype,
+                   ep=ep, compute_dtype=m.compute_dtype, engine=alone(None, m.kernels),
                    concurrent_reloads=1, new_tokens=1)["reload_step_s"]
 
 

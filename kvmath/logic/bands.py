@@ -10,7 +10,7 @@ import math
 
 from kvmath.logic.comparison import compare
 from kvmath.logic.path import coded_values
-from kvmath.logic.rules import load_kernel, shape_key
+from kvmath.logic.rules import copy_path, shape_key
 from kvmath.logic.runtime import DATA, Layout, formula, with_fields
 from kvmath.logic.values import load_shares, plain_values, scenario_values
 
@@ -130,17 +130,18 @@ def band(s, tokens, limits):
             # overlapped with the fast end's (chunk by chunk, as a pipelined engine does)
             b_lo = coded_values(codec, tier, nominal["kv_dtype"], b_lo, False, gpu_reloads)["B"]
             b_hi = coded_values(codec, tier, nominal["kv_dtype"], b_hi, True, gpu_reloads)["B"]
-        if eng.writes_overlap or eng.copy_batched:  # the fast end: nothing else offloading
-            # meanwhile (the host link without the duplex share other requests' writes leave),
-            # and a batched call's copies at the driver's per-descriptor cost
-            quiet = with_fields(eng, {"writes_overlap": False, "fast_copies": True})
+        path = copy_path(eng, v["copy_bytes"], gpu.platform)[0]
+        spread = path == "kernel" or path == "batched"  # copies with a measured spread
+        if eng.writes_overlap or spread:  # the fast end: nothing else offloading meanwhile
+            # (the host link without the duplex share other requests' writes leave), and the
+            # copies at the fast end of their path's spread
+            quiet = with_fields(eng, {"writes_overlap": False, "copy_end": "fast"})
             alone = variant_bandwidth(variant(s, quiet), tokens, layout, [conc, gpu_reloads])
             b_hi = max(b_hi, alone)
             fastest = min(fastest, float(formula("derive.t_reload", {**at, "B": alone})))
-        if load_kernel(eng, v["copy_bytes"], gpu.platform):  # the slow end: the driver
-            # copies the kernel replaced
-            driver = with_fields(eng, {"driver_copies": True})
-            b_lo = min(b_lo, variant_bandwidth(variant(s, driver), tokens, layout,
+        if spread:  # the slow end of the copies' spread (a kernel's rate is an assumption)
+            slow = with_fields(eng, {"copy_end": "slow"})
+            b_lo = min(b_lo, variant_bandwidth(variant(s, slow), tokens, layout,
                                                [conc, gpu_reloads]))
         reload = [float(formula("derive.t_reload", {**at, "B": b_hi})),
                   float(formula("derive.t_reload", {**at, "B": b_lo}))]

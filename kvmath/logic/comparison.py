@@ -13,7 +13,7 @@ from kvmath.logic.layout import (default_concurrency, hbm_slack, layout_lengths,
                                  longest_prompt, usable_fraction)
 from kvmath.logic.path import tier_kind
 from kvmath.logic.prefill import recompute_fn, time_step
-from kvmath.logic.rules import engine_costs_calibrated, load_kernel, own_value, rope_hint
+from kvmath.logic.rules import copy_path, engine_cost_caveat, own_value, rope_hint
 from kvmath.logic.runtime import DATA, ScenarioError, formula, is_float, with_fields
 from kvmath.logic.values import load_values, plain_values
 
@@ -117,6 +117,7 @@ def compare_at(s, tokens):
     layout = sv[0]["layout"]
     eng = sv[0]["engine"]
     copy = sv[0]["copy_bytes"]
+    copy_route = copy_path(eng, copy, gpu.platform)
     v = plain_values(sv[0])
     hops = sv[1]
     replicas = default_concurrency(gpu, layout.tp, own)
@@ -210,15 +211,18 @@ def compare_at(s, tokens):
         "request_s": float(formula("derive.t_request", at)), "request_fixed_s": v["t_req"],
         "hash_token_s": v["c_hash"], "tokenize_token_s": v["c_tokz"], "hit_token_s": v["c_hit"],
         "hit_cost_s": v["c_hit"] * tokens,
-        "engine_costs_calibrated": engine_costs_calibrated(eng),
+        # what the request costs rest on: words where fewer than three sources back them
+        "engine_costs_caveat": engine_cost_caveat(eng),
         "reload_bandwidth_Bps": v["B"] if math.isfinite(v["B"]) else None,
         "reload_latency_s": v["t_lat"],
         "reload_step_s": v["t_step"], "reload_fixed_s": v["t_0"],
         "overlap_hidden_s": float(formula("derive.t_overlap_hidden", at)),
         "copy_bytes": copy,
         **(codec_keys(codec, tier, v, at) if codec is not None else {}),
-        # the engine's copy kernel loads these copies (no per-copy cost: an assumption)
-        "load_kernel": len(tier.hops) > 0 and load_kernel(eng, copy, gpu.platform),
+        # how the engine issues the load's copies (its copy kernel, one batched driver call,
+        # driver copies one by one) and, where it has a kernel it does not use, why
+        "copy_path": copy_route[0] if len(tier.hops) > 0 else None,
+        "copy_path_fallback": copy_route[1] if len(tier.hops) > 0 else "",
         "path": path,
         "winner": "reload" if ttft_hit < ttft_cold else "recompute",
         "speedup": max(ttft_hit, ttft_cold) / min(ttft_hit, ttft_cold),

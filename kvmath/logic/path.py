@@ -10,7 +10,7 @@ import math
 
 from kvmath.logic.constants import CODEC_KV_DTYPES
 from kvmath.logic.layout import default_concurrency
-from kvmath.logic.rules import load_kernel, own_value
+from kvmath.logic.rules import copy_path, own_value
 from kvmath.logic.runtime import DATA, PathHop, ScenarioError, formula, with_fields
 
 
@@ -86,12 +86,55 @@ def check_tier_gpu(tier, gpu):
 
 
 
+def copy_row(link_name, path, direction, copy_bytes):
+    """The copy_paths.csv row of a link's copy path and direction that covers copies of
+    copy_bytes (the one with the largest from_bytes not above it), or None."""
+    rows = DATA.copy_paths.get(link_name, {}).get(path + " " + direction, [])
+    out = None
+    for r in rows:
+        if r.from_bytes <= copy_bytes:
+            out = r
+    return out
+
+
+def copy_rate(link, path, copy_bytes, end="nominal"):
+    """The rate (B/s) of a load's copies of copy_bytes over a host link by a copy path
+    (:func:`kvmath.logic.rules.copy_path`), at the nominal or the band's "fast" or "slow" end of
+    its measured spread: t = per-copy cost + s / rate (kvmath.derive.kv.bandwidth_at_size).
+    driver: the link's own per-copy cost (links.csv latency_s) at its measured asymptote;
+    batched and kernel: copy_paths.csv's per-copy cost and fraction of that asymptote for the
+    class of copies that size falls in; a link with no such row: the kernel at the asymptote (an
+    assumption), a batched call as driver copies."""
+    base = link.bandwidth_Bps * link.efficiency
+    if path == "asymptote":
+        return base
+    row = None
+    if path != "driver":
+        row = copy_row(link.name, path, "h2d", copy_bytes)
+    if row is None and path == "kernel":
+        return base
+    t_copy = link.latency_s
+    rate = base
+    if row is not None:
+        t_copy = row.per_copy_s
+        frac = row.rate_fraction
+        if end == "fast":
+            t_copy = row.per_copy_fast_s if row.per_copy_fast_s is not None else t_copy
+            frac = row.rate_fraction_high if row.rate_fraction_high is not None else frac
+        if end == "slow":
+            t_copy = row.per_copy_slow_s if row.per_copy_slow_s is not None else t_copy
+            frac = row.rate_fraction_low if row.rate_fraction_low is not None else frac
+        rate = base * frac
+    return float(formula("derive.bandwidth_at_size", {"s": copy_bytes, "B": rate, "t_0": t_copy}))
+
+
 def tier_path(tier, gpu, eng, copy_bytes=None):
     """The hops of a tier for a GPU, with their effective bandwidths under an engine profile.
 
-    The GPU's host link runs at the bandwidth of copies of ``copy_bytes`` (the engine's
-    layout; copies the engine's load kernel takes, below its kernel_below_bytes, at the link's
-    asymptote) and keeps the link's measured duplex fraction while offload writes overlap;
+    The GPU's host link runs at the rate of the engine's copies of ``copy_bytes`` (its layout)
+    by the path its code takes for them (:func:`kvmath.logic.rules.copy_path`: its copy kernel,
+    one batched driver call, or driver copies one by one; :func:`copy_rate`) and keeps the
+    link's measured duplex fraction while offload writes overlap;
     node-shared hops with a first-byte latency (drives) run at the bandwidth of the engine's
     storage reads with its queue depth, per drive. The ideal profile changes nothing.
     """
@@ -105,14 +148,9 @@ def tier_path(tier, gpu, eng, copy_bytes=None):
             name = gpu.host_memory_link
         link = DATA.links[name]
         one = link.bandwidth_Bps * link.efficiency
-        if host and eng.copy_tokens is not None and copy_bytes is not None \
-                and not load_kernel(eng, copy_bytes, gpu.platform):  # a kernel reading host
-            # memory has no per-copy cost; a batched call's copies cost the driver's
-            # per-descriptor time, where measured
-            fast = eng.fast_copies and eng.copy_batched and link.batched_copy_s is not None
-            t_copy = link.batched_copy_s if fast else link.latency_s
-            one = float(formula("derive.bandwidth_at_size", {"s": copy_bytes, "B": one,
-                                                             "t_0": t_copy}))
+        if host and eng.copy_tokens is not None and copy_bytes is not None:
+            one = copy_rate(link, copy_path(eng, copy_bytes, gpu.platform)[0], copy_bytes,
+                            eng.copy_end)
         if host and eng.writes_overlap:
             one = one * link.duplex_retained
         scope = hop.scope or link.scope

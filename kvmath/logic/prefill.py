@@ -7,15 +7,76 @@ from __future__ import annotations
 
 from kvmath.logic.constants import BYTES_ACT, PARTS, PREFILL_MODELS
 from kvmath.logic.layout import choose_layout, deployment_values
-from kvmath.logic.rules import is_moe, prefill_model
+from kvmath.logic.rules import dense_flops, engine_of, is_moe, latent, prefill_model
 from kvmath.logic.runtime import DATA, Parallel, ScenarioError, formula, with_fields
+
+#: the engines whose fused-MoE tables a fit may borrow, in order, where the asked one has none
+MOE_KERNELS = ["vllm", "sglang", "trtllm"]
+
+
+def gemm_dtype(model, compute_dtype):
+    """The GEMM dtype a model's dense layers run in (prefill_fit.csv's parameter suffix): FP8
+    weights stored in the checkpoint are block-scaled (the bundled ones: DeepSeek-V3 and V3.2,
+    128 x 128 blocks), FP8 from 16-bit weights is quantised per tensor (vLLM's online fp8)."""
+    if compute_dtype == "fp8":
+        return "fp8_block" if model.weight_dtype == "fp8" else "fp8"
+    if compute_dtype == "nvfp4":
+        return "nvfp4"
+    return "bfloat16"
+
+
+def expert_dtype(model, compute_dtype):
+    """The routed experts' dtype as the fused-MoE tables name it (moe_fit.csv), and the kvmath
+    compute dtype whose peak they run at: MXFP4 experts (gpt-oss) take 16-bit activations."""
+    if model.weight_dtype == "mxfp4":
+        return ["w4a16_mxfp4", "bf16"]
+    dt = gemm_dtype(model, compute_dtype)
+    if model.weight_dtype == "nvfp4":
+        dt = "nvfp4"
+    return [dt, {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "nvfp4"}[dt]]
+
+
+def moe_fit(gpu_name, kernels, dtype, layout):
+    """[{eta_moe, m_half_moe, n_half_moe, t_moe}, the engine whose tables it is] of the fused-MoE
+    fit (moe_fit.csv) for the asked engine's kernels, else another engine's, else None."""
+    fits = DATA.moe_fit.get(gpu_name, {})
+    for k in [kernels] + [x for x in MOE_KERNELS if x != kernels]:
+        row = fits.get(k, {}).get(dtype, {}).get(layout)
+        if row is not None:
+            return [row, k]
+    return None
+
+
+def moe_fit_exact(gpu_name, kernels, dtype, layout):
+    """The fused-MoE fit of exactly these kernels, dtype and layout class, or None."""
+    row = DATA.moe_fit.get(gpu_name, {}).get(kernels, {}).get(dtype, {}).get(layout)
+    return None if row is None else [row, kernels]
+
+
+def dispatch_values(s, v, kernels, ep, fp8):
+    """{c_disp, c_node, b_disp, b_comb, busbw_a2a, t_a2a, B_nic}: the expert dispatch of
+    data-parallel attention as engine ``kernels`` runs it (kernels.csv), over NVLink within a
+    node and each GPU's NIC between the ep / GPUs_per_node nodes the ranks span."""
+    k = DATA.kernels[kernels]
+    fig = DATA.allreduce[s.gpu.name]
+    nic = DATA.links[DATA.scale_out_link]
+    nodes = max(1.0, ep / v["N_node"])
+    at = {"ep": float(ep), "k_top": v["k_top"], "n_nodes": nodes}
+    keys = ["derive_prefill.c_disp_allgather", "derive_prefill.c_node_allgather"]
+    if k.dp_dispatch == "alltoall":
+        keys = ["derive_prefill.c_disp_alltoall", "derive_prefill.c_node_alltoall"]
+    return {"c_disp": float(formula(keys[0], at)),
+            "c_node": float(formula(keys[1], at)) if nodes > 1 else 0.0,
+            "b_comb": k.combine_bytes, "b_disp": k.dispatch_bytes_fp8 if fp8 else k.dispatch_bytes,
+            "busbw_a2a": fig[2], "t_a2a": fig[3], "B_nic": nic.bandwidth_Bps * nic.efficiency}
 
 
 def calibrated_values(s, par):
     """Every substitution value of the calibrated prefill model (kvmath.derive.prefill) but T:
     the scenario's model's, its GPU's and the GPU's fit's, for the spread ``par``
     (:class:`kvmath.logic.runtime.Parallel`: ``par.gpus`` GPUs of one replica, attention on all
-    of them or data-parallel in groups of ``par.tp_attn``, experts over ``par.ep`` ranks)."""
+    of them or data-parallel in groups of ``par.tp_attn``, experts over ``par.ep`` ranks, the
+    forward run by ``par.kernels``' kernels)."""
     model = s.model
     gpu = s.gpu
     tp = par.gpus
@@ -38,8 +99,17 @@ def calibrated_values(s, par):
     v.update(fits)
     v["busbw"] = allreduce[0]
     v["t_ar"] = allreduce[1]
-    # FP8: the fitted BF16 curve scaled by the measured FP8/BF16 matmul-ceiling ratio
+    # a GEMM dtype fitted on the GPU's own tables runs its own curve at its own peak; else the
+    # fitted BF16 curve scaled by the measured matmul-ceiling ratio (r_dt)
+    suffix = "." + gemm_dtype(model, par.compute_dtype)
     v["r_dt"] = v["eta"] / gpu.prefill_efficiency
+    if ("eta_g" + suffix) in fits:
+        for p in ["eta_g", "m_half", "t_kern"]:
+            v[p] = fits[p + suffix]
+        v["r_dt"] = 1.0
+    if latent(model) and "eta_a.mla" in fits:  # MLA and its kin: the MLA kernel's own fit
+        v["eta_a"] = fits["eta_a.mla"]
+        v["T_a"] = fits["T_a.mla"]
     v["P_a"] = gpu.bf16_dense_flops  # attention kernels run on BF16 tensor cores (assumption)
     v["B_peak"] = gpu.hbm_bandwidth_Bps
     v["b_act"] = BYTES_ACT
@@ -62,7 +132,44 @@ def calibrated_values(s, par):
     if par.imbalance < 1:
         raise ScenarioError(f"imbalance must be >= 1, got {par.imbalance}")
     v["f_imb"] = par.imbalance if ep > 1 else 1.0
+    v.update(moe_values(s, v, par, ep))
     return v
+
+
+def moe_values(s, v, par, ep):
+    """The fused MoE operator's values (kvmath.derive.prefill moe_routed, moe_comm) for the
+    spread: its fit for the forward engine's kernels (par.kernels, else the scenario's engine
+    profile's), expert dtype and layout class, the experts' peak and stored bytes, and the
+    dispatch of data-parallel attention. No fitted operator for the GPU: the dense GEMM curve
+    (moe_measured 0)."""
+    kernels = par.kernels if par.kernels is not None else engine_of(s).kernels
+    if kernels not in DATA.kernels:
+        raise ScenarioError(f"unknown forward engine {kernels!r}; expected one of "
+                            f"{', '.join(sorted(list(DATA.kernels)))} (kernels.csv)")
+    dt = expert_dtype(s.model, par.compute_dtype)
+    out = {"P_moe": dense_flops(s.gpu, dt[1]), "b_moe": v["b_w"], "moe_measured": 1.0,
+           "dpa": 1.0 if par.dp_attention else 0.0}
+    layout = "tp"
+    if ep > 1:
+        layout = "ep"
+    fit = None
+    if ep > 1 and par.dp_attention:  # the engine's own wide expert-parallel path, where timed
+        fit = moe_fit_exact(s.gpu.name, kernels, dt[0], "dp")
+    if fit is None:
+        fit = moe_fit(s.gpu.name, kernels, dt[0], layout)
+    if fit is None:
+        out.update({"eta_moe": v["eta_g"] * v["r_dt"], "m_half_moe": v["m_half"],
+                    "n_half_moe": 0.0, "t_moe": v["t_kern"], "P_moe": v["P"],
+                    "moe_measured": 0.0})
+    else:
+        out.update(fit[0])
+    nic = DATA.links[DATA.scale_out_link]
+    out.update({"c_disp": 0.0, "c_node": 0.0, "b_disp": 2.0, "b_comb": 2.0,
+                "busbw_a2a": v["busbw"], "t_a2a": v["t_ar"],
+                "B_nic": nic.bandwidth_Bps * nic.efficiency})
+    if par.dp_attention and ep > 1:
+        out.update(dispatch_values(s, v, kernels, ep, dt[1] == "fp8"))
+    return out
 
 
 def prefill_parts(model, cv, tokens):

@@ -146,13 +146,27 @@ def hbm_fit_fraction(eng):
     return eng.hbm_usable_fraction * (1 - DATA.activation_reserve_fraction)
 
 
-def load_kernel(eng, copy_bytes, platform="cuda"):
-    """Whether a load of copies of copy_bytes runs the engine's copy kernel (no per-copy cost)
-    rather than driver copies (kernel_below_bytes; CUDA only: vLLM falls back to driver copies
-    on ROCm, cpu/gpu_worker.py _select_swap_blocks_fn)."""
-    return (eng.kernel_below_bytes is not None and not eng.driver_copies
-            and platform == "cuda" and copy_bytes is not None
-            and copy_bytes < eng.kernel_below_bytes)
+def copy_path(eng, copy_bytes, platform="cuda"):
+    """[path, why]: how the engine issues a load's copies of copy_bytes over the GPU's host link,
+    as its code gates them (vLLM: cpu/gpu_worker.py _select_swap_blocks_fn): "kernel", its copy
+    kernel, for copies under kernel_below_bytes on CUDA; "batched", one driver call for the
+    transfer's copies (cuMemcpyBatchAsync, CUDA); "driver", one driver call per copy; "asymptote",
+    an engine row with no copy size (a kernel at the link's rate, the row's assumption). why: where
+    the platform makes the engine fall back from its copy kernel or its batched call to driver
+    copies, the reason in words, else "" (copies at or above the kernel's size take the batched
+    call by the engine's own gate: no fallback)."""
+    if eng.copy_tokens is None or copy_bytes is None:
+        return ["asymptote", ""]
+    why = ""
+    if eng.kernel_below_bytes is not None and copy_bytes < eng.kernel_below_bytes:
+        if platform == "cuda":
+            return ["kernel", ""]
+        why = f"its copy kernel runs on CUDA only, not {platform}"
+    if eng.copy_batched and platform == "cuda":
+        return ["batched", why]
+    if eng.copy_batched:
+        why = (why + "; " if why else "") + f"its batched driver call is CUDA's: one call per copy on {platform}"
+    return ["driver", why]
 
 
 def per_model(rule, model):
@@ -209,10 +223,23 @@ def check_kv_dtype(gpu, kv_dtype):
 
 
 def engine_costs_calibrated(eng):
-    """Whether every request cost of the engine is given (engine_costs.csv); the ideal profile
-    charges none by definition."""
+    """Whether the engine's request costs are fitted on published times to first token
+    (engine_costs.csv kind fit, every cost given); the ideal profile charges none by
+    definition. An engine row of the reader's own is not."""
     costs = DATA.engine_costs.get(eng.name, {})
-    return eng.name == "ideal" or all([p in costs for p in DATA.engine_cost_parameters])
+    ev = DATA.engine_cost_evidence.get(eng.name)
+    return eng.name == "ideal" or (ev is not None and ev["kind"] == "fit" and all(
+        [p in costs for p in DATA.engine_cost_parameters]))
+
+
+def engine_cost_caveat(eng):
+    """Words on what the engine's request costs rest on, where they rest on fewer than three
+    independent sources or on none of the engine's own ("" otherwise)."""
+    ev = DATA.engine_cost_evidence.get(eng.name)
+    if ev is None:
+        return (f"{eng.name}'s request costs: none given for this engine row "
+                "(engine_costs.csv names the bundled profiles)")
+    return ev["caveat"]
 
 
 def request_cost_values(eng, tier, token_ids=False):

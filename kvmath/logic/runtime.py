@@ -113,8 +113,9 @@ class Layout:
     """How a model is laid out on GPUs: attention TP, expert spread, dtypes, and why."""
     tp: int  #: GPUs that split one request's attention and KV (K)
     ep: int  #: expert-parallel ranks: 1 = routed experts sharded by tensor parallelism over the
-    #: tp GPUs (vLLM's and SGLang's default); N > 1 = experts spread over N ranks with all-to-all
-    #: dispatch and combine (each split tp / N ways when N < tp)
+    #: tp GPUs (vLLM's and SGLang's default); 1 < N <= tp = experts spread over N of the tp GPUs
+    #: (each split tp / N ways) under tensor-parallel attention, no dispatch; N > tp =
+    #: data-parallel attention in N / tp groups, each rank dispatching its own tokens
     dp_attention: bool
     weight_dtype: str
     compute_dtype: str
@@ -146,6 +147,7 @@ class Parallel:
     compute_dtype: str = "bf16"
     batch: int = 1
     imbalance: float = 1.0
+    kernels: str | None = None  #: the engine whose kernels run it (kernels.csv); None: the scenario's
 
 
 @dataclass(frozen=True)
@@ -226,9 +228,11 @@ def portable_data():
     """Every bundled table the scenario logic reads, keyed by name, in shapes both languages
     index alike (string keys, rows as records); the page's kvcalc-data.js is this as JSON."""
     from kvmath.tables.rows import (ENGINE_COST_PARAMETERS, DTYPE_BYTES, PEAK_FIELDS,
-                                    allreduce_figures, bundled, deployments, engine_costs,
+                                    allreduce_figures, bundled, copy_paths, deployments,
+                                    engine_costs, moe_fits,
                                     engines, fitted_parameters, gpu_prices, plan_defaults, prices,
                                     rope_scalings, row_location)
+    from kvmath.tables.costs import cost_evidence
     from kvmath.tables.schema import table
     from kvmath.tiers.kinds import KINDS
     cat = bundled()
@@ -245,14 +249,18 @@ def portable_data():
             efficiency.setdefault(item, {})[quantity[len("prefill-"):]] = e.value
     return {
         "gpu_host_link": GPU_HOST_LINK, "gpu_host_memory": GPU_HOST_MEMORY,
-        "links": dict(cat.links), "deployments": deps, "compute_efficiency": efficiency,
+        "links": dict(cat.links), "copy_paths": copy_paths(), "deployments": deps, "compute_efficiency": efficiency,
         "activation_reserve_fraction": plan_defaults()["activation_reserve_fraction"].value,
         "dtypes": dict(table("dtypes")), "dtype_bytes": dict(DTYPE_BYTES),
         "engines": dict(engines()), "rope_scaling": rope,
         "engine_costs": {e: {p: r.value for p, r in engine_costs(e).items()} for e in engines()},
+        "engine_cost_evidence": {e: cost_evidence(e) for e in engines()},
         "engine_cost_parameters": list(ENGINE_COST_PARAMETERS),
         "prefill_fit": fitted_parameters(),
         "allreduce": {g: list(f) for g, f in allreduce_figures().items()},
+        "moe_fit": moe_fits(), "kernels": dict(table("kernels")),
+        # the link an expert dispatch crosses between nodes (one per GPU on the bundled nodes)
+        "scale_out_link": "nic-400g",
         "peak_fields": dict(PEAK_FIELDS),
         # where each bundled GPU is, for an error that names its row
         "gpu_rows": {n: "{}, row {}".format(*row_location("gpus", n)) for n in cat.gpus},

@@ -263,10 +263,8 @@ def caveats(facts):
         out.append(f"**Engine version.** The engine profile `{eng.name}` describes {eng.engine}, "
                    f"{eng.version.split(' (')[0]}; another release is another profile "
                    "(`kvmath list`), and its costs differ.")
-    if not first["engine_costs_calibrated"]:
-        out.append("**Engine costs.** This engine's request costs are not fitted on published "
-                   "times to first token: only the copies and the physics are charged, so "
-                   "reloads look faster than they will be.")
+    if first.get("engine_costs_caveat"):  # what the request costs rest on, where too little
+        out.append(f"**Engine costs.** {first['engine_costs_caveat']}")
     if not first["prefill_fit_own"]:
         out.append(f"**GPU without its own measurements.** {first['gpu']} has no operator "
                    "profile of its own: its prefill is another GPU's fit, and the recompute band "

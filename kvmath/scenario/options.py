@@ -246,9 +246,12 @@ OPTIONS = (
                      "deployment, else the smallest that holds the weights and the batch's KV)",
                      TIERS: _TP_NODE, TRACE: _TP_NODE, ROUTE: _TP_NODE,
                      FLEET: _TP_NODE}),
-    Option("ep", GPUS, "expert-parallel ranks of the routed experts, with all-to-all "
-           "dispatch and combine; 1 shards each expert by tensor parallelism (default: the "
-           "deployment's, else 1)", (COMPARE,), unit="GPUs", label="experts over (GPUs)"),
+    Option("ep", GPUS, "expert-parallel ranks of the routed experts: up to --tp, under "
+           "tensor-parallel attention (no dispatch; the experts' output all-reduced); above it, "
+           "data-parallel attention in groups of --tp GPUs, each rank dispatching its own tokens "
+           "in the engine's dispatch dtype (kernels.csv); 1 shards each expert by tensor "
+           "parallelism (default: the deployment's, else 1)", (COMPARE,), unit="GPUs",
+           label="experts over (GPUs)"),
     Option("batch", SEQUENCES, "sequences of --tokens tokens whose KV must fit beside the "
            "weights (default 1)", (COMPARE,), default=1, label="sequences in HBM"),
     Option("engine", TEXT, "engine profile: bundled name (kvmath list) or path to an engines "

@@ -14,6 +14,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 
 from kvmath.errors import InputError
+from kvmath.tables.copies import CopyPath, copy_paths  # noqa: F401 (the copy paths' rows)
 from kvmath.tables.families import family
 from kvmath.tables.schema import DataError, FieldError, Row, UnknownName, data_path, package, read, resource, table
 
@@ -234,8 +235,9 @@ class Pause(Row, table="pauses"):
 
 
 class Engine(Row, table="engines"):
-    fast_copies: bool = False  #: a batched call's copies at the driver's per-descriptor cost (bands)
-    driver_copies: bool = False  #: small loads by driver copies, not the kernel (the band's slow end)
+    #: which end of its copy path's measured spread the engine's copies run at (copy_paths.csv):
+    #: "nominal", or the band's "fast" and "slow" ends
+    copy_end: str = "nominal"
 
     def check(self):
         if (self.storage_io_bytes is None) != (self.queue_depth is None):
@@ -313,9 +315,25 @@ def fitted_parameters(path=None):
 
 @lru_cache(maxsize=None)
 def allreduce_figures(path=None):
-    """{gpu: (busbw B/s, latency s)} from allreduce.csv."""
+    """{gpu: (all-reduce busbw B/s, latency s, all-to-all B/s, latency s)} from allreduce.csv
+    (a GPU without an all-to-all figure: its all-reduce's, an assumption)."""
     rows = read(Row.types["allreduce"], path)
-    return {g: (r.busbw_Bps, r.latency_s) for g, r in rows.items()}
+    return {g: (r.busbw_Bps, r.latency_s,
+                r.a2a_busbw_Bps if r.a2a_busbw_Bps is not None else r.busbw_Bps,
+                r.a2a_latency_s if r.a2a_latency_s is not None else r.latency_s)
+            for g, r in rows.items()}
+
+
+@lru_cache(maxsize=None)
+def moe_fits():
+    """{gpu: {kernels: {dtype: {layout: {eta_moe, m_half_moe, n_half_moe, t_moe}}}}} from
+    moe_fit.csv."""
+    out = {}
+    for (gpu, kernels, dtype, layout), r in table("moe_fit").items():
+        out.setdefault(gpu, {}).setdefault(kernels, {}).setdefault(dtype, {})[layout] = {
+            "eta_moe": r.eta_moe, "m_half_moe": r.m_half_moe, "n_half_moe": r.n_half_moe,
+            "t_moe": r.t_moe}
+    return out
 
 
 class FitRow(Row, table="prefill_fit"):

@@ -198,3 +198,19 @@ def test_takeaway_check_can_fail():
     assert claims("```{admonition} Takeaway\n:class: tip\nReload wins by far. Nothing else.")
     assert not claims("```{admonition} Takeaway\n:class: tip\nReload wins by "
                       "{glue:text}`x:.3g`×. The tables say where.")
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_every_role_is_glued(name):
+    """Issue 34 item 7: a chapter's prose never shows a raw role: every {glue:...} role carries a
+    backticked name, and every name a role or a glue directive reads is glued by the chapter's
+    own code in the stored notebook (a misspelt or removed name would print the role itself)."""
+    prose = re.sub(r"```.*?```", "", source(name).read_text(), flags=re.S)
+    glued = {out.metadata["scrapbook"]["name"] for c in stored(name).cells
+             if c.cell_type == "code" for out in c.outputs
+             if "scrapbook" in out.get("metadata", {})}
+    raw = [m.group(0) for m in re.finditer(r"\{glue(?::[a-z]+)?\}(?!`)", prose)]
+    assert not raw, f"{name}: roles without a name: {raw[:3]}"
+    names = {m.group(1).split(":")[0] for m in re.finditer(r"\{glue(?::[a-z]+)?\}`([^`]+)`", prose)}
+    names |= set(re.findall(r"```\{glue(?::[a-z]+)?\}\s+(\S+)", source(name).read_text()))
+    assert names <= glued, f"{name}: not glued: {sorted(names - glued)[:5]}"

@@ -423,7 +423,7 @@ def test_review_fixes_of_the_node_and_engine_rules(capsys):
     assert r["mi300x"]["kv_bytes_stored"] == pytest.approx(  # one latent per rank
         r["mi300x"]["tp"] * r["mi300x"]["kv_bytes_unique"])
     assert r["h200"]["kv_bytes_stored"] == pytest.approx(r["h200"]["kv_bytes_unique"])
-    assert r["h200"]["load_kernel"] and not r["mi300x"]["load_kernel"]
+    assert r["h200"]["copy_path"] == "kernel" and r["mi300x"]["copy_path"] == "driver"
     sizes = {}
     for engine in ("vllm-lbhnc", "sglang-hicache"):
         code, out, err = run(capsys, "trace", "conversation", "--model", "deepseek-v3",

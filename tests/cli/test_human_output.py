@@ -69,7 +69,7 @@ def test_override_note_names_the_calibrated_prefill(capsys):
 def test_override_note_names_the_fixed_cost(capsys):
     out = _compare(capsys, "--prefill", "ideal", tokens="30", tier="host-dram")
     assert "verdict: recompute wins" in out and "division says reload wins" in out
-    assert "the reload's fixed cost" in out.splitlines()[-1]
+    assert any("the reload's fixed cost" in line for line in out.splitlines()[-3:])
 
 
 def test_override_note_names_the_attention_term(capsys):

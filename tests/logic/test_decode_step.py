@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kvmath.evaluate.serving import decode_cost
-from kvmath.evaluate.validation import decode_step, measurements
+from kvmath.evaluate.validation import alone, decode_step, measurements
 from kvmath.evaluate.api import scenario_values
 from kvmath.tables.rows import bundled, model_of
 
@@ -55,7 +55,8 @@ def test_a_batch_of_one_is_the_reloads_one_token_step(row):
     read that step charges on top of its forward (t_suffix's second branch)."""
     m = model_of(row.model)
     r = decode_cost(m, CAT.gpus[row.gpu], row.tp, 1, row.tokens,
-                    compute_dtype=row.compute_dtype or None)
+                    compute_dtype=row.compute_dtype or None,
+                    ep=row.ep if row.ep and row.ep > 1 else None, engine=alone(None, row.kernels))
     assert r["decode_step_s"] == pytest.approx(decode_step(row), rel=1e-9)
 
 
@@ -86,7 +87,8 @@ def test_a_decode_batch_is_a_positive_whole_number(batch):
 def test_a_batched_rows_prediction_is_the_fleets_decode_step(row):
     """A batched decode row is predicted by the step the fleet charges, in the row's formats."""
     r = decode_cost(model_of(row.model), CAT.gpus[row.gpu], row.tp, row.batch, row.tokens,
-                    compute_dtype=row.compute_dtype or None, kv_dtype=row.kv_dtype or None)
+                    compute_dtype=row.compute_dtype or None, kv_dtype=row.kv_dtype or None,
+                    engine=alone(None, row.kernels))
     assert decode_step(row) == pytest.approx(r["decode_step_s"], rel=1e-12)
     assert r["decode_step_s"] >= r["decode_roofline_step_s"]
 
@@ -102,11 +104,11 @@ def test_an_fp8_kv_cache_halves_the_kv_a_step_reads():
 
 def test_a_failing_batched_row_does_not_widen_a_reloads_step_band():
     """A reload's band carries a failing batch-1 decode row (its own one-token step), never a
-    batched one: gpt-oss-120b on four B200s fails only at batch 32."""
+    batched one: Mistral-7B on one H100 fails only at batch 120 (a TensorRT-LLM step)."""
     from kvmath.evaluate.bands import known_limits
     from kvmath.evaluate.api import compare
-    failing = [r for r in measurements() if r.id.startswith("sglang-gptoss120b-b200")]
+    failing = [r for r in measurements() if r.id == "trtllm-mistral-h100-bs120"]
     assert failing and all(r.expect == "fail" and r.batch > 1 for r in failing)
-    r = compare(CAT.models["gpt-oss-120b"], CAT.gpus["b200"], CAT.tiers["host-dram"], 8192, tp=4)
-    assert not [m for m, _ in known_limits(CAT.models["gpt-oss-120b"], "b200", r)
+    r = compare(CAT.models["mistral-7b"], CAT.gpus["h100-sxm"], CAT.tiers["host-dram"], 8192, tp=1)
+    assert not [m for m, _ in known_limits(CAT.models["mistral-7b"], "h100-sxm", r)
                 if m.quantity == "decode_step_s"]

@@ -59,7 +59,9 @@ def test_calibrated_never_faster_than_ideal_dense(model, gpu):
         at = {**v, "T": TOKENS, "N_tot": v["N_tot"] - m.vocab_size * m.hidden_size}
         bound = np.maximum(fn("t_compute").take(at), fn("t_weights").take(at))
         assert np.all(r["total_s"] >= bound)
-        big = TOKENS >= 64  # past the weight-bound regime the full flat roofline bounds it too
+        # past the weight-bound regime the full flat roofline bounds it too (below it the flat
+        # roofline reads the embedding table, which a prefill does not)
+        big = fn("t_compute").take(at) >= fn("t_weights").take({**v, "T": TOKENS})
         assert np.all(r["total_s"][big] >= r["ideal_s"][big])
 
 
@@ -118,15 +120,18 @@ def test_gemm_formula_is_2mkn_at_the_stated_efficiency():
 
 
 def test_held_out_error_within_tolerance():
-    """Held-out per-layer operator time: median |error| <= 6% and 90th percentile <= 16% on
-    every held-out profile. Why: the calibration files themselves scatter by 2.5-4% (median) and
-    10-15% (p90) around the fit, which is run-to-run and kernel-selection noise in the medians of
-    20 timed runs; a held-out file may not do markedly worse than that."""
-    rows = [r for r in _fit_module().held_out_errors(_fits()) if r["set"] == "held-out"]
-    assert {r["profile"] for r in rows} >= {"CodeLlama-34b-Instruct-hf", "internlm-20b", "phi-2"}
+    """The Vidur profiles (eager PyTorch, fp16, another harness on H100 and A100) are a source the
+    GEMM and attention fit (aiconfigurator's CUDA-graph-timed tables) never saw; only the
+    memory-bound ops were fitted on three of them. Per-layer error on every Vidur file: median
+    |error| <= 15 % and 90th percentile <= 32 %, the model faster than them (graph-replay kernel
+    costs against eager launches), never by more than a sixth on the median."""
+    rows = _fit_module().held_out_errors(_fits())
+    assert {r["profile"] for r in rows if r["set"] == "held-out"} >= {
+        "CodeLlama-34b-Instruct-hf", "internlm-20b", "phi-2"}
     for r in rows:
-        assert r["median_abs_error"] <= 0.06, r
-        assert r["p90_abs_error"] <= 0.16, r
+        assert r["median_abs_error"] <= 0.15, r
+        assert r["p90_abs_error"] <= 0.32, r
+        assert -0.17 < r["mean_signed_error_ge512"] < 0, r
 
 
 _FITS = {}
@@ -221,3 +226,98 @@ def test_one_token_moe_touches_k_experts(model):
     cv = calibrated_values(m, CAT.gpus["h200"], tp=8)
     touched = float(numeric_of("kvmath.derive.prefill", "experts_touched").take({**cv, "n_seq": 1, "T": 1.0}))
     assert touched == pytest.approx(m.experts_per_token, rel=1e-12)
+
+
+MOE = [m.name for m in CAT.models.values() if m.is_moe]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(MOE), st.sampled_from(["h100-sxm", "h200", "b200", "a100-sxm", "h20"]),
+       st.floats(1, 1e5), st.sampled_from([(8, None, False), (8, 8, False), (8, 4, False),
+                                           (1, 8, True)]),
+       st.sampled_from(["vllm", "sglang", "trtllm"]))
+def test_a_touched_expert_never_beats_reading_its_weights(model, gpu, t, layout, kernels):
+    """Issue 34 item 3: the fused MoE operator of a layer is never cheaper than reading the
+    weights of the experts its tokens touch at their stored dtype (MXFP4, FP8, BF16), whatever
+    the engine's kernels, layout and prompt; and the forward never beats its weights' read."""
+    from kvmath.evaluate.prefill import calibrated_values
+    tp, ep, dpa = layout
+    m, g = CAT.models[model], CAT.gpus[gpu]
+    if g.fp8_dense_flops is None and m.weight_dtype == "fp8":
+        return
+    try:
+        cv = calibrated_values(m, g, tp=tp, ep=ep, dp_attention=dpa, kernels=kernels)
+    except ScenarioError:
+        return  # a layout the heads do not allow
+    at = {**cv, "T": t}
+    routed = numeric_of(DP, "moe_routed").take(at)
+    floor = numeric_of(DP, "moe_routed_floor").take(at)
+    assert routed >= floor
+    assert cv["b_moe"] == cv["b_w"]  # the experts' stored bytes, not the compute dtype's
+    r = prefill_time(m, g, t, tp=tp, ep=ep, dp_attention=dpa, kernels=kernels)
+    assert r["total_s"] >= r["weights_floor_s"] * (1 - 1e-12)
+
+
+def test_expert_parallelism_runs_as_engines_run_it():
+    """Issue 34 item 2: with tensor-parallel attention an expert-parallel layout dispatches
+    nothing (every rank holds every token) and all-reduces each MoE layer's output over the
+    attention group, as expert tensor parallelism does; with data-parallel attention each rank
+    dispatches its own tokens once per distinct destination rank in the engine's dispatch dtype
+    (SGLang's DeepEP: FP8 with scales, combined in BF16), and the MoE output is not
+    all-reduced."""
+    from kvmath.evaluate.prefill import calibrated_values
+    m, g = CAT.models["deepseek-v3"], CAT.gpus["h200"]
+    tp8 = prefill_time(m, g, 8192.0, tp=8, compute_dtype="fp8", kernels="trtllm")
+    ep8 = prefill_time(m, g, 8192.0, tp=8, ep=8, compute_dtype="fp8", kernels="trtllm")
+    assert ep8["allreduce_s"] == pytest.approx(tp8["allreduce_s"], rel=1e-12)
+    cv = calibrated_values(m, g, tp=8, ep=8, compute_dtype="fp8", kernels="trtllm")
+    assert cv["dpa"] == 0
+    dp = calibrated_values(m, g, tp=8, ep=8, dp_attention=True, tp_attn=1, compute_dtype="fp8",
+                           kernels="sglang")
+    k, e = m.experts_per_token, 8
+    assert dp["dpa"] == 1 and dp["c_disp"] == pytest.approx((e - 1) * (1 - (1 - 1 / e) ** k))
+    assert dp["b_disp"] == pytest.approx(1 + 4 / 128) and dp["b_comb"] == 2
+    vll = calibrated_values(m, g, tp=8, ep=8, dp_attention=True, tp_attn=1, compute_dtype="fp8",
+                            kernels="vllm")
+    assert vll["c_disp"] == e - 1  # vLLM's default all-gather: every rank's tokens to every rank
+    dpr = prefill_time(m, g, 8192.0, tp=8, ep=8, dp_attention=True, tp_attn=1,
+                       compute_dtype="fp8", kernels="sglang")
+    # the attention all-reduces vanish with attention on one GPU a group, and so does the MoE's
+    assert dpr["allreduce_s"] == 0 and dpr["moe_s"] > 0
+
+
+def test_the_ep_and_tp_rows_come_out_in_the_measured_order():
+    """TensorRT-LLM's DeepSeek-R1 on eight H200s at 8,192 tokens: EP8 < EP4 < TP8 measured and
+    predicted, each within its tolerance (issue 34's done-when)."""
+    from kvmath.evaluate.validation import table
+    rows = {r["measurement"].id: r for r in table()}
+    ids = [f"trt-r1-h200-8192-{k}" for k in ("ep8", "ep4", "tp8")]
+    assert all(rows[i]["within"] for i in ids)
+    pred = [rows[i]["predicted"] for i in ids]
+    meas = [rows[i]["measurement"].measured_value for i in ids]
+    assert pred == sorted(pred) and meas == sorted(meas)
+
+
+def test_the_committed_fits_are_the_scripts():
+    """prefill_fit.csv, prefill_heldout.csv, moe_fit.csv and allreduce.csv are what
+    scripts/fit_prefill.py computes from the vendored operator tables and Vidur's profiles."""
+    assert _fit_module().main(["--check"]) == 0
+
+
+def test_the_vendored_operator_tables_carry_their_licence_and_provenance():
+    """aiconfigurator-core's subset travels with NVIDIA's Apache-2.0 licence, its attribution and
+    the pinned wheel's hash (README, LICENSE, SOURCES.csv); the extractor's --check reproduces
+    it where the pinned package is installed (it is not a requirement)."""
+    d = ROOT / "kvmath" / "data" / "aiconfigurator"
+    readme = (d / "README.md").read_text()
+    assert "Apache-2.0" in readme and "NVIDIA CORPORATION" in readme
+    assert "Apache License" in (d / "LICENSE").read_text()
+    assert "aadc4aad0a00bf8a61c477c62bef43de479849c3aa0b1c3078068e08309eccc4" in (
+        d / "SOURCES.csv").read_text()
+    if importlib.util.find_spec("aiconfigurator_core") is None:
+        pytest.skip("aiconfigurator-core is not installed (the subset is vendored)")
+    spec = importlib.util.spec_from_file_location(
+        "extract_aiconfigurator", ROOT / "scripts/extract_aiconfigurator.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--check"]) == 0

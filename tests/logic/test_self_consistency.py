@@ -124,20 +124,29 @@ def test_the_break_even_line_is_true_at_every_length_it_speaks_of(scenario, toke
 
 
 def test_the_issues_scenario_says_who_wins_where(capsys):
-    """llama-3.1-70b on H100 from host DRAM at 32K: recompute wins up to 87 tokens (TP 2), reload
-    from there; the layout moves to TP 4 at 6,903 tokens, which compare says."""
+    """llama-3.1-70b on H100 from host DRAM at 32K: the break-even line says who wins at every
+    length it speaks of, each in the layout that length takes, and the layout's move (TP 2 to
+    TP 4 at 6,903 tokens) is said; the line's winners are each length's own (checked at the
+    ends and either side of every crossing it names)."""
+    import re
+    code = main(["compare", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tier",
+                 "host-dram", "--tokens", "32768", "--json"])
+    r = json.loads(capsys.readouterr().out)
     code = main(["compare", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--tier",
                  "host-dram", "--tokens", "32768"])
     out = capsys.readouterr().out
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith("break-even at"))
     assert "same winner" not in line
-    assert "recompute wins from 2 to 87, reload from 88 to 131,072 tokens" in line, line
     assert "TP 2 from 2 to 6,902, TP 4 from 6,903" in line, line
     assert "note: the layout moves with the prompt (TP 2 from 2 to 6,902 tokens; TP 4 from " \
            "6,903 to 32,768 tokens)" in out and "running batch" in out
-
-
+    m, g, t = CAT.models["llama-3.1-70b"], CAT.gpus["h100-sxm"], CAT.tiers["host-dram"]
+    for lo, hi, winner, *_ in r["winner_by_length"]["spans"]:
+        for x in {int(lo), int(hi)}:
+            if 2 <= x <= m.max_context_tokens:
+                assert compare(m, g, t, x)["winner"] == winner, (x, winner, line)
+        assert f"{winner} " in line or "every length" in line
 @pytest.mark.parametrize("tokens", [8192, 32768])
 def test_at_the_issues_layout_8k_reloads_faster_than_32k(tokens):
     """The README's pair at one layout (TP 4): the shorter prompt reloads faster."""

@@ -15,25 +15,28 @@ M, G, HOST = CAT.models["llama-3.1-8b"], CAT.gpus["h100-sxm"], CAT.tiers["host-d
 
 def test_the_bands_fast_end_shares_the_link_at_its_own_load():
     # the fast engine holds the link for less time, so fewer of its reloads are in flight: its
-    # end had taken the nominal engine's sharing (0.52 s where about 0.3 s is its own)
-    b = band(M, G, HOST, 32768, resume_rate=20)
-    assert b["reload_s"][0] < b["nominal"]["reload_s"] / 4
+    # end had taken the nominal engine's sharing (0.52 s where about 0.3 s is its own, when the
+    # default engine's copies ran at 13.7 GB/s; issue 34's batched copies move the same
+    # finding to a higher rate: about 0.21 s against a nominal of 0.32 s at 50 per second)
+    b = band(M, G, HOST, 32768, resume_rate=50)
+    assert b["reload_s"][0] < b["nominal"]["reload_s"] * 0.7
     assert b["reload_s"][0] >= band(M, G, HOST, 32768)["reload_s"][0]  # a load never speeds it
 
 
 def test_reloads_in_flight_must_fit_in_hbm():
-    # 53 reloads of 4.3 GB in flight on one 80 GB H100: refused, where it had been answered
+    # 72 reloads of 4.3 GB in flight on one 80 GB H100: refused, where it had been answered
+    # (53 at 25 per second while the default engine's copies ran at 13.7 GB/s)
     with pytest.raises(ScenarioError, match="overflows HBM"):
-        compare(M, G, HOST, 32768, resume_rate=25)
-    assert compare(M, G, HOST, 32768, resume_rate=20)["gpu_reloads"] > 1
+        compare(M, G, HOST, 32768, resume_rate=75)
+    assert compare(M, G, HOST, 32768, resume_rate=60)["gpu_reloads"] > 1
 
 
 def test_the_most_that_fits_is_never_overstated():
     with pytest.raises(ScenarioError) as e:
-        compare(M, G, HOST, 32768, resume_rate=25.48)
+        compare(M, G, HOST, 32768, resume_rate=76.07)
     limit = float(str(e.value).split("fewer than ")[1].split()[0])
-    assert limit <= 25.48  # "fewer than" a rate that is refused
-    compare(M, G, HOST, 32768, resume_rate=25.47 * 0.78)  # well inside: answered
+    assert limit <= 76.07  # "fewer than" a rate that is refused
+    compare(M, G, HOST, 32768, resume_rate=76.06 * 0.78)  # well inside: answered
 
 
 def test_a_node_refuses_a_tier_that_names_drives_of_its_own():
