@@ -19,9 +19,10 @@ from kvmath.evaluate.bands import (band, bandwidth_range, borrowed_fit_factor, b
 from kvmath.evaluate import copy_fit as copy_fit_module, operator_fit
 from kvmath.evaluate.copy_fit import fit as copy_fit
 from kvmath.tables.copies import copy_paths
-from kvmath.evaluate.changes import (LAST_RELEASE, OTHER_CAUSE, PREVIOUS_RELEASE, WHY_KERNEL,
-    WHY_LAYOUT, WHY_MLA, WHY_MOE, breakeven_then_now, cause, diff, diff_since_last, snapshot,
-    tp_moves)
+from kvmath.evaluate.changes import (EARLIER_RELEASE, LAST_RELEASE, MOVED_FRACTION,
+    OTHER_CAUSE, PREVIOUS_RELEASE, WHY_KERNEL, WHY_LAYOUT, WHY_MLA, WHY_MOE, WHY_NOW_LAYOUT,
+    WHY_NOW_RECOMPUTE, WHY_NOW_RELOAD, breakeven_then_now, cause, diff, diff_since_earlier,
+    diff_since_last, snapshot, tp_moves)
 from kvmath.evaluate.api import (DEFAULT_ENGINE, Numeric, ScenarioError, architecture_values,
     node_layout_tp,
     compare, crossings, default_concurrency, engine_costs_calibrated, fit_transfer_curve, fn,

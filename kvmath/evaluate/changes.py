@@ -9,6 +9,7 @@ release's changes flips it back (the ideal prefill model, the ideal engine).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from functools import lru_cache
 
@@ -91,12 +92,12 @@ def tp_moves(release=PREVIOUS_RELEASE):
 
 #: the release just before this one: its tables were stored before the engine-version and MoE
 #: corrections, so the What-changed page lists what those corrections flip
-LAST_RELEASE = "0.2.0"
+EARLIER_RELEASE = "0.2.0"
 #: the vLLM profile as it was before v0.27.0 (one host slot per rank)
 OLD_VLLM = "vllm-cross-layer-v0.26"
 #: the vLLM profile as it was from v0.27.0 through v0.28.0 (cross-layer blocks by default)
 CROSS_LAYER_VLLM = "vllm-cross-layer"
-#: the causes diff_since_last names, in the order it tries them
+#: the causes diff_since_earlier names, in the order it tries them
 WHY_KERNEL = "vLLM loads small pages by a copy kernel (v0.29.0; its rate assumed)"
 WHY_LAYOUT = "vLLM copies one page per layer per block (v0.29.0)"
 WHY_MLA = "vLLM stores an MLA latent once per node (v0.27.0)"
@@ -109,8 +110,8 @@ OTHER_CAUSE = ("times to first token: the connector's cost per loaded token and 
                "read of the prefix's KV")
 
 
-def diff_since_last(gpus=None):
-    """:func:`diff` against :data:`LAST_RELEASE`, each flipped cell with its cause in words
+def diff_since_earlier(gpus=None):
+    """:func:`diff` against :data:`EARLIER_RELEASE`, each flipped cell with its cause in words
     (``why``): recomputed with the default profile's small loads by driver copies, a cell that
     returns to its old winner flipped because of the copy kernel's assumed rate
     (:data:`WHY_KERNEL`); else with vLLM's cross-layer profile (v0.27.0 to v0.28.0), a cell that
@@ -118,7 +119,7 @@ def diff_since_last(gpus=None):
     (:data:`WHY_LAYOUT`); else with the pre-0.27 profile, because vLLM now stores an MLA latent
     once per node (:data:`WHY_MLA`); an MoE cell otherwise because only the experts its tokens
     touch are charged (:data:`WHY_MOE`); any other flip: :data:`OTHER_CAUSE`."""
-    rows = diff(LAST_RELEASE, gpus=gpus, attribute=False)
+    rows = diff(EARLIER_RELEASE, gpus=gpus, attribute=False)
     cat = bundled()
     for r in rows:
         if not r["flipped"]:
@@ -136,6 +137,56 @@ def diff_since_last(gpus=None):
         else:
             r["why"] = OTHER_CAUSE
     return rows
+
+
+#: the release just before this one (its tables stored at its last commit, before the package
+#: split, the engines' copies, the per-GPU operator fits and the fleet's scheduler)
+LAST_RELEASE = "0.3.0"
+#: the causes diff_since_last names: the side of the comparison that moved, or the layout
+WHY_NOW_LAYOUT = ("layout: one rule in every command (the weights, this prompt's KV and the "
+                  "node's running batch fit)")
+WHY_NOW_RECOMPUTE = ("recompute: the GPU's own measured operators (AIConfigurator), MoE on its "
+                     "engine's fused operator, experts run as the layout runs them")
+WHY_NOW_RELOAD = ("reload: copies as the engine issues them (batched driver copies, its kernel) "
+                  "and request costs refitted on independent sources")
+#: a time that moved by more than this fraction is listed as moved: twice the 5 % the validation
+#: chapter calls marginal (MARGIN_FACTOR), so a listed move is not rounding or fit noise
+MOVED_FRACTION = 0.10
+
+
+def _cause_now(old, new):
+    if old["tp"] != new["tp"]:
+        return WHY_NOW_LAYOUT
+    rec = abs(math.log(new["recompute_s"] / old["recompute_s"]))
+    rel = abs(math.log(new["reload_s"] / old["reload_s"]))
+    return WHY_NOW_RECOMPUTE if rec >= rel else WHY_NOW_RELOAD
+
+
+def diff_since_last(gpus=None):
+    """Every cell of :data:`LAST_RELEASE`'s snapshot that has a verdict then and now, with both
+    sides' times then and now (``recompute_then``/``_now``, ``reload_then``/``_now``, s), the
+    speed-ups, ``flipped``, ``moved`` (either time moved by more than :data:`MOVED_FRACTION`)
+    and ``why``: the layout when the tensor-parallel degree changed, else the side whose time
+    moved more (on a log scale). Cells with no verdict then or now are left out (they are in
+    :func:`diff`)."""
+    out = []
+    for row in snapshot(LAST_RELEASE)["rows"]:
+        if (gpus and row["gpu"] not in gpus) or row["winner"] not in ("reload", "recompute"):
+            continue
+        now = current_cell(row["model"], row["gpu"], row["tier"], row["tokens"])
+        if now["winner"] not in ("reload", "recompute"):
+            continue
+        rec, rel = now["recompute_s"] / row["recompute_s"], now["reload_s"] / row["reload_s"]
+        out.append({**{k: row[k] for k in ("model", "gpu", "tier", "tokens")},
+                    "tp_then": row["tp"], "tp_now": now["tp"],
+                    "winner_then": row["winner"], "winner_now": now["winner"],
+                    "speedup_then": row["speedup"], "speedup_now": now["speedup"],
+                    "recompute_then": row["recompute_s"], "recompute_now": now["recompute_s"],
+                    "reload_then": row["reload_s"], "reload_now": now["reload_s"],
+                    "flipped": now["winner"] != row["winner"],
+                    "moved": max(abs(rec - 1), abs(rel - 1)) > MOVED_FRACTION,
+                    "why": _cause_now(row, now)})
+    return out
 
 
 def cause(entry):
