@@ -10,7 +10,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 PACKAGE = Path(__file__).resolve().parent
 UNKNOWN = "unknown"
@@ -42,7 +42,7 @@ def version_info():
 
 
 def version_line():
-    """'kvmath 0.3.0 (commit abc1234, 2026-11-30)'."""
+    """'kvmath 0.4.0 (commit abc1234, 2026-11-30)'."""
     v = version_info()
     return f"kvmath {v['version']} (commit {v['commit']}, {v['date']})"
 
