@@ -45,3 +45,33 @@ def test_breakeven_then_now_without_saving():
     r = reuse(cat.models["llama-2-7b"], cat.gpus["h100-sxm"], cat.tiers["nvme-1drive"], 4096,
               pauses()["chat-lognormal"], tp=1)
     assert r["saving_gpu_s"] < 0 and breakeven_then_now(r, pauses()["chat-lognormal"]) == (None, None)
+
+
+def test_since_last_release_puts_each_moved_cell_down_to_one_cause(monkeypatch):
+    """A cell whose TP changed is the layout's; otherwise the side whose time moved more on a
+    log scale (a reload twice as fast outweighs a recompute 1.5x slower: log 2 > log 1.5); a
+    cell within MOVED_FRACTION is not listed as moved; a cell with no verdict then is left out."""
+    now = current_cell("llama-3.1-8b", "h100-sxm", "host-dram", 8192)
+    base = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "tier": "host-dram", "tokens": 8192,
+            "winner": now["winner"], "speedup": now["speedup"]}
+    rows = [{**base, "tp": now["tp"] + 1, "recompute_s": now["recompute_s"],
+             "reload_s": now["reload_s"]},
+            {**base, "tp": now["tp"], "recompute_s": now["recompute_s"] / 1.5,
+             "reload_s": now["reload_s"] * 2},
+            {**base, "tp": now["tp"], "recompute_s": now["recompute_s"] * 2,
+             "reload_s": now["reload_s"] * 1.5},
+            {**base, "tp": now["tp"], "recompute_s": now["recompute_s"] * 1.05,
+             "reload_s": now["reload_s"]},
+            {**base, "tp": None, "winner": "beyond context", "speedup": None,
+             "recompute_s": None, "reload_s": None}]
+    monkeypatch.setattr(C, "snapshot", lambda release=None: {"rows": rows})
+    out = C.diff_since_last()
+    assert [r["why"] for r in out[:3]] == [C.WHY_NOW_LAYOUT, C.WHY_NOW_RELOAD, C.WHY_NOW_RECOMPUTE]
+    assert [r["moved"] for r in out] == [False, True, True, False] and len(out) == 4
+    assert not any(r["flipped"] for r in out)
+
+
+def test_last_release_snapshot_is_the_commit_before_this_release():
+    snap = snapshot(C.LAST_RELEASE)
+    assert snap["release"] == C.LAST_RELEASE == "0.3.0"
+    assert snap["commit"].startswith("78a06f4")
