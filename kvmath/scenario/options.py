@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from kvmath.fleet.routers import ROUTERS
+from kvmath.fleet.routers import NAMES as ROUTERS
+from kvmath.scenario.schedulers import PROFILES as SCHEDULERS
 from kvmath.tables.rows import DTYPE_BYTES, rope_scalings
 
 #: the largest integer any option accepts: beyond it no deployment exists and floats lose digits
@@ -139,6 +140,8 @@ class Option:
     scale: float = 1.0              #: the record's unit over the option's (GB/s -> B/s: 1e9)
     row: str | None = None          #: the table whose row a name or CSV path gives (the record
     #:                                 holds the row): models, gpus, tiers, nodes, engines, ...
+    repeat: bool = False            #: given any number of times (a scenario file: a list); the
+    #:                                 record holds a tuple of the values
 
     @property
     def key(self) -> str:
@@ -367,6 +370,70 @@ OPTIONS = (
            excludes_why="a sample answers with the LRU curve alone, and the tier replay this "
            "option sets needs every block access (drop --sample-rate for the replay)"),
 )
+
+# ------------------------------------------------------------------ the fleet as engines run it
+#: the fleet's engine, router and workload options (issue 35), appended; and, in
+#: :data:`EXTENDED`, the commands and kinds they add to options declared above
+NON_NEGATIVE = Kind(f"a number from 0 to {LARGEST:g}", minimum=0, maximum=LARGEST)
+_SERVE = (TRACE, ROUTE, FLEET)
+OPTIONS = OPTIONS + (
+    Option("scheduler", choice(*SCHEDULERS), "the engine's scheduler as the fleet simulates it, "
+           "by version (kvmath/scenario/schedulers.py gives each default and its source): "
+           "vllm-v0.11, vllm-v0.22 (admits a request only when its whole prompt fits), "
+           "vllm-v0.30 (the default), sglang-v0.5 (prefill or decode steps)", _SERVE,
+           metavar="NAME"),
+    Option("max-num-batched-tokens", POSITIVE_INT, "tokens a step at most (vLLM's "
+           "max_num_batched_tokens, SGLang's chunked_prefill_size; default: the scheduler's for "
+           "the GPU, 8192 on an H100)", _SERVE, unit="tokens", metavar="N"),
+    Option("max-num-seqs", POSITIVE_INT, "running requests a replica holds at most (vLLM's "
+           "max_num_seqs; default: the scheduler's for the GPU, 1024 on an H100)", _SERVE,
+           metavar="N"),
+    Option("kv-capacity", POSITIVE_INT, "tokens of KV each replica holds in HBM, as the engine "
+           "reports it (default: what --gpu-memory-utilization of the HBM leaves after the "
+           "weights and the activation reserve)", _SERVE, unit="tokens", metavar="TOKENS"),
+    Option("router-param", TEXT, "a router parameter, NAME=VALUE (repeatable; each router's "
+           "parameters and deployed defaults: kvmath/fleet/routers/*.py, 'kvmath list "
+           "routers')", (ROUTE, FLEET), metavar="NAME=VALUE", repeat=True),
+    Option("slo", TEXT, "an objective METRIC:STAT:SECONDS, METRIC ttft, tpot or e2e, STAT mean "
+           "or pN (repeatable: ttft:p90:2 tpot:p99:0.05); with --max-nodes the fewest nodes "
+           "must meet every one", (FLEET,), metavar="M:S:SECONDS", repeat=True),
+    Option("percentiles", TEXT, "the percentiles every latency is given at, comma-separated "
+           "(default 50,90,99)", (FLEET,), metavar="P,P,...", field=None),
+    Option("window-s", POSITIVE, "also give the latencies and throughput per window of this "
+           "many seconds of arrivals", (FLEET,), unit="s", metavar="S", field=None),
+    Option("rate-scale", POSITIVE, "scale the trace's load: arrivals come this many times as "
+           "fast (its timestamps divided by it; default 1)", _SERVE, metavar="K", default=1.0),
+    Option("users", POSITIVE_INT, "a closed loop instead of the trace's times: this many users, "
+           "each sending a session's turns (the trace's chains of turns) one after another, "
+           "the next a --think-time after the last one's answer, then the next session",
+           (ROUTE, FLEET), metavar="N"),
+    Option("think-time", NON_NEGATIVE, "closed loop: seconds a user waits after an answer "
+           "(default 0)", (ROUTE, FLEET), unit="s", metavar="S", needs="users"),
+    Option("think-exponential", FLAG, "closed loop: think times exponential with mean "
+           "--think-time (default: constant)", (ROUTE, FLEET), needs="users"),
+    Option("seed", COUNT, "the seed of the random router and the closed loop's think times "
+           "(default 0)", (ROUTE, FLEET), metavar="N", default=0),
+)
+#: commands (and a kind) added to the options declared before issue 35, so every planning
+#: command takes the deployment (--gpu, --ep, --kv-dtype, --compute-dtype,
+#: --gpu-memory-utilization), and --host-cache-bytes 0 means no host tier
+EXTENDED = {"gpu": {"commands": (TRACE, ROUTE, FLEET)},
+            "ep": {"commands": (TIERS, TRACE, ROUTE, FLEET)},
+            "kv-dtype": {"commands": (TIERS, TRACE, ROUTE, FLEET)},
+            "compute-dtype": {"commands": (TRACE, ROUTE, FLEET)},
+            "gpu-memory-utilization": {"commands": (TRACE, ROUTE, FLEET)},
+            "host-cache-bytes": {"kind": COUNT_BYTES}}
+
+
+def _extended(o):
+    more = EXTENDED.get(o.name)
+    if not more:
+        return o
+    return replace(o, commands=o.commands + more.get("commands", ()),
+                   **({"kind": more["kind"]} if "kind" in more else {}))
+
+
+OPTIONS = tuple(_extended(o) for o in OPTIONS)
 BY_NAME = {o.name: o for o in OPTIONS}
 
 
@@ -399,7 +466,10 @@ def add_options(parser, command: str):
                         help="a TOML file of these options (keys with _ for -); flags override it")
     for o in of(command):
         flag = "--" + o.name
-        if o.kind.flag:
+        if o.repeat:
+            parser.add_argument(flag, action="append", type=_argparse_type(o.kind),
+                                metavar=o.metavar, help=o.help_of(command))
+        elif o.kind.flag:
             parser.add_argument(flag, action="store_true", default=None, help=o.help_of(command))
         elif o.kind.choices:
             parser.add_argument(flag, choices=o.kind.choices, metavar=o.metavar,
@@ -472,8 +542,13 @@ def required_message(o: Option) -> str:
 
 
 def check_toml(key: str, value):
-    """A scenario file's value for ``key``, checked; ValueError saying what was expected."""
-    return BY_KEY[key].kind.from_toml(value)
+    """A scenario file's value for ``key``, checked; ValueError saying what was expected (an
+    option given any number of times takes one value or a list of them)."""
+    o = BY_KEY[key]
+    if o.repeat:
+        values = value if isinstance(value, list) else [value]
+        return [o.kind.from_toml(v) for v in values]
+    return o.kind.from_toml(value)
 
 
 def calculator_options():
