@@ -195,7 +195,7 @@ def _analyse_fleet(args, trace, s, cfg):
             out["nodes_needed_without_pool"] = alone
             out["cost_per_million_tokens_usd_nodes_needed_without_pool"] = cost(alone)
         from kvmath.fleet.metrics import slo_label
-        out["nodes_needed_for"] = "keeps up with the load, refuses no request" + (
+        out["nodes_needed_for"] = "keep up with the load" + (
             "" if not slos else ", and " + ", ".join(slo_label(x) for x in slos))
     if cfg is not None:
         out["engine_config"] = cfg.summary()

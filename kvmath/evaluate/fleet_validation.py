@@ -149,6 +149,8 @@ def predictions(name):
     from kvmath.fleet.run import fleet_of
     c = case(name)
     out = {}
+    if c.get("not_reproduced"):  # the chapter says why, in words
+        return out
     for arm in c["arm"]:
         if "stages" in c["workload"]:
             s = scenario_of_case(c, arm)
@@ -183,6 +185,12 @@ def predictions(name):
                 out[arm["name"], "all", metric] = v
             out[arm["name"], "all", "token_hit_rate"] = a["token_hit_rate"]
     return out
+
+
+def why_not(name):
+    """Why a case is not reproduced here (None: it is)."""
+    text = case(name).get("not_reproduced")
+    return " ".join(text.split()) if text else None
 
 
 def measurements():

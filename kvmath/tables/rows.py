@@ -344,6 +344,17 @@ class Measurement(Row, table="validation"):
                                  "measurement names a part that was measured")
 
 
+class FleetMeasurement(Row, table="fleet_validation"):
+    def check(self):
+        if self.metric == "token_hit_rate" and self.measured_value > 1:
+            raise FieldError("measured_value", "a hit rate is a fraction in (0, 1]")
+
+
+def fleet_measurements():
+    """The published fleet measurements (kvmath/data/fleet_validation.csv) by id."""
+    return table("fleet_validation")
+
+
 def validation_model_path(name):
     """Models measured in published work but not bundled live in data/validation_models/."""
     return data_path("validation_models") / f"{name}.csv"

@@ -136,6 +136,7 @@ def schedule_vllm(S, sim, r, now):  # pragma: no cover (compiled)
             if v == q:
                 ok = False
                 break
+        used = rep.kv_used[r]  # what the preemptions freed
         if not ok:
             break
         _take(S, sim, r, q, c, acc)

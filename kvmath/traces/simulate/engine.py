@@ -11,7 +11,8 @@ LRU order (the free block queue: least recent first) until room is needed. A req
 tokens (its partial last block, its output, a chunk not yet a whole block) are its own
 (``anon``). ``kv_used`` counts every entry's ``bt`` tokens and every request's own tokens; room
 for ``n`` more evicts cached blocks from the LRU head, each offered to the node's tiers below
-(written back; :func:`offer`).
+(written back; :func:`offer`); written through, a block is offered to them, and to a pool
+written through, as it is computed (:func:`settle`).
 
 **vLLM V1** (:func:`schedule_vllm`; vllm==0.11.0 ``vllm/v1/core/sched/scheduler.py``
 ``Scheduler.schedule``): no phases; the running requests first, in admission order, each given
@@ -246,11 +247,10 @@ def settle(S, sim, q, r):  # pragma: no cover (compiled)
         else:
             e = add(S, b, r)
             S[IVAL][e] = 1
-            if tiers.through:
-                if len(tiers.cap) > 0:
-                    offer(S, tiers, node, 0, b)
-                if tiers.pool_cap > 0:
-                    pool_offer(S, tiers, b)
+            if tiers.through and len(tiers.cap) > 0:
+                offer(S, tiers, node, 0, b)
+            if tiers.pool_cap > 0 and not tiers.pool_back:  # a pool written through
+                pool_offer(S, tiers, b)
         wk.anon[q] -= bt
         wk.held[q] += 1
 

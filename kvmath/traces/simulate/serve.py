@@ -396,10 +396,14 @@ def _step(S, sim, load, clock, r, now):  # pragma: no cover (compiled)
         for i in range(n):
             _next_turn(sim, load, clock, clock.fin[i], now)
         rep.busy[r] = False
-    if sim.eng.policy == 0:
-        dt = schedule_vllm(S, sim, r, now)
-    else:
-        dt = schedule_sglang(S, sim, r, now)
+    dt = 0.0
+    for _ in range(2):  # a step that only preempted runs nothing: the engine schedules again
+        if sim.eng.policy == 0:
+            dt = schedule_vllm(S, sim, r, now)
+        else:
+            dt = schedule_sglang(S, sim, r, now)
+        if dt > 0 or rep.n_wait[r] == 0:
+            break
     if dt > 0:
         rep.busy[r] = True
         rep.sums[r, 0] += dt
@@ -503,4 +507,10 @@ def simulate(reqs, engine, steps, tiers, route, load, refused):
         if code == 0:
             break
         store.ensure(2 * need)
+    # every request done or refused has let go of its KV: what a replica holds is its cache
+    from kvmath.traces.simulate.store import CNT
+    held = rep.kv_used - store.S[CNT][:R] * tiers.bt
+    if np.any(held != 0) or np.any((wk.status != 4) & (wk.status != 5)):
+        raise RuntimeError(f"the fleet's schedule ended holding KV ({held.tolist()} tokens) or "
+                           "with requests unserved: a bug")
     return tm, wk.replica, wk.status, rep.sums, peak
