@@ -40,8 +40,14 @@ from kvmath.traces.generate import agent_parameters, agent_trace
 from kvmath.traces.plan_vs_replay import max_abs, plan_vs_replay, trace_pause
 from kvmath.traces import policies as trace_policies
 from kvmath.fleet.routers import ROUTERS, reach
-from kvmath.fleet.routing import LOAD_WINDOW_S, OVERLAP_WEIGHT, route
-from kvmath.fleet.run import fleet, fleet_cost, nodes_needed
+from kvmath.fleet.routers import BY_NAME as router_rows, parameters as router_parameters
+from kvmath.fleet.routing import route
+from kvmath.fleet.metrics import parse_slo, slo_label
+from kvmath.fleet.run import fleet, fleet_cost, meets, nodes_needed
+from kvmath.evaluate.fleet_validation import (case as fleet_case, case_names as fleet_cases,
+    error_summary as fleet_error_summary, predictions as fleet_predictions,
+    table as fleet_validation_table, why_not as fleet_why_not)
+from kvmath.scenario.schedulers import DEFAULT as DEFAULT_SCHEDULER, PROFILES as SCHEDULERS
 from kvmath.present.calculator import DEFAULTS, ERF_TOLERANCE, calculator_gpus, calculator_tiers
 from kvmath.present.report import (decision, decision_rows, decision_table, fmt_bw, fmt_bytes,
     fmt_time, fmt_tokens, latex, layout_cell, md_table)

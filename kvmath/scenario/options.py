@@ -413,6 +413,10 @@ OPTIONS = OPTIONS + (
            "--think-time (default: constant)", (ROUTE, FLEET), needs="users"),
     Option("seed", COUNT, "the seed of the random router and the closed loop's think times "
            "(default 0)", (ROUTE, FLEET), metavar="N", default=0),
+    Option("node-gpus", POSITIVE_INT, "a slice of the node as the node: this many of its GPUs "
+           "with their share of its host DRAM, drives and NICs (a rack slice of a GB200 or "
+           "GB300 NVL72: --node gb200-nvl72 --node-gpus 8)", (TIERS, TRACE, ROUTE, FLEET),
+           unit="GPUs", metavar="N"),
 )
 #: commands (and a kind) added to the options declared before issue 35, so every planning
 #: command takes the deployment (--gpu, --ep, --kv-dtype, --compute-dtype,
