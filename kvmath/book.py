@@ -44,7 +44,7 @@ from kvmath.fleet.routers import BY_NAME as router_rows, parameters as router_pa
 from kvmath.fleet.routing import route
 from kvmath.fleet.metrics import parse_slo, slo_label
 from kvmath.fleet.run import fleet, fleet_cost, meets, nodes_needed
-from kvmath.evaluate.fleet_validation import (case as fleet_case, case_names as fleet_cases,
+from kvmath.fleet.validation import (case as fleet_case, case_names as fleet_cases,
     error_summary as fleet_error_summary, predictions as fleet_predictions,
     table as fleet_validation_table, why_not as fleet_why_not)
 from kvmath.scenario.schedulers import DEFAULT as DEFAULT_SCHEDULER, PROFILES as SCHEDULERS

@@ -1,5 +1,5 @@
 """Write kvmath/data/fleet_validation.csv: the published fleet measurements the fleet chapter and
-the validation chapter hold the scheduler to (kvmath.evaluate.fleet_validation).
+the validation chapter hold the scheduler to (kvmath.fleet.validation).
 
 The llm-d 73-capacity per-stage tables are parsed from the report itself (a clone of
 llm-d/llm-d-kv-cache at the commit below, its path given as the first argument); the other

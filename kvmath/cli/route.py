@@ -77,7 +77,6 @@ def _analyse_route(args, trace, s, cfg):
 
 
 def _human(r):
-    from kvmath.present.format import fmt_time
     lines = [f"{r['trace']}: {r['requests']:,} requests served by {r['nodes']} x {r['node']} "
              f"({r['model']}, TP {r['tp']}), each node caching {r['capacity_blocks_per_node']:,} "
              f"blocks of {r['block_tokens']} tokens in all its tiers",
@@ -92,7 +91,7 @@ def _human(r):
         lines.append(f"{x['router']:<12} {x['token_hit_rate']:>10.1%} "
                      f"{x['token_hit_rate_hbm']:>7.1%} "
                      f"{pct(x['reach_continuation']):>7} {x['reach_analytic']:>9.1%} "
-                     f"{imb:>10} {fmt_time(x['ttft_s']['p90']):>9}"
+                     f"{imb:>10} {_t(x['ttft_s']['p90']):>9}"
                      + ("" if x["keeps_up"] else " (does not keep up)"))
     lines.append("reach: the turns routed to their previous turn's node (tiers and reuse take it "
                  "as --reach); tokens hit: found in the replica's HBM or loaded from the tiers "
@@ -202,15 +201,19 @@ def _analyse_fleet(args, trace, s, cfg):
     return out
 
 
-def _stat_line(name, x):
+def _t(v):
+    """A time, or - where there is none (no request served)."""
     from kvmath.present.format import fmt_time
-    parts = [f"mean {fmt_time(x['mean'])}"] + [f"{k} {fmt_time(v)}" for k, v in x.items()
-                                               if k != "mean"]
+    return "-" if v is None else fmt_time(v)
+
+
+def _stat_line(name, x):
+    parts = [f"mean {_t(x['mean'])}"] + [f"{k} {_t(v)}" for k, v in x.items() if k != "mean"]
     return f"{name}: " + ", ".join(parts) if x["mean"] is not None else f"{name}: -"
 
 
 def _fleet_human(r):
-    from kvmath.present.format import fmt_bytes, fmt_time
+    from kvmath.present.format import fmt_bytes
     lines = [f"{r['trace']}: {r['requests']:,} requests on {r['nodes']} x {r['node']} "
              f"({r['model']}), routed {r['router']}; {r['layout']}",
              f"served {r['requests_served']:,} in {r['span_s']:,.0f} s: "
@@ -232,8 +235,7 @@ def _fleet_human(r):
         lines.append(f"{r['requests_refused']:,} request(s) refused: prompt and output beyond a "
                      "replica's KV capacity or the model's window")
     for x in r["slos"]:
-        lines.append(f"objective {x['slo']}: " + ("-" if x["value_s"] is None else
-                                                  fmt_time(x["value_s"]))
+        lines.append(f"objective {x['slo']}: " + _t(x["value_s"])
                      + (" met" if x["met"] else " NOT met"))
     if r.get("goodput_requests_per_s") is not None:
         lines.append(f"goodput: {r['goodput_requests_per_s']:.3g} requests/s meet every "
@@ -247,12 +249,12 @@ def _fleet_human(r):
                             if t["tier"] != "hbm")
         p90 = x["ttft_s"].get("p90")
         lines.append(f"{x['node']:>4} {x['requests']:>9,} {x['token_hit_rate']:>10.1%} "
-                     f"{fmt_time(p90) if p90 is not None else '-':>9} {x['busy']:>6.0%} "
+                     f"{_t(p90):>9} {x['busy']:>6.0%} "
                      f"{x['preemptions']:>9,}  {traffic}")
     for w in r.get("windows", ()):
         lines.append(f"  {w['start_s']:>8,.0f}-{w['end_s']:<8,.0f} s: {w['requests']:>7,} "
-                     f"requests, TTFT mean {fmt_time(w['ttft_s']['mean'])} p90 "
-                     f"{fmt_time(w['ttft_s'].get('p90'))}, "
+                     f"requests, TTFT mean {_t(w['ttft_s']['mean'])} p90 "
+                     f"{_t(w['ttft_s'].get('p90'))}, "
                      f"{w['output_tokens_per_s']:,.0f} output tokens/s")
     price = (f"${r['gpu_hour_usd']:.3g} per GPU-hour"
              + (f", listed {r['gpu_price_observed']}" if r["gpu_price_observed"] else ", given"))

@@ -263,10 +263,12 @@ def _human(r):
                  f"demand {r['prefill_gpu_s_per_s']:.3g} GPU-s/s (no cache "
                  f"{r['prefill_gpu_s_per_s_no_cache']:.3g}) of the node's "
                  f"{r['node_gpu_s_per_s']:.3g}")
+    def t(v):
+        return "-" if v is None else fmt_time(v)
     lines.append(f"served step by step ({sv['layout']}): time to first token "
-                 f"p50 {fmt_time(sv['ttft_s']['p50'])}, p90 {fmt_time(sv['ttft_s']['p90'])}, "
-                 f"p99 {fmt_time(sv['ttft_s']['p99'])}; time per output token p50 "
-                 f"{fmt_time(sv['tpot_s']['p50'])}; "
+                 f"p50 {t(sv['ttft_s']['p50'])}, p90 {t(sv['ttft_s']['p90'])}, "
+                 f"p99 {t(sv['ttft_s']['p99'])}; time per output token p50 "
+                 f"{t(sv['tpot_s']['p50'])}; "
                  + ("keeps up" if sv["keeps_up"] else "DOES NOT KEEP UP") + f" ({sv['keeps_up_why']})")
     if "policies" in r:
         lines.extend(_policies_human(r["policies"]))

@@ -103,6 +103,23 @@ def test_the_pools_lru_is_the_stack_distances(setups, capacity):
         assert np.array_equal(hits, want_hits) and written == want_written
 
 
+def _random_trace(seed, requests=60, universe=40):
+    """Requests of chained prefixes over a few conversations, some resumed, some shared."""
+    rng = np.random.default_rng(seed)
+    reqs, t, heads = [], 0.0, []
+    for _ in range(requests):
+        t += float(rng.exponential(3.0))
+        if heads and rng.random() < 0.6:
+            base = list(heads[rng.integers(len(heads))])
+        else:
+            base = [int(rng.integers(universe))]
+        base = base + [int(x) + 1000 * len(base) for x in rng.integers(universe, size=rng.integers(0, 4))]
+        base = list(dict.fromkeys(base))
+        heads.append(base)
+        reqs.append((t, 512 * len(base) - int(rng.integers(0, 2)) * 100, base))
+    return T.from_requests(reqs)
+
+
 def _small_tiers(caps, wbps):
     names = ["hbm", "host-dram", "nvme"]
     return [C.TierSpec(names[k], c, 1e12, w, None if k == 0 else "host-dram",
