@@ -43,9 +43,15 @@ from kvmath.traces.statistics import batch_context_of
 from kvmath.traces.generate import agent_parameters, agent_trace
 from kvmath.traces.plan_vs_replay import max_abs, plan_vs_replay, trace_pause
 from kvmath.traces import policies as trace_policies
-from kvmath.fleet.routers import ROUTERS, reach
-from kvmath.fleet.routing import LOAD_WINDOW_S, OVERLAP_WEIGHT, route
-from kvmath.fleet.run import fleet, fleet_cost, nodes_needed
+from kvmath.fleet.routers import BY_NAME as router_rows
+from kvmath.fleet.routing import route
+from kvmath.fleet.changes import fleet_since, fleet_snapshot
+from kvmath.fleet.metrics import parse_slo, slo_label
+from kvmath.fleet.run import fleet, fleet_cost, meets, nodes_needed
+from kvmath.fleet.validation import (case as fleet_case, case_names as fleet_cases,
+    error_summary as fleet_error_summary, predictions as fleet_predictions,
+    table as fleet_validation_table, why_not as fleet_why_not)
+from kvmath.scenario.schedulers import DEFAULT as DEFAULT_SCHEDULER, PROFILES as SCHEDULERS
 from kvmath.cli.reference import argument_rows, commands, output_of as command_output
 from kvmath.present.calculator import (DEFAULTS, ERF_TOLERANCE, PLOT_TIERS, calculator_gpus,
     calculator_tiers)

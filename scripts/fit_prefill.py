@@ -42,7 +42,8 @@ HELD_OUT = ("CodeLlama-34b-Instruct-hf", "internlm-20b", "phi-2", "Meta-Llama-3-
 PROFILED = {"h100-sxm": "h100", "a100-sxm": "a100"}
 ATTENTION_KERNEL = {"h100-sxm": "flashattention-3", "a100-sxm": "flashattention-2"}
 #: GPUs without profiles take h100-sxm's shape curve, their efficiencies scaled by MAMF
-DERIVED = ("h200", "h100-pcie", "b200", "gb200", "l40s", "mi300x", "h20", "gb300", "mi355x", "rubin")
+DERIVED = ("h200", "h100-pcie", "b200", "gb200", "l40s", "mi300x", "h20", "gb300", "mi355x", "rubin",
+           "l4")
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 MEM_OPS = {"input_layernorm": "eta_norm", "post_attention_layernorm": "eta_norm",
            "attn_rope": "eta_rope", "mlp_act": "eta_act", "add": "eta_add"}

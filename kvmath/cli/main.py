@@ -79,6 +79,10 @@ def run(argv=None):
 
 
 def _run(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["trace", "generate"]:  # a command of its own beside trace FILE
+        from kvmath.cli import generate
+        return generate.run(argv[2:], _Parser)
     args = build_parser().parse_args(argv)
     try:
         return _command(args)

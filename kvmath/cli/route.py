@@ -1,19 +1,19 @@
-"""``kvmath route FILE --model M --nodes N``: a trace routed over a fleet of N nodes under each
-routing policy: the hits each router keeps, its reach and its load imbalance.
+"""``kvmath route FILE --model M --nodes N``: a trace served by a fleet of N nodes under each
+router (:mod:`kvmath.fleet.routers`), step by step as their engines schedule: the hits each router
+keeps, its reach, its load imbalance and the times to first token it gives.
 
-Each node caches the trace's KV blocks in an LRU of what all its tiers hold together (HBM after
-the weights and running batch, host DRAM, drives: the node plan's capacities); the measured
-``reach_continuation`` (the share of turns routed to their previous turn's node) is the h_route
-that ``reuse`` and ``tiers`` take as ``--reach``.
+The measured ``reach_continuation`` (the share of turns routed to their previous turn's node) is
+the h_route that ``reuse`` and ``tiers`` take as ``--reach``.
 
-``kvmath fleet FILE --model M --nodes N`` (here too: the same group) replays each node's tiers
-after routing: hits, traffic, wear, prefill and decode demand, times to first token, cost, and
-with ``--max-nodes`` the fewest nodes that serve the trace. Both read their scenario as every
-command does (:func:`kvmath.scenario.build.scenario_of`: the node, its TP, the engine, a pool).
+``kvmath fleet FILE --model M --nodes N`` (here too: the same group) serves the trace under one
+router: its latencies (time to first token, time per output token, end to end: mean and
+percentiles), throughput, goodput, per node and per window, each node's tier traffic, cost, and
+with ``--max-nodes`` the fewest nodes that keep up and meet the objectives (``--slo``). Both read
+their scenario as every command does (:func:`kvmath.scenario.build.scenario_of`: the node, its
+TP, the engine and its scheduler, a pool).
 """
 from __future__ import annotations
 
-from dataclasses import replace
 
 from kvmath.cli.output import print_result
 from kvmath.cli.trace import add_trace_command, window_keys, window_line
@@ -38,59 +38,64 @@ def analyse(args):
 
 
 def _analyse_route(args, trace, s, cfg):
+    from dataclasses import replace
+
     from kvmath.fleet.routers import ROUTERS, reach
+    from kvmath.fleet.run import fleet_of, _tp_of
     from kvmath.scenario.engine_config import cache_sizes
     from kvmath.traces import readers as T
+    from kvmath.traces import replay as C
     from kvmath.fleet.nodes import check_fleet, node_setup
-    from kvmath.fleet.routing import route
-    from kvmath.scenario.build import with_node_tp
     check_fleet(trace, s.nodes)
-    batch_context = s.batch_context or T.batch_context_of(trace, s.model)
-    s = with_node_tp(s, batch_context)
-    node, model, tp, engine, nodes = s.node, s.model, s.tp, s.engine, s.nodes
-    _, block_bytes, _, blocks, _ = node_setup(trace, model, node, tp, engine, s.batch_seqs,
-                                              batch_context,
-                                              **cache_sizes(s, cfg, node, tp, model))
-    routers = []
+    s = _tp_of(s, trace)
+    node, model, tp, nodes = s.node, s.model, s.tp, s.nodes
+    kw = cache_sizes(s, cfg, node, tp, model)
+    _, block_bytes, _, blocks, _ = node_setup(trace, model, node, tp, s.engine, 0,
+                                              s.batch_context, kv_dtype=s.kv_dtype, **kw)
     parent = T.continuations(trace)
+    routers = []
     for name in ROUTERS:
-        r = route(trace, nodes, name, blocks, parent=parent)
-        r.pop("routed_prompt_tokens")
-        r["reach_analytic"] = reach(name, nodes)
-        routers.append(r)
-    one = route(trace, 1, "round-robin", blocks * nodes, parent=parent)  # the caches as one
-    fit = hbm_fit(replace(s, batch_context=batch_context), trace)
+        a = fleet_of(trace, replace(s, router=name, router_param=None), tier_replay=False,
+                     cache_kw=kw, parent=parent)
+        routers.append({"router": name, "token_hit_rate": a["token_hit_rate"],
+                        "token_hit_rate_hbm": a["token_hit_rate_hbm"],
+                        "reach_continuation": a["reach_continuation"],
+                        "reach_analytic": reach(name, nodes),
+                        "load_imbalance": a["load_imbalance"], "ttft_s": a["ttft_s"],
+                        "keeps_up": a["keeps_up"], "layout": a["layout"]})
+    hits, _ = C.shared_prefix_hits(trace, blocks * nodes)  # the fleet's caches as one
+    one = float((hits * trace.block_tokens).clip(max=trace.prompt_tokens).sum()
+                / max(float(trace.prompt_tokens.sum()), 1.0))
     return {"trace": args.file, "model": model.name, "node": node.name, "tp": tp,
             "nodes": nodes, "requests": trace.n_requests,
             "block_tokens": trace.block_tokens, "block_bytes": block_bytes,
-            "capacity_blocks_per_node": blocks,
-            "shared_cache_token_hit_rate": one["token_hit_rate"],
-            "routers": routers, **fit, **window_keys(trace, model),
-            **({"engine": engine.name} if engine is not None else {}),
+            "capacity_blocks_per_node": blocks, "shared_cache_token_hit_rate": one,
+            "routers": routers, **window_keys(trace, model),
+            **({"engine": s.engine.name} if s.engine is not None else {}),
             **({"engine_config": cfg.summary(model)} if cfg is not None else {})}
 
 
 def _human(r):
-    lines = [f"{r['trace']}: {r['requests']:,} requests routed over {r['nodes']} x {r['node']} "
-             f"({r['model']}, TP {r['tp']}), each caching {r['capacity_blocks_per_node']:,} "
-             f"blocks of {r['block_tokens']} tokens",
+    lines = [f"{r['trace']}: {r['requests']:,} requests served by {r['nodes']} x {r['node']} "
+             f"({r['model']}, TP {r['tp']}), each node caching {r['capacity_blocks_per_node']:,} "
+             f"blocks of {r['block_tokens']} tokens in all its tiers",
              f"one cache of the fleet's size that every node reads: "
              f"{r['shared_cache_token_hit_rate']:.1%} of prompt tokens hit",
-             f"{'router':<12} {'tokens hit':>10} {'reach':>7} {'analytic':>9} {'of cached':>10} "
-             f"{'imbalance':>10}"]
+             f"{'router':<12} {'tokens hit':>10} {'in HBM':>7} {'reach':>7} {'analytic':>9} "
+             f"{'imbalance':>10} {'TTFT p90':>9}"]
     for x in r["routers"]:
         def pct(v):
             return "-" if v is None else f"{v:.1%}"
         imb = "-" if x["load_imbalance"] is None else f"{x['load_imbalance']:.2f}"
         lines.append(f"{x['router']:<12} {x['token_hit_rate']:>10.1%} "
+                     f"{x['token_hit_rate_hbm']:>7.1%} "
                      f"{pct(x['reach_continuation']):>7} {x['reach_analytic']:>9.1%} "
-                     f"{pct(x['token_reach']):>10} {imb:>10}")
+                     f"{imb:>10} {_t(x['ttft_s']['p90']):>9}"
+                     + ("" if x["keeps_up"] else " (does not keep up)"))
     lines.append("reach: the turns routed to their previous turn's node (tiers and reuse take it "
-                 "as --reach); of cached: the tokens hit over those cached anywhere in the fleet, "
-                 "shared prefixes included; imbalance: the busiest node's prompt tokens over the "
-                 "mean")
-    if hbm_line(r):
-        lines.append(hbm_line(r))
+                 "as --reach); tokens hit: found in the replica's HBM or loaded from the tiers "
+                 "below; imbalance: the busiest node's prompt tokens over the mean; each router "
+                 "at its deployed defaults (" + r["routers"][0]["layout"] + ")")
     if window_line(r):
         lines.append(window_line(r))
     return "\n".join(lines)
@@ -121,29 +126,6 @@ def analyse_fleet(args):
         return _analyse_fleet(args, trace, s, cfg)
 
 
-def hbm_fit(s, trace):
-    """{hbm_free_bytes, hbm_feasible}: the HBM a node of scenario ``s`` has left beside the
-    weights and its running batch (batch_seqs sequences of batch_context tokens, the trace's
-    running context by default), negative when the batch overfills it
-    (:func:`kvmath.node.capacities.node_capacities`)."""
-    from kvmath.node.capacities import node_capacities
-    from kvmath.traces import readers as T
-    free = node_capacities(s.node, s.model, tp=s.tp, batch_seqs=s.batch_seqs,
-                           batch_context=s.batch_context or T.batch_context_of(trace, s.model)
-                           )["hbm_free_bytes"]
-    return {"hbm_free_bytes": free, "hbm_feasible": free >= 0}
-
-
-def hbm_line(r):
-    """The line saying a node's running batch overfills its HBM, or None."""
-    from kvmath.present.format import fmt_bytes
-    if r.get("hbm_feasible", True):
-        return None
-    return (f"HBM: INFEASIBLE, each node's running batch overfills its HBM by "
-            f"{fmt_bytes(-r['hbm_free_bytes'], 4)} (--batch-seqs sequences of --batch-context "
-            "tokens beside the weights)")
-
-
 def check_pool_reach(pool, node):
     """Refuse a pool the node's engines cannot reach as its row deploys it: every pool is read
     over the network, through ``client_nics`` NICs of each GPU node (nodes.csv ``nics``;
@@ -153,92 +135,133 @@ def check_pool_reach(pool, node):
     node_tier(node, pool_tier(pool, pool.gpu_nodes))
 
 
+def slos_of(s):
+    """The objectives of scenario ``s``: its --slo texts parsed, and --slo-ttft-p99 (kept as an
+    alias of --slo ttft:p99:S)."""
+    from kvmath.fleet.metrics import parse_slo
+    out = [parse_slo(t) for t in (s.slo or ())]
+    if s.slo_ttft_p99 is not None:
+        out.append(("ttft", 99.0, float(s.slo_ttft_p99)))
+    return tuple(out)
+
+
+def percentiles_of(args):
+    from kvmath.fleet.metrics import PERCENTILES
+    text = getattr(args, "percentiles", None)
+    if not text:
+        return PERCENTILES
+    try:
+        out = tuple(float(x) for x in str(text).split(",") if x.strip())
+    except ValueError:
+        out = ()
+    if not out or not all(0 < q < 100 for q in out):
+        raise UsageError(f"--percentiles {text!r}: expected numbers between 0 and 100, "
+                         "comma-separated (50,90,99)")
+    return out
+
+
 def _analyse_fleet(args, trace, s, cfg):
+    from dataclasses import replace
+
+    from kvmath.fleet.run import fleet_cost, fleet_of, nodes_needed_of
     from kvmath.scenario.engine_config import cache_sizes
-    from kvmath.fleet.run import fleet, fleet_cost, nodes_needed
-    from kvmath.scenario.build import with_node_tp
-    from kvmath.traces import readers as T
-    s = with_node_tp(s, s.batch_context or T.batch_context_of(trace, s.model))
+    from kvmath.fleet.run import _tp_of
+    s = _tp_of(s, trace)
     node, model, pool = s.node, s.model, s.pool
-    kw = dict(tp=s.tp, engine=s.engine, batch_seqs=s.batch_seqs, batch_context=s.batch_context,
-              dask=None if args.dask == "none" else args.dask, writes=s.writes,
-              **cache_sizes(s, cfg, node, s.tp, model))
-    out = fleet(trace, model, node, s.nodes, s.router, pool=pool, pool_writes=s.pool_writes,
-                **kw)
+    slos = slos_of(s)
+    kw = cache_sizes(s, cfg, node, s.tp, model)
+    dask = None if args.dask == "none" else args.dask
+    if slos and not s.max_nodes and s.slo_ttft_p99 is not None and not s.slo:
+        raise UsageError("--slo-ttft-p99 needs --max-nodes (the largest fleet to search)")
+    out = fleet_of(trace, s, dask=dask, slos=slos, percentiles=percentiles_of(args),
+                   window_s=getattr(args, "window_s", None), cache_kw=kw)
     out["trace"] = args.file
     out.update(window_keys(trace, model), requests=trace.n_requests, model=model.name)
-    # the running batch must fit each node's HBM too, as trace and tiers say (issue 37: a batch
-    # of 1e9 sequences was answered feasible)
-    out.update(hbm_fit(s, trace), compute_feasible=out["feasible"])
-    out["feasible"] = out["feasible"] and out["hbm_feasible"]
     # what the fleet's nodes cost per million tokens served, at the GPU-hour price (a cloud
     # node's, its host included); the network between nodes is not priced
-    out.update(fleet_cost(trace, node, s.nodes, s.gpu_price))
-    if s.slo_ttft_p99 is not None and not s.max_nodes:
-        raise UsageError("--slo-ttft-p99 needs --max-nodes (the largest fleet to search)")
+    out.update(fleet_cost(trace, node, s.nodes, s.gpu_price, out["span_s"]))
     if s.max_nodes:
         def cost(n):
             return (fleet_cost(trace, node, n, s.gpu_price)["cost_per_million_tokens_usd"]
                     if n else None)
-        need, _ = nodes_needed(trace, model, node, s.router, max_nodes=s.max_nodes,
-                               slo_ttft_p99_s=s.slo_ttft_p99, pool=pool,
-                               pool_writes=s.pool_writes, **kw)
-        out["nodes_needed"] = need if out["hbm_feasible"] else None  # no node holds the batch
+        need, _ = nodes_needed_of(trace, s, s.max_nodes, slos, cache_kw=kw)
+        out["nodes_needed"] = need
         out["cost_per_million_tokens_usd_nodes_needed"] = cost(need)
         if pool is not None:  # the same search without the pool, to set against it
-            alone, _ = nodes_needed(trace, model, node, s.router, max_nodes=s.max_nodes,
-                                    slo_ttft_p99_s=s.slo_ttft_p99, **kw)
+            alone, _ = nodes_needed_of(trace, replace(s, pool=None), s.max_nodes, slos,
+                                       cache_kw=kw)
             out["nodes_needed_without_pool"] = alone
             out["cost_per_million_tokens_usd_nodes_needed_without_pool"] = cost(alone)
-        out["nodes_needed_for"] = "every node's prefill and decode demand within its GPUs" + (
-            f" and the fleet's p99 time to first token within {s.slo_ttft_p99:g} s"
-            if s.slo_ttft_p99 is not None else "")
+        from kvmath.fleet.metrics import slo_label
+        out["nodes_needed_for"] = "keep up with the load" + (
+            "" if not slos else ", and " + ", ".join(slo_label(x) for x in slos))
     if cfg is not None:
         out["engine_config"] = cfg.summary(model)
     return out
 
 
+def _t(v):
+    """A time, or - where there is none (no request served)."""
+    from kvmath.present.format import fmt_time
+    return "-" if v is None else fmt_time(v)
+
+
+def _stat_line(name, x):
+    parts = [f"mean {_t(x['mean'])}"] + [f"{k} {_t(v)}" for k, v in x.items() if k != "mean"]
+    return f"{name}: " + ", ".join(parts) if x["mean"] is not None else f"{name}: -"
+
+
 def _fleet_human(r):
-    from kvmath.present.format import fmt_bytes, fmt_time
-    dec = r["decode"]
+    from kvmath.present.format import fmt_bytes
     lines = [f"{r['trace']}: {r['requests']:,} requests on {r['nodes']} x {r['node']} "
-             f"({r['model']}, TP {r['tp']}), routed {r['router']}",
-             f"tokens hit: {r['token_hit_rate']:.1%}; " + (
+             f"({r['model']}), routed {r['router']}; {r['layout']}",
+             f"served {r['requests_served']:,} in {r['span_s']:,.0f} s: "
+             f"{r['requests_per_s']:.3g} requests/s, {r['output_tokens_per_s']:,.0f} output "
+             f"tokens/s" if r["requests_per_s"] else f"served {r['requests_served']:,}",
+             _stat_line("time to first token", r["ttft_s"]),
+             _stat_line("time per output token", r["tpot_s"]),
+             _stat_line("end to end", r["e2e_s"]),
+             f"tokens hit: {r['token_hit_rate']:.1%} ({r['token_hit_rate_hbm']:.1%} in HBM, the "
+             f"rest loaded from the tiers below); " + (
                  f"{r['reach_continuation']:.1%} of turns reach their previous turn's node"
-                 if r["reach_continuation"] is not None else  # issue 20: None was formatted
-                 "no turn continues an earlier one (no prompt repeats an earlier one's full "
-                 "blocks), so no reach") + "; load imbalance " + (
-                 f"{r['load_imbalance']:.2f}" if r["load_imbalance"] is not None else "-"),
-             f"prefill: {r['prefill_gpu_s_per_s']:.3g} GPU-s/s in all; decode: "
-             f"{r['decode_gpu_s_per_s']:.3g} GPU-s/s ({dec['decode_batch_seqs']} sequence(s) "
-             f"per replica at {dec['decode_context_tokens']:,.0f} tokens of context, "
-             f"{fmt_time(dec['decode_step_s'])} a step); the busiest node "
-             f"{r['gpu_s_per_s_max_node']:.3g} of its {r['gpus_per_node']}: "
-             f"{'feasible' if r['compute_feasible'] else 'INFEASIBLE'}",
-             *([hbm_line(r)] if hbm_line(r) else []),
-             "time to first token: " + (
-                 f"p50 {fmt_time(r['ttft_s_p50'])}, p99 {fmt_time(r['ttft_s_p99'])} "
-                 f"({r['replicas_per_node']} replica(s) per node, first come first served, in "
-                 "the GPU time decode leaves)" if r["ttft_s_p99"] is not None else
-                 "unbounded (decode alone fills a node's GPUs)")]
-    lines.append(f"{'node':>4} {'requests':>9} {'tokens hit':>10} {'prefill GPU-s/s':>16} "
-                 f"{'decode GPU-s/s':>15}  tier reads / writes")
+                 if r["reach_continuation"] is not None else "no turn continues an earlier one")
+             + "; load imbalance " + (f"{r['load_imbalance']:.2f}"
+                                      if r["load_imbalance"] is not None else "-")
+             + f"; {r['preemptions']:,} preemption(s)",
+             ("keeps up with the load" if r["keeps_up"] else "DOES NOT KEEP UP with the load")
+             + f": {r['keeps_up_why']}"]
+    if r["requests_refused"]:
+        lines.append(f"{r['requests_refused']:,} request(s) refused: prompt and output beyond a "
+                     "replica's KV capacity or the model's window")
+    for x in r["slos"]:
+        lines.append(f"objective {x['slo']}: " + _t(x["value_s"])
+                     + (" met" if x["met"] else " NOT met"))
+    if r.get("goodput_requests_per_s") is not None:
+        lines.append(f"goodput: {r['goodput_requests_per_s']:.3g} requests/s meet every "
+                     "objective")
+    lines.append(f"{'node':>4} {'requests':>9} {'tokens hit':>10} {'TTFT p90':>9} {'busy':>6} "
+                 f"{'preempted':>9}  tier reads / writes")
     for x in r["per_node"]:
-        hit = "-" if x["token_hit_rate"] is None else f"{x['token_hit_rate']:.1%}"
         traffic = ", ".join(f"{t['tier']} {fmt_bytes(t['read_Bps'], 3)}/s / " + (
                             "(the fleet's)" if t.get("shared") else
-                            f"{fmt_bytes(t['write_Bps'], 3)}/s") for t in x["tiers"] if
-                            t["tier"] != "hbm")
-        lines.append(f"{x['node']:>4} {x['requests']:>9,} {hit:>10} "
-                     f"{x['prefill_gpu_s_per_s']:>16.3g} {x['decode_gpu_s_per_s']:>15.3g}  "
-                     f"{traffic}")
+                            f"{fmt_bytes(t['write_Bps'], 3)}/s") for t in x.get("tiers", ())
+                            if t["tier"] != "hbm")
+        p90 = x["ttft_s"].get("p90")
+        lines.append(f"{x['node']:>4} {x['requests']:>9,} {x['token_hit_rate']:>10.1%} "
+                     f"{_t(p90):>9} {x['busy']:>6.0%} "
+                     f"{x['preemptions']:>9,}  {traffic}")
+    for w in r.get("windows", ()):
+        lines.append(f"  {w['start_s']:>8,.0f}-{w['end_s']:<8,.0f} s: {w['requests']:>7,} "
+                     f"requests, TTFT mean {_t(w['ttft_s']['mean'])} p90 "
+                     f"{_t(w['ttft_s'].get('p90'))}, "
+                     f"{w['output_tokens_per_s']:,.0f} output tokens/s")
     price = (f"${r['gpu_hour_usd']:.3g} per GPU-hour"
              + (f", listed {r['gpu_price_observed']}" if r["gpu_price_observed"] else ", given"))
     lines.append(f"cost: ${r['cost_per_million_tokens_usd']:.3g} per million tokens served "
                  f"(prompt and output) at {price}, every hour of the fleet's nodes; the network "
                  "between them is not priced")
     if "nodes_needed" in r:
-        lines.append(f"fewest nodes with {r['nodes_needed_for']}: " + (
+        lines.append(f"fewest nodes that {r['nodes_needed_for']}: " + (
             f"{r['nodes_needed']}, ${r['cost_per_million_tokens_usd_nodes_needed']:.3g} per "
             "million tokens" if r["nodes_needed"] else "more than --max-nodes"))
     if "pool" in r:
@@ -257,7 +280,7 @@ def _fleet_human(r):
         lines.append("without the pool: " + (
             f"{n}, ${r['cost_per_million_tokens_usd_nodes_needed_without_pool']:.3g} per million "
             "tokens (the pool itself not priced)" if n else "more than --max-nodes"))
-    lines.append("not counted: " + (", ".join(r["not_counted"]) or "-"))
+    lines.append("not counted: " + "; ".join(r["not_counted"]))
     if window_line(r):
         lines.append(window_line(r))
     return "\n".join(lines)

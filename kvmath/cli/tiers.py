@@ -39,8 +39,8 @@ def answer(args):
                     writes_within_rating=bool(s.writes_within_rating), engine=s.engine,
                     price_overrides=price_overrides(s), pool=s.pool, pool_nodes=s.pool_nodes,
                     reach=s.reach, pool_writes=s.pool_writes,
-                    turn_new_tokens=s.turn_new_tokens, writes=s.writes,
-                    **cache_sizes(s, cfg, s.node, s.tp, s.model))
+                    turn_new_tokens=s.turn_new_tokens, writes=s.writes, kv_dtype=s.kv_dtype,
+                    ep=s.ep, **cache_sizes(s, cfg, s.node, s.tp, s.model))
     out.update(reach_from=h_from, nodes=s.nodes, router=None if stated else s.router)
     if cfg is not None:
         out["engine_config"] = cfg.summary(s.model)

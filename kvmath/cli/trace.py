@@ -49,23 +49,20 @@ def analyse(args):
     stats = T.reuse_stats(trace)
     distances = C.stack_distances(trace)
     curve = C.lru_curve(trace, distances)
-    block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens, engine=engine)
+    block_bytes = C.kv_block_bytes(model, gpu, tp, trace.block_tokens, engine=engine,
+                                   kv_dtype=s.kv_dtype)
     batch_context = s.batch_context or T.batch_context_of(trace, model)
     specs = C.node_tiers(node, model, tp=tp, remote_bytes=s.remote_bytes,
                          batch_seqs=s.batch_seqs, batch_context=batch_context,
                          **cache_sizes(s, cfg, node, tp, model))
-    specs = C.with_hbm_blocks(specs, model, gpu, tp, trace.block_tokens, engine)
-    cost = C.HitCost(model, gpu, specs, tp, node.gpus, engine=engine)
+    specs = C.with_hbm_blocks(specs, model, gpu, tp, trace.block_tokens, engine, s.kv_dtype)
+    cost = C.HitCost(model, gpu, specs, tp, node.gpus, engine=engine, kv_dtype=s.kv_dtype)
     from kvmath.node.capacities import node_capacities
     hbm_free = node_capacities(node, model, tp=tp, batch_seqs=s.batch_seqs,
                                batch_context=batch_context)["hbm_free_bytes"]
     rep = C.replay(trace, specs, block_bytes, policy=s.policy, ttl_s=s.ttl,
                    min_uses=s.min_uses, cost=cost, writes=s.writes)
-    from kvmath.fleet.nodes import node_decode
-    decode = node_decode(trace, model, node, tp, engine, s.batch_seqs)
-    decode_demand = (float(trace.output_tokens.sum()) * decode["decode_gpu_s_per_token"]
-                     / max(trace.duration_s, 1.0))
-    compute_feasible = rep["prefill_gpu_s_per_s"] + decode_demand <= rep["node_gpu_s_per_s"]
+    served = served_one_node(trace, s, cache_sizes(s, cfg, node, tp, model))
     keep = ("tier", "capacity_bytes", "hit_rate", "read_Bps_mean", "read_Bps_p99",
             "write_Bps_mean", "write_Bps_p99", "writes_dropped", "writes_filtered",
             "drive_writes_per_day", "lifetime_years")
@@ -95,13 +92,25 @@ def analyse(args):
         # the running batch must fit HBM too, as tiers says (issue 20: it had set HBM to 0 B)
         "hbm_free_bytes": hbm_free, "hbm_feasible": hbm_free >= 0,
         **window_keys(trace, model),
-        # decode shares the GPUs with prefill (issue 21: feasibility had counted prefill alone)
-        "decode_gpu_s_per_s": decode_demand, "decode": decode,
-        "compute_feasible": compute_feasible, "feasible": compute_feasible and hbm_free >= 0,
+        # the node serving the trace step by step, its engine's scheduler (issue 35: decode at a
+        # fixed batch and one prefill at a time had called nodes that serve infeasible)
+        "served": served, "feasible": served["keeps_up"] and hbm_free >= 0,
         **({"engine": engine.name} if engine is not None else {}),
         **({"engine_config": cfg.summary(model)} if cfg is not None else {}),
         **({"policies": policies} if policies is not None else {}),
     }
+
+
+def served_one_node(trace, s, cache_kw):
+    """The trace served by its one node, step by step (:func:`kvmath.fleet.run.fleet_of`, no
+    tier replay): its layout, latencies and whether it keeps up."""
+    from dataclasses import replace
+    from kvmath.fleet.run import fleet_of
+    a = fleet_of(trace, replace(s, nodes=1, router="round-robin"), tier_replay=False,
+                 cache_kw=cache_kw)
+    return {k: a[k] for k in ("layout", "engine_settings", "ttft_s", "tpot_s", "e2e_s",
+                              "requests_per_s", "output_tokens_per_s", "token_hit_rate",
+                              "preemptions", "requests_refused", "keeps_up", "keeps_up_why")}
 
 
 def policy_rows(trace, specs, block_bytes, distances):
@@ -249,15 +258,18 @@ def _human(r):
             lines.append(f"{'':<10} {t['drive_writes_per_day']:.3g} drive writes per day, "
                          + (f"rated life {life:.3g} years at that rate" if math.isfinite(life)
                             else "so no wear"))  # issue 20: "rated life inf years"
-    dec = r["decode"]
+    sv = r["served"]
     lines.append(f"GPU-seconds saved per second: {r['gpu_seconds_saved_per_s']:.3g}; prefill "
                  f"demand {r['prefill_gpu_s_per_s']:.3g} GPU-s/s (no cache "
-                 f"{r['prefill_gpu_s_per_s_no_cache']:.3g}) and decode "
-                 f"{r['decode_gpu_s_per_s']:.3g} ({dec['decode_batch_seqs']} sequence(s) per "
-                 f"replica at {dec['decode_context_tokens']:,.0f} tokens, "
-                 f"{fmt_time(dec['decode_step_s'])} a step) of the node's "
-                 f"{r['node_gpu_s_per_s']:.3g}: "
-                 f"{'feasible' if r['compute_feasible'] else 'INFEASIBLE'}")
+                 f"{r['prefill_gpu_s_per_s_no_cache']:.3g}) of the node's "
+                 f"{r['node_gpu_s_per_s']:.3g}")
+    def t(v):
+        return "-" if v is None else fmt_time(v)
+    lines.append(f"served step by step ({sv['layout']}): time to first token "
+                 f"p50 {t(sv['ttft_s']['p50'])}, p90 {t(sv['ttft_s']['p90'])}, "
+                 f"p99 {t(sv['ttft_s']['p99'])}; time per output token p50 "
+                 f"{t(sv['tpot_s']['p50'])}; "
+                 + ("keeps up" if sv["keeps_up"] else "DOES NOT KEEP UP") + f" ({sv['keeps_up_why']})")
     if "policies" in r:
         lines.extend(_policies_human(r["policies"]))
     if not r["hbm_feasible"]:

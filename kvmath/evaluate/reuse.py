@@ -29,14 +29,16 @@ def rfn(name):
 
 @lru_cache(maxsize=512, typed=True)
 def compared(model, gpu, tier, tokens, tp, compute_dtype, engine=None, resume_rate=None,
-             gpu_resume_rate=None):
+             gpu_resume_rate=None, kv_dtype=None, ep=None):
     """:func:`kvmath.evaluate.api.compare` of one scenario, once per process and read-only: a
     plan, and each step of the search for its compute limit, ask for the same few scenarios.
     resume_rate: reloads per second through the tier's node hops (compare's --resume-rate);
-    gpu_resume_rate: those through the GPUs' own links, where they differ."""
+    gpu_resume_rate: those through the GPUs' own links, where they differ; kv_dtype, ep: the
+    KV's element type and the experts' ranks, where given."""
+    extra = {k: v for k, v in (("kv_dtype", kv_dtype), ("ep", ep)) if v is not None}
     return MappingProxyType(compare(model, gpu, tier, tokens, tp=tp, compute_dtype=compute_dtype,
                                     engine=engine, resume_rate=resume_rate,
-                                    gpu_resume_rate=gpu_resume_rate))
+                                    gpu_resume_rate=gpu_resume_rate, **extra))
 
 
 def tier_read_bytes(r, kind):

@@ -67,7 +67,8 @@ def weights_bytes(model, weight_dtype=None):
 def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_seqs=None,
                     batch_context=None, gpu_memory_utilization=None, activation_reserve=None,
                     writes_within_rating=False, host_cache_bytes=None, disk_cache_bytes=None,
-                    host_cache_hbm_ratio=None, cache_source=None, pool=None, pool_nodes=None):
+                    host_cache_hbm_ratio=None, cache_source=None, pool=None, pool_nodes=None,
+                    kv_dtype=None):
     """Capacity (B) and read/write bandwidth (B/s, node totals) of a node's KV tiers, the one
     source for both the analytic plan (:func:`tier_plan`) and the trace replay
     (:func:`kvmath.traces.replay.node_tiers`).
@@ -116,7 +117,7 @@ def node_capacities(node, model, gpu=None, tp=None, compute_dtype=None, batch_se
                             "sequence is that long")
     drive = node_drive(node)
     q_batch = (compared(model, gpu, cat.tiers["host-dram"], batch_context, tp,
-                        compute_dtype)["kv_bytes"] if batch_seqs else 0.0)
+                        compute_dtype, kv_dtype=kv_dtype)["kv_bytes"] if batch_seqs else 0.0)
     weight_dtype = choose_layout(model, gpu, tp=tp, compute_dtype=compute_dtype,
                                  check_fit=False).weight_dtype
     hbm_at = {"tp": tp, "utilisation": util, "reserve": reserve, "batch_seqs": batch_seqs,

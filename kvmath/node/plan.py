@@ -30,7 +30,7 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
               find_limit=True, engine=None, price_overrides=(), host_cache_bytes=None,
               disk_cache_bytes=None, host_cache_hbm_ratio=None, cache_source=None,
               at_load=True, pool=None, pool_nodes=None, reach=1.0, pool_writes="through",
-              turn_new_tokens=None, writes="back"):
+              turn_new_tokens=None, writes="back", kv_dtype=None, ep=None):
     """Which tier holds which caches, the traffic each carries, and whether the node can run it.
 
     Caches cascade by age: HBM (after the activation reserve, weights and the running batch)
@@ -60,7 +60,7 @@ def tier_plan(node, model, tokens, resume_rate, pause, tp=None, gpu=None, comput
             batch_context, gpu_memory_utilization, activation_reserve, gpu_price,
             writes_within_rating, find_limit, engine, tuple(price_overrides), host_cache_bytes,
             disk_cache_bytes, host_cache_hbm_ratio, cache_source, at_load, pool, pool_nodes,
-            reach, pool_writes, turn_new_tokens, writes)
+            reach, pool_writes, turn_new_tokens, writes, kv_dtype, ep)
     try:
         hash(args)
     except TypeError:  # an input that cannot be remembered: plan it afresh
@@ -74,7 +74,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                writes_within_rating, find_limit, engine=None, price_overrides=(),
                host_cache_bytes=None, disk_cache_bytes=None, host_cache_hbm_ratio=None,
                cache_source=None, at_load=True, pool=None, pool_nodes=None, reach=1.0,
-               pool_writes="through", turn_new_tokens=None, writes="back"):
+               pool_writes="through", turn_new_tokens=None, writes="back", kv_dtype=None,
+               ep=None):
     """:func:`tier_plan`, once per process for each set of inputs (the rows and frozen tables
     fix the plan): a chapter asks for the same plans in several places, and a sweep of the
     NVMe tier's value for the plans a sweep of the plans already made."""
@@ -85,7 +86,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                              batch_context=batch_context)
     if tp > node.gpus:
         raise ScenarioError(f"--tp {tp} exceeds the node's {node.gpus} GPUs")
-    base = compared(model, gpu, cat.tiers["host-dram"], tokens, tp, compute_dtype, engine)
+    base = compared(model, gpu, cat.tiers["host-dram"], tokens, tp, compute_dtype, engine,
+                    kv_dtype=kv_dtype, ep=ep)
     compute_dtype = base["compute_dtype"]
     q = base["kv_bytes_stored"]  # what one cache occupies and writes in host memory or drives
     q_hbm = base["kv_bytes"]  # in HBM every rank holds its own copy
@@ -93,7 +95,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
         raise ScenarioError(f"--resume-rate {resume_rate:g} overflows the plan's traffic "
                             "(expected a rate whose bytes per second are finite)")
     nc = node_capacities(node, model, gpu=gpu, tp=tp, compute_dtype=compute_dtype,
-                         batch_seqs=batch_seqs, batch_context=batch_context or tokens,
+                         kv_dtype=kv_dtype, batch_seqs=batch_seqs,
+                         batch_context=batch_context or tokens,
                          gpu_memory_utilization=gpu_memory_utilization,
                          activation_reserve=activation_reserve,
                          writes_within_rating=writes_within_rating,
@@ -137,7 +140,7 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
         # moves nothing (its row reads the request's own step off the host-dram comparison)
         path = (nc["tiers"][name]["path"] if kind.shared else cat.tiers["host-dram"]
                 if hbm_row else node_tier(node, cat.tiers[name]))
-        r = compared(model, gpu, path, tokens, tp, compute_dtype, engine)
+        r = compared(model, gpu, path, tokens, tp, compute_dtype, engine, kv_dtype=kv_dtype, ep=ep)
         b_read, b_write = bandwidths[name]
         row = {"tier": name, "kind": kind.name, "capacity_bytes": cap, "caches_held": cap / q_tier, "reach": h,
                "ttl_from_s": 0.0 if through else tau_prev, "ttl_to_s": tau,
@@ -193,7 +196,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
     for row, path, tau, q_tier, h in pending:
         if row["kind"] != "hbm":
             _reload_at_load(row, path, {"model": model, "gpu": gpu, "tokens": tokens, "tp": tp,
-                                        "compute_dtype": compute_dtype, "engine": engine},
+                                        "compute_dtype": compute_dtype, "engine": engine,
+                                        "kv_dtype": kv_dtype, "ep": ep},
                             (resume_rate, gpu_rate, at_load))
         saving = tp * saved_s(base, row["reload_s"])
         row["capacity_usd_per_byte_s_opportunity"] = opportunity_price(
@@ -227,7 +231,8 @@ def _tier_plan(node, model, tokens, resume_rate, pause, tp, gpu, compute_dtype, 
                   price_overrides=price_overrides, host_cache_bytes=host_cache_bytes,
                   disk_cache_bytes=disk_cache_bytes, host_cache_hbm_ratio=host_cache_hbm_ratio,
                   cache_source=cache_source, pool=pool, pool_nodes=pool_nodes, reach=reach,
-                  pool_writes=pool_writes, turn_new_tokens=turn_new, writes=writes)
+                  pool_writes=pool_writes, turn_new_tokens=turn_new, writes=writes,
+                  kv_dtype=kv_dtype, ep=ep)
         plan["compute_limit_resume_rate_per_s"] = compute_limit(node, model, tokens, pause, **kw)
     return plan
 
@@ -249,7 +254,8 @@ def _reload_at_load(row, path, s, load):
         try:
             loaded = compared(s["model"], s["gpu"], path, s["tokens"], s["tp"],
                               s["compute_dtype"], s["engine"], resume_rate=rate * traffic,
-                              gpu_resume_rate=gpu_rate)
+                              gpu_resume_rate=gpu_rate, kv_dtype=s.get("kv_dtype"),
+                              ep=s.get("ep"))
             row["reload_s"] = loaded["reload_s"]
             row["reload_load_from"] = "the tier's own resumes and offload writes"
         except ScenarioError:  # that traffic fills the path

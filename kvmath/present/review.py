@@ -229,13 +229,14 @@ def _fleet_blocks(facts):
     if "not_run" in fl:
         return out + [("p", f"Not sized: {fl['not_run']}.")]
     cmd = f"`kvmath fleet {facts['trace']} --scenario {f}`"
-    pct = sorted(k for k in fl if re.fullmatch(r"ttft_s_p\d+", k) and fl[k] is not None)
+    pct = [(k, v) for k, v in fl["ttft_s"].items() if v is not None]
     out.append(("p", f"Trace {facts['trace']} ({fl['requests']:,} requests) routed {fl['router']} "
-                     f"over {fl['nodes']} x {fl['node']} ({fl['model']}, TP {fl['tp']}): "
-                     f"{fl['token_hit_rate']:.1%} of tokens hit; times to first token "
-                     + ", ".join(f"{k[len('ttft_s_'):]} {fmt_time(fl[k])}" for k in pct)
-                     + f"; {'feasible' if fl['feasible'] else 'INFEASIBLE'} on every node; "
-                     f"${fl['cost_per_million_tokens_usd']:.3g} per million tokens served "
+                     f"over {fl['nodes']} x {fl['node']} ({fl['model']}; {fl['layout']}), each "
+                     f"replica scheduled step by step: {fl['token_hit_rate']:.1%} of tokens hit; "
+                     "times to first token " + ", ".join(f"{k} {fmt_time(v)}" for k, v in pct)
+                     + "; " + ("keeps up with the load" if fl["keeps_up"] else
+                               "DOES NOT KEEP UP with the load")
+                     + f"; ${fl['cost_per_million_tokens_usd']:.3g} per million tokens served "
                      f"({cmd})."))
     sized = [k for k in fl if k.startswith("nodes_needed") and not k.endswith("_for")]
     items = []
@@ -244,7 +245,7 @@ def _fleet_blocks(facts):
         what = fl.get(f"{k}_for") or fl.get("nodes_needed_for", "")
         name = k.replace("nodes_needed", "fewest nodes").replace("_", " ")
         cost = fl.get(f"cost_per_million_tokens_usd_{k}")
-        items.append(f"{name} with {what}: " + (
+        items.append(f"{name} that {what}: " + (
             f"{n}" + (f", ${cost:.3g} per million tokens" if cost else "") if n else
             "more than the largest fleet searched (max_nodes)"))
     out.append(("ul", items) if items else

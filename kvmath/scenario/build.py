@@ -121,12 +121,27 @@ def node_and_gpu(args, need_node=True):
                                 "(a nodes CSV row in the bundled format)")
     else:
         node = resolve_node("dgx-h100")
+    slice_gpus = getattr(args, "node_gpus", None)
+    if node is not None and slice_gpus:
+        node = node_slice(node, slice_gpus)
     if node is not None:  # the node's GPU (--gpu must be it), with the node's GPU count
         gpu = node_gpu(node, resolve_gpu(node.gpu), gpu)
     dtype = getattr(args, "compute_dtype", None)
     if dtype is not None:  # a dtype the GPU cannot compute in: its row and field
         dense_flops(gpu, dtype)
     return node, gpu
+
+
+def node_slice(node, gpus):
+    """``gpus`` of ``node``'s GPUs as a node of their own, with their share of its host DRAM,
+    drives and NICs (whole drives and NICs, rounded down): a rack slice of an NVL72, whose
+    GPUs share one NVLink domain. ScenarioError when the node has fewer."""
+    if gpus > node.gpus:
+        raise ScenarioError(f"--node-gpus {gpus}: node {node.name} has {node.gpus} GPUs")
+    share = gpus / node.gpus
+    return replace(node, name=f"{node.name}[{gpus}]", gpus=gpus,
+                   host_dram_bytes=node.host_dram_bytes * share,
+                   nvme_drives=int(node.nvme_drives * share), nics=max(int(node.nics * share), 1))
 
 
 def pool_of(args, tier_given=False):

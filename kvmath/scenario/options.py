@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from kvmath.fleet.routers import ROUTERS
+from kvmath.fleet.routers import NAMES as ROUTERS
+from kvmath.scenario.schedulers import PROFILES as SCHEDULERS
 from kvmath.tables.rows import DTYPE_BYTES, rope_scalings
 
 #: the largest integer any option accepts: beyond it no deployment exists and floats lose digits
@@ -145,7 +146,7 @@ GBPS = bounded("GB/s", 1e-6, 1e6, "from 1 kB/s to 1e6 GB/s: links.csv bandwidth_
 USD_GPU_HOUR = bounded("USD per GPU-hour", 1e-6, 1e4, "at most 1e4 USD per GPU-hour "
                        "(gpu_prices.csv's bound)")
 USD_GB = bounded("USD per GB", 1e-6, 1e4, "at most 1e4 USD per 1e9 B (prices.csv's bound)")
-HOST_BYTES = bounded("bytes", 1, 1e15, "at most 1e15 B: nodes.csv host_dram_bytes' bound")
+HOST_BYTES = bounded("bytes", 0, 1e15, "at most 1e15 B: nodes.csv host_dram_bytes' bound")
 DISK_BYTES = bounded("bytes", 0, 1e19, "at most 1e19 B: 1,024 drives of 1e16 B (nodes.csv "
                      "bounds)")
 POOL_BYTES = bounded("bytes", 1, 1e18, "at most 1e18 B: pools.csv storage_node_bytes' bound")
@@ -187,6 +188,8 @@ class Option:
     scale: float = 1.0              #: the record's unit over the option's (GB/s -> B/s: 1e9)
     row: str | None = None          #: the table whose row a name or CSV path gives (the record
     #:                                 holds the row): models, gpus, tiers, nodes, engines, ...
+    repeat: bool = False            #: given any number of times (a scenario file: a list); the
+    #:                                 record holds a tuple of the values
 
     @property
     def key(self) -> str:
@@ -217,7 +220,8 @@ _PAUSE = ("pause distribution: bundled name or path to a pauses CSV row (default
 OPTIONS = (
     Option("model", TEXT, _models(), COMMANDS, required=COMMANDS, path=True, label="model",
            row="models"),
-    Option("gpu", TEXT, _models("GPU", "gpus"), (COMPARE, REUSE, TIERS), path=True, label="GPU",
+    Option("gpu", TEXT, _models("GPU", "gpus"), (COMPARE, REUSE, TIERS, TRACE, ROUTE, FLEET), path=True,
+           label="GPU",
            row="gpus",
            required=(COMPARE, REUSE), required_unless="node",
            help_for={TIERS: "bundled GPU name or gpus CSV row (default: the node's GPU)"}),
@@ -250,7 +254,8 @@ OPTIONS = (
            "tensor-parallel attention (no dispatch; the experts' output all-reduced); above it, "
            "data-parallel attention in groups of --tp GPUs, each rank dispatching its own tokens "
            "in the engine's dispatch dtype (kernels.csv); 1 shards each expert by tensor "
-           "parallelism (default: the deployment's, else 1)", (COMPARE,), unit="GPUs",
+           "parallelism (default: the deployment's, else 1)", (COMPARE, TIERS, TRACE, ROUTE, FLEET),
+           unit="GPUs",
            label="experts over (GPUs)"),
     Option("batch", SEQUENCES, "sequences of --tokens tokens whose KV must fit beside the "
            "weights (default 1)", (COMPARE,), default=1, label="sequences in HBM"),
@@ -276,7 +281,7 @@ OPTIONS = (
            "(default: the deployment's for the model and GPU, else fp8 only for fp8 weights; fp8 "
            "reads fp8 weights and nvfp4, on a GPU with FP4 tensor cores, NVFP4 weights: its GEMMs "
            "at the GPU's measured FP8 fraction of the FP4 peak, an assumption)",
-           (COMPARE, REUSE, TIERS), label="compute dtype"),
+           (COMPARE, REUSE, TIERS, TRACE, ROUTE, FLEET), label="compute dtype"),
     Option("bandwidth", GBPS, "effective reload bandwidth per GPU in GB/s, after all "
            "efficiency factors (overrides the tier's path and the engine)", (COMPARE,),
            unit="GB/s", metavar="GBPS", label="reload bandwidth per GPU (GB/s)",
@@ -284,7 +289,7 @@ OPTIONS = (
     Option("efficiency", FRACTION, "prefill efficiency, achieved fraction of dense peak "
            "(0 < F <= 1)", (COMPARE,), metavar="F", label="flat prefill efficiency (0–1)"),
     Option("kv-dtype", choice(*sorted(DTYPE_BYTES)), "KV element type (default: model's)",
-           (COMPARE,), label="KV dtype"),
+           (COMPARE, TIERS, TRACE, ROUTE, FLEET), label="KV dtype"),
     Option("prefill", choice("calibrated", "ideal"), "prefill model: calibrated on measured "
            "operator times (default), or the ideal flat roofline upper bound", (COMPARE,),
            default="calibrated", label="prefill model"),
@@ -313,14 +318,15 @@ OPTIONS = (
            (REUSE, TIERS), unit="USD/GB", metavar="USD_PER_GB",
            label="NVMe price (USD per GB)"),
     Option("gpu-memory-utilization", FRACTION, "fraction of HBM the engine uses (default: "
-           "vLLM's, plan_defaults.csv)", (TIERS,), metavar="F"),
+           "vLLM's, plan_defaults.csv)", (TIERS, TRACE, ROUTE, FLEET), metavar="F"),
     Option("activation-reserve", RESERVE, "share of the used HBM kept for activations and "
            "workspace (default: plan_defaults.csv, an assumption)", (TIERS,), metavar="F"),
     Option("batch-seqs", RUNNING, "sequences in the running batch of the node, whose KV stays in "
-           "HBM (default: plan_defaults.csv, an assumption)", (TIERS, TRACE, ROUTE, FLEET), metavar="N",
-           help_for={cmd: "sequences in the running batch of the node, whose KV stays in HBM and "
-                     "whose decode steps share its GPUs (default: plan_defaults.csv, an "
-                     "assumption)" for cmd in (TRACE, FLEET)}),
+           "HBM (default: plan_defaults.csv, an assumption; route and fleet schedule their batches: "
+           "--max-num-seqs, --kv-capacity)", (TIERS, TRACE), metavar="N",
+           help_for={TRACE: "sequences in the running batch of the node, whose KV stays in HBM "
+                     "beside the paused caches the tiers replay (default: plan_defaults.csv, an "
+                     "assumption; the node served step by step schedules its own)"}),
     Option("batch-context", TOKENS, "tokens of each running sequence (default: --tokens)",
            (TIERS, TRACE, ROUTE, FLEET), unit="tokens", metavar="TOKENS",
            help_for={cmd: "context of each running sequence (default: the trace's mean "
@@ -418,6 +424,59 @@ OPTIONS = (
            excludes_why="a sample answers with the LRU curve alone, and the tier replay this "
            "option sets needs every block access (drop --sample-rate for the replay)"),
 )
+
+# ------------------------------------------------------------------ the fleet as engines run it
+#: the fleet's engine, router and workload options (issue 35)
+RATE_SCALE = bounded("times the trace's rate", 1e-6, 1e6, "from a millionth to a million times "
+                     "the trace's arrival rate")
+THINK_S = bounded("seconds", 0, 1e9, "from 0 to 1e9 s (SECONDS' bound)")
+USERS = bounded("users", 1, 10 ** 7, "at most ten million users in a closed loop", integer=True)
+SEED = bounded("seed", 0, 2 ** 32 - 1, "a 32-bit seed (numpy's)", integer=True)
+NODE_GPUS = bounded("GPUs", 1, 72, "at most 72 GPUs: nodes.csv gpus' bound (an NVL72 rack)",
+                    integer=True)
+_SERVE = (TRACE, ROUTE, FLEET)
+OPTIONS = OPTIONS + (
+    Option("scheduler", choice(*SCHEDULERS), "the engine's scheduler as the fleet simulates it, "
+           "by version (kvmath/scenario/schedulers.py gives each default and its source): "
+           "vllm-v0.11, vllm-v0.22 (admits a request only when its whole prompt fits), "
+           "vllm-v0.30 (the default), sglang-v0.5 (prefill or decode steps)", _SERVE,
+           metavar="NAME"),
+    Option("max-num-batched-tokens", TOKENS, "tokens a step at most (vLLM's "
+           "max_num_batched_tokens, SGLang's chunked_prefill_size; default: the scheduler's for "
+           "the GPU, 8192 on an H100)", _SERVE, unit="tokens", metavar="N"),
+    Option("max-num-seqs", SEQUENCES, "running requests a replica holds at most (vLLM's "
+           "max_num_seqs; default: the scheduler's for the GPU, 1024 on an H100)", _SERVE,
+           metavar="N"),
+    Option("kv-capacity", TOKENS, "tokens of KV each replica holds in HBM, as the engine "
+           "reports it (default: what --gpu-memory-utilization of the HBM leaves after the "
+           "weights and the activation reserve)", _SERVE, unit="tokens", metavar="TOKENS"),
+    Option("router-param", TEXT, "a router parameter, NAME=VALUE (repeatable; each router's "
+           "parameters and deployed defaults: kvmath/fleet/routers/*.py, 'kvmath list "
+           "routers')", (ROUTE, FLEET), metavar="NAME=VALUE", repeat=True),
+    Option("slo", TEXT, "an objective METRIC:STAT:SECONDS, METRIC ttft, tpot or e2e, STAT mean "
+           "or pN (repeatable: ttft:p90:2 tpot:p99:0.05); with --max-nodes the fewest nodes "
+           "must meet every one", (FLEET,), metavar="M:S:SECONDS", repeat=True),
+    Option("percentiles", TEXT, "the percentiles every latency is given at, comma-separated "
+           "(default 50,90,99)", (FLEET,), metavar="P,P,...", field=None),
+    Option("window-s", SECONDS, "also give the latencies and throughput per window of this "
+           "many seconds of arrivals", (FLEET,), unit="s", metavar="S", field=None),
+    Option("rate-scale", RATE_SCALE, "scale the trace's load: arrivals come this many times as "
+           "fast (its timestamps divided by it; default 1)", _SERVE, metavar="K", default=1.0),
+    Option("users", USERS, "a closed loop instead of the trace's times: this many users, "
+           "each sending a session's turns (the trace's chains of turns) one after another, "
+           "the next a --think-time after the last one's answer, then the next session",
+           (ROUTE, FLEET), metavar="N"),
+    Option("think-time", THINK_S, "closed loop: seconds a user waits after an answer "
+           "(default 0)", (ROUTE, FLEET), unit="s", metavar="S", needs="users"),
+    Option("think-exponential", FLAG, "closed loop: think times exponential with mean "
+           "--think-time (default: constant)", (ROUTE, FLEET), needs="users"),
+    Option("seed", SEED, "the seed of the random router and the closed loop's think times "
+           "(default 0)", (ROUTE, FLEET), metavar="N", default=0),
+    Option("node-gpus", NODE_GPUS, "a slice of the node as the node: this many of its GPUs "
+           "with their share of its host DRAM, drives and NICs (a rack slice of a GB200 or "
+           "GB300 NVL72: --node gb200-nvl72 --node-gpus 8)", (TIERS, TRACE, ROUTE, FLEET),
+           unit="GPUs", metavar="N"),
+)
 BY_NAME = {o.name: o for o in OPTIONS}
 
 
@@ -450,7 +509,10 @@ def add_options(parser, command: str):
                         help="a TOML file of these options (keys with _ for -); flags override it")
     for o in of(command):
         flag = "--" + o.name
-        if o.kind.flag:
+        if o.repeat:
+            parser.add_argument(flag, action="append", type=_argparse_type(o.kind),
+                                metavar=o.metavar, help=o.help_of(command))
+        elif o.kind.flag:
             parser.add_argument(flag, action="store_true", default=None, help=o.help_of(command))
         elif o.kind.choices:
             parser.add_argument(flag, choices=o.kind.choices, metavar=o.metavar,
@@ -523,8 +585,13 @@ def required_message(o: Option) -> str:
 
 
 def check_toml(key: str, value):
-    """A scenario file's value for ``key``, checked; ValueError saying what was expected."""
-    return BY_KEY[key].kind.from_toml(value)
+    """A scenario file's value for ``key``, checked; ValueError saying what was expected (an
+    option given any number of times takes one value or a list of them)."""
+    o = BY_KEY[key]
+    if o.repeat:
+        values = value if isinstance(value, list) else [value]
+        return [o.kind.from_toml(v) for v in values]
+    return o.kind.from_toml(value)
 
 
 def calculator_options():

@@ -98,6 +98,8 @@ def record_values(args):
         if name is None or o.row:
             continue
         value = getattr(args, o.key, None)
-        if value is not None:
+        if value is not None and o.repeat:
+            out[name] = tuple(value)
+        elif value is not None:
             out[name] = value * o.scale if o.scale != 1 else value
     return out

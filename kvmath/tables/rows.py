@@ -2,8 +2,7 @@
 
 Fields, units, constraints and keys are declared once, in the data package
 (``kvmath/data/datapackage.json``); a class here adds only what a schema cannot say: rules
-across fields (``check``) and derived properties.
-"""
+across fields (``check``) and derived properties."""
 from __future__ import annotations
 
 import contextlib
@@ -361,6 +360,12 @@ class Measurement(Row, table="validation"):
             if row is not None and row.kind == PROJECTION:
                 raise FieldError(f, f"{row.name} is a projection (an announced part): a "
                                  "measurement names a part that was measured")
+
+
+class FleetMeasurement(Row, table="fleet_validation"):  # kvmath.fleet.validation reads them
+    def check(self):
+        if self.metric == "token_hit_rate" and self.measured_value > 1:
+            raise FieldError("measured_value", "a hit rate is a fraction in (0, 1]")
 
 
 def validation_model_path(name):

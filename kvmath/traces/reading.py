@@ -204,6 +204,22 @@ def _interrupt(exc):
         raise exc
 
 
+def _memory(exc, path, con=None):
+    """Raise a TraceError that says so when a DuckDB error is its memory limit running out (a
+    large trace is not a malformed one: issue 35)."""
+    import duckdb
+    if isinstance(exc, duckdb.OutOfMemoryException) or "Out of Memory" in str(exc):
+        limit = None
+        try:
+            limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        except Exception:  # noqa: BLE001 - the limit is only for the message
+            pass
+        raise TraceError(path, None, None, "DuckDB ran out of memory reading it"
+                         + (f" (its limit: {limit})" if limit else "") + ": the file may be "
+                         "well formed but too large for this machine's memory; free memory or "
+                         f"read it on a larger machine ({str(exc).splitlines()[0]})") from None
+
+
 class _Parsed:
     """A trace file parsed once by DuckDB into a table ``t`` (in memory, or in a database file
     in ``workdir``) and checked: per-request columns in numpy (``ts``, ``prompt``, ``output``,
@@ -275,6 +291,7 @@ class _Parsed:
             bad = any_bad or n_bt > 1
         except duckdb.Error as exc:
             _interrupt(exc)
+            _memory(exc, path, con)
             if self.parquet:
                 locate_parquet(con, path, fmt)
                 raise TraceError(path, None, None, f"not a readable trace "
@@ -336,6 +353,7 @@ class _Parsed:
                                             f"AND rowid < {b}").fetchnumpy()["h"], dtype=np.uint64)
         except (duckdb.Error, RuntimeError) as exc:
             _interrupt(exc)
+            _memory(exc, path, self.con)
             raise TraceError(path, None, None, f"not a readable trace "
                              f"({str(exc).splitlines()[0]})") from None
         if len(h) != offsets[b] - offsets[a]:

@@ -349,11 +349,12 @@ class HitCost:
     forward pass) plus the reload time, in GPU-seconds per second.
     """
 
-    def __init__(self, model, gpu, tiers, tp, gpus, engine=None):
+    def __init__(self, model, gpu, tiers, tp, gpus, engine=None, kv_dtype=None):
         from kvmath.evaluate.api import sweep
         from kvmath.tables.rows import resolve_tier
         self.model, self.gpu, self.tiers, self.tp, self.gpus = model, gpu, tiers, tp, gpus
         self.engine = engine  #: the engine profile of the reloads (None: the default)
+        self.kv_dtype = kv_dtype  #: the KV's element type (None: the model's)
         self._sweep, self._resolve = sweep, resolve_tier
 
     def _tables(self, trace):
@@ -370,10 +371,12 @@ class HitCost:
     def _block_tables(self, bt, nmax):
         lengths = np.arange(1, nmax + 1) * bt
         any_tier = self._resolve("host-dram")
-        _, rec = self._sweep(self.model, self.gpu, any_tier, lengths, tp=self.tp)
+        _, rec = self._sweep(self.model, self.gpu, any_tier, lengths, tp=self.tp,
+                             kv_dtype=self.kv_dtype)
         # R(0) is the request's own forward pass (a one-token prefill), which it runs with or
         # without a cache: a hit saves R(b) - R(a) beyond it, and a reload pays no step of its own
-        _, own = self._sweep(self.model, self.gpu, any_tier, np.array([1.0]), tp=self.tp)
+        _, own = self._sweep(self.model, self.gpu, any_tier, np.array([1.0]), tp=self.tp,
+                             kv_dtype=self.kv_dtype)
         rec_blk = np.r_[float(own[0]), rec]
         reload_blk = []
         for spec in self.tiers:
@@ -383,13 +386,14 @@ class HitCost:
                 tier = (spec.reload_tier if not isinstance(spec.reload_tier, str)
                         else self._resolve(spec.reload_tier))  # a node's own path, or by name
                 rl, _ = self._sweep(self.model, self.gpu, tier, lengths, own_step=False, tp=self.tp,
-                                    engine=self.engine)
+                                    engine=self.engine, kv_dtype=self.kv_dtype)
                 reload_blk.append(np.r_[0.0, rl])
         return rec_blk, reload_blk
 
     def _prompt_table(self, lengths):
         _, rec = self._sweep(self.model, self.gpu, self._resolve("host-dram"),
-                             np.asarray(lengths).astype(float), tp=self.tp)
+                             np.asarray(lengths).astype(float), tp=self.tp,
+                             kv_dtype=self.kv_dtype)
         return np.asarray(rec, dtype=float)
 
     def prepare(self, trace):
@@ -440,7 +444,7 @@ class HitCost:
                 **({"service_s": own} if own is not None else {})}
 
 
-def with_hbm_blocks(specs, model, gpu, tp, block_tokens, engine=None):
+def with_hbm_blocks(specs, model, gpu, tp, block_tokens, engine=None, kv_dtype=None):
     """specs with the HBM tier's block size set to what one block occupies there: every rank's
     copy (kv_replication copies), where the offload tiers hold what the engine stores
     (:func:`kv_block_bytes`). A block is attention KV only (a hybrid model's state is not a
@@ -451,12 +455,12 @@ def with_hbm_blocks(specs, model, gpu, tp, block_tokens, engine=None):
     from kvmath.tables.rows import resolve_tier
     # per-token bytes, the same at any prefix the windows hold (compare needs 2 tokens or more)
     r = compare_at(model, gpu, resolve_tier("host-dram"), max(block_tokens, 2), tp=tp,
-                   engine=engine)
+                   engine=engine, kv_dtype=kv_dtype)
     hbm = r["kv_bytes_per_token"] * block_tokens * r["kv_replication"]
     return [_replace(t, block_bytes=hbm) if t.name == "hbm" else t for t in specs]
 
 
-def kv_block_bytes(model, gpu, tp, block_tokens, engine=None):
+def kv_block_bytes(model, gpu, tp, block_tokens, engine=None, kv_dtype=None):
     """KV bytes one block occupies in the offload tiers: compare's kv_bytes_per_token x
     block_tokens, times the copies the engine stores of it (one per rank of a replicated MLA
     latent or KV head unless the engine stores it once: kv_stored_copies)."""
@@ -464,7 +468,7 @@ def kv_block_bytes(model, gpu, tp, block_tokens, engine=None):
     from kvmath.tables.rows import resolve_tier
     # per-token bytes, the same at any prefix the windows hold (compare needs 2 tokens or more)
     r = compare_at(model, gpu, resolve_tier("host-dram"), max(block_tokens, 2), tp=tp,
-                   engine=engine)
+                   engine=engine, kv_dtype=kv_dtype)
     return r["kv_bytes_per_token"] * block_tokens * r["kv_stored_copies"]
 
 
@@ -485,9 +489,11 @@ def node_tiers(node, model, tp=None, remote_bytes=None, batch_seqs=None, batch_c
                          **plan_kw)
     t, drive = nc["tiers"], nc["drive"]
     specs = [TierSpec("hbm", t["hbm"]["capacity_bytes"], t["hbm"]["read_Bps"],
-                      t["hbm"]["write_Bps"]),
-             TierSpec("host-dram", t["host-dram"]["capacity_bytes"], t["host-dram"]["read_Bps"],
-                      t["host-dram"]["write_Bps"], "host-dram")]
+                      t["hbm"]["write_Bps"])]
+    if "host-dram" in t:  # none where the engine caches nothing there (--host-cache-bytes 0)
+        specs.append(TierSpec("host-dram", t["host-dram"]["capacity_bytes"],
+                              t["host-dram"]["read_Bps"], t["host-dram"]["write_Bps"],
+                              "host-dram"))
     if "nvme" in t:
         lifetime = drive.lifetime_drive_writes if drive else \
             prices()["nvme_drive_writes_lifetime"].value

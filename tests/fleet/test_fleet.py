@@ -1,5 +1,6 @@
 """Beyond one node (issue 21): pooled tiers shared by N nodes, the router's reach in the reuse
-condition and the node plan, and routing a trace over a fleet."""
+condition and the node plan, and a trace routed and served over a fleet (issue 35: step by step,
+the routers as deployed; the scheduler's own cases: test_scheduler.py)."""
 import csv
 import json
 import math
@@ -11,7 +12,7 @@ from kvmath.cli.main import main
 from kvmath.evaluate.api import compare
 from kvmath.evaluate.reuse import cdf, reuse
 from kvmath.node.plan import tier_plan
-from kvmath.fleet.routers import reach
+from kvmath.fleet.routers import ROUTERS, reach
 from kvmath.evaluate.api import ScenarioError, path_values
 from kvmath.tables.rows import bundled, data_path, nodes, pauses, pools, resolve_model
 from kvmath.tiers.build import pool_tier
@@ -22,6 +23,7 @@ CAT = bundled()
 H100 = CAT.gpus["h100-sxm"]
 NODE = nodes()["dgx-h100"]
 MODEL = resolve_model("llama-3.1-70b")
+SMALL = resolve_model("llama-3.1-8b")
 PAUSE = pauses()["conversation-fitted"]
 
 
@@ -205,10 +207,11 @@ def conversation():
 def test_affinity_follows_the_previous_turn():
     """A turn that repeats an earlier request's whole prompt goes to that request's node."""
     t = T.from_requests([(0, 1948, [1, 2, 3, 4]), (1, 2000, [100, 101, 102, 103]),
-                         (2, 2000, [200, 201, 202, 203]), (5, 4508, [1, 2, 3, 5, 6, 7, 8, 9])])
+                         (2, 2000, [200, 201, 202, 203]), (5, 4508, [1, 2, 3, 5, 6, 7, 8, 9])],
+                        block_tokens=512)
     assert list(T.continuations(t)) == [-1, -1, -1, 0]
-    r = route(t, 4, "affinity", 10 ** 6, assignment=True)
-    assert list(r["assignment"]) == [0, 1, 2, 0] and r["reach_continuation"] == 1.0
+    r = route(t, SMALL, NODE, 4, "affinity", assignment=True, tp=8)
+    assert r["assignment"][3] == r["assignment"][0] and r["reach_continuation"] == 1.0
 
 
 def test_a_shared_prompt_is_continued_once():
@@ -217,39 +220,58 @@ def test_a_shared_prompt_is_continued_once():
     assert list(T.continuations(t)) == [-1, 0, -1]
 
 
-def test_one_node_routes_everything_to_itself(conversation):
-    rs = [route(conversation, 1, r, 10 ** 9) for r in ("random", "round-robin", "affinity",
-                                                         "kv-aware")]
+@pytest.fixture(scope="module")
+def synthetic():
+    return T.load("synthetic")
+
+
+def test_one_replica_serves_everything_whatever_the_router(synthetic):
+    rs = [route(synthetic, SMALL, NODE, 1, r, tp=8) for r in ROUTERS]
     assert len({round(r["token_hit_rate"], 12) for r in rs}) == 1
+    assert len({round(r["ttft_s"]["p90"], 12) for r in rs}) == 1
     assert all(r["load_imbalance"] == pytest.approx(1.0) for r in rs)
-    assert all(r["token_reach"] == pytest.approx(1.0) for r in rs)
     assert all(r["reach_continuation"] == 1.0 for r in rs)
 
 
-def test_routers_side_by_side(conversation):
-    out = {r: route(conversation, 8, r, 10 ** 9) for r in ("random", "round-robin", "affinity",
-                                                             "kv-aware")}
-    one = route(conversation, 1, "round-robin", 8 * 10 ** 9)
-    for r in out.values():  # no router beats one cache the whole fleet shares
-        assert r["token_hit_rate"] <= one["token_hit_rate"] + 1e-12
-        assert 0 <= r["token_reach"] <= 1 and r["load_imbalance"] >= 1
-    assert out["kv-aware"]["token_hit_rate"] > out["random"]["token_hit_rate"]
+def test_routers_side_by_side(synthetic):
+    out = {r: route(synthetic, SMALL, NODE, 4, r, tp=8) for r in ROUTERS}
+    for r in out.values():
+        assert 0 <= r["token_hit_rate"] <= 1 and r["load_imbalance"] >= 1
+    # the routers that follow the cache keep more of it than the one that ignores it
+    for name in ("llm-d", "dynamo", "sglang", "affinity"):
+        assert out[name]["token_hit_rate"] > out["random"]["token_hit_rate"], name
     assert out["affinity"]["reach_continuation"] == 1.0  # sessions stick by construction
-    assert out["random"]["reach_continuation"] == pytest.approx(1 / 8, abs=0.02)
+    assert out["random"]["reach_continuation"] == pytest.approx(1 / 4, abs=0.05)
     assert out["round-robin"]["load_imbalance"] < 1.1  # turns dealt evenly
 
 
-def test_route_is_seeded(conversation):
-    a = route(conversation, 4, "random", 1000, seed=3)
-    b = route(conversation, 4, "random", 1000, seed=3)
-    assert a == b
+def test_route_is_seeded(synthetic):
+    a = route(synthetic, SMALL, NODE, 4, "random", seed=3, tp=8)
+    b = route(synthetic, SMALL, NODE, 4, "random", seed=3, tp=8)
+    c = route(synthetic, SMALL, NODE, 4, "random", seed=4, tp=8)
+    assert a == b and a != c
 
 
-def test_route_refuses_bad_fleets(conversation):
+def test_route_refuses_bad_fleets(synthetic):
     with pytest.raises(ScenarioError, match="expected at least 1"):
-        route(conversation, 0, "random", 10)
+        route(synthetic, SMALL, NODE, 0, "random")
     with pytest.raises(ScenarioError, match="unknown router"):
-        route(conversation, 2, "sticky", 10)
+        route(synthetic, SMALL, NODE, 2, "sticky")
+
+
+def test_kv_aware_names_dynamos_router():
+    from kvmath.fleet.routers import router
+    assert router("kv-aware") is router("dynamo")
+
+
+def test_a_router_parameter_is_set_and_an_unknown_one_refused():
+    from kvmath.fleet.routers import parameters
+    p = parameters("llm-d", ["precise=1", "queue_weight=0.5"])
+    assert p["precise"] == 1 and p["queue_weight"] == 0.5 and p["prefix_weight"] == 3
+    with pytest.raises(ScenarioError, match="has no parameter 'weight'"):
+        parameters("llm-d", ["weight=2"])
+    with pytest.raises(ScenarioError, match="finite non-negative"):
+        parameters("dynamo", ["temperature=-1"])
 
 
 # ------------------------------------------------------------------ the command line
@@ -274,8 +296,7 @@ def test_cli_route(capsys):
                          "4", "--json")
     assert code == 0, err
     r = json.loads(out)
-    assert [x["router"] for x in r["routers"]] == ["random", "round-robin", "affinity",
-                                                   "kv-aware"]
+    assert [x["router"] for x in r["routers"]] == list(ROUTERS)
     assert all(np.isfinite(x["token_hit_rate"]) for x in r["routers"])
 
 
@@ -351,72 +372,37 @@ def test_subtraces_partition_the_trace(conversation):
         assert np.array_equal(np.bincount(p.rid, minlength=p.n_requests), p.n_blocks)
 
 
-def test_a_one_node_fleet_is_the_trace_replay(conversation):
-    """One node: the fleet replay is kvmath trace's replay of the whole trace."""
-    from kvmath.traces import replay as C
-    from kvmath.fleet.nodes import node_setup
+def test_more_nodes_serve_the_load_sooner(synthetic):
     from kvmath.fleet.run import fleet
-    specs, block_bytes, cost, _, _ = node_setup(conversation, MODEL, NODE)
-    rep = C.replay(conversation, specs, block_bytes, cost=cost)
-    f = fleet(conversation, MODEL, NODE, 1, "kv-aware")
-    assert f["token_hit_rate"] == pytest.approx(rep["token_hit_rate"], rel=1e-12)
-    assert f["prefill_gpu_s_per_s"] == pytest.approx(rep["prefill_gpu_s_per_s"], rel=1e-12)
-    assert f["feasible"] == rep["feasible"] and not f["feasible"]  # one node cannot run it
+    one = fleet(synthetic, MODEL, NODE, 1, "round-robin", tier_replay=False)
+    three = fleet(synthetic, MODEL, NODE, 3, "round-robin", tier_replay=False)
+    # a prompt and output beyond a replica's KV is refused, never queued forever
+    refused = three["requests_refused"]
+    assert sum(x["requests"] for x in three["per_node"]) + refused == synthetic.n_requests
+    assert three["ttft_s"]["p90"] < one["ttft_s"]["p90"]
+    for f in (one, three):
+        assert f["ttft_s"]["p50"] <= f["ttft_s"]["p90"] <= f["ttft_s"]["p99"]
+        assert f["requests_served"] + f["requests_refused"] == synthetic.n_requests
 
 
-def test_more_nodes_split_the_prefill(conversation):
-    from kvmath.fleet.run import fleet, nodes_needed
-    two = fleet(conversation, MODEL, NODE, 2, "round-robin")
-    assert two["per_node"][0]["requests"] + two["per_node"][1]["requests"] == \
-        conversation.n_requests
-    assert two["prefill_gpu_s_per_s_max_node"] <= two["prefill_gpu_s_per_s"]
-    need, tried = nodes_needed(conversation, MODEL, NODE, "round-robin", max_nodes=6)
-    assert tried[need]["feasible"] and not tried[need - 1]["feasible"]
-    # sized on prefill alone two nodes would do; decode shares the GPUs, so more are needed
-    assert two["prefill_gpu_s_per_s_max_node"] <= NODE.gpus < two["gpu_s_per_s_max_node"]
-    assert need > 2 and not two["feasible"]
-    assert not any(x.startswith("decode") for x in two["not_counted"])
-
-
-def test_decode_demand_is_the_output_tokens_at_the_steps_cost(conversation):
-    """Each node's decode GPU-s/s is its output tokens over the span at the GPU time a token
-    costs in the planned batch's step; feasibility adds it to prefill."""
-    from kvmath.fleet.run import fleet
-    from kvmath.traces.readers import decode_context_of
-    f = fleet(conversation, MODEL, NODE, 3, "round-robin")
-    per_token = f["decode"]["decode_gpu_s_per_token"]
-    assert f["decode"]["decode_step_s"] * f["tp"] / f["decode"]["decode_batch_seqs"] == \
-        pytest.approx(per_token, rel=1e-12)
-    assert f["decode_gpu_s_per_s"] == pytest.approx(
-        conversation.output_tokens.sum() * per_token / conversation.duration_s, rel=1e-9)
-    for x in f["per_node"]:
-        assert x["feasible"] == (x["prefill_gpu_s_per_s"] + x["decode_gpu_s_per_s"] <= NODE.gpus)
-    # the mean decode context: token j of a request of p prompt tokens reads p + j
-    p, o = conversation.prompt_tokens.astype(float), conversation.output_tokens.astype(float)
-    assert decode_context_of(conversation, MODEL) == pytest.approx(
-        sum(pi * oi + oi * (oi - 1) / 2 for pi, oi in zip(p, o)) / o.sum(), rel=1e-12)
-
-
-def test_a_larger_running_batch_makes_decode_cheaper_per_token(conversation):
-    from kvmath.fleet.nodes import node_decode
-    small = node_decode(conversation, MODEL, NODE, 8, batch_seqs=8)
-    large = node_decode(conversation, MODEL, NODE, 8, batch_seqs=128)
-    assert large["decode_gpu_s_per_token"] < small["decode_gpu_s_per_token"]
-    assert large["decode_step_s"] > small["decode_step_s"]
-    # a node's batch split over its replicas, the busiest replica's share rounded up
-    assert node_decode(conversation, MODEL, NODE, 2, batch_seqs=10)["decode_batch_seqs"] == 3
-    assert node_decode(conversation, MODEL, NODE, 2, batch_seqs=0)["decode_batch_seqs"] == 1
-
-
-def test_fleet_search_keeps_the_cache_sizes(conversation):
-    """--max-nodes searches with the same cache sizes as the fleet it answers for."""
-    from kvmath.fleet.run import fleet, nodes_needed
-    kw = dict(host_cache_bytes=1e9, disk_cache_bytes=0, batch_seqs=64)
-    need, tried = nodes_needed(conversation, MODEL, NODE, "kv-aware", max_nodes=4, **kw)
-    assert tried[need]["feasible"] and fleet(conversation, MODEL, NODE, need, "kv-aware",
-                                             **kw)["feasible"]
+def test_the_fewest_nodes_meet_the_objectives(synthetic):
+    from kvmath.fleet.metrics import parse_slo
+    from kvmath.fleet.run import meets, nodes_needed
+    slo = parse_slo("ttft:p90:3")
+    need, tried = nodes_needed(synthetic, MODEL, NODE, "llm-d", max_nodes=6, slos=[slo])
+    assert need is not None and meets(tried[need])
+    assert tried[need]["ttft_s"]["p90"] <= 3
     if need > 1:
-        assert not fleet(conversation, MODEL, NODE, need - 1, "kv-aware", **kw)["feasible"]
+        assert not meets(tried[need - 1])
+
+
+def test_fleet_search_keeps_the_cache_sizes(synthetic):
+    """--max-nodes searches with the same cache sizes as the fleet it answers for."""
+    from kvmath.fleet.run import fleet, meets, nodes_needed
+    kw = dict(host_cache_bytes=1e9, disk_cache_bytes=0)
+    need, tried = nodes_needed(synthetic, MODEL, NODE, "kv-aware", max_nodes=4, **kw)
+    again = fleet(synthetic, MODEL, NODE, need, "kv-aware", tier_replay=False, **kw)
+    assert meets(tried[need]) and again["ttft_s"] == tried[need]["ttft_s"]
 
 
 def test_a_fleet_larger_than_the_trace_is_refused(conversation):
@@ -427,10 +413,18 @@ def test_a_fleet_larger_than_the_trace_is_refused(conversation):
 
 def test_cli_fleet(capsys):
     code, out, err = run(capsys, "fleet", "synthetic", "--model", "llama-3.1-8b", "--nodes", "2",
-                         "--router", "random", "--json")
+                         "--router", "random", "--slo", "ttft:p90:2", "--slo", "tpot:p99:0.5",
+                         "--percentiles", "50,95", "--window-s", "300", "--dask", "none",
+                         "--json")
     assert code == 0, err
     r = json.loads(out)
     assert r["nodes"] == 2 and len(r["per_node"]) == 2 and r["router"] == "random"
+    assert set(r["ttft_s"]) == {"mean", "p50", "p95"} and len(r["slos"]) == 2
+    assert r["windows"] and r["goodput_requests_per_s"] <= r["requests_per_s"]
+    code, out, err = run(capsys, "fleet", "synthetic", "--model", "llama-3.1-8b", "--nodes", "2",
+                         "--dask", "none")
+    assert code == 0, err
+    assert "time to first token: mean" in out and "keeps up" in out
     code, out, err = run(capsys, "fleet", "synthetic", "--model", "llama-3.1-8b")
     assert code == 2 and "--nodes" in err
 
@@ -480,21 +474,16 @@ def test_a_shared_pools_hits_are_an_lru_over_the_whole_trace(capacity):
 
 
 def test_a_pool_below_the_fleet_serves_what_the_nodes_miss(conversation):
-    """3FS (its own servers, so the nodes keep their DRAM): every node's tiers hit what they hit
-    without it, the pool serves more, and prefill falls; its reads are the nodes' reads of it."""
+    """3FS (its own servers, so the nodes keep their DRAM): the schedule loads from it what the
+    nodes' tiers lack; its reads are the nodes' reads of it."""
     from kvmath.fleet.run import fleet
     alone = fleet(conversation, MODEL, NODE, 4, "kv-aware")
     pooled = fleet(conversation, MODEL, NODE, 4, "kv-aware", pool=pools()["3fs-nvme"])
-    assert pooled["token_hit_rate"] > alone["token_hit_rate"]
-    assert pooled["prefill_gpu_s_per_s"] < alone["prefill_gpu_s_per_s"]
-    for a, b in zip(alone["per_node"], pooled["per_node"]):
-        own = [t for t in b["tiers"] if not t.get("shared")]
-        assert [t["hit_rate"] for t in own] == [t["hit_rate"] for t in a["tiers"]]
+    assert pooled["token_hit_rate"] >= alone["token_hit_rate"]
     p = pooled["pool"]
     assert p["read_Bps"] == pytest.approx(sum(t["read_Bps"] for x in pooled["per_node"]
                                               for t in x["tiers"] if t.get("shared")))
     assert p["hits"] > 0 and p["writes_within_bandwidth"]
-    assert "a shared pool" not in pooled["not_counted"]
 
 
 def test_a_pool_of_the_nodes_dram_takes_from_their_host_tier(conversation):
@@ -512,7 +501,6 @@ def test_cli_fleet_with_a_pool_sizes_it_both_ways(capsys):
     assert code == 0, err
     r = json.loads(out)
     assert r["pool"]["pool"] == "3fs-nvme" and "nodes_needed_without_pool" in r
-    assert r["nodes_needed"] <= r["nodes_needed_without_pool"]
 
 
 def test_a_dask_address_that_does_not_answer_is_refused_in_time(monkeypatch, capsys):
@@ -528,34 +516,24 @@ def test_a_dask_address_that_does_not_answer_is_refused_in_time(monkeypatch, cap
     assert time.monotonic() - start < 30
 
 
-# ------------------------------------------------------------------ time to first token
-def test_ttft_fcfs_by_hand():
-    from kvmath.fleet.nodes import ttft_fcfs
-    a = np.array([0.0, 0.0, 1.0, 10.0])
-    s = np.array([2.0, 2.0, 2.0, 1.0])
-    # one replica: the second waits 2 s, the third starts at 4, the fourth at 10
-    assert list(ttft_fcfs(a, s, 1)) == [2.0, 4.0, 5.0, 1.0]
-    # two replicas: the third waits for the first free at 2
-    assert list(ttft_fcfs(a, s, 2)) == [2.0, 2.0, 3.0, 1.0]
-    # enough replicas: no one waits
-    assert list(ttft_fcfs(a, s, 10)) == list(s)
+# ------------------------------------------------------------------ objectives
+def test_an_objective_is_a_metric_a_statistic_and_seconds():
+    from kvmath.errors import UsageError
+    from kvmath.fleet.metrics import parse_slo
+    assert parse_slo("ttft:p90:2") == ("ttft", 90.0, 2.0)
+    assert parse_slo("TPOT:mean:0.05") == ("tpot", None, 0.05)
+    for bad in ("ttft:p90", "ttfb:p90:2", "ttft:p100:2", "ttft:p90:-1", "ttft:q90:2"):
+        with pytest.raises(UsageError, match="METRIC:STAT:SECONDS"):
+            parse_slo(bad)
 
 
-def test_fleet_reports_ttft_and_searches_an_slo(conversation):
-    from kvmath.fleet.run import fleet, nodes_needed
-    # one replica a node (TP 8): the SLO search's mechanics, not the layout default's
-    one = fleet(conversation, MODEL, NODE, 1, "affinity", tp=8)
-    two = fleet(conversation, MODEL, NODE, 2, "affinity", tp=8)
-    four = fleet(conversation, MODEL, NODE, 4, "affinity", tp=8)
-    assert 0 < four["ttft_s_p50"] <= four["ttft_s_p99"] < two["ttft_s_p99"]
-    # one node: decode alone fills its GPUs, so prefill never gets a turn and the wait grows
-    # without bound (said, not printed as a number)
-    assert one["decode_gpu_s_per_s"] > NODE.gpus and one["ttft_s_p99"] is None
-    assert one["ttft_s_p50"] is None and not one["feasible"]
-    slo = four["ttft_s_p99"]
-    need, tried = nodes_needed(conversation, MODEL, NODE, "affinity", max_nodes=8,
-                               slo_ttft_p99_s=slo, tp=8)
-    assert need is not None and need <= 4 and tried[need]["ttft_s_p99"] <= slo
+def test_the_old_p99_option_is_an_objective(capsys):
+    code, out, err = run(capsys, "fleet", "synthetic", "--model", "llama-3.1-8b", "--nodes", "1",
+                         "--slo-ttft-p99", "1000", "--max-nodes", "2", "--dask", "none",
+                         "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["slos"][0]["slo"] == "ttft p99 <= 1000 s" and r["nodes_needed"] == 1
 
 
 def test_the_fleets_cost_per_million_tokens_is_its_gpus_over_its_tokens():

@@ -278,13 +278,13 @@ def option_value(kind, out):
 
 
 @given(which=st.sampled_from(range(len(NUMERIC))), data=st.data(), out=st.booleans())
-@example(which=next(i for i, o in enumerate(NUMERIC) if o.name == "batch-seqs"), data=None,
+@example(which=next(i for i, o in enumerate(NUMERIC) if o.name == "max-num-seqs"), data=None,
          out=True)
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_every_option_refuses_beyond_its_bounds(capsys, which, data, out):
     """Beyond its bounds an option is refused by argparse, naming it and its bounds with the
-    unit (1e9 sequences for fleet --batch-seqs); within them the parser takes it (what the
+    unit (1e9 sequences for fleet --max-num-seqs); within them the parser takes it (what the
     command answers is its own business: the hostile-argument tests hold that contract)."""
     from kvmath.cli.main import build_parser
     from kvmath.errors import UsageError
@@ -307,17 +307,15 @@ def test_every_option_refuses_beyond_its_bounds(capsys, which, data, out):
 
 
 def test_fleet_says_no_hbm_holds_its_running_batch(capsys):
-    """issue 37: fleet --batch-seqs 1e9 was answered feasible; the option's bound now refuses
-    it, and within the bound a batch no HBM holds is said."""
-    code = main([*COMMAND_ARGS["fleet"], "--batch-seqs", "1000000000"])
-    err = capsys.readouterr().err
-    assert code == 2 and "from 0 to 1,000,000" in err
+    """issue 37: fleet --batch-seqs 1e9 was answered feasible. Route and fleet now schedule
+    their batches as the engine does (issue 35): --max-num-seqs is bounded, and a layout whose
+    weights leave a replica no KV is refused in words."""
     for cmd in ("fleet", "route"):
-        code = main([*COMMAND_ARGS[cmd], "--batch-seqs", "100000", "--json"])
-        out = capsys.readouterr().out
-        r = json.loads(out)
-        assert code == 0 and r["hbm_feasible"] is False and r["hbm_free_bytes"] < 0
-        if cmd == "fleet":
-            assert r["feasible"] is False
-        code = main([*COMMAND_ARGS[cmd], "--batch-seqs", "100000"])
-        assert "HBM: INFEASIBLE" in capsys.readouterr().out
+        code = main([*COMMAND_ARGS[cmd], "--max-num-seqs", "1000000000"])
+        err = capsys.readouterr().err
+        assert code == 2 and "from 1 to 1,000,000" in err and err.count("\n") == 1, err
+        code = main([cmd, "synthetic", "--model", "llama-3.1-70b", "--nodes", "2", "--tp", "1"])
+        err = capsys.readouterr().err
+        assert code == 2 and "cannot hold" in err and err.count("\n") == 1, err
+    code = main([*COMMAND_ARGS["fleet"], "--batch-seqs", "16"])
+    assert code == 2 and "--batch-seqs" in capsys.readouterr().err  # not silently dropped

@@ -7,9 +7,11 @@ arrays and the requests in arrival order:
   a policy, writes back or through, each tier's write bandwidth) and its hits priced;
 - :mod:`~kvmath.traces.simulate.pools`: a pool the fleet shares, written through or back;
 - :mod:`~kvmath.traces.simulate.turns`: each request's previous turn;
-- :mod:`~kvmath.traces.simulate.routing`: the routers placing requests on a fleet's nodes, and
-  each node's blocks gathered;
-- :mod:`~kvmath.traces.simulate.queue`: first come, first served over a node's replicas;
+- :mod:`~kvmath.traces.simulate.engine`, :mod:`~kvmath.traces.simulate.batching`: one engine
+  replica's KV in HBM and the steps its scheduler builds (vLLM V1, SGLang);
+- :mod:`~kvmath.traces.simulate.serve`: a fleet serving its requests step by step, the routers
+  placing each from the replicas' live state, open and closed loops;
+- :mod:`~kvmath.traces.simulate.routing`: each node's blocks gathered from a served trace;
 - :mod:`~kvmath.traces.simulate.distances`: LRU stack and prefix distances (every cache size
   at once).
 
