@@ -267,3 +267,30 @@ def test_a_queue_holding_kv_behind_its_head_does_not_stall_the_replica(tmp_path)
     a = fleet(trace, "llama-3.1-70b", "dgx-h100", 1, "round-robin", tier_replay=False, tp=2,
               kv_capacity=27610)
     assert a["requests_served"] + a["requests_refused"] == trace.n_requests
+
+
+def test_an_overloaded_node_with_host_dram_loads_what_it_found():
+    """Found after review: a request's lookup found blocks in host DRAM, made room in HBM for
+    them (whose evictions, written back, pushed entries out of host DRAM), then touched the
+    blocks it had found: one was gone, and the touch wrote through a missing entry (a crash in
+    the tier-design chapter, one node serving the conversation trace with HBM and host DRAM).
+    The blocks read are touched before the room is made."""
+    from kvmath.fleet.run import fleet
+    from kvmath.traces import readers as T
+    trace = T.load("conversation")
+    a = fleet(trace, "llama-3.1-70b", "dgx-h100", 1, "llm-d", tier_replay=False,
+              disk_cache_bytes=0)
+    assert a["requests_served"] + a["requests_refused"] == trace.n_requests
+    assert not a["keeps_up"]  # one node is overloaded: what made the queue hold loads
+
+
+def test_the_compiled_cache_is_keyed_on_every_module_of_the_simulations():
+    """numba checks only a kernel's own file; a callee in another module changed would leave
+    the caller's cache stale. The cache directory is named by a hash of every module."""
+    from numba.core import config
+
+    from kvmath.traces.simulate import compiled
+    import kvmath.traces.simulate.serve  # noqa: F401  (its kernels cached under the key)
+    key = compiled.cache_key()
+    assert key == compiled.cache_key() and len(key) == 16
+    assert f"numba-{key}" in str(config.CACHE_DIR)

@@ -11,7 +11,7 @@ retires the finished ones.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from kvmath.traces.simulate.compiled import njit
 
 from kvmath.traces.simulate.engine import (DONE, LOADING, RUNNING, WAITING, chunk_cost, kv_free,
                                            lookup, make_room, push_front, release, settle,

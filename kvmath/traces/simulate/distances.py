@@ -36,7 +36,7 @@ def _kernel():
     """The compiled kernel (numba is imported and the function compiled, or loaded from its
     on-disk cache, on first use only)."""
     if "prefix" not in _compiled:
-        from numba import njit
+        from kvmath.traces.simulate.compiled import njit
 
         @njit(cache=True, nogil=True)
         def prefix(accesses, n_ids, inv_rate, d, e):  # pragma: no cover (compiled)

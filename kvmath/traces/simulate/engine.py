@@ -45,7 +45,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from kvmath.traces.simulate.compiled import njit
 
 from kvmath.traces.simulate.store import (CNT, IVAL, KEY, add, find, link_tail, pop_head,
                                           remove, touch, unlink)
@@ -263,6 +263,9 @@ def release(S, sim, q, r):  # pragma: no cover (compiled)
     o = rq.off[q]
     for j in range(wk.held[q] - 1, -1, -1):
         e = find(S, rq.hashes[o + j], r)
+        if e < 0:
+            raise RuntimeError("a request let go of a block its replica does not hold: a bug in "
+                               "kvmath")
         S[IVAL][e] -= 1
         if S[IVAL][e] == 0:
             link_tail(S, e)
@@ -345,14 +348,11 @@ def lookup(S, sim, q, r, now):  # pragma: no cover (compiled)
             break
         per[k] += 1
         lo += 1
-    for j in range(h):  # held first, so the room made below never evicts them
-        hold(S, find(S, rq.hashes[o + j], r))
-    wk.held[q] = h
-    loads = lo - h
-    if loads > 0 and not make_room(S, sim, r, loads * bt):
-        release(S, sim, q, r)
-        return False
-    for j in range(h, lo):  # what was read is the most recent in its tier
+    # what is read is the most recent in its tier, touched before the room is made: the room's
+    # evictions are offered to the same tiers and may push entries out of them (touched after,
+    # a block found above could be gone, and the touch wrote through a missing entry: found
+    # after review, a crash under an overload with host DRAM)
+    for j in range(h, lo):
         b = rq.hashes[o + j]
         k = 0
         while k < NT:
@@ -363,6 +363,13 @@ def lookup(S, sim, q, r, now):  # pragma: no cover (compiled)
             k += 1
         if k == NT:
             touch(S, find(S, b, pool))
+    for j in range(h):  # held first, so the room made below never evicts them
+        hold(S, find(S, rq.hashes[o + j], r))
+    wk.held[q] = h
+    loads = lo - h
+    if loads > 0 and not make_room(S, sim, r, loads * bt):
+        release(S, sim, q, r)
+        return False
     wk.computed[q] = lo * bt
     wk.looked[q] = True
     if tm.admitted[q] < 0:  # its first admission: what it found

@@ -6,7 +6,7 @@ replays. Which node serves a request is the fleet's schedule's
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from kvmath.traces.simulate.compiled import njit
 
 
 # ------------------------------------------------------------------ blocks sorted by node

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from kvmath.traces.simulate.compiled import njit
 
 from kvmath.traces.simulate.batching import (end_step, free_waiting, schedule_sglang,
                                              schedule_vllm)
@@ -500,12 +500,11 @@ def simulate(reqs, engine, steps, tiers, route, load, refused):
             _heap_push(clock, 0.0, int(load.heads[k]))
         clock.state[1] = min(load.users, users)
     nmax = int(reqs.nb.max()) if n else 1
-    # the entries one event may add: a step settles at most a replica's whole KV as cached
-    # blocks (its HBM list never holds more than kv_cap // bt + 1), each offered at once to a
-    # tier and a pool written through; an arrival's lookup and routing index, 2 nmax + 2 R. A
-    # step whose requests back from their loads all settle at once had overrun the old margin
-    # (2 nmax + 2 R + 64), writing past the store (found after review: a crash on one node with
-    # host DRAM under an overload)
+    # the entries one event may add, a bound: a step settles at most a replica's whole KV as
+    # cached blocks (its HBM list never holds more than kv_cap // bt + 1), each offered at once
+    # to a tier and a pool written through; an arrival's lookup and routing index, 2 nmax + 2 R
+    # (the margin had been 2 nmax + 2 R + 64 alone, which many requests back from their loads
+    # settling in one step could exceed)
     need = 2 * nmax + 2 * R + 64 + 3 * (engine.kv_cap // tiers.bt + 1)
     bound = (R * (engine.kv_cap // tiers.bt + 1) + tiers.nodes * int(np.sum(tiers.cap))
              + tiers.pool_cap + R * route.idx_cap)

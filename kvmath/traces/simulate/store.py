@@ -18,7 +18,7 @@ could fill, and its driver grows it and resumes.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from kvmath.traces.simulate.compiled import njit
 
 _G = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -86,6 +86,8 @@ def remove(S, e):  # pragma: no cover (compiled)
     tab, link, free, meta = S[TAB], S[LINK], S[FREE], S[META]
     mask = tab.shape[0] - 1
     lst = link[e, 0]
+    if e < 0 or lst < 0:
+        raise RuntimeError("a cache simulation freed a free entry: a bug in kvmath")
     i = slot(S[KEY][e], lst, mask)
     v = (np.uint64(lst) << _SHIFT) | np.uint64(e)
     while tab[i, 1] != v:
@@ -158,6 +160,8 @@ def touch(S, e):  # pragma: no cover (compiled)
 def pop_head(S, lst):  # pragma: no cover (compiled)
     """Unlink and return the least recent entry of a list (OrderedDict.popitem(last=False))."""
     e = S[HEAD][lst]
+    if e < 0:
+        raise RuntimeError("a cache simulation popped an empty list: a bug in kvmath")
     unlink(S, e)
     return e
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from kvmath.traces.simulate.compiled import njit
 
 from kvmath.traces.simulate.store import (CNT, FVAL, HEAD, IVAL, KEY, META, Store, add, find,
                                           link_tail, pop_head, remove, touch, unlink)

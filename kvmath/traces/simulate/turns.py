@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from kvmath.traces.simulate.compiled import njit
 
 from kvmath.traces.simulate.store import slot
 
