@@ -49,6 +49,7 @@ from kvmath.fleet.changes import fleet_since, fleet_snapshot
 from kvmath.fleet.metrics import parse_slo, slo_label
 from kvmath.fleet.run import fleet, fleet_cost, meets, nodes_needed
 from kvmath.fleet.validation import (case as fleet_case, case_names as fleet_cases,
+    case_node as fleet_case_node,
     error_summary as fleet_error_summary, predictions as fleet_predictions,
     table as fleet_validation_table, why_not as fleet_why_not)
 from kvmath.scenario.schedulers import DEFAULT as DEFAULT_SCHEDULER, PROFILES as SCHEDULERS

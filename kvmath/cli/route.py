@@ -181,17 +181,17 @@ def _analyse_fleet(args, trace, s, cfg):
     # node's, its host included); the network between nodes is not priced
     out.update(fleet_cost(trace, node, s.nodes, s.gpu_price, out["span_s"]))
     if s.max_nodes:
-        def cost(n):
-            return (fleet_cost(trace, node, n, s.gpu_price)["cost_per_million_tokens_usd"]
-                    if n else None)
-        need, _ = nodes_needed_of(trace, s, s.max_nodes, slos, cache_kw=kw)
+        def cost(n, tried):  # priced over the span that fleet served, as the fleet above is
+            return (fleet_cost(trace, node, n, s.gpu_price, tried[n]["span_s"])
+                    ["cost_per_million_tokens_usd"] if n else None)
+        need, tried = nodes_needed_of(trace, s, s.max_nodes, slos, cache_kw=kw)
         out["nodes_needed"] = need
-        out["cost_per_million_tokens_usd_nodes_needed"] = cost(need)
+        out["cost_per_million_tokens_usd_nodes_needed"] = cost(need, tried)
         if pool is not None:  # the same search without the pool, to set against it
-            alone, _ = nodes_needed_of(trace, replace(s, pool=None), s.max_nodes, slos,
-                                       cache_kw=kw)
+            alone, tried = nodes_needed_of(trace, replace(s, pool=None), s.max_nodes, slos,
+                                           cache_kw=kw)
             out["nodes_needed_without_pool"] = alone
-            out["cost_per_million_tokens_usd_nodes_needed_without_pool"] = cost(alone)
+            out["cost_per_million_tokens_usd_nodes_needed_without_pool"] = cost(alone, tried)
         from kvmath.fleet.metrics import slo_label
         out["nodes_needed_for"] = "keep up with the load" + (
             "" if not slos else ", and " + ", ".join(slo_label(x) for x in slos))

@@ -42,6 +42,12 @@ def _node(value):
     return str(p) if p.exists() else value
 
 
+def case_node(c):
+    """The node row of case ``c`` (bundled, or a CSV beside the case files)."""
+    from kvmath.tables.rows import resolve_node
+    return resolve_node(_node(c["fleet"]["node"]))
+
+
 def scenario_of_case(c, arm, users=None):
     """The scenario record of an arm of case ``c``."""
     from kvmath.fleet.run import scenario_for

@@ -35,11 +35,23 @@ def test_equal_pauses_are_answered_and_the_fit_refused_in_words(capsys, tmp_path
     assert out["pause_fit"] is None and "no spread" in out["pause_fit_refused"]
 
 
-def test_prompts_beyond_the_served_window_are_counted_and_said(capsys):
+def test_prompts_beyond_the_served_window_are_counted_and_said(capsys, tmp_path):
     # a trace's prompts longer than the model's window (an engine refuses them) had been
-    # replayed without a word; --rope-scaling's longer window leaves fewer of them
-    for cmd in (["trace", "conversation"], ["route", "conversation", "--nodes", "2"],
-                ["fleet", "conversation", "--nodes", "2"]):
+    # replayed without a word; --rope-scaling's longer window leaves fewer of them. A small
+    # trace with prompts below, between and beyond the two windows (the conversation trace
+    # served by every router took two minutes)
+    path = tmp_path / "long.jsonl"
+    rows, next_id = [], 0
+    for i, tokens in enumerate((4000, 30000, 50000, 90000, 140000, 8000)):
+        n = -(-tokens // 512)
+        rows.append(json.dumps({"timestamp": 1000 * i, "input_length": tokens,
+                                "output_length": 100,
+                                "hash_ids": list(range(next_id, next_id + n))}))
+        next_id += n
+    path.write_text("\n".join(rows) + "\n")
+    trace = str(path)
+    for cmd in (["trace", trace], ["route", trace, "--nodes", "2"],
+                ["fleet", trace, "--nodes", "2"]):
         assert main(cmd + ["--model", "qwen3-8b", "--json"]) == 0
         plain = json.loads(capsys.readouterr().out)
         assert plain["context_window_tokens"] == 40960 and plain["prompts_beyond_window"] > 0
